@@ -1,0 +1,252 @@
+"""Config schema (structured configs) and the checks Hydra's types cannot express.
+
+Everything here runs in the Hydra job process, which never imports TensorFlow: a typo, an unknown
+option, a wrong type or an out-of-range value is reported in one line before any training process
+starts. The schema is registered once as ``base_config``; ``conf/config.yaml`` extends it, so every
+group option (``conf/<group>/<option>.yaml``) is merged onto a typed node and checked by OmegaConf.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+STRATEGIES = ("one_device", "mirrored", "central", "multiworker", "ps")
+MODELS = ("mlp", "cnn", "resnet50", "mobilenet_v2", "custom")
+LOOPS = ("custom", "fit")
+CLUSTERS = ("local", "tf_config", "slurm")
+CROSS_DEVICE_OPS = ("nccl", "hierarchical_copy", "reduction_to_one_device")
+COMMUNICATIONS = ("auto", "ring", "nccl")
+OPTIMIZERS = ("adam", "sgd", "rmsprop")
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+class UserError(Exception):
+    """A problem with what the user asked for: reported as one line, exit code 2, no traceback."""
+
+
+@dataclass
+class StrategyConfig:
+    name: str = MISSING
+    # mirrored / central: how gradients are all-reduced; null = TensorFlow's choice.
+    cross_device_ops: Optional[str] = None
+    # multiworker: collective implementation.
+    communication: str = "auto"
+
+
+@dataclass
+class ModelConfig:
+    name: str = MISSING
+    optimizer: str = "adam"
+    learning_rate: float = 1e-3
+    # Smallest spatial size the architecture accepts; smaller inputs are resized up to it
+    # (resize=true) or refused (resize=false). 0 = no minimum.
+    min_size: int = 0
+    resize: bool = True
+    # model=custom: "package.module:function" called inside strategy.scope() as
+    # fn(input_shape=(h, w, c), num_classes=k) -> keras.Model returning logits.
+    factory: Optional[str] = None
+
+
+@dataclass
+class DatasetConfig:
+    name: str = MISSING
+    # digits: fraction held out for evaluation (split fixed by `seed`).
+    test_fraction: float = 0.2
+    # synthetic: image shape, classes and number of examples (train; eval gets size // 4).
+    shape: List[int] = field(default_factory=lambda: [32, 32, 3])
+    num_classes: int = 10
+    size: int = 2048
+    # tf.data knobs.
+    shuffle_buffer: int = 10000
+    prefetch: int = -1  # -1 = tf.data.AUTOTUNE
+
+
+@dataclass
+class LoopConfig:
+    name: str = MISSING
+
+
+@dataclass
+class ClusterConfig:
+    name: str = "local"
+    host: str = "127.0.0.1"
+
+
+@dataclass
+class TrackingConfig:
+    enabled: bool = True
+    uri: str = "sqlite:///${distexp.cwd:}/outputs/mlflow.db"
+    experiment: str = "distexp"
+
+
+@dataclass
+class Config:
+    strategy: StrategyConfig = MISSING
+    model: ModelConfig = MISSING
+    dataset: DatasetConfig = MISSING
+    loop: LoopConfig = MISSING
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    gpus: Optional[int] = None
+    cpu_replicas: int = 1
+    workers: int = 2
+    ps: int = 1
+    epochs: int = 5
+    steps_per_epoch: Optional[int] = None
+    batch_size_per_replica: int = 64
+    global_batch_size: Optional[int] = None
+    learning_rate: Optional[float] = None
+    seed: int = 0
+    # Steps at the start of training that are run but not timed (tracing, first allocations).
+    warmup_steps: int = 5
+    # Print a progress line this often within an epoch (steps); 0 = only per-epoch lines.
+    log_every_steps: int = 0
+    # Seconds before a job that has not finished is stopped and marked FAILED; null = no limit.
+    timeout: Optional[float] = None
+
+
+def _cwd() -> str:
+    return os.getcwd()
+
+
+def register() -> None:
+    """Register the schema and the ``distexp.cwd`` resolver (idempotent)."""
+    if not OmegaConf.has_resolver("distexp.cwd"):
+        OmegaConf.register_new_resolver("distexp.cwd", _cwd)
+    ConfigStore.instance().store(name="base_config", node=Config)
+
+
+register()
+
+
+def _choice(key: str, value: Any, valid) -> None:
+    if value not in valid:
+        raise UserError(f"{key}: received {value!r}; valid: {', '.join(map(str, valid))}")
+
+
+def _at_least(key: str, value: Optional[float], low: float, *, allow_none: bool = False) -> None:
+    if value is None:
+        if allow_none:
+            return
+        raise UserError(f"{key}: received null; expected a number >= {low}")
+    if value < low:
+        raise UserError(f"{key}: received {value}; expected >= {low}")
+
+
+def validate(cfg: DictConfig) -> None:
+    """Raise UserError for values the schema's types accept but that make no sense."""
+    _choice("strategy", cfg.strategy.name, STRATEGIES)
+    _choice("model", cfg.model.name, MODELS)
+    _choice("loop", cfg.loop.name, LOOPS)
+    _choice("cluster", cfg.cluster.name, CLUSTERS)
+    _choice("model.optimizer", cfg.model.optimizer, OPTIMIZERS)
+    if cfg.strategy.cross_device_ops is not None:
+        _choice("strategy.cross_device_ops", cfg.strategy.cross_device_ops, CROSS_DEVICE_OPS)
+    _choice("strategy.communication", cfg.strategy.communication, COMMUNICATIONS)
+    _at_least("epochs", cfg.epochs, 1)
+    _at_least("steps_per_epoch", cfg.steps_per_epoch, 1, allow_none=True)
+    _at_least("batch_size_per_replica", cfg.batch_size_per_replica, 1)
+    _at_least("global_batch_size", cfg.global_batch_size, 1, allow_none=True)
+    _at_least("cpu_replicas", cfg.cpu_replicas, 1)
+    _at_least("gpus", cfg.gpus, 0, allow_none=True)
+    _at_least("workers", cfg.workers, 1)
+    _at_least("ps", cfg.ps, 0)
+    _at_least("warmup_steps", cfg.warmup_steps, 0)
+    _at_least("log_every_steps", cfg.log_every_steps, 0)
+    if cfg.timeout is not None and cfg.timeout <= 0:
+        raise UserError(f"timeout: received {cfg.timeout}; expected seconds > 0 or null")
+    if cfg.learning_rate is not None and cfg.learning_rate <= 0:
+        raise UserError(f"learning_rate: received {cfg.learning_rate}; expected > 0")
+    if cfg.model.name == "custom" and not cfg.model.factory:
+        raise UserError("model.factory: received null; model=custom needs "
+                        "model.factory=package.module:function")
+    ds = cfg.dataset
+    if ds.name == "synthetic":
+        if len(ds.shape) not in (1, 3) or any(d < 1 for d in ds.shape):
+            raise UserError(f"dataset.shape: received {list(ds.shape)}; expected [h, w, c] or [d] "
+                            "with every size >= 1")
+        _at_least("dataset.num_classes", ds.num_classes, 2)
+        _at_least("dataset.size", ds.size, 1)
+    if not 0 < ds.test_fraction < 1:
+        raise UserError(f"dataset.test_fraction: received {ds.test_fraction}; expected 0 < x < 1")
+
+    if cfg.loop.name == "fit" and cfg.strategy.name == "central":
+        raise UserError(
+            "loop: received 'fit' with strategy=central; Keras 3 fit logs wrong loss/accuracy under "
+            "CentralStorageStrategy, so distexp refuses it: use loop=custom")
+    if cfg.loop.name == "fit" and cfg.strategy.name in ("multiworker", "ps"):
+        ref = "keras-team/keras#20585" if cfg.strategy.name == "multiworker" else "keras-team/keras#18624"
+        raise UserError(f"loop: received 'fit' with strategy={cfg.strategy.name}; Keras 3 fit cannot "
+                        f"train it ({ref}): use loop=custom")
+    if cfg.strategy.name == "ps" and cfg.ps < 1:
+        raise UserError(f"ps: received {cfg.ps}; strategy=ps needs at least 1 parameter server")
+
+    replicas = replicas_per_worker(cfg) * num_workers(cfg)
+    if cfg.global_batch_size is not None and cfg.global_batch_size % replicas:
+        raise UserError(
+            f"global_batch_size: received {cfg.global_batch_size}; it must divide evenly over "
+            f"{replicas} replicas (try {max(replicas, cfg.global_batch_size // replicas * replicas)})")
+
+
+def visible_gpus() -> int:
+    """Number of GPUs this process may use, found without importing TensorFlow.
+
+    Honours CUDA_VISIBLE_DEVICES; otherwise counts /proc/driver/nvidia/gpus (the NVIDIA driver's
+    own list). The trainer re-checks with TensorFlow, which is authoritative.
+    """
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    driver = "/proc/driver/nvidia/gpus"
+    present = len(os.listdir(driver)) if os.path.isdir(driver) else 0
+    if env is not None:
+        ids = [d for d in env.split(",") if d.strip() and d.strip() != "-1"]
+        return min(len(ids), present) if present else 0
+    return present
+
+
+def check_gpus(requested: Optional[int], visible: int) -> int:
+    """Resolve `gpus` against what is visible: null = all, N = first N, more = error."""
+    if requested is None:
+        return visible
+    if requested > visible:
+        raise UserError(
+            f"gpus: received {requested}; {visible} GPU(s) visible on this machine. "
+            f"To run on CPU use gpus=0 cpu_replicas={max(requested, 2)}")
+    return requested
+
+
+def num_workers(cfg: DictConfig) -> int:
+    return cfg.workers if cfg.strategy.name in ("multiworker", "ps") else 1
+
+
+def replicas_per_worker(cfg: DictConfig, gpus: Optional[int] = None) -> int:
+    """Replicas each worker trains with (known before TensorFlow starts)."""
+    if cfg.strategy.name == "one_device":
+        return 1
+    if gpus is None:
+        gpus = cfg.gpus if cfg.gpus is not None else visible_gpus()
+    return gpus if gpus > 0 else cfg.cpu_replicas
+
+
+def global_batch(cfg: DictConfig, replicas: int) -> int:
+    if cfg.global_batch_size is not None:
+        return int(cfg.global_batch_size)
+    return int(cfg.batch_size_per_replica) * replicas
+
+
+def flatten(cfg: DictConfig) -> dict:
+    """The resolved config as flat `a.b.c -> str` params (MLflow's param shape)."""
+    out: dict = {}
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+        else:
+            out[prefix] = "null" if node is None else str(node)
+
+    walk("", OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
+    return out

@@ -1,0 +1,42 @@
+"""Turn Hydra / OmegaConf / distexp errors into one line: the key, what was received, what is valid."""
+from __future__ import annotations
+
+import re
+
+from distexp.config import UserError
+
+
+def one_line(ex: BaseException) -> str | None:
+    """The one-line message for a user error, or None when `ex` is not one (a bug: keep the traceback)."""
+    from hydra.errors import HydraException, MissingConfigException, OverrideParseException
+    from omegaconf.errors import OmegaConfBaseException
+
+    if isinstance(ex, UserError):
+        return str(ex)
+    if isinstance(ex, MissingConfigException) and ex.missing_cfg_file and "/" in ex.missing_cfg_file:
+        group, _, option = ex.missing_cfg_file.rpartition("/")
+        valid = ", ".join(sorted(o for o in (ex.options or []) if not o.startswith("base_")))
+        return f"{group}: received {option!r}; valid: {valid or '(none)'}"
+    if isinstance(ex, OverrideParseException):
+        return f"could not parse override {ex.override!r}: {_first(ex.message)}"
+    cause = ex if isinstance(ex, OmegaConfBaseException) else ex.__cause__
+    if isinstance(cause, OmegaConfBaseException):
+        key = getattr(cause, "full_key", None)
+        msg = _first(str(cause))
+        m = re.match(r"Value '(.*)' (?:of type '(\w+)' )?could not be converted to (\w+)", msg)
+        if m:
+            return f"{key}: received {m.group(1)!r}; expected {m.group(3).lower()}"
+        m = re.match(r"Key '(.+)' not in '(\w+)'", msg)
+        if m:
+            return f"{key}: unknown key (not in the schema); check the spelling or see --cfg job"
+        if "Could not override" in str(ex):
+            return f"{key or ''}: {msg}".lstrip(": ")
+        return f"{key}: {msg}" if key else msg
+    if isinstance(ex, HydraException):
+        return _first(str(ex))
+    return None
+
+
+def _first(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    return lines[0] if lines else str(text)

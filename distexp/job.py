@@ -1,0 +1,116 @@
+"""One Hydra job, from the job process (no TensorFlow here).
+
+Separation of concerns:
+- distexp.config   the schema and the checks that run before anything starts
+- distexp.job      (this) one job's life: check, open the MLflow run, launch, close the run
+- distexp.launch   the training processes, their logs, their clean-up
+- distexp.cluster  which processes a strategy/cluster needs and each one's TF_CONFIG
+- distexp.trainer  inside a training process: devices, strategy, data, model, loop
+- distexp.tracking MLflow: the run's life here, the chief's metrics there
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from distexp import config as C
+from distexp import launch, tracking
+
+STATUS_EXIT = {"FINISHED": 0, "FAILED": 1, "KILLED": 130}
+
+
+def run_job(cfg: DictConfig) -> Optional[float]:
+    """Check `cfg`, train it in fresh processes, return the final eval accuracy.
+
+    A user error raises config.UserError (one line, exit 2). A failed or interrupted job ends its
+    MLflow run FAILED / KILLED and exits non-zero.
+    """
+    from hydra.core.hydra_config import HydraConfig
+
+    t_start = time.time()
+    C.validate(cfg)
+    gpus = C.check_gpus(cfg.gpus, C.visible_gpus())
+    hc = HydraConfig.get()
+    job_dir = Path(hc.runtime.output_dir)
+    job_dir.mkdir(parents=True, exist_ok=True)
+    from distexp import cluster
+
+    plan = cluster.plan(cfg, job_dir, gpus)  # raises UserError for a bad cluster setting
+    replicas = C.replicas_per_worker(cfg, gpus) * plan.replica_workers
+    config_path = job_dir / "config.yaml"
+    OmegaConf.save(cfg, config_path, resolve=True)
+    overrides_path = job_dir / "overrides.yaml"
+    OmegaConf.save(OmegaConf.create(list(hc.overrides.task)), overrides_path)
+
+    run = None
+    if cfg.tracking.enabled and plan.logs_to_mlflow:
+        tags = {"distexp.job_dir": str(job_dir), "distexp.overrides": " ".join(hc.overrides.task)}
+        params = C.flatten(cfg)
+        params.update({"num_workers": plan.replica_workers, "global_batch_size":
+                       C.global_batch(cfg, replicas), "num_replicas": replicas})
+        if "tracking.uri" in params:
+            params["tracking.uri"] = tracking.redact(params["tracking.uri"])
+        run = tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment,
+                              tracking.run_name(cfg.strategy.name, cfg.model.name, cfg.dataset.name,
+                                                replicas), tags, params)
+        print(f"MLflow run {run.run_id} ({tracking.redact(cfg.tracking.uri)}, experiment "
+              f"{cfg.tracking.experiment!r})", flush=True)
+
+    env = {"DISTEXP_JOB_START": repr(t_start), "DISTEXP_GPUS": str(gpus)}
+    procs = plan.processes(config_path, env, run.run_id if run else None, cfg.tracking.uri)
+    status, error = "FAILED", None
+    try:
+        launch.run(procs, timeout=cfg.timeout)
+        status = "FINISHED"
+    except launch.JobInterrupted:
+        status, error = "KILLED", "interrupted: every training process was stopped"
+    except launch.JobFailed as ex:
+        error = str(ex)
+        chief = procs[0]
+        if chief.returncode == 2 and "distexp: error:" in _tail(chief.log):
+            error = "user"  # the trainer already printed its one-line error
+    finally:
+        if run is not None:
+            _close(run, status, job_dir, procs, config_path, overrides_path)
+
+    result = _read_result(job_dir)
+    if status == "FINISHED":
+        return result.get("eval/accuracy")
+    if error == "user":
+        sys.exit(2)
+    print(f"distexp: error: {error} (logs: {', '.join(str(p.log) for p in procs)})",
+          file=sys.stderr, flush=True)
+    sys.exit(STATUS_EXIT[status])
+
+
+def _close(run: tracking.JobRun, status: str, job_dir: Path, procs, *files: Path) -> None:
+    """Artifacts then the terminal status; a failure here must not leave the run RUNNING."""
+    try:
+        run.log_artifacts(files)
+        run.log_artifacts([p.log for p in procs], artifact_path="logs")
+        hydra_log = job_dir / "__main__.log"
+        run.log_artifacts([hydra_log, job_dir / "steps.csv"], artifact_path=None)
+    finally:
+        run.end(status)
+
+
+def _tail(path: Path, n: int = 4000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - n))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _read_result(job_dir: Path) -> dict:
+    try:
+        return json.loads((job_dir / "result.json").read_text())
+    except (OSError, ValueError):
+        return {}

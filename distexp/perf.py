@@ -1,0 +1,107 @@
+"""Throughput and step-time figures (pure Python: no TensorFlow).
+
+Definitions (the README repeats them):
+- A step ends when its loss has been fetched to the host (`float(loss)`), i.e. the device finished
+  it; a dispatched-but-unfinished step is never counted.
+- step time: host wall time from the end of the previous step (or the start of the epoch's first
+  step) to the end of this one. It includes input waiting and Python overhead between steps;
+  it excludes evaluation, which runs between epochs.
+- The first `warmup_steps` steps of the run (tracing, graph optimisation, first allocations) are
+  run but not timed; they still count for loss/accuracy and `perf/epoch_time_s`.
+- examples/s = global batch x timed steps / their summed step time (per epoch and for the run).
+- spread: the timed steps are cut into windows of WINDOW consecutive steps; the 95 % interval is
+  1.96 x the standard error of the per-window examples/s (Horovod's benchmark convention).
+- time to first step: from the job's start (the `python -m distexp` job process starting it) to
+  the end of the first training step: process start-up, TensorFlow import, data loading, model
+  building and the first step's tracing included.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+WINDOW = 10
+
+
+def percentile(values: List[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default method), q in [0, 100]."""
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    pos = (len(s) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+@dataclass
+class Meter:
+    global_batch: int
+    replicas: int
+    warmup_steps: int
+    job_start: float
+    step: int = 0
+    time_to_first_step: Optional[float] = None
+    timed: List[float] = field(default_factory=list)     # step times of timed steps, whole run
+    _epoch_timed: List[float] = field(default_factory=list)
+    _epoch_start: float = 0.0
+    _last: float = 0.0
+
+    def start_epoch(self) -> None:
+        self._epoch_timed = []
+        self._epoch_start = self._last = time.perf_counter()
+
+    def end_step(self, steps: int = 1) -> float:
+        """Call right after the step's result reached the host. `steps` > 1 when one call ran
+        several steps (steps per execution): the interval is shared equally among them."""
+        now = time.perf_counter()
+        dt = (now - self._last) / steps
+        self._last = now
+        for _ in range(steps):
+            self.step += 1
+            if self.step == 1:
+                self.time_to_first_step = time.time() - self.job_start
+            if self.step > self.warmup_steps:
+                self.timed.append(dt)
+                self._epoch_timed.append(dt)
+        return dt
+
+    def epoch_figures(self) -> Dict[str, Optional[float]]:
+        elapsed = time.perf_counter() - self._epoch_start
+        return {
+            "perf/examples_per_sec": self._rate(self._epoch_timed),
+            "perf/examples_per_sec_per_replica": _div(self._rate(self._epoch_timed), self.replicas),
+            "perf/epoch_time_s": elapsed,
+        }
+
+    def final_figures(self) -> Dict[str, Optional[float]]:
+        rate = self._rate(self.timed)
+        mean, ci = self.spread()
+        ms = [t * 1000.0 for t in self.timed]
+        return {
+            "perf/examples_per_sec": rate,
+            "perf/examples_per_sec_per_replica": _div(rate, self.replicas),
+            "perf/examples_per_sec_ci95": ci,
+            "perf/step_time_ms_p50": percentile(ms, 50) if ms else None,
+            "perf/step_time_ms_p90": percentile(ms, 90) if ms else None,
+            "perf/time_to_first_step_s": self.time_to_first_step,
+            "perf/timed_steps": float(len(self.timed)),
+        }
+
+    def spread(self):
+        """(mean, 95 % half-width) of per-window examples/s; half-width None under 2 windows."""
+        n = len(self.timed) // WINDOW
+        rates = [self._rate(self.timed[i * WINDOW:(i + 1) * WINDOW]) for i in range(n)]
+        if n < 2:
+            return (rates[0] if rates else None), None
+        return statistics.fmean(rates), 1.96 * statistics.stdev(rates) / math.sqrt(n)
+
+    def _rate(self, times: List[float]) -> Optional[float]:
+        total = sum(times)
+        return self.global_batch * len(times) / total if times and total > 0 else None
+
+
+def _div(a: Optional[float], b: float) -> Optional[float]:
+    return None if a is None else a / b

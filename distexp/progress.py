@@ -1,0 +1,91 @@
+"""What a training process says about its progress: console lines, steps.csv, MLflow metrics.
+
+Only the chief reports; on other workers every method still keeps time (cheap) but prints and
+logs nothing. Loops call start_epoch / end_step / end_epoch; evaluation runs in end_epoch, after
+the epoch's timing window has closed.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable, Dict, Optional, Tuple
+
+from distexp.perf import Meter
+from distexp.tracking import RunLogger
+
+
+class Reporter:
+    def __init__(self, *, meter: Meter, logger: RunLogger, chief: bool, job_dir: Path,
+                 epochs: int, steps_per_epoch: int, log_every: int,
+                 evaluate: Callable[[], Tuple[float, float]]):
+        self.meter, self.logger, self.chief = meter, logger, chief
+        self.epochs, self.steps_per_epoch = epochs, steps_per_epoch
+        # Long epochs get a progress line ~10 times per epoch unless told otherwise.
+        self.log_every = log_every or (steps_per_epoch // 10 if steps_per_epoch >= 200 else 0)
+        self.evaluate = evaluate
+        self.epoch = 0
+        self.step_in_epoch = 0
+        self.final: Dict[str, Optional[float]] = {}
+        self._csv = open(job_dir / "steps.csv", "w") if chief else None
+        if self._csv:
+            self._csv.write("step,epoch,loss,loss_kind,step_time_ms\n")
+
+    def print(self, *args) -> None:
+        if self.chief:
+            print(*args, flush=True)
+
+    def start_epoch(self, epoch: int) -> None:
+        self.epoch, self.step_in_epoch = epoch, 0
+        self.meter.start_epoch()
+
+    def end_step(self, loss: float, kind: str = "step", steps: int = 1) -> None:
+        dt = self.meter.end_step(steps)
+        self.step_in_epoch += steps
+        if self._csv:
+            self._csv.write(f"{self.meter.step},{self.epoch},{loss!r},{kind},{dt * 1000:.4f}\n")
+        if self.log_every and self.step_in_epoch % self.log_every == 0:
+            done = self.step_in_epoch / self.steps_per_epoch
+            bar = "=" * int(20 * done)
+            self.print(f"  epoch {self.epoch}/{self.epochs} [{bar:<20}] step "
+                       f"{self.step_in_epoch}/{self.steps_per_epoch}  loss {loss:.4f}  "
+                       f"{self.meter.global_batch / dt:,.0f} ex/s")
+
+    def end_epoch(self, train_loss: float, train_acc: float) -> None:
+        figures = self.meter.epoch_figures()  # before evaluation: eval is not training time
+        eval_loss, eval_acc = self.evaluate()
+        metrics = {"train/loss": train_loss, "train/accuracy": train_acc,
+                   "eval/loss": eval_loss, "eval/accuracy": eval_acc, **figures}
+        self.logger.log_metrics(metrics, step=self.epoch)
+        rate = figures["perf/examples_per_sec"]
+        self.print(f"epoch {self.epoch}/{self.epochs}  loss {train_loss:.4f}  acc {train_acc:.4f}  "
+                   f"eval_loss {eval_loss:.4f}  eval_acc {eval_acc:.4f}  "
+                   f"{'%.1f ex/s' % rate if rate else 'warm-up (not timed)'}  "
+                   f"epoch {figures['perf/epoch_time_s']:.2f} s")
+        self.final = {"train/loss": train_loss, "train/accuracy": train_acc,
+                      "eval/loss": eval_loss, "eval/accuracy": eval_acc}
+
+    def finish(self) -> Dict[str, Optional[float]]:
+        """Log the run's final figures (at the last epoch's step, so they are MLflow's latest)."""
+        perf = self.meter.final_figures()
+        final = {**self.final, **perf}
+        self.logger.log_metrics(final, step=self.epoch)
+        if self._csv:
+            self._csv.close()
+        rate, ci = perf["perf/examples_per_sec"], perf["perf/examples_per_sec_ci95"]
+        if rate:
+            spread = f" +/- {ci:.1f} (95% CI)" if ci else ""
+            self.print(f"throughput: {rate:.1f} examples/s{spread} over {len(self.meter.timed)} timed "
+                       f"steps ({self.meter.warmup_steps} warm-up steps excluded); step time p50 "
+                       f"{perf['perf/step_time_ms_p50']:.2f} ms, p90 "
+                       f"{perf['perf/step_time_ms_p90']:.2f} ms")
+        else:
+            self.print(f"throughput: not measured: all {self.meter.step} steps were warm-up "
+                       f"(warmup_steps={self.meter.warmup_steps})")
+        self.print(f"final: eval_loss {final.get('eval/loss', float('nan')):.4f}  eval_acc "
+                   f"{final.get('eval/accuracy', float('nan')):.4f}  time to first step "
+                   f"{perf['perf/time_to_first_step_s']:.2f} s")
+        return final
+
+
+def write_result(job_dir: Path, final: Dict[str, Optional[float]]) -> None:
+    (job_dir / "result.json").write_text(json.dumps(final, indent=1))

@@ -1,0 +1,95 @@
+"""Inside one training process (`python -m distexp.trainer --config <job_dir>/config.yaml`).
+
+The order is the one TensorFlow needs, kept in one place: devices (before the runtime starts),
+the strategy, the data, then model and optimizer inside ``strategy.scope()``, then the loop.
+A user error prints one line and exits 2; anything else is a traceback and exit 1.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from distexp.config import UserError
+
+
+def train(cfg, job_dir: Path) -> dict:
+    import keras
+    import tensorflow as tf
+
+    from distexp import datasets, devices, loops, models, strategies
+    from distexp.config import global_batch
+    from distexp.loops.common import Context, make_evaluate
+    from distexp.perf import Meter
+    from distexp.progress import Reporter, write_result
+    from distexp.tracking import RunLogger
+
+    gpus = int(os.environ.get("DISTEXP_GPUS", "0"))
+    job_start = float(os.environ.get("DISTEXP_JOB_START", time.time()))
+    replica_devices = devices.configure(cfg, gpus)
+    strategy = strategies.build(cfg, replica_devices)
+    chief = strategies.is_chief(strategy)
+    say = print if chief else (lambda *a, **k: None)
+    replicas = int(strategy.num_replicas_in_sync)
+    G = global_batch(cfg, replicas)
+    if G % replicas:
+        raise UserError(f"global_batch_size: received {G}; it must divide evenly over {replicas} "
+                        "replicas")
+
+    keras.utils.set_random_seed(int(cfg.seed))
+    arrays = datasets.load(cfg)
+    steps = datasets.steps_per_epoch(cfg, len(arrays.y_train), G)
+    train_ds, eval_ds = datasets.pipelines(cfg, arrays, G)
+    with strategy.scope():
+        model = models.build(cfg, arrays.input_shape, arrays.num_classes)
+        optimizer = models.optimizer(cfg, model)
+
+    workers = int(os.environ.get("DISTEXP_NUM_WORKERS", "1"))
+    say(f"Strategy: {cfg.strategy.name} ({type(strategy).__name__})")
+    say(f"Number of devices: {replicas}  ({', '.join(replica_devices)}; workers: {workers})")
+    say(f"Global batch: {G}  (per replica: {G // replicas})  steps per epoch: {steps}  "
+        f"epochs: {cfg.epochs}  loop: {cfg.loop.name}")
+    say(f"Model: {cfg.model.name} ({model.count_params():,} parameters)  dataset: "
+        f"{cfg.dataset.name} (train {len(arrays.y_train)}, eval {len(arrays.y_eval)}, "
+        f"input {list(arrays.input_shape)}, {arrays.num_classes} classes)")
+
+    logger = RunLogger() if chief else RunLogger(run_id="")
+    logger.log_params({"devices": ",".join(replica_devices), "tf_version": tf.__version__,
+                       "keras_version": keras.__version__, "steps_per_epoch_resolved": steps,
+                       "warmup_steps_resolved": min(cfg.warmup_steps, steps * cfg.epochs)})
+    meter = Meter(global_batch=G, replicas=replicas, warmup_steps=int(cfg.warmup_steps),
+                  job_start=job_start)
+    reporter = Reporter(meter=meter, logger=logger, chief=chief, job_dir=job_dir,
+                        epochs=int(cfg.epochs), steps_per_epoch=steps,
+                        log_every=int(cfg.log_every_steps),
+                        evaluate=make_evaluate(strategy, model, eval_ds))
+    ctx = Context(cfg=cfg, strategy=strategy, model=model, optimizer=optimizer, train_ds=train_ds,
+                  eval_ds=eval_ds, global_batch=G, steps_per_epoch=steps, epochs=int(cfg.epochs),
+                  reporter=reporter)
+    loops.get(cfg.loop.name)(ctx)
+    final = reporter.finish()
+    if chief:
+        write_result(job_dir, final)
+    return final
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m distexp.trainer")
+    p.add_argument("--config", required=True, type=Path)
+    args = p.parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    cfg = OmegaConf.load(args.config)
+    try:
+        train(cfg, args.config.parent)
+    except UserError as ex:
+        print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
