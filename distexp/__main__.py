@@ -18,7 +18,11 @@ from distexp import config  # noqa: F401  (registers the schema and resolvers)
 def main(cfg: DictConfig) -> float | None:
     from distexp.job import run_job
 
-    return run_job(cfg)
+    try:
+        return run_job(cfg)
+    except config.UserError as ex:  # one line, not Hydra's "Error executing job" report
+        print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        sys.exit(2)
 
 
 def cli() -> None:

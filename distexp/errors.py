@@ -23,7 +23,7 @@ def one_line(ex: BaseException) -> str | None:
     if isinstance(cause, OmegaConfBaseException):
         key = getattr(cause, "full_key", None)
         msg = _first(str(cause))
-        m = re.match(r"Value '(.*)' (?:of type '(\w+)' )?could not be converted to (\w+)", msg)
+        m = re.match(r"Value '(.*?)'(?: of type '(\w+)')? could not be converted to (\w+)", msg)
         if m:
             return f"{key}: received {m.group(1)!r}; expected {m.group(3).lower()}"
         m = re.match(r"Key '(.+)' not in '(\w+)'", msg)

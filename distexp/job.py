@@ -11,6 +11,7 @@ Separation of concerns:
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -61,7 +62,9 @@ def run_job(cfg: DictConfig) -> Optional[float]:
         print(f"MLflow run {run.run_id} ({tracking.redact(cfg.tracking.uri)}, experiment "
               f"{cfg.tracking.experiment!r})", flush=True)
 
-    env = {"DISTEXP_JOB_START": repr(t_start), "DISTEXP_GPUS": str(gpus)}
+    env = {"DISTEXP_JOB_START": repr(t_start), "DISTEXP_GPUS": str(gpus),
+           "DISTEXP_NUM_WORKERS": str(plan.replica_workers),
+           "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
     procs = plan.processes(config_path, env, run.run_id if run else None, cfg.tracking.uri)
     status, error = "FAILED", None
     try:
@@ -72,8 +75,10 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     except launch.JobFailed as ex:
         error = str(ex)
         chief = procs[0]
-        if chief.returncode == 2 and "distexp: error:" in _tail(chief.log):
-            error = "user"  # the trainer already printed its one-line error
+        if chief.returncode == 2:
+            lines = [ln for ln in _tail(chief.log).splitlines() if ln.startswith("distexp: error:")]
+            if lines:  # the trainer's own one-line user error
+                error = "user:" + lines[-1]
     finally:
         if run is not None:
             _close(run, status, job_dir, procs, config_path, overrides_path)
@@ -81,7 +86,8 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     result = _read_result(job_dir)
     if status == "FINISHED":
         return result.get("eval/accuracy")
-    if error == "user":
+    if error and error.startswith("user:"):
+        print(error[len("user:"):], file=sys.stderr, flush=True)
         sys.exit(2)
     print(f"distexp: error: {error} (logs: {', '.join(str(p.log) for p in procs)})",
           file=sys.stderr, flush=True)
@@ -93,7 +99,7 @@ def _close(run: tracking.JobRun, status: str, job_dir: Path, procs, *files: Path
     try:
         run.log_artifacts(files)
         run.log_artifacts([p.log for p in procs], artifact_path="logs")
-        hydra_log = job_dir / "__main__.log"
+        hydra_log = job_dir / "distexp.log"
         run.log_artifacts([hydra_log, job_dir / "steps.csv"], artifact_path=None)
     finally:
         run.end(status)

@@ -64,7 +64,7 @@ def _pump(stream: IO[bytes], log: IO[bytes], console: bool, last_lines: List[str
         line = raw.decode("utf-8", "replace")
         last_lines.append(line)
         del last_lines[:-20]
-        if console:
+        if console and not line.startswith("distexp: error:"):  # the job process reports it
             sys.stdout.write(line)
             sys.stdout.flush()
     stream.close()

@@ -38,7 +38,12 @@ def _sqlite_dir(uri: str) -> Optional[Path]:
 
 
 def _client(uri: str):
+    import logging
+
     from mlflow.tracking import MlflowClient
+
+    for name in ("mlflow.store.db.utils", "alembic"):  # schema set-up chatter on every new store
+        logging.getLogger(name).setLevel(logging.WARNING)
 
     return MlflowClient(tracking_uri=uri)
 

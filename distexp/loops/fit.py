@@ -27,4 +27,4 @@ def train(ctx: Context) -> None:
                           loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                           metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
     ctx.model.fit(ctx.train_ds, epochs=ctx.epochs, steps_per_epoch=ctx.steps_per_epoch,
-                  callbacks=[Timing()], verbose=0)
+                  callbacks=[Timing()], verbose=0, shuffle=False)

@@ -1,0 +1,26 @@
+"""User factories for tests (model=custom model.factory=tests.factories:...)."""
+
+
+def small_mlp(input_shape, num_classes):
+    import keras
+
+    return keras.Sequential([keras.Input(shape=input_shape), keras.layers.Flatten(),
+                             keras.layers.Dense(32, activation="relu"),
+                             keras.layers.Dense(num_classes)])
+
+
+def explode(input_shape, num_classes):
+    raise RuntimeError("factory exploded on purpose")
+
+
+def crash(input_shape, num_classes):
+    """Kills the training process hard (no Python clean-up), as an OOM-kill or segfault would."""
+    import os
+
+    os._exit(3)
+
+
+def hang(input_shape, num_classes):
+    import time
+
+    time.sleep(3600)

@@ -1,0 +1,131 @@
+"""Every option composes; bad inputs fail in one line before TensorFlow (no TF imported here)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import CONF
+from distexp import config as C
+
+GROUPS = {g.name: sorted(p.stem for p in g.glob("*.yaml")) for g in CONF.iterdir() if g.is_dir()}
+
+
+def test_groups_match_the_contract():
+    assert GROUPS["strategy"] == sorted(C.STRATEGIES)
+    assert set(GROUPS["model"]) >= {"mlp", "cnn", "resnet50", "mobilenet_v2"}
+    assert set(GROUPS["dataset"]) >= {"digits", "synthetic"}
+    assert GROUPS["loop"] == ["custom", "fit"]
+    assert GROUPS["cluster"] == sorted(C.CLUSTERS)
+
+
+@pytest.mark.parametrize("group,option", [(g, o) for g, opts in GROUPS.items() for o in opts
+                                          if g != "experiment"])
+def test_every_option_composes(compose, group, option):
+    extra = ["model.factory=tests.factories:small_mlp"] if (group, option) == ("model", "custom") else []
+    cfg = compose(f"{group}={option}", *extra)
+    if group != "tracking":
+        assert cfg[group].name == option
+    C.validate(cfg) if (group, option) not in () else None
+
+
+def test_defaults_are_the_contract(compose):
+    cfg = compose()
+    assert (cfg.strategy.name, cfg.model.name, cfg.dataset.name, cfg.loop.name) == \
+        ("mirrored", "cnn", "digits", "custom")
+    assert cfg.gpus is None and cfg.cpu_replicas == 1 and cfg.workers == 2 and cfg.ps == 1
+    assert cfg.epochs == 5 and cfg.steps_per_epoch is None and cfg.batch_size_per_replica == 64
+    assert cfg.global_batch_size is None and cfg.learning_rate is None and cfg.seed == 0
+    assert cfg.tracking.enabled is True and cfg.tracking.experiment == "distexp"
+    assert cfg.tracking.uri == f"sqlite:///{Path.cwd()}/outputs/mlflow.db"
+
+
+@pytest.mark.parametrize("overrides,needle", [
+    (["epochs=-1"], "epochs: received -1; expected >= 1"),
+    (["epochs=0"], "epochs: received 0"),
+    (["batch_size_per_replica=0"], "batch_size_per_replica: received 0"),
+    (["cpu_replicas=0"], "cpu_replicas: received 0"),
+    (["global_batch_size=65", "cpu_replicas=2"], "global_batch_size: received 65"),
+    (["strategy=central", "loop=fit"], "loop: received 'fit' with strategy=central"),
+    (["strategy.cross_device_ops=bogus"], "strategy.cross_device_ops: received 'bogus'"),
+    (["model.optimizer=adagrad"], "model.optimizer: received 'adagrad'; valid: adam, sgd, rmsprop"),
+    (["learning_rate=-0.1"], "learning_rate: received -0.1"),
+    (["dataset=synthetic", "dataset.shape=[0,4,3]"], "dataset.shape: received [0, 4, 3]"),
+])
+def test_validate_rejects(compose, overrides, needle):
+    with pytest.raises(C.UserError, match=None) as err:
+        C.validate(compose(*overrides))
+    assert needle in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_gpus_resolution():
+    assert C.check_gpus(None, 0) == 0
+    assert C.check_gpus(None, 4) == 4
+    assert C.check_gpus(2, 4) == 2
+    assert C.check_gpus(0, 4) == 0
+    with pytest.raises(C.UserError) as err:
+        C.check_gpus(2, 0)
+    assert str(err.value) == ("gpus: received 2; 0 GPU(s) visible on this machine. "
+                              "To run on CPU use gpus=0 cpu_replicas=2")
+
+
+def test_visible_gpus_honours_cuda_visible_devices(monkeypatch, tmp_path):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert C.visible_gpus() == 0
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert C.visible_gpus() == 0
+
+
+def test_replicas_and_global_batch(compose):
+    cfg = compose("strategy=mirrored", "cpu_replicas=2", "gpus=0")
+    assert C.replicas_per_worker(cfg) == 2 and C.global_batch(cfg, 2) == 128
+    cfg = compose("strategy=one_device", "cpu_replicas=4", "gpus=0")
+    assert C.replicas_per_worker(cfg) == 1
+    cfg = compose("cpu_replicas=2", "gpus=0", "global_batch_size=64")
+    assert C.global_batch(cfg, 2) == 64
+
+
+def test_flatten_gives_every_leaf(compose):
+    flat = C.flatten(compose("strategy=mirrored"))
+    assert flat["strategy.name"] == "mirrored" and flat["model.name"] == "cnn"
+    assert flat["gpus"] == "null" and flat["epochs"] == "5" and flat["dataset.shape"] == "[32, 32, 3]"
+
+
+# Through the CLI, as a user: one line on stderr, exit 2, no traceback, no TensorFlow, no run.
+@pytest.mark.parametrize("args,expected", [
+    (["strategy=bogus"], "distexp: error: strategy: received 'bogus'; valid: central, mirrored, "
+                         "multiworker, one_device, ps"),
+    (["model=vgg"], "distexp: error: model: received 'vgg'; valid: "),
+    (["epochs=abc"], "distexp: error: epochs: received 'abc'; expected integer"),
+    (["epochs=-1"], "distexp: error: epochs: received -1; expected >= 1"),
+    (["gpus=2"], "distexp: error: gpus: received 2; 0 GPU(s) visible on this machine. "
+                 "To run on CPU use gpus=0 cpu_replicas=2"),
+    (["cpu_replicas=2", "global_batch_size=65"], "distexp: error: global_batch_size: received 65; "
+                                                 "it must divide evenly over 2 replicas (try 64)"),
+    (["epocs=3"], "distexp: error: epocs: unknown key"),
+    (["strategy.cros_device_ops=nccl"], "distexp: error: strategy.cros_device_ops: unknown key"),
+])
+def test_cli_bad_input_is_one_line(cli, args, expected):
+    r = cli(*args, env={"CUDA_VISIBLE_DEVICES": ""}, timeout=60)
+    assert r.returncode == 2, r
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r
+    assert lines[0].startswith(expected), r
+    assert "Traceback" not in r.out
+    assert not (cli.cwd / "outputs" / "mlflow.db").exists(), "no MLflow run for a rejected job"
+
+
+def test_help_and_cfg_do_not_import_tensorflow(cli):
+    code = ("import sys, runpy; sys.argv=['distexp','--cfg','job']; "
+            "import distexp.__main__ as m\n"
+            "try:\n    m.cli()\nexcept SystemExit:\n    pass\n"
+            "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n"
+            "assert 'mlflow' not in sys.modules, 'mlflow imported'\nprint('CLEAN')")
+    import subprocess
+    r = subprocess.run([sys.executable, "-c", code], cwd=cli.cwd, capture_output=True, text=True)
+    assert "CLEAN" in r.stdout, r.stderr
+    assert "strategy:" in r.stdout
+    r = cli("--help", timeout=60)
+    assert r.returncode == 0 and "strategy: central, mirrored, multiworker, one_device, ps" in r.stdout

@@ -1,0 +1,101 @@
+"""A job that fails, hangs or is interrupted: MLflow run FAILED/KILLED with its log, a non-zero
+exit, and no training process left behind."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, mlflow_runs
+
+pytestmark = pytest.mark.slow
+
+
+def processes_mentioning(text: str):
+    """PIDs whose command line contains `text` (the job's unique directory)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if text in cmd:
+            pids.append(int(d.name))
+    return pids
+
+
+def _only_run(cli):
+    client, runs = mlflow_runs(cli.uri)
+    assert len(runs) == 1
+    return client, runs[0]
+
+
+def test_crashing_trainer_fails_the_run(cli):
+    job = cli.cwd / "job"
+    r = cli(f"hydra.run.dir={job}", "model=custom", "model.factory=factories:crash")
+    assert r.returncode == 1, r
+    err = [ln for ln in r.stderr.splitlines() if ln.startswith("distexp: error:")]
+    assert len(err) == 1 and "chief exited with code 3" in err[0], r
+    client, run = _only_run(cli)
+    assert run.info.status == "FAILED"
+    assert "logs/chief.log" in {a.path for a in client.list_artifacts(run.info.run_id, "logs")}
+    assert processes_mentioning(str(job)) == []
+
+
+def test_user_error_inside_the_trainer_is_one_line(cli):
+    job = cli.cwd / "job"
+    r = cli(f"hydra.run.dir={job}", "model=custom", "model.factory=factories:explode")
+    assert r.returncode == 2, r
+    assert r.stderr.strip().splitlines()[-1] == (
+        "distexp: error: model.factory: factories:explode raised RuntimeError: factory exploded on "
+        "purpose")
+    assert "Traceback" not in r.stdout + r.stderr
+    _, run = _only_run(cli)
+    assert run.info.status == "FAILED"
+
+
+def test_timeout_stops_a_hung_job(cli):
+    job = cli.cwd / "job"
+    r = cli(f"hydra.run.dir={job}", "model=custom", "model.factory=factories:hang", "timeout=20")
+    assert r.returncode == 1, r
+    assert "timeout: the job ran longer than 20 s" in r.stderr
+    _, run = _only_run(cli)
+    assert run.info.status == "FAILED"
+    assert processes_mentioning(str(job)) == []
+
+
+@pytest.mark.parametrize("sig,status,code", [(signal.SIGINT, "KILLED", 130),
+                                             (signal.SIGTERM, "KILLED", 130)])
+def test_interrupt_kills_the_run_and_its_processes(cli, sig, status, code):
+    job = cli.cwd / "job"
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}:{ROOT / 'tests'}")
+    p = subprocess.Popen([sys.executable, "-m", "distexp", f"hydra.run.dir={job}", "model=custom",
+                          "model.factory=factories:hang"], cwd=cli.cwd, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:  # wait until the trainer is inside the model factory
+        log = job / "chief.log"
+        if log.exists() and "Number of devices" not in log.read_text() and \
+                processes_mentioning(str(job)) and (job / "config.yaml").exists():
+            if _trainer_started(job):
+                break
+        time.sleep(0.5)
+    time.sleep(2)
+    p.send_signal(sig)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == code, out
+    _, run = _only_run(cli)
+    assert run.info.status == status
+    assert processes_mentioning(str(job)) == []
+
+
+def _trainer_started(job: Path) -> bool:
+    return any("distexp.trainer" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+               for pid in processes_mentioning(str(job)))

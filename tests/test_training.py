@@ -1,0 +1,113 @@
+"""End to end through the CLI, as a user runs it: accuracy, parity across strategies, MLflow."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import mlflow_runs
+
+pytestmark = pytest.mark.slow
+
+CASES = [
+    ("one_device", "custom", 1),
+    ("one_device", "fit", 1),
+    ("mirrored", "custom", 2),
+    ("mirrored", "fit", 2),
+    ("central", "custom", 2),
+]
+
+
+def _job(cli, name, *args):
+    job = cli.cwd / name
+    r = cli(f"hydra.run.dir={job}", "tracking.enabled=false", *args)
+    assert r.returncode == 0, r
+    return job, r
+
+
+@pytest.mark.parametrize("strategy,loop,replicas", CASES)
+def test_strategy_and_loop_learn_digits(cli, strategy, loop, replicas):
+    job, r = _job(cli, "job", f"strategy={strategy}", f"loop={loop}", f"cpu_replicas={replicas}",
+                  "epochs=10")
+    result = json.loads((job / "result.json").read_text())
+    assert result["eval/accuracy"] >= 0.90, r
+    assert f"Number of devices: {replicas}" in r.stdout
+    assert f"Global batch: {64 * replicas}  (per replica: 64)" in r.stdout
+    assert result["perf/examples_per_sec"] > 0
+
+
+def _losses(job: Path):
+    with open(job / "steps.csv") as f:
+        return [float(row["loss"]) for row in csv.DictReader(f)]
+
+
+@pytest.mark.parametrize("loop", ["custom", "fit"])
+def test_two_replicas_reproduce_one_device(cli, loop):
+    """Same seed, same data order, same global batch: 2 replicas must give the 1-device losses."""
+    common = ["global_batch_size=64", "epochs=2", f"loop={loop}"]
+    one, _ = _job(cli, "one", "strategy=one_device", *common)
+    two, _ = _job(cli, "two", "strategy=mirrored", "cpu_replicas=2", *common)
+    a, b = _losses(one), _losses(two)
+    assert len(a) == len(b) == 2 * (1437 // 64)
+    diff = max(abs(x - y) for x, y in zip(a, b))
+    assert diff < 1e-5, f"max per-step loss difference {diff}"
+    assert a[-1] < a[0] * 0.7, "training must actually reduce the loss"
+    if loop == "custom":
+        c, _ = _job(cli, "central", "strategy=central", "cpu_replicas=2", *common)
+        assert max(abs(x - y) for x, y in zip(a, _losses(c))) < 1e-5
+
+
+CONTRACT_METRICS = {
+    "train/loss", "train/accuracy", "eval/loss", "eval/accuracy", "perf/examples_per_sec",
+    "perf/examples_per_sec_per_replica", "perf/step_time_ms_p50", "perf/step_time_ms_p90",
+    "perf/epoch_time_s", "perf/time_to_first_step_s",
+}
+
+
+def test_cli_run_lands_in_mlflow_as_the_contract_says(cli):
+    r = cli("cpu_replicas=2", "epochs=3")
+    assert r.returncode == 0, r
+    client, runs = mlflow_runs(cli.uri)
+    assert len(runs) == 1
+    run = runs[0]
+    assert run.info.status == "FINISHED"
+    assert run.info.run_name == "mirrored-cnn-digits-r2"
+    p = run.data.params
+    assert p["num_replicas"] == "2" and p["global_batch_size"] == "128" and p["num_workers"] == "1"
+    assert p["strategy.name"] == "mirrored" and p["model.name"] == "cnn" and p["gpus"] == "null"
+    assert p["devices"] == "/cpu:0,/cpu:1"
+    assert p["tf_version"].startswith("2.") and p["keras_version"].startswith("3.")
+    m = run.data.metrics
+    assert CONTRACT_METRICS <= set(m), CONTRACT_METRICS - set(m)
+    assert m["perf/examples_per_sec"] > 0
+    assert m["perf/examples_per_sec_per_replica"] == pytest.approx(m["perf/examples_per_sec"] / 2)
+    assert 0 < m["perf/step_time_ms_p50"] <= m["perf/step_time_ms_p90"]
+    assert 0 < m["perf/time_to_first_step_s"] < 600
+    assert 0 <= m["eval/accuracy"] <= 1 and m["eval/loss"] > 0
+    # per epoch: one point per epoch (final values are logged again at the last epoch's step)
+    hist = client.get_metric_history(run.info.run_id, "train/loss")
+    assert [h.step for h in hist] == [1, 2, 3, 3]
+    epochs = client.get_metric_history(run.info.run_id, "perf/epoch_time_s")
+    assert len(epochs) == 3 and all(h.value > 0 for h in epochs)
+    # the final examples/s is the whole run's figure, the latest value of the metric
+    rates = client.get_metric_history(run.info.run_id, "perf/examples_per_sec")
+    assert max(rates, key=lambda h: (h.step, h.timestamp)).value == pytest.approx(
+        m["perf/examples_per_sec"])
+    arts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"config.yaml", "overrides.yaml", "logs", "steps.csv"} <= arts
+    logs = {a.path for a in client.list_artifacts(run.info.run_id, "logs")}
+    assert "logs/chief.log" in logs
+    # everything under outputs/: nothing else written to the working directory
+    assert sorted(p.name for p in cli.cwd.iterdir()) == ["outputs"]
+
+
+def test_sweep_over_strategies_and_replicas(cli):
+    r = cli("-m", "strategy=one_device,mirrored", "cpu_replicas=1,2", "epochs=1", timeout=900)
+    assert r.returncode == 0, r
+    _, runs = mlflow_runs(cli.uri)
+    got = sorted((x.data.params["strategy.name"], x.data.params["cpu_replicas"],
+                  x.data.params["num_replicas"], x.info.status) for x in runs)
+    assert got == [("mirrored", "1", "1", "FINISHED"), ("mirrored", "2", "2", "FINISHED"),
+                   ("one_device", "1", "1", "FINISHED"), ("one_device", "2", "1", "FINISHED")]
