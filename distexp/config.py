@@ -63,6 +63,11 @@ class DatasetConfig:
     # tf.data knobs.
     shuffle_buffer: int = 10000
     prefetch: int = -1  # -1 = tf.data.AUTOTUNE
+    # tf.data private thread pool for this pipeline (threads); 0 = TensorFlow's shared pool.
+    threadpool: int = 0
+    # loop=custom: take one batch, keep it on the replicas' devices and train on it every step
+    # (tf_cnn_benchmarks' synthetic mode): measures the model and strategy with no input cost.
+    on_device: bool = False
 
 
 @dataclass
@@ -81,6 +86,10 @@ class TrackingConfig:
     enabled: bool = True
     uri: str = "sqlite:///${distexp.cwd:}/outputs/mlflow.db"
     experiment: str = "distexp"
+    # MLflow's own system metrics (CPU, memory, disk, network; GPUs via NVML), sampled by the job
+    # process every `system_metrics_interval` seconds.
+    system_metrics: bool = True
+    system_metrics_interval: float = 5.0
 
 
 @dataclass
@@ -107,6 +116,17 @@ class Config:
     log_every_steps: int = 0
     # Seconds before a job that has not finished is stopped and marked FAILED; null = no limit.
     timeout: Optional[float] = None
+    # Training steps per tf.function call (fit: compile's steps_per_execution; custom: a loop of
+    # this many steps inside one call, as Orbit does). Small models are otherwise Python-bound.
+    steps_per_execution: int = 1
+    # XLA: compile the training step (fit: compile(jit_compile=...); custom: the replica step).
+    jit_compile: bool = False
+    # Keras mixed precision policy; mixed_float16 adds loss scaling (LossScaleOptimizer).
+    precision: str = "float32"
+    # Eval accuracy at which perf/time_to_accuracy_s is taken (DAWNBench); null = not measured.
+    target_accuracy: Optional[float] = None
+    # Measure the devices' peak FLOP/s (a ~1 s matmul benchmark after training) for perf/mfu.
+    measure_peak_flops: bool = True
 
 
 def _cwd() -> str:
@@ -157,6 +177,22 @@ def validate(cfg: DictConfig) -> None:
     _at_least("ps", cfg.ps, 0)
     _at_least("warmup_steps", cfg.warmup_steps, 0)
     _at_least("log_every_steps", cfg.log_every_steps, 0)
+    _at_least("steps_per_execution", cfg.steps_per_execution, 1)
+    _choice("precision", cfg.precision, PRECISIONS)
+    _at_least("dataset.threadpool", cfg.dataset.threadpool, 0)
+    _at_least("tracking.system_metrics_interval", cfg.tracking.system_metrics_interval, 0.1)
+    if cfg.target_accuracy is not None and not 0 < cfg.target_accuracy <= 1:
+        raise UserError(f"target_accuracy: received {cfg.target_accuracy}; expected 0 < x <= 1 "
+                        "or null")
+    if (cfg.jit_compile and cfg.strategy.name in ("mirrored", "central") and cfg.cpu_replicas > 1
+            and (cfg.gpus == 0 or visible_gpus() == 0)):
+        raise UserError(f"jit_compile: received true with cpu_replicas={cfg.cpu_replicas}; XLA "
+                        "cannot reach a variable on another logical CPU device (TensorFlow's XLA "
+                        "known issues: tf.Variable on a different device): use cpu_replicas=1 or "
+                        "jit_compile=false")
+    if cfg.dataset.on_device and cfg.loop.name != "custom":
+        raise UserError(f"dataset.on_device: received true with loop={cfg.loop.name}; on-device "
+                        "data needs loop=custom")
     if cfg.timeout is not None and cfg.timeout <= 0:
         raise UserError(f"timeout: received {cfg.timeout}; expected seconds > 0 or null")
     if cfg.learning_rate is not None and cfg.learning_rate <= 0:

@@ -113,6 +113,8 @@ def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard_policy=N
     ev = (tf.data.Dataset.from_tensor_slices((arrays.x_eval, arrays.y_eval))
           .batch(global_batch).cache().prefetch(prefetch))
     options = tf.data.Options()
+    if cfg.dataset.get("threadpool", 0) > 0:
+        options.threading.private_threadpool_size = int(cfg.dataset.threadpool)
     options.experimental_distribute.auto_shard_policy = (
         shard_policy if shard_policy is not None else tf.data.experimental.AutoShardPolicy.DATA)
     return train.with_options(options), ev.with_options(options)

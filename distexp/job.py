@@ -48,7 +48,7 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     overrides_path = job_dir / "overrides.yaml"
     OmegaConf.save(OmegaConf.create(list(hc.overrides.task)), overrides_path)
 
-    run = None
+    forwarder = None
     if cfg.tracking.enabled and plan.logs_to_mlflow:
         tags = {"distexp.job_dir": str(job_dir), "distexp.overrides": " ".join(hc.overrides.task)}
         params = C.flatten(cfg)
@@ -56,16 +56,26 @@ def run_job(cfg: DictConfig) -> Optional[float]:
                        C.global_batch(cfg, replicas), "num_replicas": replicas})
         if "tracking.uri" in params:
             params["tracking.uri"] = tracking.redact(params["tracking.uri"])
-        run = tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment,
-                              tracking.run_name(cfg.strategy.name, cfg.model.name, cfg.dataset.name,
-                                                replicas), tags, params)
-        print(f"MLflow run {run.run_id} ({tracking.redact(cfg.tracking.uri)}, experiment "
-              f"{cfg.tracking.experiment!r})", flush=True)
+        name = tracking.run_name(cfg.strategy.name, cfg.model.name, cfg.dataset.name, replicas)
+
+        def create_run():  # in a thread, while the trainer imports TensorFlow (tracking.Forwarder)
+            return tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment, name, tags, params)
+
+        def announce(run):
+            print(f"MLflow run {run.run_id} ({tracking.redact(cfg.tracking.uri)}, experiment "
+                  f"{cfg.tracking.experiment!r})", flush=True)
+
+        interval = cfg.tracking.system_metrics_interval if cfg.tracking.system_metrics else None
+        forwarder = tracking.Forwarder(create_run, job_dir, on_ready=announce,
+                                       system_metrics_interval=interval)
 
     env = {"DISTEXP_JOB_START": repr(t_start), "DISTEXP_GPUS": str(gpus),
            "DISTEXP_NUM_WORKERS": str(plan.replica_workers),
            "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
-    procs = plan.processes(config_path, env, run.run_id if run else None, cfg.tracking.uri)
+    procs = plan.processes(config_path, env, None, cfg.tracking.uri)
+    if forwarder is not None:
+        procs[0].env = {**procs[0].env, **forwarder.env()}  # the chief only
+        forwarder.start()
     status, error = "FAILED", None
     try:
         launch.run(procs, timeout=cfg.timeout)
@@ -80,6 +90,7 @@ def run_job(cfg: DictConfig) -> Optional[float]:
             if lines:  # the trainer's own one-line user error
                 error = "user:" + lines[-1]
     finally:
+        run = forwarder.close() if forwarder is not None else None
         if run is not None:
             _close(run, status, job_dir, procs, config_path, overrides_path)
 

@@ -133,5 +133,7 @@ def optimizer(cfg: DictConfig, model):
         opt = keras.optimizers.SGD(lr, momentum=0.9)
     else:
         opt = keras.optimizers.RMSprop(lr)
+    if cfg.get("precision") == "mixed_float16":  # dynamic loss scaling (fit would add it too)
+        opt = keras.optimizers.LossScaleOptimizer(opt)
     opt.build(model.trainable_variables)
     return opt

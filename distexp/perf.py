@@ -7,13 +7,20 @@ Definitions (the README repeats them):
   step) to the end of this one. It includes input waiting and Python overhead between steps;
   it excludes evaluation, which runs between epochs.
 - The first `warmup_steps` steps of the run (tracing, graph optimisation, first allocations) are
-  run but not timed; they still count for loss/accuracy and `perf/epoch_time_s`.
+  run but not timed; they still count for loss/accuracy and `perf/epoch_time_s`. With several
+  steps per call, a call that ran any warm-up step is not timed at all.
 - examples/s = global batch x timed steps / their summed step time (per epoch and for the run).
 - spread: the timed steps are cut into windows of WINDOW consecutive steps; the 95 % interval is
   1.96 x the standard error of the per-window examples/s (Horovod's benchmark convention).
 - time to first step: from the job's start (the `python -m distexp` job process starting it) to
   the end of the first training step: process start-up, TensorFlow import, data loading, model
   building and the first step's tracing included.
+- input wait share: of the timed steps' summed step time, the part spent in the host's
+  `next(iterator)` (measured only where the loop takes each batch on the host; else None).
+- time to accuracy: from the start of the first epoch to the end of the first evaluation whose
+  accuracy reached the target (training and the evaluations before it included; start-up not).
+- MFU: training FLOPs per example (3 x the forward pass's FLOPs, counted by TensorFlow's profiler
+  on the traced forward graph) x examples/s / the devices' measured peak FLOP/s.
 """
 from __future__ import annotations
 
@@ -44,14 +51,32 @@ class Meter:
     job_start: float
     step: int = 0
     time_to_first_step: Optional[float] = None
+    first_step_unix: Optional[float] = None
     timed: List[float] = field(default_factory=list)     # step times of timed steps, whole run
     _epoch_timed: List[float] = field(default_factory=list)
     _epoch_start: float = 0.0
     _last: float = 0.0
+    train_start: Optional[float] = None
+    input_time: float = 0.0   # host time in next(iterator) before timed steps
+    input_steps: int = 0
 
     def start_epoch(self) -> None:
         self._epoch_timed = []
         self._epoch_start = self._last = time.perf_counter()
+        if self.train_start is None:
+            self.train_start = self._epoch_start
+
+    def input_wait(self, seconds: float) -> None:
+        """The next step waited `seconds` for its batch (part of that step's time)."""
+        if self.step + 1 > self.warmup_steps:
+            self.input_time += seconds
+            self.input_steps += 1
+
+    def input_share(self) -> Optional[float]:
+        total = sum(self.timed)
+        if not self.timed or self.input_steps != len(self.timed) or total <= 0:
+            return None
+        return self.input_time / total
 
     def end_step(self, steps: int = 1) -> float:
         """Call right after the step's result reached the host. `steps` > 1 when one call ran
@@ -59,11 +84,14 @@ class Meter:
         now = time.perf_counter()
         dt = (now - self._last) / steps
         self._last = now
+        # A call that ran any warm-up step is warm-up as a whole (its time includes the tracing).
+        timed = self.step >= self.warmup_steps
         for _ in range(steps):
             self.step += 1
             if self.step == 1:
-                self.time_to_first_step = time.time() - self.job_start
-            if self.step > self.warmup_steps:
+                self.first_step_unix = time.time()
+                self.time_to_first_step = self.first_step_unix - self.job_start
+            if timed:
                 self.timed.append(dt)
                 self._epoch_timed.append(dt)
         return dt
@@ -88,6 +116,7 @@ class Meter:
             "perf/step_time_ms_p90": percentile(ms, 90) if ms else None,
             "perf/time_to_first_step_s": self.time_to_first_step,
             "perf/timed_steps": float(len(self.timed)),
+            "perf/input_wait_share": self.input_share(),
         }
 
     def spread(self):
@@ -105,3 +134,11 @@ class Meter:
 
 def _div(a: Optional[float], b: float) -> Optional[float]:
     return None if a is None else a / b
+
+
+def mfu(flops_per_example: Optional[float], examples_per_sec: Optional[float],
+        peak_flops: Optional[float]) -> Optional[float]:
+    """Model FLOPs utilisation: achieved model FLOP/s over the measured peak (None if unknown)."""
+    if not flops_per_example or not examples_per_sec or not peak_flops:
+        return None
+    return flops_per_example * examples_per_sec / peak_flops

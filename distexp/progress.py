@@ -7,8 +7,9 @@ the epoch's timing window has closed.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple, Union
 
 from distexp.perf import Meter
 from distexp.tracking import RunLogger
@@ -17,7 +18,8 @@ from distexp.tracking import RunLogger
 class Reporter:
     def __init__(self, *, meter: Meter, logger: RunLogger, chief: bool, job_dir: Path,
                  epochs: int, steps_per_epoch: int, log_every: int,
-                 evaluate: Callable[[], Tuple[float, float]]):
+                 evaluate: Callable[[], Tuple[float, float]],
+                 target_accuracy: Optional[float] = None):
         self.meter, self.logger, self.chief = meter, logger, chief
         self.epochs, self.steps_per_epoch = epochs, steps_per_epoch
         # Long epochs get a progress line ~10 times per epoch unless told otherwise.
@@ -26,6 +28,8 @@ class Reporter:
         self.epoch = 0
         self.step_in_epoch = 0
         self.final: Dict[str, Optional[float]] = {}
+        self.target_accuracy = target_accuracy
+        self.time_to_accuracy: Optional[float] = None
         self._csv = open(job_dir / "steps.csv", "w") if chief else None
         if self._csv:
             self._csv.write("step,epoch,loss,loss_kind,step_time_ms\n")
@@ -38,12 +42,23 @@ class Reporter:
         self.epoch, self.step_in_epoch = epoch, 0
         self.meter.start_epoch()
 
-    def end_step(self, loss: float, kind: str = "step", steps: int = 1) -> None:
+    def input_wait(self, seconds: float) -> None:
+        self.meter.input_wait(seconds)
+
+    def end_step(self, loss: Union[float, Sequence[float]], kind: str = "step",
+                 steps: int = 1) -> None:
+        """`steps` steps just finished; `loss` is each one's loss (one row each in steps.csv) or a
+        single value measured at the last of them (one row)."""
+        losses = [loss] if isinstance(loss, (int, float)) else list(loss)
+        first = self.meter.step + 1
         dt = self.meter.end_step(steps)
         self.step_in_epoch += steps
         if self._csv:
-            self._csv.write(f"{self.meter.step},{self.epoch},{loss!r},{kind},{dt * 1000:.4f}\n")
-        if self.log_every and self.step_in_epoch % self.log_every == 0:
+            start = first if len(losses) == steps else self.meter.step
+            for i, value in enumerate(losses):
+                self._csv.write(f"{start + i},{self.epoch},{value!r},{kind},{dt * 1000:.4f}\n")
+        loss = losses[-1]
+        if self.log_every and self.step_in_epoch % self.log_every < steps:
             done = self.step_in_epoch / self.steps_per_epoch
             bar = "=" * int(20 * done)
             self.print(f"  epoch {self.epoch}/{self.epochs} [{bar:<20}] step "
@@ -55,6 +70,12 @@ class Reporter:
         eval_loss, eval_acc = self.evaluate()
         metrics = {"train/loss": train_loss, "train/accuracy": train_acc,
                    "eval/loss": eval_loss, "eval/accuracy": eval_acc, **figures}
+        if (self.target_accuracy is not None and self.time_to_accuracy is None
+                and eval_acc >= self.target_accuracy):
+            self.time_to_accuracy = time.perf_counter() - self.meter.train_start
+            metrics["perf/time_to_accuracy_s"] = self.time_to_accuracy
+            self.print(f"target eval accuracy {self.target_accuracy} reached after "
+                       f"{self.time_to_accuracy:.2f} s of training")
         self.logger.log_metrics(metrics, step=self.epoch)
         rate = figures["perf/examples_per_sec"]
         self.print(f"epoch {self.epoch}/{self.epochs}  loss {train_loss:.4f}  acc {train_acc:.4f}  "
@@ -64,10 +85,12 @@ class Reporter:
         self.final = {"train/loss": train_loss, "train/accuracy": train_acc,
                       "eval/loss": eval_loss, "eval/accuracy": eval_acc}
 
-    def finish(self) -> Dict[str, Optional[float]]:
-        """Log the run's final figures (at the last epoch's step, so they are MLflow's latest)."""
+    def finish(self, extra: Optional[Dict[str, Optional[float]]] = None) -> Dict[str, Optional[float]]:
+        """Log the run's final figures (at the last epoch's step, so they are MLflow's latest).
+        `extra`: figures measured after training (FLOPs, peak FLOP/s, MFU, memory)."""
         perf = self.meter.final_figures()
-        final = {**self.final, **perf}
+        perf["perf/time_to_accuracy_s"] = self.time_to_accuracy  # None (not logged) if not reached
+        final = {**self.final, **perf, **(extra or {})}
         self.logger.log_metrics(final, step=self.epoch)
         if self._csv:
             self._csv.close()
@@ -81,6 +104,13 @@ class Reporter:
         else:
             self.print(f"throughput: not measured: all {self.meter.step} steps were warm-up "
                        f"(warmup_steps={self.meter.warmup_steps})")
+        share = perf.get("perf/input_wait_share")
+        if share is not None:
+            self.print(f"input: {100 * share:.1f}% of the timed step time was spent waiting for "
+                       "batches")
+        if final.get("perf/mfu") is not None:
+            self.print(f"MFU: {100 * final['perf/mfu']:.2f}% ({final['perf/flops_per_example']:.3g} "
+                       f"FLOPs/example, peak {final['perf/peak_flops'] / 1e9:.1f} GFLOP/s measured)")
         self.print(f"final: eval_loss {final.get('eval/loss', float('nan')):.4f}  eval_acc "
                    f"{final.get('eval/accuracy', float('nan')):.4f}  time to first step "
                    f"{perf['perf/time_to_first_step_s']:.2f} s")

@@ -41,6 +41,7 @@ def train(cfg, job_dir: Path) -> dict:
                         "replicas")
 
     keras.utils.set_random_seed(int(cfg.seed))
+    keras.mixed_precision.set_global_policy(cfg.precision)  # before any layer is built
     arrays = datasets.load(cfg)
     steps = datasets.steps_per_epoch(cfg, len(arrays.y_train), G)
     train_ds, eval_ds = datasets.pipelines(cfg, arrays, G)
@@ -48,6 +49,8 @@ def train(cfg, job_dir: Path) -> dict:
         model = models.build(cfg, arrays.input_shape, arrays.num_classes)
         optimizer = models.optimizer(cfg, model)
 
+    logger = RunLogger() if chief else RunLogger(run_id="")
+    logger.wait_ready()  # the job process has created the MLflow run (or says why it could not)
     workers = int(os.environ.get("DISTEXP_NUM_WORKERS", "1"))
     say(f"Strategy: {cfg.strategy.name} ({type(strategy).__name__})")
     say(f"Number of devices: {replicas}  ({', '.join(replica_devices)}; workers: {workers})")
@@ -57,7 +60,6 @@ def train(cfg, job_dir: Path) -> dict:
         f"{cfg.dataset.name} (train {len(arrays.y_train)}, eval {len(arrays.y_eval)}, "
         f"input {list(arrays.input_shape)}, {arrays.num_classes} classes)")
 
-    logger = RunLogger() if chief else RunLogger(run_id="")
     logger.log_params({"devices": ",".join(replica_devices), "tf_version": tf.__version__,
                        "keras_version": keras.__version__, "steps_per_epoch_resolved": steps,
                        "warmup_steps_resolved": min(cfg.warmup_steps, steps * cfg.epochs)})
@@ -66,15 +68,47 @@ def train(cfg, job_dir: Path) -> dict:
     reporter = Reporter(meter=meter, logger=logger, chief=chief, job_dir=job_dir,
                         epochs=int(cfg.epochs), steps_per_epoch=steps,
                         log_every=int(cfg.log_every_steps),
-                        evaluate=make_evaluate(strategy, model, eval_ds))
+                        evaluate=make_evaluate(strategy, model, eval_ds),
+                        target_accuracy=cfg.target_accuracy)
     ctx = Context(cfg=cfg, strategy=strategy, model=model, optimizer=optimizer, train_ds=train_ds,
                   eval_ds=eval_ds, global_batch=G, steps_per_epoch=steps, epochs=int(cfg.epochs),
                   reporter=reporter)
     loops.get(cfg.loop.name)(ctx)
-    final = reporter.finish()
+    final = reporter.finish(after_training(cfg, model, arrays.input_shape, replica_devices,
+                                           meter.final_figures()["perf/examples_per_sec"], chief))
+    logger.close()
     if chief:
-        write_result(job_dir, final)
+        write_result(job_dir, {**final, "first_step_unix": meter.first_step_unix})
     return final
+
+
+def after_training(cfg, model, input_shape, replica_devices, examples_per_sec, chief) -> dict:
+    """Figures measured once training is over, so they cost nothing before the first step:
+    FLOPs per example, the devices' peak FLOP/s and MFU, peak host (and GPU) memory."""
+    import resource
+
+    import tensorflow as tf
+
+    from distexp import flops
+    from distexp.perf import mfu
+
+    out = {"perf/peak_host_memory_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    gpus = [d for d in replica_devices if d.startswith("/gpu")]
+    if gpus:
+        out["perf/peak_gpu_memory_mb"] = sum(
+            tf.config.experimental.get_memory_info(d.replace("/gpu", "GPU"))["peak"]
+            for d in gpus) / 2 ** 20
+    if not chief:
+        return out
+    try:
+        per_example = flops.train_flops_per_example(model, input_shape)
+    except Exception as ex:  # noqa: BLE001  (a user model the profiler cannot trace)
+        print(f"FLOPs not counted ({type(ex).__name__}: {ex}); perf/mfu not logged", flush=True)
+        per_example = None
+    peak = flops.peak_flops(replica_devices) if cfg.measure_peak_flops else None
+    out.update({"perf/flops_per_example": per_example, "perf/peak_flops": peak,
+                "perf/mfu": mfu(per_example, examples_per_sec, peak)})
+    return out
 
 
 def main(argv=None) -> int:

@@ -65,9 +65,12 @@ def test_eval_between_epochs_is_not_timed(clock):
 def test_steps_per_call_share_the_interval(clock):
     m = perf.Meter(global_batch=8, replicas=1, warmup_steps=2, job_start=0.0)
     m.start_epoch()
+    clock.t += 40  # the first call traces: it holds warm-up steps, so none of it is timed
+    m.end_step(steps=4)
     clock.t += 4
     m.end_step(steps=4)
-    assert m.step == 4 and m.timed == [1.0, 1.0]
+    assert m.step == 8 and m.timed == [1.0] * 4
+    assert m.final_figures()["perf/examples_per_sec"] == pytest.approx(8.0)
 
 
 def test_spread_over_windows(clock):

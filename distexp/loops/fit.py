@@ -1,8 +1,13 @@
 """The Keras loop: compile/fit inside the strategy's scope. A callback times each step (it fetches
 the batch's logs, so the step has finished) and hands epochs to the shared reporter, which also
-runs the shared evaluation: both loops' eval figures come from the same code."""
+runs the shared evaluation: both loops' eval figures come from the same code.
+
+`steps_per_execution` and `jit_compile` go to `compile`; with k steps per execution Keras calls the
+callback once per k steps, so the interval is shared by those k steps (one steps.csv row each call).
+"""
 from __future__ import annotations
 
+from distexp.config import UserError
 from distexp.loops.common import Context
 
 
@@ -10,14 +15,24 @@ def train(ctx: Context) -> None:
     import keras
 
     rep = ctx.reporter
+    k = int(ctx.cfg.steps_per_execution)
+    if ctx.steps_per_epoch % k:
+        divisors = [d for d in range(1, ctx.steps_per_epoch + 1) if ctx.steps_per_epoch % d == 0]
+        raise UserError(f"steps_per_execution: received {k}; with loop=fit it must divide the "
+                        f"{ctx.steps_per_epoch} steps per epoch (Keras would run extra steps): "
+                        f"try one of {', '.join(map(str, divisors[-6:]))} or set steps_per_epoch")
 
     class Timing(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
             rep.start_epoch(epoch + 1)
+            self.next_step = 0
 
         def on_train_batch_end(self, batch, logs=None):
-            # Keras reports the epoch's running mean loss, not the batch's.
-            rep.end_step(float(logs["loss"]), kind="running_mean")
+            # Keras reports the epoch's running mean loss, not the batch's; `batch` is the index of
+            # the execution's last step.
+            steps = batch + 1 - self.next_step
+            self.next_step = batch + 1
+            rep.end_step([float(logs["loss"])], kind="running_mean", steps=steps)
 
         def on_epoch_end(self, epoch, logs=None):
             rep.end_epoch(float(logs["loss"]), float(logs["accuracy"]))
@@ -25,6 +40,7 @@ def train(ctx: Context) -> None:
     with ctx.strategy.scope():
         ctx.model.compile(optimizer=ctx.optimizer,
                           loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                          metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
+                          metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+                          steps_per_execution=k, jit_compile=bool(ctx.cfg.jit_compile))
     ctx.model.fit(ctx.train_ds, epochs=ctx.epochs, steps_per_epoch=ctx.steps_per_epoch,
                   callbacks=[Timing()], verbose=0, shuffle=False)

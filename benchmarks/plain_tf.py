@@ -1,0 +1,119 @@
+"""The hand-written TensorFlow a user would write instead of distexp (the distributed-training
+tutorials' code), for benchmarks/overhead.py. Same model (the tutorial CNN), data (seeded random
+images, batched once and cached, as distexp's dataset=synthetic), optimizer and batch as distexp.
+
+Prints one JSON line: examples/s over the steps after warm-up (wall time, outside the loop) and the
+Unix time at which the first training step had finished.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--strategy", choices=["one_device", "mirrored"], default="one_device")
+    p.add_argument("--loop", choices=["custom", "fit"], default="custom")
+    p.add_argument("--replicas", type=int, default=1)
+    p.add_argument("--batch-per-replica", type=int, default=64)
+    p.add_argument("--shape", default="28,28,1")
+    p.add_argument("--size", type=int, default=2048)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--lr", type=float, default=0.003)
+    a = p.parse_args()
+
+    import numpy as np
+    import tensorflow as tf
+    import keras
+
+    if a.strategy == "mirrored":
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(a.replicas)])
+        strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(a.replicas)])
+    else:
+        strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    G = a.batch_per_replica * strategy.num_replicas_in_sync
+
+    keras.utils.set_random_seed(0)
+    shape = tuple(int(d) for d in a.shape.split(","))
+    rng = np.random.default_rng(0)
+    x = rng.random((a.size, *shape), dtype=np.float32)
+    y = rng.integers(0, 10, size=a.size, dtype=np.int32)
+    ds = (tf.data.Dataset.from_tensor_slices((x, y)).batch(G, drop_remainder=True).cache()
+          .repeat().prefetch(tf.data.AUTOTUNE))
+
+    with strategy.scope():
+        model = keras.Sequential([
+            keras.Input(shape=shape),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(10),
+        ])
+        optimizer = keras.optimizers.Adam(a.lr)
+
+    total = a.warmup + a.steps
+    marks = {}
+    if a.loop == "fit":
+        class TimeHistory(keras.callbacks.Callback):  # as TF official models' keras_utils does
+            def on_train_batch_end(self, batch, logs=None):
+                if batch == 0:
+                    marks["first"] = time.time()
+                if batch == a.warmup - 1:
+                    marks["t0"] = time.perf_counter()
+                if batch == total - 1:
+                    marks["t1"] = time.perf_counter()
+
+        with strategy.scope():
+            model.compile(optimizer=optimizer,
+                          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                          metrics=["accuracy"])
+        model.fit(ds, epochs=1, steps_per_epoch=total, callbacks=[TimeHistory()], verbose=0)
+    else:
+        with strategy.scope():
+            loss_object = keras.losses.SparseCategoricalCrossentropy(from_logits=True,
+                                                                     reduction="none")
+            train_accuracy = keras.metrics.SparseCategoricalAccuracy()
+            optimizer.build(model.trainable_variables)
+
+        def train_step(inputs):
+            images, labels = inputs
+            with tf.GradientTape() as tape:
+                logits = model(images, training=True)
+                loss = tf.nn.compute_average_loss(loss_object(labels, logits), global_batch_size=G)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            train_accuracy.update_state(labels, logits)
+            return loss
+
+        @tf.function
+        def distributed_train_step(dist_inputs):
+            per_replica_losses = strategy.run(train_step, args=(dist_inputs,))
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_losses, axis=None)
+
+        it = iter(strategy.experimental_distribute_dataset(ds))
+        total_loss = 0.0
+        for step in range(total):
+            total_loss += distributed_train_step(next(it))
+            if step == 0:
+                float(total_loss)
+                marks["first"] = time.time()
+            if step == a.warmup - 1:
+                float(total_loss)
+                marks["t0"] = time.perf_counter()
+        float(total_loss)
+        marks["t1"] = time.perf_counter()
+    print(json.dumps({"examples_per_sec": G * a.steps / (marks["t1"] - marks["t0"]),
+                      "first_step_unix": marks["first"]}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""Run one training job in this process with an independent stopwatch around the loop's steps.
+
+`python honesty_probe.py <job_dir> key=value ...` composes the config, wraps Reporter.end_step so
+that the wall clock is read (time.perf_counter, not perf.Meter) whenever a step's result has
+reached the host, trains, and prints JSON: the Meter's logged figure and the stopwatch's
+examples counted / wall time over the same (timed) steps. Run in a subprocess: TensorFlow's
+devices are fixed once per process.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+
+import distexp.config  # noqa: F401
+from distexp import progress, trainer
+
+CONF = Path(distexp.config.__file__).resolve().parent / "conf"
+
+
+def main() -> None:
+    job_dir = Path(sys.argv[1])
+    job_dir.mkdir(parents=True, exist_ok=True)
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
+        cfg = compose(config_name="config", overrides=sys.argv[2:] + ["tracking.enabled=false"])
+    marks = []  # (steps finished so far, perf_counter) at every end_step call
+    real = progress.Reporter.end_step
+
+    def end_step(self, loss, kind="step", steps=1):
+        real(self, loss, kind, steps)
+        marks.append((self.meter.step, time.perf_counter(), self.epoch))
+
+    progress.Reporter.end_step = end_step
+    final = trainer.train(cfg, job_dir)
+    warm = int(cfg.warmup_steps)
+    # The stopwatch: from the end of the call that finished the warm-up to the last step, within
+    # the first epoch (no evaluation in between), examples = global batch x steps in that span.
+    start = next(m for m in marks if m[0] >= warm)
+    end = [m for m in marks if m[2] == start[2]][-1]
+    print(json.dumps({"steps": end[0] - start[0], "seconds": end[1] - start[1],
+                      "final": final}))
+
+
+if __name__ == "__main__":
+    main()
