@@ -39,6 +39,8 @@ class Reporter:
             print(*args, flush=True)
 
     def start_epoch(self, epoch: int) -> None:
+        if self.meter.train_start is None:
+            self.logger.wait_ready()  # the MLflow run exists (or the job stops here, untrained)
         self.epoch, self.step_in_epoch = epoch, 0
         self.meter.start_epoch()
 

@@ -49,8 +49,9 @@ def train(cfg, job_dir: Path) -> dict:
         model = models.build(cfg, arrays.input_shape, arrays.num_classes)
         optimizer = models.optimizer(cfg, model)
 
+    # The job process creates the MLflow run meanwhile; the reporter waits for it before the
+    # first step (RunLogger.wait_ready), so an unreachable server stops the job before training.
     logger = RunLogger() if chief else RunLogger(run_id="")
-    logger.wait_ready()  # the job process has created the MLflow run (or says why it could not)
     workers = int(os.environ.get("DISTEXP_NUM_WORKERS", "1"))
     say(f"Strategy: {cfg.strategy.name} ({type(strategy).__name__})")
     say(f"Number of devices: {replicas}  ({', '.join(replica_devices)}; workers: {workers})")
