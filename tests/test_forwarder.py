@@ -1,0 +1,62 @@
+"""tracking.Forwarder / RunLogger sink, without TensorFlow or a real store: records written by the
+chief reach the run whole and in order, the gate tells the chief the run exists or why not."""
+from __future__ import annotations
+
+import pytest
+
+from distexp import tracking
+from distexp.config import UserError
+
+
+class FakeRun:
+    run_id = "r1"
+
+    def __init__(self):
+        self.records = []
+
+    def log_record(self, record):
+        self.records.append(record)
+
+
+def _logger(monkeypatch, fwd):
+    for k, v in fwd.env().items():
+        monkeypatch.setenv(k, v)
+    return tracking.RunLogger()
+
+
+def test_records_are_forwarded_in_order(tmp_path, monkeypatch):
+    run = FakeRun()
+    fwd = tracking.Forwarder(lambda: run, tmp_path).start()
+    log = _logger(monkeypatch, fwd)
+    log.wait_ready()
+    log.log_params({"devices": "/cpu:0"})
+    log.log_metrics({"a": 1.0, "nan": float("nan"), "none": None}, step=1)
+    log.log_metrics({"a": 2.0}, step=2)
+    with open(fwd.sink, "a") as f:
+        f.write('{"metrics": {"half": 1')  # a line still being written is not read
+    assert fwd.close() is run
+    log.close()
+    assert [r.get("params") or r["metrics"] for r in run.records] == [
+        {"devices": "/cpu:0"}, {"a": 1.0}, {"a": 2.0}]
+    ts = [r["ts"] for r in run.records[1:]]
+    assert ts[0] < ts[1]
+
+
+def test_failed_run_creation_stops_the_chief(tmp_path, monkeypatch):
+    def create():
+        raise UserError("tracking.uri: cannot reach MLflow at http://x (refused)")
+
+    fwd = tracking.Forwarder(create, tmp_path).start()
+    log = _logger(monkeypatch, fwd)
+    with pytest.raises(UserError, match="tracking.uri: cannot reach MLflow"):
+        log.wait_ready()
+    assert fwd.close() is None and fwd.error.startswith("tracking.uri")
+
+
+def test_no_job_process_means_no_logging(monkeypatch):
+    for k in (tracking.SINK_ENV, tracking.GATE_ENV, tracking.RUN_ID_ENV):
+        monkeypatch.delenv(k, raising=False)
+    log = tracking.RunLogger()
+    assert not log.enabled
+    log.wait_ready()
+    log.log_metrics({"a": 1.0}, step=1)

@@ -1,0 +1,39 @@
+"""The performance knobs' config keys (issue 5): defaults, and one-line errors before TensorFlow."""
+from __future__ import annotations
+
+import pytest
+
+from distexp import config
+
+
+def test_knob_defaults(compose):
+    cfg = compose()
+    assert cfg.steps_per_execution == 1 and cfg.jit_compile is False
+    assert cfg.precision == "float32" and cfg.target_accuracy is None
+    assert cfg.measure_peak_flops is True
+    assert cfg.dataset.prefetch == -1 and cfg.dataset.threadpool == 0
+    assert cfg.dataset.on_device is False
+    assert cfg.tracking.system_metrics is True and cfg.tracking.system_metrics_interval == 5.0
+
+
+@pytest.mark.parametrize("overrides,needle", [
+    (["steps_per_execution=0"], "steps_per_execution: received 0; expected >= 1"),
+    (["precision=float16"], "precision: received 'float16'; valid: float32, mixed_float16, "
+                            "mixed_bfloat16"),
+    (["target_accuracy=1.5"], "target_accuracy: received 1.5"),
+    (["dataset.threadpool=-1"], "dataset.threadpool: received -1"),
+    (["loop=fit", "dataset.on_device=true"], "dataset.on_device: received true with loop=fit"),
+    (["jit_compile=true", "cpu_replicas=2", "gpus=0"], "jit_compile: received true with "
+                                                       "cpu_replicas=2"),
+    (["tracking.system_metrics_interval=0"], "tracking.system_metrics_interval: received 0"),
+])
+def test_knob_errors(compose, overrides, needle):
+    with pytest.raises(config.UserError, match=None) as ex:
+        config.validate(compose(*overrides))
+    assert needle in str(ex.value)
+
+
+def test_good_knobs_validate(compose):
+    config.validate(compose("steps_per_execution=10", "jit_compile=true", "strategy=one_device",
+                            "precision=mixed_bfloat16", "target_accuracy=0.9",
+                            "dataset.threadpool=2", "dataset.on_device=true"))
