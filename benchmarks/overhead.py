@@ -65,7 +65,9 @@ def run_distexp(strategy, loop, replicas, steps, warmup, work: Path, tracking=Tr
     sh(distexp_args(strategy, loop, replicas, steps, warmup, work, tracking, extra)
        + [f"hydra.run.dir={job}"], work)
     r = json.loads((job / "result.json").read_text())
+    G = 64 * replicas  # batch_size_per_replica=64
     return {"examples_per_sec": r["perf/examples_per_sec"],
+            "cpu_per_example": r["cpu_seconds_timed"] / (G * r["perf/timed_steps"]),
             "first_step_s": r["first_step_unix"] - t0, "result": r}
 
 
@@ -77,7 +79,8 @@ def run_plain(strategy, loop, replicas, steps, warmup, work: Path):
     if p.returncode != 0:
         raise RuntimeError(f"plain_tf.py failed:\n{p.stderr[-2000:]}")
     r = json.loads(p.stdout.strip().splitlines()[-1])
-    return {"examples_per_sec": r["examples_per_sec"], "first_step_s": r["first_step_unix"] - t0}
+    return {"examples_per_sec": r["examples_per_sec"], "cpu_per_example": r["cpu_per_example"],
+            "first_step_s": r["first_step_unix"] - t0}
 
 
 def mmm(values):
@@ -105,7 +108,8 @@ def main() -> None:
     for rnd in range(a.rounds):
         for strategy, loop, replicas in CELLS:
             key = f"{strategy}/{loop}"
-            cell = raw["cells"].setdefault(key, {"distexp": [], "plain": [], "ratio": []})
+            cell = raw["cells"].setdefault(key, {"distexp": [], "plain": [], "ratio": [],
+                                                 "cpu_ratio": []})
             sides = ["distexp", "plain"] if rnd % 2 == 0 else ["plain", "distexp"]
             got = {}
             for side in sides:
@@ -114,9 +118,13 @@ def main() -> None:
                 cell[side].append(got[side]["examples_per_sec"])
                 raw["first_step"][side].append(got[side]["first_step_s"])
             cell["ratio"].append(got["distexp"]["examples_per_sec"] / got["plain"]["examples_per_sec"])
+            # examples per CPU-second, distexp over plain (> 1: distexp spends less CPU/example)
+            cell["cpu_ratio"].append(got["plain"]["cpu_per_example"]
+                                     / got["distexp"]["cpu_per_example"])
             print(f"round {rnd + 1} {key}: distexp {got['distexp']['examples_per_sec']:.0f} ex/s, "
                   f"plain {got['plain']['examples_per_sec']:.0f} ex/s, ratio "
-                  f"{cell['ratio'][-1]:.3f}", file=sys.stderr, flush=True)
+                  f"{cell['ratio'][-1]:.3f}, CPU ratio {cell['cpu_ratio'][-1]:.3f}",
+                  file=sys.stderr, flush=True)
         r = run_distexp("one_device", "custom", 1, 20, 5, work, tracking=False)
         raw["first_step"]["distexp_no_tracking"].append(r["first_step_s"])
 
@@ -147,10 +155,11 @@ def main() -> None:
 def report(raw, a) -> str:
     out = [f"Rounds: {a.rounds}; per run {a.warmup} warm-up + {a.steps} timed steps; "
            f"median (min - max).", "",
-           "| cell | distexp ex/s | plain TF ex/s | ratio distexp/plain |", "|---|---|---|---|"]
+           "| cell | distexp ex/s | plain TF ex/s | ratio distexp/plain (wall) | "
+           "ratio of examples per CPU-second |", "|---|---|---|---|---|"]
     for key, c in raw["cells"].items():
         out.append(f"| {key} | {fmt(c['distexp'], '{:.0f}')} | {fmt(c['plain'], '{:.0f}')} | "
-                   f"{fmt(c['ratio'])} |")
+                   f"{fmt(c['ratio'])} | {fmt(c['cpu_ratio'])} |")
     fs = raw["first_step"]
     out += ["", "| time to first training step (from launching the command) | seconds |",
             "|---|---|",

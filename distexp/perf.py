@@ -15,6 +15,9 @@ Definitions (the README repeats them):
 - time to first step: from the job's start (the `python -m distexp` job process starting it) to
   the end of the first training step: process start-up, TensorFlow import, data loading, model
   building and the first step's tracing included.
+- CPU time: the trainer process's CPU seconds (all threads, `time.process_time`) over the timed
+  steps, the same windows as step time (kept in result.json as `cpu_seconds_timed`; the benchmark
+  uses it because it is far less sensitive than wall time to other load on the machine).
 - input wait share: of the timed steps' summed step time, the part spent in the host's
   `next(iterator)` (measured only where the loop takes each batch on the host; else None).
 - time to accuracy: from the start of the first epoch to the end of the first evaluation whose
@@ -59,10 +62,13 @@ class Meter:
     train_start: Optional[float] = None
     input_time: float = 0.0   # host time in next(iterator) before timed steps
     input_steps: int = 0
+    cpu_timed: float = 0.0    # this process's CPU time (all threads) over the timed steps
+    _last_cpu: float = 0.0
 
     def start_epoch(self) -> None:
         self._epoch_timed = []
         self._epoch_start = self._last = time.perf_counter()
+        self._last_cpu = time.process_time()
         if self.train_start is None:
             self.train_start = self._epoch_start
 
@@ -81,11 +87,13 @@ class Meter:
     def end_step(self, steps: int = 1) -> float:
         """Call right after the step's result reached the host. `steps` > 1 when one call ran
         several steps (steps per execution): the interval is shared equally among them."""
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.process_time()
         dt = (now - self._last) / steps
-        self._last = now
+        cpu_dt, self._last, self._last_cpu = cpu - self._last_cpu, now, cpu
         # A call that ran any warm-up step is warm-up as a whole (its time includes the tracing).
         timed = self.step >= self.warmup_steps
+        if timed:
+            self.cpu_timed += cpu_dt
         for _ in range(steps):
             self.step += 1
             if self.step == 1:

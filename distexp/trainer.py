@@ -79,7 +79,8 @@ def train(cfg, job_dir: Path) -> dict:
                                            meter.final_figures()["perf/examples_per_sec"], chief))
     logger.close()
     if chief:
-        write_result(job_dir, {**final, "first_step_unix": meter.first_step_unix})
+        write_result(job_dir, {**final, "first_step_unix": meter.first_step_unix,
+                               "cpu_seconds_timed": meter.cpu_timed})
     return final
 
 
