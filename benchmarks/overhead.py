@@ -2,6 +2,8 @@
 
     python benchmarks/overhead.py                  # the full run (~10 min on 2 cores)
     python benchmarks/overhead.py --rounds 1 --steps 100 --sweep-jobs 2   # a quick look
+    python benchmarks/overhead.py --only first_step --rounds 8            # one part only
+    python benchmarks/overhead.py --only throughput --cells mirrored/custom --rounds 6
 
 For each cell (one_device / mirrored with cpu_replicas=2) x (custom / fit), every round runs distexp
 and then the plain script (the order flips every round) with the same model (tutorial CNN), data
@@ -29,6 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAIN = ROOT / "benchmarks" / "plain_tf.py"
+PARTS = ["throughput", "first_step", "help", "sweep"]
 CELLS = [("one_device", "custom", 1), ("one_device", "fit", 1), ("mirrored", "custom", 2),
          ("mirrored", "fit", 2)]
 
@@ -100,12 +103,32 @@ def main() -> None:
     p.add_argument("--sweep-jobs", type=int, default=4)
     p.add_argument("--help-runs", type=int, default=5)
     p.add_argument("--json", type=Path, help="write the raw numbers here")
+    p.add_argument("--only", nargs="+", choices=PARTS, default=PARTS,
+                   help="parts to run (default: all)")
+    p.add_argument("--cells", nargs="+", choices=[f"{s}/{l}" for s, l, _ in CELLS],
+                   help="throughput cells to run (default: all)")
     a = p.parse_args()
+    if a.cells:
+        CELLS[:] = [c for c in CELLS if f"{c[0]}/{c[1]}" in a.cells]
 
     work = Path(tempfile.mkdtemp(prefix="distexp-bench-"))
     raw = {"cells": {}, "first_step": {"distexp": [], "distexp_no_tracking": [], "plain": []}}
     started = time.time()
     for rnd in range(a.rounds):
+        if "first_step" in a.only and "throughput" not in a.only:
+            # short jobs, alternating distexp (MLflow on / off) and the plain script
+            for side in (["distexp", "plain"] if rnd % 2 == 0 else ["plain", "distexp"]):
+                fn = run_distexp if side == "distexp" else run_plain
+                raw["first_step"][side].append(
+                    fn("one_device", "custom", 1, 10, 5, work)["first_step_s"])
+            r = run_distexp("one_device", "custom", 1, 10, 5, work, tracking=False)
+            raw["first_step"]["distexp_no_tracking"].append(r["first_step_s"])
+            print(f"round {rnd + 1} first step: distexp {raw['first_step']['distexp'][-1]:.2f} s, "
+                  f"no tracking {r['first_step_s']:.2f} s, plain "
+                  f"{raw['first_step']['plain'][-1]:.2f} s", file=sys.stderr, flush=True)
+            continue
+        if "throughput" not in a.only:
+            break
         for strategy, loop, replicas in CELLS:
             key = f"{strategy}/{loop}"
             cell = raw["cells"].setdefault(key, {"distexp": [], "plain": [], "ratio": [],
@@ -125,26 +148,15 @@ def main() -> None:
                   f"plain {got['plain']['examples_per_sec']:.0f} ex/s, ratio "
                   f"{cell['ratio'][-1]:.3f}, CPU ratio {cell['cpu_ratio'][-1]:.3f}",
                   file=sys.stderr, flush=True)
-        r = run_distexp("one_device", "custom", 1, 20, 5, work, tracking=False)
-        raw["first_step"]["distexp_no_tracking"].append(r["first_step_s"])
+        if "first_step" in a.only:
+            r = run_distexp("one_device", "custom", 1, 20, 5, work, tracking=False)
+            raw["first_step"]["distexp_no_tracking"].append(r["first_step_s"])
 
-    raw["help_s"] = [sh([sys.executable, "-m", "distexp", "--help"], work)
-                     for _ in range(a.help_runs)]
-
-    n = a.sweep_jobs
-    job = ["strategy=one_device", "epochs=1", "steps_per_epoch=20", "warmup_steps=5",
-           f"tracking.uri=sqlite:///{work / 'sweep.db'}"]
-    singles, sweeps = [], []
-    for rnd in range(max(1, a.rounds - 1)):
-        single = sum(sh([sys.executable, "-m", "distexp", *job, f"seed={i}",
-                         f"hydra.run.dir={work}/single-{rnd}-{i}"], work) for i in range(n))
-        sweep = sh([sys.executable, "-m", "distexp", "-m", *job,
-                    "seed=" + ",".join(str(i) for i in range(n)),
-                    f"hydra.sweep.dir={work}/sweep-{rnd}"], work)
-        singles.append(single)
-        sweeps.append(sweep)
-    raw["sweep"] = {"jobs": n, "single_total_s": singles, "sweep_s": sweeps,
-                    "overhead": [s / t - 1 for s, t in zip(sweeps, singles)]}
+    if "help" in a.only:
+        raw["help_s"] = [sh([sys.executable, "-m", "distexp", "--help"], work)
+                         for _ in range(a.help_runs)]
+    if "sweep" in a.only:
+        raw["sweep"] = sweep(a, work)
     raw["wall_s"] = time.time() - started
     raw["machine"] = {"cpus": os.cpu_count(), "loadavg_end": os.getloadavg()}
     if a.json:
@@ -152,25 +164,50 @@ def main() -> None:
     print(report(raw, a))
 
 
+def sweep(a, work: Path) -> dict:
+    """N jobs as one `-m` sweep vs N single `python -m distexp` commands, wall time."""
+    n = a.sweep_jobs
+    job = ["strategy=one_device", "epochs=1", "steps_per_epoch=20", "warmup_steps=5",
+           f"tracking.uri=sqlite:///{work / 'sweep.db'}"]
+    singles, sweeps = [], []
+    for rnd in range(max(1, a.rounds - 1)):
+        single = sum(sh([sys.executable, "-m", "distexp", *job, f"seed={i}",
+                         f"hydra.run.dir={work}/single-{rnd}-{i}"], work) for i in range(n))
+        swept = sh([sys.executable, "-m", "distexp", "-m", *job,
+                    "seed=" + ",".join(str(i) for i in range(n)),
+                    f"hydra.sweep.dir={work}/sweep-{rnd}"], work)
+        singles.append(single)
+        sweeps.append(swept)
+    return {"jobs": n, "single_total_s": singles, "sweep_s": sweeps,
+            "overhead": [s / t - 1 for s, t in zip(sweeps, singles)]}
+
+
 def report(raw, a) -> str:
     out = [f"Rounds: {a.rounds}; per run {a.warmup} warm-up + {a.steps} timed steps; "
-           f"median (min - max).", "",
-           "| cell | distexp ex/s | plain TF ex/s | ratio distexp/plain (wall) | "
-           "ratio of examples per CPU-second |", "|---|---|---|---|---|"]
+           f"median (min - max).", ""]
+    if raw["cells"]:
+        out += ["| cell | distexp ex/s | plain TF ex/s | ratio distexp/plain (wall) | "
+                "ratio of examples per CPU-second |", "|---|---|---|---|---|"]
     for key, c in raw["cells"].items():
         out.append(f"| {key} | {fmt(c['distexp'], '{:.0f}')} | {fmt(c['plain'], '{:.0f}')} | "
                    f"{fmt(c['ratio'])} | {fmt(c['cpu_ratio'])} |")
     fs = raw["first_step"]
-    out += ["", "| time to first training step (from launching the command) | seconds |",
+    if fs["distexp"] and fs["plain"] and fs["distexp_no_tracking"]:
+        out += ["", "| time to first training step (from launching the command) | seconds |",
             "|---|---|",
             f"| distexp, MLflow on (sqlite) | {fmt(fs['distexp'], '{:.2f}')} |",
             f"| distexp, tracking.enabled=false | {fmt(fs['distexp_no_tracking'], '{:.2f}')} |",
             f"| plain TF script | {fmt(fs['plain'], '{:.2f}')} |",
-            f"| overhead (medians, MLflow on) | "
-            f"{statistics.median(fs['distexp']) - statistics.median(fs['plain']):.2f} |",
-            "", f"`python -m distexp --help`: {fmt(raw['help_s'], '{:.2f}')} s", ""]
-    sw = raw["sweep"]
-    out.append(f"Sweep of {sw['jobs']} jobs: {fmt(sw['sweep_s'], '{:.1f}')} s vs {sw['jobs']} "
+            f"| distexp - plain, paired by round (MLflow on) | "
+            f"{fmt([d - p for d, p in zip(fs['distexp'], fs['plain'])], '{:+.2f}')} |",
+            f"| distexp - plain, paired by round (tracking off) | " + (fmt(
+                [d - p for d, p in zip(fs['distexp_no_tracking'], fs['plain'])], '{:+.2f}')
+                if "throughput" not in a.only else "n/a (see the rows above)") + " |"]
+    if "help_s" in raw:
+        out += ["", f"`python -m distexp --help`: {fmt(raw['help_s'], '{:.2f}')} s"]
+    sw = raw.get("sweep")
+    if sw:
+        out.append(f"\nSweep of {sw['jobs']} jobs: {fmt(sw['sweep_s'], '{:.1f}')} s vs {sw['jobs']} "
                f"single jobs {fmt(sw['single_total_s'], '{:.1f}')} s: overhead "
                f"{fmt([100 * o for o in sw['overhead']], '{:+.1f}')} %")
     out.append(f"\nWhole benchmark: {raw['wall_s'] / 60:.1f} min; {raw['machine']['cpus']} CPUs; "
