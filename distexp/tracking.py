@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import threading
 import time
 from pathlib import Path
@@ -271,9 +272,16 @@ class Forwarder:
         self._on_ready(self.run)
         self._open_gate(f"ok {self.run.run_id}")
         if self._interval:
-            self._monitor = self.run.system_metrics(self._interval)
+            try:
+                self._monitor = self.run.system_metrics(self._interval)
+            except Exception as ex:  # noqa: BLE001  (best effort: e.g. psutil missing)
+                print(f"distexp: warning: no system metrics ({type(ex).__name__}: {ex})",
+                      file=sys.stderr, flush=True)
         while not self._stop.wait(self.POLL_S):
-            self._forward()
+            try:
+                self._forward()
+            except Exception:  # noqa: BLE001  (server hiccup: the lines stay, retried later)
+                pass
 
     def _open_gate(self, text: str) -> None:
         tmp = self.gate.with_suffix(".tmp")
@@ -285,10 +293,10 @@ class Forwarder:
             f.seek(self._pos)
             data = f.read()
         done = data.rfind("\n") + 1  # only whole lines; the rest is still being written
-        self._pos += len(data[:done].encode())
-        for line in data[:done].splitlines():
+        for line in data[:done].splitlines(keepends=True):
             if line.strip():
                 self.run.log_record(json.loads(line))
+            self._pos += len(line.encode())  # after logging: a failed line is retried
 
     def close(self) -> Optional["JobRun"]:
         """Wait for the run's creation, forward what is left, stop system metrics; the run or None."""
@@ -297,6 +305,9 @@ class Forwarder:
         if self.run is not None:
             try:
                 self._forward()
+            except Exception as ex:  # noqa: BLE001  (the run must still be ended by the caller)
+                print(f"distexp: warning: some metrics could not be logged to MLflow "
+                      f"({type(ex).__name__}: {str(ex)[:200]})", file=sys.stderr, flush=True)
             finally:
                 if self._monitor is not None:
                     _finish_monitor(self._monitor)
