@@ -137,8 +137,26 @@ def _at_least(key: str, value: Optional[float], low: float, *, allow_none: bool 
         raise UserError(f"{key}: received {value}; expected >= {low}")
 
 
+def _unknown_keys(node: DictConfig, prefix: str = "") -> None:
+    """Keys added with `+key=value` that no schema declares (Hydra's `+` bypasses struct mode)."""
+    import dataclasses
+
+    schema = OmegaConf.get_type(node)
+    if schema is not None and dataclasses.is_dataclass(schema):
+        known = {f.name for f in dataclasses.fields(schema)}
+        for key in node.keys():
+            if key not in known:
+                raise UserError(f"{prefix}{key}: unknown key (not in the schema); check the spelling "
+                                "or see --cfg job")
+    for key in node.keys():
+        child = node._get_node(key)
+        if isinstance(child, DictConfig) and not child._is_missing() and not child._is_none():
+            _unknown_keys(child, f"{prefix}{key}.")
+
+
 def validate(cfg: DictConfig) -> None:
     """Raise UserError for values the schema's types accept but that make no sense."""
+    _unknown_keys(cfg)
     _choice("strategy", cfg.strategy.name, STRATEGIES)
     _choice("model", cfg.model.name, MODELS)
     _choice("loop", cfg.loop.name, LOOPS)

@@ -23,6 +23,8 @@ from distexp import config as C
 from distexp import launch, tracking
 
 STATUS_EXIT = {"FINISHED": 0, "FAILED": 1, "KILLED": 130}
+# Training finished but MLflow stopped answering: what it missed is in the job's offline file.
+TRACKING_LOST_EXIT = 3
 
 
 def run_job(cfg: DictConfig) -> Optional[float]:
@@ -36,6 +38,11 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     t_start = time.time()
     C.validate(cfg)
     gpus = C.check_gpus(cfg.gpus, C.visible_gpus())
+    if cfg.model.name == "custom":
+        from distexp.models import check_factory
+
+        check_factory("model.factory", cfg.model.factory)
+    os.environ.update(tracking.http_env())  # bounded MLflow retries here and in the trainers
     hc = HydraConfig.get()
     job_dir = Path(hc.runtime.output_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
@@ -44,13 +51,17 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     plan = cluster.plan(cfg, job_dir, gpus)  # raises UserError for a bad cluster setting
     replicas = C.replicas_per_worker(cfg, gpus) * plan.replica_workers
     config_path = job_dir / "config.yaml"
-    OmegaConf.save(cfg, config_path, resolve=True)
+    # What is stored and logged carries no credentials (trainers get the real URI by env).
+    stored = OmegaConf.to_container(cfg, resolve=True)
+    stored["tracking"]["uri"] = tracking.redact(cfg.tracking.uri)
+    OmegaConf.save(OmegaConf.create(stored), config_path)
+    overrides = [tracking.redact_text(o) for o in hc.overrides.task]
     overrides_path = job_dir / "overrides.yaml"
-    OmegaConf.save(OmegaConf.create(list(hc.overrides.task)), overrides_path)
+    OmegaConf.save(OmegaConf.create(overrides), overrides_path)
 
     run = None
     if cfg.tracking.enabled and plan.logs_to_mlflow:
-        tags = {"distexp.job_dir": str(job_dir), "distexp.overrides": " ".join(hc.overrides.task)}
+        tags = {"distexp.job_dir": str(job_dir), "distexp.overrides": " ".join(overrides)}
         params = C.flatten(cfg)
         params.update({"num_workers": plan.replica_workers, "global_batch_size":
                        C.global_batch(cfg, replicas), "num_replicas": replicas})
@@ -84,6 +95,17 @@ def run_job(cfg: DictConfig) -> Optional[float]:
             _close(run, status, job_dir, procs, config_path, overrides_path)
 
     result = _read_result(job_dir)
+    lost = tracking.offline_summary(job_dir) if run is not None else None
+    if lost:
+        what = f"training {status}" + (f" (eval/accuracy {result['eval/accuracy']:.4f})"
+                                       if result.get("eval/accuracy") is not None else "")
+        print(f"distexp: error: tracking: MLflow at {tracking.redact(cfg.tracking.uri)} stopped "
+              f"answering during the job ({lost['reason']}); {what}; {lost['metrics']} metric values, "
+              f"{lost['artifacts']} artifacts and the run's final status are kept in {lost['path']}; "
+              f"when the server is back: {tracking.import_command(job_dir, cfg.tracking.uri)}",
+              file=sys.stderr, flush=True)
+        if status == "FINISHED" or (error or "").startswith("user:"):
+            sys.exit(TRACKING_LOST_EXIT if status == "FINISHED" else 2)
     if status == "FINISHED":
         return result.get("eval/accuracy")
     if error and error.startswith("user:"):
@@ -95,14 +117,25 @@ def run_job(cfg: DictConfig) -> Optional[float]:
 
 
 def _close(run: tracking.JobRun, status: str, job_dir: Path, procs, *files: Path) -> None:
-    """Artifacts then the terminal status; a failure here must not leave the run RUNNING."""
-    try:
-        run.log_artifacts(files)
-        run.log_artifacts([p.log for p in procs], artifact_path="logs")
-        hydra_log = job_dir / "distexp.log"
-        run.log_artifacts([hydra_log, job_dir / "steps.csv"], artifact_path=None)
-    finally:
-        run.end(status)
+    """Artifacts then the terminal status; a failure here must not leave the run RUNNING.
+
+    If the trainer already found the server dead, or a call here fails, the rest goes to the job's
+    offline file (one bounded retry per call, never a hang on a dead server)."""
+    if tracking.offline_summary(job_dir):
+        run.go_offline(job_dir, RuntimeError("the chief trainer found the server unreachable"))
+    steps = [lambda: run.log_artifacts(files),
+             lambda: run.log_artifacts([p.log for p in procs], artifact_path="logs"),
+             lambda: run.log_artifacts([job_dir / "distexp.log", job_dir / "steps.csv"]),
+             lambda: run.end(status)]
+    i = 0
+    while i < len(steps):
+        try:
+            steps[i]()
+            i += 1
+        except Exception as ex:  # noqa: BLE001  (the server died: keep the rest offline)
+            if run.offline is not None:
+                raise
+            run.go_offline(job_dir, ex)
 
 
 def _tail(path: Path, n: int = 4000) -> str:

@@ -4,19 +4,41 @@ The job process (distexp.job) owns the run's life: it creates the run, logs the 
 and artifacts, and always ends the run FINISHED, FAILED or KILLED, whatever the training processes
 did (even a SIGKILLed trainer cannot leave it RUNNING). The chief training process only appends to
 that run, by id (``RunLogger``); other workers never receive the id, so they cannot log.
+
+A tracking server that is down or dies (``Offline``):
+- at start: the job process probes it with no retries and a short timeout (MLflow's HTTP client
+  otherwise retries for minutes) and stops with one line before any training process starts;
+- during the job: the first failed call switches that side to offline mode; every later metric,
+  param, artifact and the run's final status are appended to ``<job_dir>/mlflow-offline.jsonl``
+  and ``python -m distexp.tracking import <job_dir>`` replays them into the run once the server is
+  back. Training is never stopped or slowed by a dead server beyond one bounded retry.
+
+Credentials in a tracking URI are never printed or logged: ``redact`` / ``redact_text``.
 """
 from __future__ import annotations
 
+import argparse
+import contextlib
+import json
 import os
 import re
+import sys
 import time
 from pathlib import Path
-from typing import Iterable, Mapping, Optional
+from typing import Iterable, Iterator, List, Mapping, Optional
 from urllib.parse import urlsplit, urlunsplit
 
 RUN_ID_ENV = "DISTEXP_RUN_ID"
 URI_ENV = "DISTEXP_TRACKING_URI"
 MAX_PARAM_LEN = 6000  # MLflow 3 limit on a param value
+OFFLINE_FILE = "mlflow-offline.jsonl"
+
+# MLflow's HTTP client retries 7 times with a backoff factor of 2 and a 120 s timeout per request
+# by default: minutes of waiting on a dead server. distexp's bounds (a user's own env wins):
+HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+            "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
+# ... and for the start-up probe: one try, a short timeout, so a wrong URI fails in seconds.
+PROBE_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
 
 
 def redact(uri: str) -> str:
@@ -28,6 +50,49 @@ def redact(uri: str) -> str:
     if parts.port:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, parts.fragment))
+
+
+_USERINFO = re.compile(r"(?<=//)[^/@\s'\"]+@")
+
+
+def redact_text(text: str) -> str:
+    """`text` with the user:password@ part of every URL in it replaced by ***@."""
+    return _USERINFO.sub("***@", str(text))
+
+
+def http_env() -> dict:
+    """distexp's HTTP retry/timeout bounds for MLflow, minus those the user set."""
+    return {k: v for k, v in HTTP_ENV.items() if k not in os.environ}
+
+
+@contextlib.contextmanager
+def _env(values: Mapping[str, str]) -> Iterator[None]:
+    """Set env vars (MLflow reads its HTTP settings per request) unless the user set them."""
+    mine = {k: v for k, v in values.items() if k not in os.environ or os.environ[k] == HTTP_ENV.get(k)}
+    old = {k: os.environ.get(k) for k in mine}
+    os.environ.update(mine)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def reason(ex: BaseException) -> str:
+    """A short, credential-free reason for a failed MLflow call."""
+    text = redact_text(str(ex))
+    m = re.search(r"\[Errno -?\d+\] [^\"')]+", text)
+    if m:
+        return m.group(0).strip()
+    for pattern in (r"Read timed out[^\"')]*", r"unsupported URI '[^']*'", r"Name or service not known"):
+        m = re.search(pattern, text)
+        if m:
+            return m.group(0)
+    first = text.strip().splitlines()[0] if text.strip() else type(ex).__name__
+    return first[:200]
 
 
 def _sqlite_dir(uri: str) -> Optional[Path]:
@@ -78,35 +143,53 @@ class JobRun:
                 raise UserError(f"tracking.uri: cannot create {store_dir} ({ex.strerror}); choose a "
                                 "writable place or tracking.enabled=false") from None
         self.uri = uri
-        self.client = _client(uri)
+        self.offline: Optional[Offline] = None
         try:
-            exp_id = _experiment_id(self.client, experiment, uri)
-            run = self.client.create_run(exp_id, run_name=run_name, tags=dict(tags))
+            with _env(PROBE_ENV):  # the probe: fails in seconds, before anything starts
+                self.client = _client(uri)
+                exp_id = _experiment_id(self.client, experiment, uri)
+                run = self.client.create_run(exp_id, run_name=run_name, tags=dict(tags))
         except Exception as ex:  # noqa: BLE001
-            first = str(ex).strip().splitlines()[0] if str(ex).strip() else type(ex).__name__
-            raise UserError(f"tracking.uri: cannot reach MLflow at {redact(uri)} ({first[:200]}); "
-                            "check the URI or the server, or run with tracking.enabled=false") from None
+            raise UserError(f"tracking.uri: received {redact(uri)!r}; MLflow cannot be reached there "
+                            f"({reason(ex)}): check the URI and that the server is up, or run with "
+                            "tracking.enabled=false") from None
         self.run_id = run.info.run_id
         self.experiment_id = exp_id
         self.log_params(params)
+
+    def go_offline(self, job_dir: Path, ex: BaseException) -> None:
+        """From now on, write to `job_dir`'s offline file instead of the (dead) server."""
+        if self.offline is None:
+            self.offline = Offline(job_dir, self.run_id, self.uri)
+            self.offline.note(ex)
+
+    def _call(self, record: dict, fn) -> None:
+        if self.offline is not None:
+            self.offline.append(record)
+            return
+        fn()
 
     def log_params(self, params: Mapping[str, str]) -> None:
         from mlflow.entities import Param
 
         items = [Param(k, _clip(v)) for k, v in params.items()]
         for i in range(0, len(items), 100):
-            self.client.log_batch(self.run_id, params=items[i:i + 100])
+            self._call({"kind": "params", "params": {p.key: p.value for p in items[i:i + 100]}},
+                       lambda b=items[i:i + 100]: self.client.log_batch(self.run_id, params=b))
 
     def log_artifacts(self, paths: Iterable[Path], artifact_path: Optional[str] = None) -> None:
         for p in paths:
             if p.is_file() and p.stat().st_size > 0:
-                self.client.log_artifact(self.run_id, str(p), artifact_path)
+                self._call({"kind": "artifact", "path": str(p), "artifact_path": artifact_path},
+                           lambda p=p: self.client.log_artifact(self.run_id, str(p), artifact_path))
 
     def set_tag(self, key: str, value: str) -> None:
-        self.client.set_tag(self.run_id, key, value)
+        self._call({"kind": "tag", "key": key, "value": value},
+                   lambda: self.client.set_tag(self.run_id, key, value))
 
     def end(self, status: str) -> None:
-        self.client.set_terminated(self.run_id, status=status)
+        self._call({"kind": "end", "status": status},
+                   lambda: self.client.set_terminated(self.run_id, status=status))
 
     def metrics(self) -> dict:
         return dict(self.client.get_run(self.run_id).data.metrics)
@@ -120,22 +203,42 @@ def _clip(value) -> str:
 class RunLogger:
     """Appends metrics and params to the job's run from the chief trainer; a no-op elsewhere."""
 
-    def __init__(self, run_id: Optional[str] = None, uri: Optional[str] = None):
+    def __init__(self, run_id: Optional[str] = None, uri: Optional[str] = None,
+                 fallback_dir: Optional[Path] = None):
         self.run_id = run_id if run_id is not None else os.environ.get(RUN_ID_ENV)
         self.uri = uri if uri is not None else os.environ.get(URI_ENV)
         self.client = _client(self.uri) if self.run_id else None
+        self.fallback_dir = fallback_dir
+        self.offline: Optional[Offline] = None
         self._last_ts = 0
 
     @property
     def enabled(self) -> bool:
         return self.client is not None
 
+    def _send(self, record: dict, **batch) -> None:
+        """log_batch, or - once the server has failed - the offline file (never raises for a
+        dead server when there is a fallback dir: training goes on)."""
+        if self.offline is None:
+            try:
+                self.client.log_batch(self.run_id, **batch)
+                return
+            except Exception as ex:  # noqa: BLE001
+                if self.fallback_dir is None:
+                    raise
+                self.offline = Offline(self.fallback_dir, self.run_id, self.uri)
+                self.offline.note(ex)
+                print(f"distexp: warning: MLflow at {redact(self.uri)} failed ({reason(ex)}); "
+                      f"training goes on, metrics are kept in {self.offline.path}", flush=True)
+        self.offline.append(record)
+
     def log_params(self, params: Mapping[str, object]) -> None:
         if self.client is None:
             return
         from mlflow.entities import Param
 
-        self.client.log_batch(self.run_id, params=[Param(k, _clip(v)) for k, v in params.items()])
+        items = [Param(k, _clip(v)) for k, v in params.items()]
+        self._send({"kind": "params", "params": {p.key: p.value for p in items}}, params=items)
 
     def log_metrics(self, metrics: Mapping[str, Optional[float]], step: int) -> None:
         """Log finite values at `step`; each call gets a strictly later timestamp, so a final value
@@ -149,7 +252,94 @@ class RunLogger:
         items = [Metric(k, float(v), ts, step) for k, v in metrics.items()
                  if v is not None and v == v and abs(v) != float("inf")]
         if items:
-            self.client.log_batch(self.run_id, metrics=items)
+            self._send({"kind": "metrics", "metrics": [[m.key, m.value, m.timestamp, m.step]
+                                                       for m in items]}, metrics=items)
+
+
+class Offline:
+    """What could not reach the server, as JSON lines in `<job_dir>/mlflow-offline.jsonl`.
+
+    Both the chief trainer (metrics) and the job process (artifacts, final status) append to it, one
+    after the other. ``import_dir`` replays it into the run, in order, once the server is back.
+    """
+
+    def __init__(self, job_dir: Path, run_id: str, uri: str):
+        self.path = Path(job_dir) / OFFLINE_FILE
+        self.run_id, self.uri = run_id, uri
+
+    def note(self, ex: BaseException) -> None:
+        self.append({"kind": "offline", "uri": redact(self.uri), "reason": reason(ex),
+                     "time": time.time()})
+
+    def append(self, record: dict) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps({"run_id": self.run_id, **record}) + "\n")
+
+
+def offline_summary(job_dir: Path) -> Optional[dict]:
+    """What a job's offline file holds (None if there is none): counts and the first reason."""
+    path = Path(job_dir) / OFFLINE_FILE
+    if not path.exists():
+        return None
+    records = [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+    return {"path": path, "reason": next((r["reason"] for r in records if r["kind"] == "offline"), ""),
+            "metrics": sum(len(r["metrics"]) for r in records if r["kind"] == "metrics"),
+            "artifacts": sum(r["kind"] == "artifact" for r in records),
+            "status": next((r["status"] for r in records if r["kind"] == "end"), None)}
+
+
+def import_dir(job_dir: Path, uri: Optional[str] = None) -> dict:
+    """Replay `job_dir`'s offline file into its MLflow run; rename it to *.imported when done."""
+    from mlflow.entities import Metric, Param
+
+    path = Path(job_dir) / OFFLINE_FILE
+    records = [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+    stored = next((r["uri"] for r in records if r["kind"] == "offline"), None)
+    uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or stored
+    if not uri or "***@" in uri:
+        raise SystemExit("the offline file does not hold the tracking URI's credentials: pass "
+                         "--uri <tracking URI> (or set MLFLOW_TRACKING_URI)")
+    client = _client(uri)
+    counts = {"metrics": 0, "params": 0, "artifacts": 0, "status": None}
+    for r in records:
+        run_id, kind = r["run_id"], r["kind"]
+        if kind == "metrics":
+            ms = [Metric(k, v, ts, step) for k, v, ts, step in r["metrics"]]
+            client.log_batch(run_id, metrics=ms)
+            counts["metrics"] += len(ms)
+        elif kind == "params":
+            client.log_batch(run_id, params=[Param(k, v) for k, v in r["params"].items()])
+            counts["params"] += len(r["params"])
+        elif kind == "artifact":
+            client.log_artifact(run_id, r["path"], r["artifact_path"])
+            counts["artifacts"] += 1
+        elif kind == "tag":
+            client.set_tag(run_id, r["key"], r["value"])
+        elif kind == "end":
+            client.set_terminated(run_id, status=r["status"])
+            counts["status"] = r["status"]
+    path.rename(path.with_name(path.name + ".imported"))
+    return counts
+
+
+def import_command(job_dir: Path, uri: str) -> str:
+    cmd = f"python -m distexp.tracking import {job_dir}"
+    return cmd if redact(uri) == uri else cmd + " --uri <tracking URI with credentials>"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m distexp.tracking",
+                                description="Replay what a job could not send to MLflow.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    imp = sub.add_parser("import", help=f"replay <job_dir>/{OFFLINE_FILE} into its run")
+    imp.add_argument("job_dirs", nargs="+", type=Path)
+    imp.add_argument("--uri", help="tracking URI (default: the job's, without credentials)")
+    args = p.parse_args(argv)
+    for d in args.job_dirs:
+        c = import_dir(d, args.uri)
+        print(f"{d}: imported {c['metrics']} metric values, {c['params']} params, "
+              f"{c['artifacts']} artifacts; run status {c['status'] or 'unchanged'}")
+    return 0
 
 
 def run_name(strategy: str, model: str, dataset: str, replicas: int) -> str:
@@ -161,3 +351,7 @@ _SAFE = re.compile(r"[^A-Za-z0-9_\-./ ]")
 
 def safe_key(key: str) -> str:
     return _SAFE.sub("_", key)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

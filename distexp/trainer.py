@@ -57,7 +57,7 @@ def train(cfg, job_dir: Path) -> dict:
         f"{cfg.dataset.name} (train {len(arrays.y_train)}, eval {len(arrays.y_eval)}, "
         f"input {list(arrays.input_shape)}, {arrays.num_classes} classes)")
 
-    logger = RunLogger() if chief else RunLogger(run_id="")
+    logger = RunLogger(fallback_dir=job_dir) if chief else RunLogger(run_id="")
     logger.log_params({"devices": ",".join(replica_devices), "tf_version": tf.__version__,
                        "keras_version": keras.__version__, "steps_per_epoch_resolved": steps,
                        "warmup_steps_resolved": min(cfg.warmup_steps, steps * cfg.epochs)})
