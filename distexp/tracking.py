@@ -109,6 +109,8 @@ def _client(uri: str):
 
     for name in ("mlflow.store.db.utils", "alembic"):  # schema set-up chatter on every new store
         logging.getLogger(name).setLevel(logging.WARNING)
+    if redact(uri) != uri:  # MLflow prints "View run ... at: <URI with the password>" on end
+        os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
 
     return MlflowClient(tracking_uri=uri)
 

@@ -24,3 +24,13 @@ def hang(input_shape, num_classes):
     import time
 
     time.sleep(3600)
+
+
+def kill_tracking_server(input_shape, num_classes):
+    """Kills the MLflow server (process group in DISTEXP_TEST_KILL_PGID) mid-job: after the job
+    process created the run and logged its params, before the trainer logs anything."""
+    import os
+    import signal
+
+    os.killpg(int(os.environ["DISTEXP_TEST_KILL_PGID"]), signal.SIGKILL)
+    return small_mlp(input_shape, num_classes)
