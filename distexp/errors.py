@@ -18,6 +18,10 @@ def one_line(ex: BaseException) -> str | None:
         valid = ", ".join(sorted(o for o in (ex.options or []) if not o.startswith("base_")))
         return f"{group}: received {option!r}; valid: {valid or '(none)'}"
     if isinstance(ex, OverrideParseException):
+        key, eq, value = str(ex.override).partition("=")
+        if eq:
+            return (f"{key.lstrip('+~')}: received {value!r}, which Hydra cannot parse "
+                    f"({_first(ex.message)}); valid: a value, a list [a,b] or a quoted 'string'")
         return f"could not parse override {ex.override!r}: {_first(ex.message)}"
     cause = ex if isinstance(ex, OmegaConfBaseException) else ex.__cause__
     if isinstance(cause, OmegaConfBaseException):
@@ -44,8 +48,8 @@ def one_line(ex: BaseException) -> str | None:
     if isinstance(ex, HydraException):
         return _first(str(ex))
     if isinstance(ex, OSError) and ex.filename:  # e.g. Hydra creating an unwritable output dir
-        return (f"outputs: cannot write {ex.filename!r} ({ex.strerror}); valid: a writable "
-                "directory: run from one, or set hydra.run.dir= (hydra.sweep.dir= with -m)")
+        return (f"outputs: received {ex.filename!r}, which cannot be written ({ex.strerror}); valid: "
+                "a writable directory: run from one, or set hydra.run.dir= (hydra.sweep.dir= with -m)")
     return None
 
 

@@ -119,8 +119,9 @@ def check_factory(key: str, spec) -> None:
     except (ImportError, ValueError):
         found = False
     if not found:
-        raise UserError(f"{key}: received {spec!r}; no module named {module!r} on the Python path "
-                        "(run from the directory that holds it, or add it to PYTHONPATH)")
+        raise UserError(f"{key}: received {spec!r}; no module named {module!r} on the Python path; "
+                        "valid: an importable module (run from the directory that holds it, or add "
+                        "it to PYTHONPATH)")
 
 
 def load_factory(key: str, spec: str):
@@ -130,7 +131,8 @@ def load_factory(key: str, spec: str):
     try:
         return getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as ex:
-        raise UserError(f"{key}: received {spec!r}; cannot import it ({ex})") from None
+        raise UserError(f"{key}: received {spec!r}; cannot import it ({ex}); expected "
+                        "'package.module:function' naming an existing function") from None
 
 
 def learning_rate(cfg: DictConfig) -> float:

@@ -142,8 +142,9 @@ class JobRun:
             try:
                 store_dir.mkdir(parents=True, exist_ok=True)
             except OSError as ex:
-                raise UserError(f"tracking.uri: cannot create {store_dir} ({ex.strerror}); choose a "
-                                "writable place or tracking.enabled=false") from None
+                raise UserError(f"tracking.uri: received {uri!r}; cannot create {store_dir} "
+                                f"({ex.strerror}); valid: a writable place, or "
+                                "tracking.enabled=false") from None
         self.uri = uri
         self.offline: Optional[Offline] = None
         try:
@@ -153,8 +154,8 @@ class JobRun:
                 run = self.client.create_run(exp_id, run_name=run_name, tags=dict(tags))
         except Exception as ex:  # noqa: BLE001
             raise UserError(f"tracking.uri: received {redact(uri)!r}; MLflow cannot be reached there "
-                            f"({reason(ex)}): check the URI and that the server is up, or run with "
-                            "tracking.enabled=false") from None
+                            f"({reason(ex)}); valid: the URI of a running tracking server or store "
+                            "(check the URI and the server), or tracking.enabled=false") from None
         self.run_id = run.info.run_id
         self.experiment_id = exp_id
         self.log_params(params)

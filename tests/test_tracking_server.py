@@ -75,8 +75,9 @@ def test_unreachable_server_is_one_line_before_training(tmp_path):
     assert r.returncode == 2, r
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert lines == [f"distexp: error: tracking.uri: received 'http://***@127.0.0.1:{port}'; MLflow "
-                     "cannot be reached there ([Errno 111] Connection refused): check the URI and "
-                     "that the server is up, or run with tracking.enabled=false"], r
+                     "cannot be reached there ([Errno 111] Connection refused); valid: the URI of a "
+                     "running tracking server or store (check the URI and the server), or "
+                     "tracking.enabled=false"], r
     assert SECRET not in r.out
     assert not (job / "chief.log").exists(), "no training process may start"
 
