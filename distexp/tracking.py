@@ -122,7 +122,9 @@ def _experiment_id(client, name: str, uri: str) -> str:
     store_dir = _sqlite_dir(uri)
     location = (store_dir / "mlartifacts").as_uri() if store_dir else None
     try:
-        return client.create_experiment(name, artifact_location=location)
+        # the MLflow 3 UI then opens it as a training experiment (runs table), not a GenAI one
+        return client.create_experiment(name, artifact_location=location,
+                                        tags={"mlflow.experimentKind": "custom_model_development"})
     except Exception:  # another job created it first (concurrent sweeps)
         exp = client.get_experiment_by_name(name)
         if exp is None:
