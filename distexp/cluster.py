@@ -181,8 +181,7 @@ def _tf_config_task(cfg: DictConfig, raw: Optional[str]):
         cluster, task = spec["cluster"], spec["task"]
         kind, index = str(task["type"]), int(task.get("index", 0))
         counts = {str(j): len(a) for j, a in cluster.items()}
-        if not all(isinstance(a, list) and all(isinstance(x, str) and ":" in x for x in a)
-                   for a in cluster.values()):
+        if not all(isinstance(a, list) and all(_address(x) for x in a) for a in cluster.values()):
             raise ValueError("every job must list host:port strings")
     except (ValueError, KeyError, TypeError, AttributeError) as ex:
         detail = ex.args[0] if isinstance(ex, KeyError) else ex
@@ -193,6 +192,11 @@ def _tf_config_task(cfg: DictConfig, raw: Optional[str]):
         raise UserError(f"TF_CONFIG: received task {kind}:{index}; the cluster has "
                         f"{', '.join(f'{j} x{c}' for j, c in counts.items())}")
     return kind, index, counts
+
+
+def _address(x) -> bool:
+    host, _, port = x.rpartition(":") if isinstance(x, str) else ("", "", "")
+    return bool(host) and port.isdigit() and 0 < int(port) < 65536
 
 
 def _slurm_task(cfg: DictConfig, env):
