@@ -36,6 +36,7 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     t_start = time.time()
     C.validate(cfg)
     gpus = C.check_gpus(cfg.gpus, C.visible_gpus())
+    C.validate_devices(cfg, gpus)
     hc = HydraConfig.get()
     job_dir = Path(hc.runtime.output_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
