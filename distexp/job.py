@@ -95,6 +95,8 @@ def run_job(cfg: DictConfig) -> Optional[float]:
         status, error = "KILLED", "interrupted: every training process was stopped"
     except launch.JobFailed as ex:
         error = str(ex)
+        if error.startswith("timeout:"):  # the limit is the whole job's, across port retries
+            error = f"timeout: the job ran longer than {cfg.timeout:g} s and was stopped"
         chief = procs[0]
         if chief.returncode == 2:
             lines = [ln for ln in _tail(chief.log).splitlines() if ln.startswith("distexp: error:")]
