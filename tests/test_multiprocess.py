@@ -22,8 +22,9 @@ from test_lifecycle import processes_mentioning
 
 pytestmark = pytest.mark.slow
 
-# digits at a global batch of 64: 22 steps per epoch; 5 epochs reach >= 0.90 eval accuracy
-COMMON = ["global_batch_size=64", "epochs=5", "warmup_steps=2"]
+# digits at a global batch of 64: 22 steps per epoch. 10 epochs (2-3 s of training; start-up
+# dominates): ps, asynchronous, lands within 2 points of one device only near the plateau
+COMMON = ["global_batch_size=64", "epochs=10", "warmup_steps=2"]
 TINY = ["epochs=1", "steps_per_epoch=4", "warmup_steps=1"]
 
 
@@ -67,7 +68,7 @@ def test_multiworker_reproduces_one_device_and_logs_one_run(base):
     cwd, mw = base
     assert "could not listen on its port" in mw.stdout, "the port clash was not retried"
     a, b = _losses(cwd / "one"), _losses(cwd / "mw")
-    assert len(a) == len(b) == 5 * 22
+    assert len(a) == len(b) == 10 * 22
     diff = max(abs(x - y) for x, y in zip(a, b))
     print(f"multiworker vs one_device: max per-step loss difference {diff:.3g}")
     assert diff < 1e-5
@@ -96,7 +97,7 @@ def test_ps_learns_like_one_device(base):
     assert ps["eval/accuracy"] >= 0.90
     assert abs(ps["eval/accuracy"] - one["eval/accuracy"]) <= 0.02
     losses = _losses(cwd / "ps")
-    assert len(losses) == 5 * 22  # every scheduled step completed and was counted once
+    assert len(losses) == 10 * 22  # every scheduled step completed and was counted once
     assert sum(losses[-22:]) < 0.3 * sum(losses[:22]), "the loss must decrease"
     client, runs = mlflow_runs(f"sqlite:///{cwd / 'ps.db'}")
     assert len(runs) == 1 and runs[0].info.status == "FINISHED"
