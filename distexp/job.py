@@ -38,18 +38,23 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     t_start = time.time()
     C.validate(cfg)
     gpus = C.check_gpus(cfg.gpus, C.visible_gpus())
+    C.validate_devices(cfg, gpus)
     if cfg.model.name == "custom":
         from distexp.models import check_factory
 
         check_factory("model.factory", cfg.model.factory)
     os.environ.update(tracking.http_env())  # bounded MLflow retries here and in the trainers
+    if os.environ.get("TF_CONFIG") == "":  # means "unset"; TF's resolvers crash on it (json.loads(""))
+        del os.environ["TF_CONFIG"]
     hc = HydraConfig.get()
     job_dir = Path(hc.runtime.output_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
     from distexp import cluster
 
     plan = cluster.plan(cfg, job_dir, gpus)  # raises UserError for a bad cluster setting
-    replicas = C.replicas_per_worker(cfg, gpus) * plan.replica_workers
+    per_worker = C.replicas_per_worker(cfg, plan.gpus_per_worker)
+    replicas = per_worker * plan.replica_workers
+    batch = C.global_batch(cfg, per_worker * plan.sync_workers)
     config_path = job_dir / "config.yaml"
     # What is stored and logged carries no credentials (trainers get the real URI by env).
     stored = OmegaConf.to_container(cfg, resolve=True)
@@ -62,9 +67,11 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     run = None
     if cfg.tracking.enabled and plan.logs_to_mlflow:
         tags = {"distexp.job_dir": str(job_dir), "distexp.overrides": " ".join(overrides)}
+        if cfg.resume:  # the chief trainer adds distexp.resumed_from_step once it has looked
+            tags["distexp.resume"] = "requested"
         params = C.flatten(cfg)
-        params.update({"num_workers": plan.replica_workers, "global_batch_size":
-                       C.global_batch(cfg, replicas), "num_replicas": replicas})
+        params.update({"num_workers": plan.replica_workers, "global_batch_size": batch,
+                       "num_replicas": replicas})
         if "tracking.uri" in params:
             params["tracking.uri"] = tracking.redact(params["tracking.uri"])
         run = tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment,
@@ -76,15 +83,33 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     env = {"DISTEXP_JOB_START": repr(t_start), "DISTEXP_GPUS": str(gpus),
            "DISTEXP_NUM_WORKERS": str(plan.replica_workers),
            "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
-    procs = plan.processes(config_path, env, run.run_id if run else None, cfg.tracking.uri)
+    if not plan.logs_to_mlflow:
+        print(f"distexp: task {plan.task} of an external cluster: training without MLflow (the "
+              "chief logs the run)", flush=True)
     status, error = "FAILED", None
+    all_procs = []
     try:
-        launch.run(procs, timeout=cfg.timeout)
+        for attempt in range(1, cluster.PORT_ATTEMPTS + 1):
+            procs = plan.processes(config_path, env, run.run_id if run else None, cfg.tracking.uri)
+            all_procs += procs
+            try:
+                left = None if cfg.timeout is None else max(1.0, cfg.timeout - (time.time() - t_start))
+                launch.run(procs, timeout=left)
+                break
+            except launch.JobFailed:
+                clash = [p.name for p in procs if p.returncode == cluster.PORT_IN_USE_EXIT]
+                if not (clash and plan.retry_ports and attempt < cluster.PORT_ATTEMPTS):
+                    raise
+                print(f"distexp: {', '.join(clash)} could not listen on its port (taken by another "
+                      f"process); starting the cluster again on other ports", flush=True)
+                plan.new_ports()
         status = "FINISHED"
     except launch.JobInterrupted:
         status, error = "KILLED", "interrupted: every training process was stopped"
     except launch.JobFailed as ex:
         error = str(ex)
+        if error.startswith("timeout:"):  # the limit is the whole job's, across port retries
+            error = f"timeout: the job ran longer than {cfg.timeout:g} s and was stopped"
         chief = procs[0]
         if chief.returncode == 2:
             lines = [ln for ln in _tail(chief.log).splitlines() if ln.startswith("distexp: error:")]
@@ -92,7 +117,7 @@ def run_job(cfg: DictConfig) -> Optional[float]:
                 error = "user:" + lines[-1]
     finally:
         if run is not None:
-            _close(run, status, job_dir, procs, config_path, overrides_path)
+            _close(run, status, job_dir, _unique_logs(all_procs), config_path, overrides_path)
 
     result = _read_result(job_dir)
     lost = tracking.offline_summary(job_dir) if run is not None else None
@@ -116,7 +141,11 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     sys.exit(STATUS_EXIT[status])
 
 
-def _close(run: tracking.JobRun, status: str, job_dir: Path, procs, *files: Path) -> None:
+def _unique_logs(procs) -> list:
+    return list(dict.fromkeys(p.log for p in procs))  # a retried cluster reuses its log files
+
+
+def _close(run: tracking.JobRun, status: str, job_dir: Path, logs, *files: Path) -> None:
     """Artifacts then the terminal status; a failure here must not leave the run RUNNING.
 
     If the trainer already found the server dead, or a call here fails, the rest goes to the job's
@@ -124,7 +153,7 @@ def _close(run: tracking.JobRun, status: str, job_dir: Path, procs, *files: Path
     if tracking.offline_summary(job_dir):
         run.go_offline(job_dir, RuntimeError("the chief trainer found the server unreachable"))
     steps = [lambda: run.log_artifacts(files),
-             lambda: run.log_artifacts([p.log for p in procs], artifact_path="logs"),
+             lambda: run.log_artifacts(logs, artifact_path="logs"),
              lambda: run.log_artifacts([job_dir / "distexp.log", job_dir / "steps.csv"]),
              lambda: run.end(status)]
     i = 0

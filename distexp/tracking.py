@@ -245,6 +245,13 @@ class RunLogger:
         items = [Param(k, _clip(v)) for k, v in params.items()]
         self._send({"kind": "params", "params": {p.key: p.value for p in items}}, params=items)
 
+    def set_tags(self, tags: Mapping[str, object]) -> None:
+        if self.client is None:
+            return
+        from mlflow.entities import RunTag
+
+        self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
     def log_metrics(self, metrics: Mapping[str, Optional[float]], step: int) -> None:
         """Log finite values at `step`; each call gets a strictly later timestamp, so a final value
         logged at the last epoch's step is MLflow's "latest" value of that metric."""

@@ -82,6 +82,18 @@ CASES = [
      "([Errno 111] Connection refused)"),
     ("tracking-scheme", ["tracking.uri=bogus://x"],
      "tracking.uri: received 'bogus://x'; MLflow cannot be reached there (unsupported URI"),
+    # clusters (issue 3): "env:NAME=value" sets the job's environment; a taken port is not an
+    # error (the job retries on free ports: tests/test_multiprocess.py)
+    ("tf-config-malformed", ["strategy=multiworker", "cluster=tf_config", "env:TF_CONFIG={bad"],
+     "TF_CONFIG: received '{bad'; expected JSON"),
+    ("tf-config-task-outside", ["strategy=multiworker", "cluster=tf_config",
+                                'env:TF_CONFIG={"cluster":{"worker":["127.0.0.1:1"]},'
+                                '"task":{"type":"worker","index":5}}'],
+     "TF_CONFIG: received task worker:5; the cluster has worker x1"),
+    ("tf-config-missing", ["strategy=multiworker", "cluster=tf_config", "env:TF_CONFIG="],
+     "cluster: received 'tf_config' but TF_CONFIG is not set"),
+    ("cluster-port", ["strategy=multiworker", "cluster.port=80"],
+     "cluster.port: received 80; expected 1024..65535"),
 ]
 
 
@@ -90,10 +102,13 @@ def test_bad_input(cli, args, expected):
     (cli.cwd / "afile").write_text("a file where a directory is expected\n")
     fill = {"cwd": str(cli.cwd), "port": str(free_port())}
     trainer = TRAINER in args
-    args = [a.format(**fill) for a in args if a != TRAINER]
-    expected = expected.format(**fill)
+    env = {"CUDA_VISIBLE_DEVICES": ""}
+    env.update(a[4:].split("=", 1) for a in args if a.startswith("env:"))
+    args = [a if "TF_CONFIG" in a else a.format(**fill) for a in args
+            if a != TRAINER and not a.startswith("env:")]
+    expected = expected.format(**fill) if "{cwd}" in expected or "{port}" in expected else expected
     r = cli(*args, "epochs=1" if not any(a.startswith("epochs") for a in args) else "seed=0",
-            env={"CUDA_VISIBLE_DEVICES": ""}, timeout=120)
+            env=env, timeout=120)
     assert r.returncode not in (0, None), r
     assert r.returncode == 2, r
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
