@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 NO_BASELINE = "no 1-replica baseline"
+STRATEGIES = ("one_device", "mirrored", "central", "multiworker", "ps")  # table order
 KIND = "distexp.run_kind"
 SWEEP_ID = "distexp.sweep_id"
 
@@ -56,7 +57,8 @@ class Row:
     speedup_ci95: Optional[float] = None
     efficiency: Optional[float] = None
     baseline: str = ""
-    loss: List[Tuple[int, float]] = field(default_factory=list)  # (epoch, train/loss)
+    loss: List[Tuple[int, float]] = field(default_factory=list)  # (step or epoch, loss)
+    loss_x: str = "epoch"
 
     @property
     def group(self) -> Tuple[str, str, str]:
@@ -175,6 +177,22 @@ def find(client, experiment: str, sweep_id: Optional[str], filter_string: Option
     if not runs:
         raise ReportError(f"no runs to report (query: {query})")
     return parent, runs
+
+
+def loss_curve(client, run_id: str) -> Tuple[List[Tuple[int, float]], str]:
+    """Per-step losses from the run's steps.csv artifact, else per-epoch `train/loss` history."""
+    import tempfile
+
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = client.download_artifacts(run_id, "steps.csv", tmp)
+            with open(path) as f:
+                pts = [(int(r["step"]), float(r["loss"])) for r in csv.DictReader(f)]
+        if pts:
+            return pts, "step"
+    except Exception:  # noqa: BLE001  (no such artifact: a failed run, or logged elsewhere)
+        pass
+    return loss_history(client, run_id), "epoch"
 
 
 def loss_history(client, run_id: str) -> List[Tuple[int, float]]:
@@ -305,18 +323,20 @@ def plots(rows: Sequence[Row], out: Path, title: str) -> List[Path]:
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
     drawn = False
+    xlabels = set()
     for r in rows:
         if r.loss:
             xs, ys = zip(*r.loss)
-            ax.plot(xs, ys, marker="o", label=f"{r.run_name}" + (f" #{r.job_num}" if r.job_num is
-                                                                  not None else ""))
+            ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, linewidth=1,
+                    label=f"{r.run_name}" + (f" #{r.job_num}" if r.job_num is not None else ""))
+            xlabels.add(r.loss_x)
             drawn = True
     if not drawn:
         ax.text(0.5, 0.5, "no train/loss logged", ha="center", va="center", transform=ax.transAxes)
     else:
         ax.legend(fontsize=7)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("train/loss")
+    ax.set_xlabel(" / ".join(sorted(xlabels)) or "epoch")
+    ax.set_ylabel("training loss")
     ax.set_title(f"{title}: training loss", fontsize=10)
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -337,10 +357,11 @@ def build(uri: str, experiment: str = "distexp", sweep_id: Optional[str] = None,
     parent, runs = find(client, experiment, sweep_id, filter_string)
     rows = [row_from_run(r) for r in runs]
     for r in rows:
-        r.loss = loss_history(client, r.run_id)
+        r.loss, r.loss_x = loss_curve(client, r.run_id)
     add_scaling(rows)
-    rows.sort(key=lambda r: (r.group, r.strategy, r.replicas or 0,
-                             r.job_num if r.job_num is not None else 0))
+    order = {name: i for i, name in enumerate(STRATEGIES)}
+    rows.sort(key=lambda r: (r.group, order.get(r.strategy, len(order)), r.strategy,
+                             r.replicas or 0, r.job_num if r.job_num is not None else 0))
     if parent is not None:
         sid = parent.data.tags[SWEEP_ID]
         title = f"Sweep {sid}"

@@ -83,6 +83,10 @@ class SweepCallback(Callback):
         atexit.register(_at_exit)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        from hydra.types import RunMode
+
+        if config.hydra.mode != RunMode.MULTIRUN:
+            return
         sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
         if not (sweep_dir / SWEEP_FILE).exists():
             return  # not a distexp sweep (e.g. a single run)

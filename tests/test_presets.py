@@ -109,3 +109,10 @@ def test_custom_dataset_arrays_and_tf_data(cli):
         result = json.loads((job / "result.json").read_text())
         assert result["eval/accuracy"] > 0.9, (n, result)
     assert r.stdout.count("input [8], 3 classes") == 2, r
+
+
+def test_slurm_launcher_config_composes(cli):
+    r = cli("--cfg", "hydra", "hydra/launcher=slurm", timeout=60)
+    assert r.returncode == 0, r
+    assert "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher" in r.stdout
+    assert "cpus_per_task: 8" in r.stdout
