@@ -256,6 +256,13 @@ def check_gpus(requested: Optional[int], visible: int) -> int:
     return requested
 
 
+def validate_devices(cfg: DictConfig, gpus: int) -> None:
+    """Checks that need the resolved GPU count (still before TensorFlow)."""
+    if cfg.strategy.cross_device_ops == "nccl" and gpus == 0:
+        raise UserError("strategy.cross_device_ops: received 'nccl'; NCCL needs GPUs and this job "
+                        "trains on CPU: use hierarchical_copy or reduction_to_one_device")
+
+
 def num_workers(cfg: DictConfig) -> int:
     return cfg.workers if cfg.strategy.name in ("multiworker", "ps") else 1
 

@@ -53,6 +53,7 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     t_start = time.time()
     C.validate(cfg)
     gpus = C.check_gpus(cfg.gpus, C.visible_gpus())
+    C.validate_devices(cfg, gpus)
     datasets.check_available(cfg)  # TFDS data not prepared: one line, before TensorFlow
     hc = HydraConfig.get()
     multirun = sweep.in_multirun()

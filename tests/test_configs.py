@@ -109,6 +109,8 @@ def test_flatten_gives_every_leaf(compose):
     (["cpu_replicas=2", "global_batch_size=65"], "distexp: error: global_batch_size: received 65; "
                                                  "it must divide evenly over 2 replicas (try 64)"),
     (["epocs=3"], "distexp: error: epocs: unknown key"),
+    (["strategy.cross_device_ops=nccl"], "distexp: error: strategy.cross_device_ops: received "
+                                         "'nccl'; NCCL needs GPUs and this job trains on CPU"),
     (["strategy.cros_device_ops=nccl"], "distexp: error: strategy.cros_device_ops: unknown key"),
 ])
 def test_cli_bad_input_is_one_line(cli, args, expected):
