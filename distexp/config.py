@@ -96,6 +96,20 @@ class LoopConfig:
 class ClusterConfig:
     name: str = "local"
     host: str = "127.0.0.1"
+    # local: first port of the cluster's tasks (task i gets port + i); null = free ports picked by
+    # the OS. A port that turns out to be taken is replaced by a free one and the job retried.
+    # slurm: the resolver's port_base (tasks on one node get port, port + 1, ...); null = 8888.
+    port: Optional[int] = None
+
+
+@dataclass
+class CheckpointConfig:
+    # Save every N training steps; null = at the end of every epoch; 0 = never.
+    every_steps: Optional[int] = None
+    # Where the chief writes (other workers write a throwaway directory). Stable across
+    # invocations, so `resume=true` finds what a crashed job wrote: not under the Hydra run dir.
+    dir: str = "${distexp.cwd:}/outputs/checkpoints/${strategy.name}-${model.name}-${dataset.name}"
+    keep: int = 3  # checkpoints kept (tf.train.CheckpointManager max_to_keep)
 
 
 @dataclass
@@ -113,6 +127,9 @@ class Config:
     loop: LoopConfig = MISSING
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    # Continue from the latest checkpoint in checkpoint.dir (a fresh start when there is none).
+    resume: bool = False
     gpus: Optional[int] = None
     cpu_replicas: int = 1
     workers: int = 2
@@ -181,6 +198,14 @@ def validate(cfg: DictConfig) -> None:
     _at_least("ps", cfg.ps, 0)
     _at_least("warmup_steps", cfg.warmup_steps, 0)
     _at_least("log_every_steps", cfg.log_every_steps, 0)
+    _at_least("checkpoint.every_steps", cfg.checkpoint.every_steps, 0, allow_none=True)
+    _at_least("checkpoint.keep", cfg.checkpoint.keep, 1)
+    if cfg.cluster.port is not None and not 1024 <= cfg.cluster.port <= 65535 - cfg.workers - cfg.ps:
+        raise UserError(f"cluster.port: received {cfg.cluster.port}; expected 1024..65535 (or null "
+                        "for free ports)")
+    if cfg.resume and cfg.loop.name == "fit":
+        raise UserError("resume: received true with loop=fit; checkpoints and resume are part of "
+                        "the custom loop: use loop=custom")
     if cfg.timeout is not None and cfg.timeout <= 0:
         raise UserError(f"timeout: received {cfg.timeout}; expected seconds > 0 or null")
     if cfg.learning_rate is not None and cfg.learning_rate <= 0:
@@ -223,7 +248,7 @@ def validate(cfg: DictConfig) -> None:
     if cfg.strategy.name == "ps" and cfg.ps < 1:
         raise UserError(f"ps: received {cfg.ps}; strategy=ps needs at least 1 parameter server")
 
-    replicas = replicas_per_worker(cfg) * num_workers(cfg)
+    replicas = replicas_per_worker(cfg) * sync_workers(cfg)
     if cfg.global_batch_size is not None and cfg.global_batch_size % replicas:
         raise UserError(
             f"global_batch_size: received {cfg.global_batch_size}; it must divide evenly over "
@@ -267,13 +292,25 @@ def num_workers(cfg: DictConfig) -> int:
     return cfg.workers if cfg.strategy.name in ("multiworker", "ps") else 1
 
 
+def sync_workers(cfg: DictConfig) -> int:
+    """Workers whose replicas share one global batch: all of them under multiworker; one under ps
+    (each ps step runs on one worker, asynchronously: TensorFlow's num_replicas_in_sync)."""
+    return cfg.workers if cfg.strategy.name == "multiworker" else 1
+
+
 def replicas_per_worker(cfg: DictConfig, gpus: Optional[int] = None) -> int:
-    """Replicas each worker trains with (known before TensorFlow starts)."""
+    """Replicas each worker trains with (known before TensorFlow starts).
+
+    multiworker and ps train one replica per worker on CPU (MultiWorkerMirroredStrategy and the
+    ps workers use one CPU device): `cpu_replicas` applies to mirrored and central only.
+    """
     if cfg.strategy.name == "one_device":
         return 1
     if gpus is None:
         gpus = cfg.gpus if cfg.gpus is not None else visible_gpus()
-    return gpus if gpus > 0 else cfg.cpu_replicas
+    if gpus > 0:
+        return gpus
+    return 1 if cfg.strategy.name in ("multiworker", "ps") else cfg.cpu_replicas
 
 
 def global_batch(cfg: DictConfig, replicas: int) -> int:

@@ -125,12 +125,14 @@ def steps_per_epoch(cfg: DictConfig, n_train: Optional[int], global_batch: int) 
     return steps
 
 
-def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard_policy=None):
+def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard_policy=None, shard=None):
     """(train, eval) tf.data pipelines at the global batch size.
 
     train: shuffled with `seed` (reshuffled each pass), batched with drop_remainder so every step
     has exactly `global_batch` examples, repeated forever (the loop takes steps_per_epoch per
     epoch from one iterator); eval: every example exactly once, last batch partial.
+    `shard=(n, i)`: the training pipeline reads only the i-th of n shards of the examples (a ps
+    worker's own part).
     """
     import tensorflow as tf
 
@@ -145,6 +147,8 @@ def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard_policy=N
         ev = ev.batch(global_batch).prefetch(prefetch)
         return _with_shard_policy(tf, train, ev, shard_policy)
     train = tf.data.Dataset.from_tensor_slices((arrays.x_train, arrays.y_train))
+    if shard is not None:
+        train = train.shard(*shard)
     if arrays.cache_batches:
         train = train.batch(global_batch, drop_remainder=True).cache().repeat()
     else:

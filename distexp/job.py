@@ -62,7 +62,9 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     from distexp import cluster
 
     plan = cluster.plan(cfg, job_dir, gpus)  # raises UserError for a bad cluster setting
-    replicas = C.replicas_per_worker(cfg, gpus) * plan.replica_workers
+    per_worker = C.replicas_per_worker(cfg, plan.gpus_per_worker)
+    replicas = per_worker * plan.replica_workers
+    batch = C.global_batch(cfg, per_worker * plan.sync_workers)
     config_path = job_dir / "config.yaml"
     OmegaConf.save(cfg, config_path, resolve=True)
     overrides_path = job_dir / "overrides.yaml"
@@ -74,9 +76,11 @@ def run_job(cfg: DictConfig) -> Optional[float]:
         if multirun:
             tags.update(sweep.child_tags(str(hc.sweep.dir), cfg.tracking.uri,
                                          cfg.tracking.experiment, int(hc.job.num)))
+        if cfg.resume:  # the chief trainer adds distexp.resumed_from_step once it has looked
+            tags["distexp.resume"] = "requested"
         params = C.flatten(cfg)
-        params.update({"num_workers": plan.replica_workers, "global_batch_size":
-                       C.global_batch(cfg, replicas), "num_replicas": replicas})
+        params.update({"num_workers": plan.replica_workers, "global_batch_size": batch,
+                       "num_replicas": replicas})
         if "tracking.uri" in params:
             params["tracking.uri"] = tracking.redact(params["tracking.uri"])
         run = tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment,
@@ -88,15 +92,33 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     env = {"DISTEXP_JOB_START": repr(t_start), "DISTEXP_GPUS": str(gpus),
            "DISTEXP_NUM_WORKERS": str(plan.replica_workers),
            "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
-    procs = plan.processes(config_path, env, run.run_id if run else None, cfg.tracking.uri)
+    if not plan.logs_to_mlflow:
+        print(f"distexp: task {plan.task} of an external cluster: training without MLflow (the "
+              "chief logs the run)", flush=True)
     status, error = "FAILED", None
+    all_procs = []
     try:
-        launch.run(procs, timeout=cfg.timeout)
+        for attempt in range(1, cluster.PORT_ATTEMPTS + 1):
+            procs = plan.processes(config_path, env, run.run_id if run else None, cfg.tracking.uri)
+            all_procs += procs
+            try:
+                left = None if cfg.timeout is None else max(1.0, cfg.timeout - (time.time() - t_start))
+                launch.run(procs, timeout=left)
+                break
+            except launch.JobFailed:
+                clash = [p.name for p in procs if p.returncode == cluster.PORT_IN_USE_EXIT]
+                if not (clash and plan.retry_ports and attempt < cluster.PORT_ATTEMPTS):
+                    raise
+                print(f"distexp: {', '.join(clash)} could not listen on its port (taken by another "
+                      f"process); starting the cluster again on other ports", flush=True)
+                plan.new_ports()
         status = "FINISHED"
     except launch.JobInterrupted:
         status, error = "KILLED", "interrupted: every training process was stopped"
     except launch.JobFailed as ex:
         error = str(ex)
+        if error.startswith("timeout:"):  # the limit is the whole job's, across port retries
+            error = f"timeout: the job ran longer than {cfg.timeout:g} s and was stopped"
         chief = procs[0]
         if chief.returncode == 2:
             lines = [ln for ln in _tail(chief.log).splitlines() if ln.startswith("distexp: error:")]
@@ -104,7 +126,7 @@ def run_job(cfg: DictConfig) -> Optional[float]:
                 error = "user:" + lines[-1]
     finally:
         if run is not None:
-            _close(run, status, job_dir, procs, config_path, overrides_path)
+            _close(run, status, job_dir, _unique_logs(all_procs), config_path, overrides_path)
 
     result = _read_result(job_dir)
     if status == "FINISHED":
@@ -122,11 +144,15 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     sys.exit(STATUS_EXIT[status])
 
 
-def _close(run: tracking.JobRun, status: str, job_dir: Path, procs, *files: Path) -> None:
+def _unique_logs(procs) -> list:
+    return list(dict.fromkeys(p.log for p in procs))  # a retried cluster reuses its log files
+
+
+def _close(run: tracking.JobRun, status: str, job_dir: Path, logs, *files: Path) -> None:
     """Artifacts then the terminal status; a failure here must not leave the run RUNNING."""
     try:
         run.log_artifacts(files)
-        run.log_artifacts([p.log for p in procs], artifact_path="logs")
+        run.log_artifacts(logs, artifact_path="logs")
         hydra_log = job_dir / "distexp.log"
         run.log_artifacts([hydra_log, job_dir / "steps.csv"], artifact_path=None)
     finally:

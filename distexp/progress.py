@@ -25,6 +25,7 @@ class Reporter:
         self.evaluate = evaluate
         self.epoch = 0
         self.step_in_epoch = 0
+        self.step_offset = 0
         self.final: Dict[str, Optional[float]] = {}
         self._csv = open(job_dir / "steps.csv", "w") if chief else None
         if self._csv:
@@ -38,11 +39,33 @@ class Reporter:
         self.epoch, self.step_in_epoch = epoch, 0
         self.meter.start_epoch()
 
+    def resume_at(self, step: int) -> None:
+        """Training continues after `step` steps restored from a checkpoint: steps.csv numbers the
+        steps of the whole training (warm-up is counted again from this process's first step)."""
+        self.step_offset = step
+
+    def end_steps(self, losses) -> None:
+        """Several steps finished together (e.g. asynchronous ps steps fetched after a join): they
+        share the interval equally; each gets its own steps.csv row."""
+        if not losses:
+            return
+        dt = self.meter.end_step(len(losses))
+        self.step_in_epoch += len(losses)
+        if self._csv:
+            first = self.step_offset + self.meter.step - len(losses) + 1
+            for i, loss in enumerate(losses):
+                self._csv.write(f"{first + i},{self.epoch},{loss!r},step,{dt * 1000:.4f}\n")
+        self._progress(losses[-1], dt)
+
     def end_step(self, loss: float, kind: str = "step", steps: int = 1) -> None:
         dt = self.meter.end_step(steps)
         self.step_in_epoch += steps
         if self._csv:
-            self._csv.write(f"{self.meter.step},{self.epoch},{loss!r},{kind},{dt * 1000:.4f}\n")
+            self._csv.write(f"{self.step_offset + self.meter.step},{self.epoch},{loss!r},{kind},"
+                            f"{dt * 1000:.4f}\n")
+        self._progress(loss, dt)
+
+    def _progress(self, loss: float, dt: float) -> None:
         if self.log_every and self.step_in_epoch % self.log_every == 0:
             done = self.step_in_epoch / self.steps_per_epoch
             bar = "=" * int(20 * done)

@@ -137,6 +137,13 @@ class RunLogger:
 
         self.client.log_batch(self.run_id, params=[Param(k, _clip(v)) for k, v in params.items()])
 
+    def set_tags(self, tags: Mapping[str, object]) -> None:
+        if self.client is None:
+            return
+        from mlflow.entities import RunTag
+
+        self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
     def log_metrics(self, metrics: Mapping[str, Optional[float]], step: int) -> None:
         """Log finite values at `step`; each call gets a strictly later timestamp, so a final value
         logged at the last epoch's step is MLflow's "latest" value of that metric."""
