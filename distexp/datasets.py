@@ -139,6 +139,8 @@ def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard_policy=N
     prefetch = tf.data.AUTOTUNE if cfg.dataset.prefetch < 0 else int(cfg.dataset.prefetch)
     if arrays.train is not None:
         train, ev = arrays.train, arrays.eval
+        if shard is not None:
+            train = train.shard(*shard)
         if arrays.cache:
             train, ev = train.cache(), ev.cache()
         train = (train.shuffle(cfg.dataset.shuffle_buffer, seed=cfg.seed,
