@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -22,6 +22,11 @@ CROSS_DEVICE_OPS = ("nccl", "hierarchical_copy", "reduction_to_one_device")
 COMMUNICATIONS = ("auto", "ring", "nccl")
 OPTIMIZERS = ("adam", "sgd", "rmsprop")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+PREPROCESSING = ("scale", "standardize", "none")
+# What a job can return to a sweeper (`objective`): the final figures in result.json.
+OBJECTIVES = ("eval/accuracy", "eval/loss", "train/accuracy", "train/loss",
+              "perf/examples_per_sec", "perf/examples_per_sec_per_replica",
+              "perf/step_time_ms_p50", "perf/time_to_first_step_s")
 
 
 class UserError(Exception):
@@ -63,6 +68,23 @@ class DatasetConfig:
     # tf.data knobs.
     shuffle_buffer: int = 10000
     prefetch: int = -1  # -1 = tf.data.AUTOTUNE
+    # TensorFlow Datasets (dataset=tfds and the named options mnist, cifar10, ...): the builder's
+    # name, its splits (TFDS slicing syntax, e.g. "train[:80%]"), where the prepared data lives
+    # (null = TFDS's default: $TFDS_DATA_DIR or ~/tensorflow_datasets), whether to download it.
+    tfds_name: Optional[str] = None
+    train_split: str = "train"
+    eval_split: str = "test"
+    data_dir: Optional[str] = None
+    download: bool = False
+    # [h, w] to resize images to (needed for datasets whose images vary in size); null = as stored.
+    image_size: Optional[List[int]] = None
+    # scale: x / 255; standardize: per image zero mean, unit variance; none: as stored (float32).
+    preprocessing: str = "scale"
+    # Keep the decoded, preprocessed examples in memory after the first pass.
+    cache: bool = True
+    # dataset=custom: "package.module:function" called in the trainer as function(seed=..., **kwargs).
+    factory: Optional[str] = None
+    kwargs: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -124,6 +146,8 @@ class Config:
     log_every_steps: int = 0
     # Seconds before a job that has not finished is stopped and marked FAILED; null = no limit.
     timeout: Optional[float] = None
+    # The final figure a job returns to Hydra (what a sweeper such as Optuna optimises).
+    objective: str = "eval/accuracy"
 
 
 def _cwd() -> str:
@@ -204,7 +228,8 @@ def validate(cfg: DictConfig) -> None:
         raise UserError(f"timeout: received {cfg.timeout}; expected seconds > 0 or null")
     if cfg.learning_rate is not None and cfg.learning_rate <= 0:
         raise UserError(f"learning_rate: received {cfg.learning_rate}; expected > 0")
-    if cfg.model.name == "custom" and not cfg.model.factory:
+    if cfg.model.name == "custom" and (OmegaConf.is_missing(cfg.model, "factory") or
+                                       not cfg.model.factory):
         raise UserError("model.factory: received null; model=custom needs "
                         "model.factory=package.module:function")
     ds = cfg.dataset
@@ -214,6 +239,19 @@ def validate(cfg: DictConfig) -> None:
                             "with every size >= 1")
         _at_least("dataset.num_classes", ds.num_classes, 2)
         _at_least("dataset.size", ds.size, 1)
+    if ds.name == "custom" and (OmegaConf.is_missing(ds, "factory") or not ds.factory):
+        raise UserError("dataset.factory: received null; dataset=custom needs "
+                        "dataset.factory=package.module:function")
+    tfds_missing = OmegaConf.is_missing(ds, "tfds_name")
+    if ds.name == "tfds" or tfds_missing or ds.tfds_name is not None:
+        if tfds_missing or not ds.tfds_name:
+            raise UserError("dataset.tfds_name: received nothing; dataset=tfds needs a TFDS builder "
+                            "name, e.g. dataset.tfds_name=cifar100")
+        _choice("dataset.preprocessing", ds.preprocessing, PREPROCESSING)
+        if ds.image_size is not None and (len(ds.image_size) != 2 or min(ds.image_size) < 1):
+            raise UserError(f"dataset.image_size: received {list(ds.image_size)}; expected [h, w] "
+                            "with sizes >= 1, or null")
+    _choice("objective", cfg.objective, OBJECTIVES)
     if not 0 < ds.test_fraction < 1:
         raise UserError(f"dataset.test_fraction: received {ds.test_fraction}; expected 0 < x < 1")
 

@@ -7,6 +7,7 @@ Separation of concerns:
 - distexp.cluster  which processes a strategy/cluster needs and each one's TF_CONFIG
 - distexp.trainer  inside a training process: devices, strategy, data, model, loop
 - distexp.tracking MLflow: the run's life here, the chief's metrics there
+- distexp.sweep    a multirun as a parent run with a child run per job (Hydra callback)
 """
 from __future__ import annotations
 
@@ -20,20 +21,36 @@ from typing import Optional
 from omegaconf import DictConfig, OmegaConf
 
 from distexp import config as C
-from distexp import launch, tracking
+from distexp import launch, sweep, tracking
 
 STATUS_EXIT = {"FINISHED": 0, "FAILED": 1, "KILLED": 130}
 # Training finished but MLflow stopped answering: what it missed is in the job's offline file.
 TRACKING_LOST_EXIT = 3
 
 
+class JobError(Exception):
+    """A job of a multirun failed. Raised (not sys.exit) so that Hydra records the job as failed
+    and runs the rest of the sweep; the command exits non-zero at the end (distexp.sweep)."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message, exit_code)
+        self.message, self.exit_code = message, exit_code
+
+    def __str__(self) -> str:
+        return self.message
+
+
 def run_job(cfg: DictConfig) -> Optional[float]:
-    """Check `cfg`, train it in fresh processes, return the final eval accuracy.
+    """Check `cfg`, train it in fresh processes, return the final `objective` figure
+    (eval/accuracy by default): what Hydra hands to a sweeper such as Optuna.
 
     A user error raises config.UserError (one line, exit 2). A failed or interrupted job ends its
-    MLflow run FAILED / KILLED and exits non-zero.
+    MLflow run FAILED / KILLED and exits non-zero; in a multirun a failed job raises JobError
+    instead, so the other jobs still run (Ctrl-C still stops the whole sweep).
     """
     from hydra.core.hydra_config import HydraConfig
+
+    from distexp import datasets
 
     t_start = time.time()
     C.validate(cfg)
@@ -46,7 +63,9 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     os.environ.update(tracking.http_env())  # bounded MLflow retries here and in the trainers
     if os.environ.get("TF_CONFIG") == "":  # means "unset"; TF's resolvers crash on it (json.loads(""))
         del os.environ["TF_CONFIG"]
+    datasets.check_available(cfg)  # TFDS data not prepared: one line, before TensorFlow
     hc = HydraConfig.get()
+    multirun = sweep.in_multirun()
     job_dir = Path(hc.runtime.output_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
     from distexp import cluster
@@ -67,6 +86,9 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     run = None
     if cfg.tracking.enabled and plan.logs_to_mlflow:
         tags = {"distexp.job_dir": str(job_dir), "distexp.overrides": " ".join(overrides)}
+        if multirun:
+            tags.update(sweep.child_tags(str(hc.sweep.dir), cfg.tracking.uri,
+                                         cfg.tracking.experiment, int(hc.job.num)))
         if cfg.resume:  # the chief trainer adds distexp.resumed_from_step once it has looked
             tags["distexp.resume"] = "requested"
         params = C.flatten(cfg)
@@ -132,12 +154,17 @@ def run_job(cfg: DictConfig) -> Optional[float]:
         if status == "FINISHED" or (error or "").startswith("user:"):
             sys.exit(TRACKING_LOST_EXIT if status == "FINISHED" else 2)
     if status == "FINISHED":
-        return result.get("eval/accuracy")
+        return result.get(cfg.objective)
     if error and error.startswith("user:"):
-        print(error[len("user:"):], file=sys.stderr, flush=True)
+        line = error[len("user:"):]
+        print(line, file=sys.stderr, flush=True)
+        if multirun:
+            raise JobError(line[len("distexp: error: "):], 2)
         sys.exit(2)
-    print(f"distexp: error: {error} (logs: {', '.join(str(p.log) for p in procs)})",
-          file=sys.stderr, flush=True)
+    line = f"{error} (logs: {', '.join(str(p.log) for p in procs)})"
+    print(f"distexp: error: {line}", file=sys.stderr, flush=True)
+    if multirun and status == "FAILED":
+        raise JobError(line, 1)
     sys.exit(STATUS_EXIT[status])
 
 

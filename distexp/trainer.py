@@ -55,7 +55,7 @@ def train(cfg, job_dir: Path) -> dict:
 
     keras.utils.set_random_seed(int(cfg.seed))
     arrays = datasets.load(cfg)
-    steps = datasets.steps_per_epoch(cfg, len(arrays.y_train), G)
+    steps = datasets.steps_per_epoch(cfg, arrays.n_train, G)
     train_ds, eval_ds = datasets.pipelines(cfg, arrays, G)
     with strategy.scope():
         model = models.build(cfg, arrays.input_shape, arrays.num_classes)
@@ -67,7 +67,7 @@ def train(cfg, job_dir: Path) -> dict:
         f"steps per epoch: {steps}  "
         f"epochs: {cfg.epochs}  loop: {cfg.loop.name}")
     say(f"Model: {cfg.model.name} ({model.count_params():,} parameters)  dataset: "
-        f"{cfg.dataset.name} (train {len(arrays.y_train)}, eval {len(arrays.y_eval)}, "
+        f"{cfg.dataset.name} (train {arrays.n_train}, eval {arrays.n_eval}, "
         f"input {list(arrays.input_shape)}, {arrays.num_classes} classes)")
 
     logger = RunLogger(fallback_dir=job_dir) if chief else RunLogger(run_id="")
