@@ -12,16 +12,19 @@ import hydra
 from omegaconf import DictConfig
 
 from distexp import config  # noqa: F401  (registers the schema and resolvers)
+from distexp import sweep
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
-    from distexp.job import run_job
+    from distexp.job import JobError, run_job
 
     try:
         return run_job(cfg)
     except config.UserError as ex:  # one line, not Hydra's "Error executing job" report
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        if sweep.in_multirun():  # the other jobs of the sweep still run
+            raise JobError(str(ex), 2) from None
         sys.exit(2)
 
 
@@ -30,14 +33,29 @@ def cli() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let errors reach us, to print them as one line
     try:
         main()
+    except SystemExit as ex:  # a single job's exit code, or Ctrl-C inside a sweep's job
+        if sweep.active():
+            sweep.finish(interrupted=ex.code == 130, error=ex if ex.code else None)
+        raise
+    except KeyboardInterrupt:
+        if sweep.active():
+            sweep.finish(interrupted=True)
+        sys.exit(130)
     except Exception as ex:  # noqa: BLE001
         from distexp.errors import one_line
+        from distexp.job import JobError
 
+        if sweep.active() or isinstance(ex, JobError):
+            # Hydra's sweeper re-raised a failed job after running the others (distexp.sweep)
+            code = sweep.finish(error=ex)
+            if isinstance(ex, JobError) and not user_wants_trace:
+                sys.exit(code or 1)
         msg = one_line(ex)
         if msg is None or user_wants_trace:
             raise
         print(f"distexp: error: {msg}", file=sys.stderr)
         sys.exit(2)
+    sys.exit(sweep.finish())
 
 
 if __name__ == "__main__":

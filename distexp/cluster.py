@@ -1,10 +1,23 @@
 """Which training processes a job needs, and what each one is told (no TensorFlow here).
 
 - one_device / mirrored / central: one trainer process, the chief.
-- multiworker / ps with cluster=local: see `plan` (issue 3 extends this).
+- multiworker, cluster=local: `workers` processes worker-0..N-1 on 127.0.0.1, each with its
+  TF_CONFIG; worker-0 is the chief (MultiWorkerMirroredStrategy's convention without a chief task).
+- ps, cluster=local: chief (the ClusterCoordinator: trains, logs, prints), worker-0..N-1 and
+  ps-0..P-1 servers (`server=True`: they never exit by themselves and are stopped at the end).
+- cluster=tf_config / slurm: this job process is ONE task of a cluster someone else started
+  (Kubeflow TFJob, Vertex AI, srun): one trainer process; TF_CONFIG or the SLURM_* variables reach
+  it through the environment. Only the chief's job process opens an MLflow run.
+
+Every process runs the same command (`python -m distexp.trainer`); its role comes from the cluster
+resolver, as on a real cluster. On a GPU machine the visible GPUs are split between local workers
+(CUDA_VISIBLE_DEVICES); `gpus` is per worker.
 """
 from __future__ import annotations
 
+import json
+import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -14,17 +27,28 @@ from omegaconf import DictConfig
 from distexp import launch, tracking
 from distexp.config import UserError
 
+# A trainer exits with this code when it cannot listen on its port (EX_TEMPFAIL): the job process
+# then picks other ports and starts the cluster again (local clusters only).
+PORT_IN_USE_EXIT = 75
+PORT_ATTEMPTS = 3
+
 
 @dataclass
 class Plan:
     """The processes of one job, before they start."""
 
     names: List[str]                      # first = the chief (logs, prints)
-    replica_workers: int = 1              # processes that hold replicas
+    replica_workers: int = 1              # processes that hold replicas (num_workers)
+    sync_workers: int = 1                 # workers whose replicas share one global batch
+    gpus_per_worker: int = 0
     logs_to_mlflow: bool = True           # false for a non-chief task of an external cluster
     extra_env: Dict[str, Dict[str, str]] = field(default_factory=dict)
     servers: List[str] = field(default_factory=list)
     job_dir: Optional[Path] = None
+    task: str = "chief"                   # tf_config / slurm: this process's task, for messages
+    # local clusters: job name -> addresses; rebuilt by `new_ports` after a port clash
+    cluster: Dict[str, List[str]] = field(default_factory=dict)
+    retry_ports: bool = False
 
     def processes(self, config_path: Path, env: Dict[str, str], run_id: Optional[str],
                   uri: str) -> List[launch.Proc]:
@@ -32,6 +56,8 @@ class Plan:
         for i, name in enumerate(self.names):
             e = dict(env)
             e.update(self.extra_env.get(name, {}))
+            if self.cluster:
+                e["TF_CONFIG"] = tf_config(self.cluster, name)
             e["DISTEXP_TASK"] = name
             if i == 0 and run_id:
                 e[tracking.RUN_ID_ENV] = run_id
@@ -41,9 +67,183 @@ class Plan:
                                      server=name in self.servers))
         return procs
 
+    def new_ports(self) -> None:
+        """After a port clash: the same cluster on fresh ports picked by the OS."""
+        ports = iter(free_ports(sum(len(v) for v in self.cluster.values())))
+        self.cluster = {job: [f"{a.rsplit(':', 1)[0]}:{next(ports)}" for a in addrs]
+                        for job, addrs in self.cluster.items()}
+
 
 def plan(cfg: DictConfig, job_dir: Path, gpus: int) -> Plan:
+    """`gpus`: what `gpus` resolved to on this machine (check_gpus)."""
     name = cfg.strategy.name
     if name in ("one_device", "mirrored", "central"):
-        return Plan(names=["chief"], job_dir=job_dir)
-    raise UserError(f"strategy: received {name!r}; multi-process strategies are not available yet")
+        return Plan(names=["chief"], job_dir=job_dir, gpus_per_worker=gpus)
+    if cfg.strategy.communication == "nccl" and name == "multiworker" and gpus == 0:
+        raise UserError("strategy.communication: received 'nccl'; NCCL needs GPUs and this job "
+                        "trains on CPU: use auto or ring")
+    cl = cfg.cluster.name
+    if cl == "local":
+        return _local(cfg, job_dir, gpus)
+    if cl == "tf_config":
+        return _external(cfg, job_dir, gpus, *_tf_config_task(cfg, os.environ.get("TF_CONFIG")))
+    if cl == "slurm":
+        return _external(cfg, job_dir, gpus, *_slurm_task(cfg, os.environ))
+    raise UserError(f"cluster: received {cl!r}; valid: local, tf_config, slurm")
+
+
+# -- local ---------------------------------------------------------------------------------------
+
+def _local(cfg: DictConfig, job_dir: Path, visible: int) -> Plan:
+    n, host = int(cfg.workers), str(cfg.cluster.host)
+    if host not in ("127.0.0.1", "localhost"):
+        raise UserError(f"cluster.host: received {host!r}; a local cluster binds to 127.0.0.1 only "
+                        "(for several hosts use cluster=tf_config or cluster=slurm)")
+    workers = [f"worker-{i}" for i in range(n)]
+    ps = [f"ps-{i}" for i in range(int(cfg.ps))] if cfg.strategy.name == "ps" else []
+    coordinator = ["chief"] if cfg.strategy.name == "ps" else []
+    per_worker, visible_ids = split_gpus(cfg.gpus, visible, n)
+    count = len(coordinator) + n + len(ps)
+    ports = list(range(cfg.cluster.port, cfg.cluster.port + count)) if cfg.cluster.port \
+        else free_ports(count)
+    addrs = [f"127.0.0.1:{p}" for p in ports]
+    cluster = {}
+    if coordinator:
+        cluster["chief"] = addrs[:1]
+    cluster["worker"] = addrs[len(coordinator):len(coordinator) + n]
+    if ps:
+        cluster["ps"] = addrs[len(coordinator) + n:]
+    extra = {}
+    for name in coordinator + workers + ps:
+        env = {"DISTEXP_GPUS": "0", "CUDA_VISIBLE_DEVICES": ""}
+        if name.startswith("worker-") and per_worker:
+            i = int(name.split("-")[1])
+            env = {"DISTEXP_GPUS": str(per_worker),
+                   "CUDA_VISIBLE_DEVICES": ",".join(visible_ids[i * per_worker:(i + 1) * per_worker])}
+        if visible == 0 and "CUDA_VISIBLE_DEVICES" not in os.environ:
+            env.pop("CUDA_VISIBLE_DEVICES")  # CPU machine: leave the environment alone
+        extra[name] = env
+    is_ps = cfg.strategy.name == "ps"
+    return Plan(names=coordinator + workers + ps, replica_workers=n,
+                sync_workers=1 if is_ps else n, gpus_per_worker=per_worker,
+                extra_env=extra, servers=(workers + ps) if is_ps else [], job_dir=job_dir,
+                cluster=cluster, retry_ports=True)
+
+
+def split_gpus(requested: Optional[int], visible: int, workers: int):
+    """(GPUs per worker, the visible GPU ids) for `workers` local workers sharing this machine.
+
+    null = the visible GPUs split evenly; N = N per worker, which needs N x workers visible."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [d.strip() for d in env.split(",") if d.strip()] if env else [str(i) for i in range(visible)]
+    ids = ids[:visible]
+    if requested is None:
+        return visible // workers, ids
+    if requested * workers > visible:
+        raise UserError(f"gpus: received {requested} per worker; {workers} local workers need "
+                        f"{requested * workers} GPU(s) and {visible} are visible. Use gpus="
+                        f"{visible // workers} or gpus=0 (CPU)")
+    return requested, ids
+
+
+def free_ports(n: int) -> List[int]:
+    """`n` distinct ports free right now on every interface (TensorFlow's gRPC server listens on
+    all of them). Another process may take one before the trainer binds it: the job then retries."""
+    socks, ports = [], []
+    try:
+        while len(ports) < n:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("", 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def tf_config(cluster: Dict[str, List[str]], name: str) -> str:
+    """TF_CONFIG for process `name` (chief, worker-1, ps-0) of `cluster`."""
+    job, _, index = name.partition("-")
+    return json.dumps({"cluster": cluster, "task": {"type": job, "index": int(index or 0)}})
+
+
+# -- external clusters ---------------------------------------------------------------------------
+
+def _tf_config_task(cfg: DictConfig, raw: Optional[str]):
+    """(task type, index, {job: count}) from TF_CONFIG, checked without TensorFlow."""
+    if not raw:
+        raise UserError("cluster: received 'tf_config' but TF_CONFIG is not set; the engine (TFJob, "
+                        "Vertex AI) sets it, or set it yourself: {\"cluster\": {...}, \"task\": "
+                        "{\"type\": \"worker\", \"index\": 0}}")
+    try:
+        spec = json.loads(raw)
+        cluster, task = spec["cluster"], spec["task"]
+        kind, index = str(task["type"]), int(task.get("index", 0))
+        counts = {str(j): len(a) for j, a in cluster.items()}
+        if not all(isinstance(a, list) and all(_address(x) for x in a) for a in cluster.values()):
+            raise ValueError("every job must list host:port strings")
+    except (ValueError, KeyError, TypeError, AttributeError) as ex:
+        detail = ex.args[0] if isinstance(ex, KeyError) else ex
+        raise UserError(f"TF_CONFIG: received {raw[:120]!r}; expected JSON {{\"cluster\": {{job: "
+                        f"[host:port, ...]}}, \"task\": {{\"type\": job, \"index\": i}}}} "
+                        f"({type(ex).__name__}: {detail})") from None
+    if kind not in counts or not 0 <= index < counts[kind]:
+        raise UserError(f"TF_CONFIG: received task {kind}:{index}; the cluster has "
+                        f"{', '.join(f'{j} x{c}' for j, c in counts.items())}")
+    return kind, index, counts
+
+
+def _address(x) -> bool:
+    host, _, port = x.rpartition(":") if isinstance(x, str) else ("", "", "")
+    return bool(host) and port.isdigit() and 0 < int(port) < 65536
+
+
+def _slurm_task(cfg: DictConfig, env):
+    """(task type, index, {job: count}) as SlurmClusterResolver will assign them: ranks in order
+    over the jobs chief (ps only), worker, ps."""
+    try:
+        rank, ntasks = int(env["SLURM_PROCID"]), int(env.get("SLURM_STEP_NUM_TASKS") or
+                                                       env["SLURM_NTASKS"])
+    except (KeyError, ValueError):
+        raise UserError("cluster: received 'slurm' but SLURM_PROCID / SLURM_STEP_NUM_TASKS are not "
+                        "set; run it under srun (e.g. hydra/launcher=submitit_slurm)") from None
+    counts = slurm_jobs(cfg, ntasks)
+    start = 0
+    for kind, c in counts.items():
+        if rank < start + c:
+            return kind, rank - start, counts
+        start += c
+    raise UserError(f"SLURM_PROCID: received {rank}; the step has {ntasks} tasks")
+
+
+def slurm_jobs(cfg: DictConfig, ntasks: int) -> Dict[str, int]:
+    """The `jobs` argument of SlurmClusterResolver for this strategy and task count."""
+    if cfg.strategy.name != "ps":
+        return {"worker": ntasks}
+    workers = ntasks - 1 - int(cfg.ps)
+    if workers < 1:
+        raise UserError(f"cluster: received 'slurm' with {ntasks} tasks; strategy=ps needs 1 chief + "
+                        f"ps={cfg.ps} + at least 1 worker")
+    return {"chief": 1, "worker": workers, "ps": int(cfg.ps)}
+
+
+def is_chief_task(strategy: str, kind: str, index: int, counts: Dict[str, int]) -> bool:
+    if kind == "chief":
+        return True
+    return strategy == "multiworker" and kind == "worker" and index == 0 and "chief" not in counts
+
+
+def _external(cfg: DictConfig, job_dir: Path, gpus: int, kind: str, index: int,
+              counts: Dict[str, int]) -> Plan:
+    strategy = cfg.strategy.name
+    if strategy == "ps" and not {"chief", "worker", "ps"} <= set(counts):
+        raise UserError(f"strategy=ps: the cluster has {', '.join(counts)}; it needs chief (the "
+                        "coordinator), worker and ps jobs")
+    if strategy == "multiworker" and "ps" in counts:
+        raise UserError("strategy=multiworker: the cluster has a ps job; use strategy=ps")
+    chief = is_chief_task(strategy, kind, index, counts)
+    workers = counts.get("worker", 0) + (counts.get("chief", 0) if strategy == "multiworker" else 0)
+    return Plan(names=[f"{kind}-{index}"], replica_workers=workers,
+                sync_workers=1 if strategy == "ps" else workers, gpus_per_worker=gpus,
+                logs_to_mlflow=chief, job_dir=job_dir, task=f"{kind}:{index}")

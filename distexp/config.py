@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -22,6 +22,11 @@ CROSS_DEVICE_OPS = ("nccl", "hierarchical_copy", "reduction_to_one_device")
 COMMUNICATIONS = ("auto", "ring", "nccl")
 OPTIMIZERS = ("adam", "sgd", "rmsprop")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+PREPROCESSING = ("scale", "standardize", "none")
+# What a job can return to a sweeper (`objective`): the final figures in result.json.
+OBJECTIVES = ("eval/accuracy", "eval/loss", "train/accuracy", "train/loss",
+              "perf/examples_per_sec", "perf/examples_per_sec_per_replica",
+              "perf/step_time_ms_p50", "perf/time_to_first_step_s")
 
 
 class UserError(Exception):
@@ -68,6 +73,23 @@ class DatasetConfig:
     # loop=custom: take one batch, keep it on the replicas' devices and train on it every step
     # (tf_cnn_benchmarks' synthetic mode): measures the model and strategy with no input cost.
     on_device: bool = False
+    # TensorFlow Datasets (dataset=tfds and the named options mnist, cifar10, ...): the builder's
+    # name, its splits (TFDS slicing syntax, e.g. "train[:80%]"), where the prepared data lives
+    # (null = TFDS's default: $TFDS_DATA_DIR or ~/tensorflow_datasets), whether to download it.
+    tfds_name: Optional[str] = None
+    train_split: str = "train"
+    eval_split: str = "test"
+    data_dir: Optional[str] = None
+    download: bool = False
+    # [h, w] to resize images to (needed for datasets whose images vary in size); null = as stored.
+    image_size: Optional[List[int]] = None
+    # scale: x / 255; standardize: per image zero mean, unit variance; none: as stored (float32).
+    preprocessing: str = "scale"
+    # Keep the decoded, preprocessed examples in memory after the first pass.
+    cache: bool = True
+    # dataset=custom: "package.module:function" called in the trainer as function(seed=..., **kwargs).
+    factory: Optional[str] = None
+    kwargs: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -79,6 +101,20 @@ class LoopConfig:
 class ClusterConfig:
     name: str = "local"
     host: str = "127.0.0.1"
+    # local: first port of the cluster's tasks (task i gets port + i); null = free ports picked by
+    # the OS. A port that turns out to be taken is replaced by a free one and the job retried.
+    # slurm: the resolver's port_base (tasks on one node get port, port + 1, ...); null = 8888.
+    port: Optional[int] = None
+
+
+@dataclass
+class CheckpointConfig:
+    # Save every N training steps; null = at the end of every epoch; 0 = never.
+    every_steps: Optional[int] = None
+    # Where the chief writes (other workers write a throwaway directory). Stable across
+    # invocations, so `resume=true` finds what a crashed job wrote: not under the Hydra run dir.
+    dir: str = "${distexp.cwd:}/outputs/checkpoints/${strategy.name}-${model.name}-${dataset.name}"
+    keep: int = 3  # checkpoints kept (tf.train.CheckpointManager max_to_keep)
 
 
 @dataclass
@@ -100,6 +136,9 @@ class Config:
     loop: LoopConfig = MISSING
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    # Continue from the latest checkpoint in checkpoint.dir (a fresh start when there is none).
+    resume: bool = False
     gpus: Optional[int] = None
     cpu_replicas: int = 1
     workers: int = 2
@@ -127,6 +166,8 @@ class Config:
     target_accuracy: Optional[float] = None
     # Measure the devices' peak FLOP/s (a ~1 s matmul benchmark after training) for perf/mfu.
     measure_peak_flops: bool = True
+    # The final figure a job returns to Hydra (what a sweeper such as Optuna optimises).
+    objective: str = "eval/accuracy"
 
 
 def _cwd() -> str:
@@ -157,8 +198,26 @@ def _at_least(key: str, value: Optional[float], low: float, *, allow_none: bool 
         raise UserError(f"{key}: received {value}; expected >= {low}")
 
 
+def _unknown_keys(node: DictConfig, prefix: str = "") -> None:
+    """Keys added with `+key=value` that no schema declares (Hydra's `+` bypasses struct mode)."""
+    import dataclasses
+
+    schema = OmegaConf.get_type(node)
+    if schema is not None and dataclasses.is_dataclass(schema):
+        known = {f.name for f in dataclasses.fields(schema)}
+        for key in node.keys():
+            if key not in known:
+                raise UserError(f"{prefix}{key}: unknown key (not in the schema); check the spelling "
+                                "or see --cfg job")
+    for key in node.keys():
+        child = node._get_node(key)
+        if isinstance(child, DictConfig) and not child._is_missing() and not child._is_none():
+            _unknown_keys(child, f"{prefix}{key}.")
+
+
 def validate(cfg: DictConfig) -> None:
     """Raise UserError for values the schema's types accept but that make no sense."""
+    _unknown_keys(cfg)
     _choice("strategy", cfg.strategy.name, STRATEGIES)
     _choice("model", cfg.model.name, MODELS)
     _choice("loop", cfg.loop.name, LOOPS)
@@ -193,11 +252,20 @@ def validate(cfg: DictConfig) -> None:
     if cfg.dataset.on_device and cfg.loop.name != "custom":
         raise UserError(f"dataset.on_device: received true with loop={cfg.loop.name}; on-device "
                         "data needs loop=custom")
+    _at_least("checkpoint.every_steps", cfg.checkpoint.every_steps, 0, allow_none=True)
+    _at_least("checkpoint.keep", cfg.checkpoint.keep, 1)
+    if cfg.cluster.port is not None and not 1024 <= cfg.cluster.port <= 65535 - cfg.workers - cfg.ps:
+        raise UserError(f"cluster.port: received {cfg.cluster.port}; expected 1024..65535 (or null "
+                        "for free ports)")
+    if cfg.resume and cfg.loop.name == "fit":
+        raise UserError("resume: received true with loop=fit; checkpoints and resume are part of "
+                        "the custom loop: use loop=custom")
     if cfg.timeout is not None and cfg.timeout <= 0:
         raise UserError(f"timeout: received {cfg.timeout}; expected seconds > 0 or null")
     if cfg.learning_rate is not None and cfg.learning_rate <= 0:
         raise UserError(f"learning_rate: received {cfg.learning_rate}; expected > 0")
-    if cfg.model.name == "custom" and not cfg.model.factory:
+    if cfg.model.name == "custom" and (OmegaConf.is_missing(cfg.model, "factory") or
+                                       not cfg.model.factory):
         raise UserError("model.factory: received null; model=custom needs "
                         "model.factory=package.module:function")
     ds = cfg.dataset
@@ -207,6 +275,19 @@ def validate(cfg: DictConfig) -> None:
                             "with every size >= 1")
         _at_least("dataset.num_classes", ds.num_classes, 2)
         _at_least("dataset.size", ds.size, 1)
+    if ds.name == "custom" and (OmegaConf.is_missing(ds, "factory") or not ds.factory):
+        raise UserError("dataset.factory: received null; dataset=custom needs "
+                        "dataset.factory=package.module:function")
+    tfds_missing = OmegaConf.is_missing(ds, "tfds_name")
+    if ds.name == "tfds" or tfds_missing or ds.tfds_name is not None:
+        if tfds_missing or not ds.tfds_name:
+            raise UserError("dataset.tfds_name: received nothing; dataset=tfds needs a TFDS builder "
+                            "name, e.g. dataset.tfds_name=cifar100")
+        _choice("dataset.preprocessing", ds.preprocessing, PREPROCESSING)
+        if ds.image_size is not None and (len(ds.image_size) != 2 or min(ds.image_size) < 1):
+            raise UserError(f"dataset.image_size: received {list(ds.image_size)}; expected [h, w] "
+                            "with sizes >= 1, or null")
+    _choice("objective", cfg.objective, OBJECTIVES)
     if not 0 < ds.test_fraction < 1:
         raise UserError(f"dataset.test_fraction: received {ds.test_fraction}; expected 0 < x < 1")
 
@@ -221,7 +302,7 @@ def validate(cfg: DictConfig) -> None:
     if cfg.strategy.name == "ps" and cfg.ps < 1:
         raise UserError(f"ps: received {cfg.ps}; strategy=ps needs at least 1 parameter server")
 
-    replicas = replicas_per_worker(cfg) * num_workers(cfg)
+    replicas = replicas_per_worker(cfg) * sync_workers(cfg)
     if cfg.global_batch_size is not None and cfg.global_batch_size % replicas:
         raise UserError(
             f"global_batch_size: received {cfg.global_batch_size}; it must divide evenly over "
@@ -254,17 +335,36 @@ def check_gpus(requested: Optional[int], visible: int) -> int:
     return requested
 
 
+def validate_devices(cfg: DictConfig, gpus: int) -> None:
+    """Checks that need the resolved GPU count (still before TensorFlow)."""
+    if cfg.strategy.cross_device_ops == "nccl" and gpus == 0:
+        raise UserError("strategy.cross_device_ops: received 'nccl'; NCCL needs GPUs and this job "
+                        "trains on CPU: use hierarchical_copy or reduction_to_one_device")
+
+
 def num_workers(cfg: DictConfig) -> int:
     return cfg.workers if cfg.strategy.name in ("multiworker", "ps") else 1
 
 
+def sync_workers(cfg: DictConfig) -> int:
+    """Workers whose replicas share one global batch: all of them under multiworker; one under ps
+    (each ps step runs on one worker, asynchronously: TensorFlow's num_replicas_in_sync)."""
+    return cfg.workers if cfg.strategy.name == "multiworker" else 1
+
+
 def replicas_per_worker(cfg: DictConfig, gpus: Optional[int] = None) -> int:
-    """Replicas each worker trains with (known before TensorFlow starts)."""
+    """Replicas each worker trains with (known before TensorFlow starts).
+
+    multiworker and ps train one replica per worker on CPU (MultiWorkerMirroredStrategy and the
+    ps workers use one CPU device): `cpu_replicas` applies to mirrored and central only.
+    """
     if cfg.strategy.name == "one_device":
         return 1
     if gpus is None:
         gpus = cfg.gpus if cfg.gpus is not None else visible_gpus()
-    return gpus if gpus > 0 else cfg.cpu_replicas
+    if gpus > 0:
+        return gpus
+    return 1 if cfg.strategy.name in ("multiworker", "ps") else cfg.cpu_replicas
 
 
 def global_batch(cfg: DictConfig, replicas: int) -> int:

@@ -1,34 +1,62 @@
-"""Datasets by name -> arrays, and the tf.data pipelines built from them.
+"""Datasets by name -> arrays (or unbatched tf.data), and the tf.data pipelines built from them.
 
 Each loader returns host arrays (images float32 in [0, 1] with shape (n, h, w, c) or (n, d),
-labels int32). `pipelines` turns them into the training pipeline (shuffle, batch at the *global*
-batch size, repeat, prefetch) and the evaluation pipeline (every example once); the loops
-distribute them with the strategy.
+labels int32), or, for data that does not fit in memory as arrays (TensorFlow Datasets, a user's
+tf.data), unbatched preprocessed tf.data.Datasets of (x, y). `pipelines` turns either into the
+training pipeline (shuffle, batch at the *global* batch size, repeat, prefetch) and the evaluation
+pipeline (every example once); the loops distribute them with the strategy.
+
+TensorFlow Datasets: `check_available` runs in the job process (tensorflow_datasets imports
+without TensorFlow) so that data that is not prepared is one line before any training process
+starts. Test aid: with DISTEXP_TFDS_MOCK=N in the environment, TFDS loading runs under
+`tfds.testing.mock_data(num_examples=N)` (random examples with the real features, no files).
 """
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 from dataclasses import dataclass
-from typing import Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from distexp.config import UserError
+
+TFDS_MOCK_ENV = "DISTEXP_TFDS_MOCK"
 
 
 @dataclass
 class Arrays:
-    x_train: np.ndarray
-    y_train: np.ndarray
-    x_eval: np.ndarray
-    y_eval: np.ndarray
+    x_train: Optional[np.ndarray]
+    y_train: Optional[np.ndarray]
+    x_eval: Optional[np.ndarray]
+    y_eval: Optional[np.ndarray]
     num_classes: int
     # Data that is random or already cached: batch once, cache the batches (no per-step work).
     cache_batches: bool = False
+    # Instead of arrays: unbatched, preprocessed tf.data.Datasets of (x, y), the shape of one x,
+    # the number of examples of each (None = unknown) and whether to cache them in memory.
+    train: Any = None
+    eval: Any = None
+    shape: Optional[Tuple[int, ...]] = None
+    sizes: Tuple[Optional[int], Optional[int]] = (None, None)
+    cache: bool = True
 
     @property
     def input_shape(self) -> Tuple[int, ...]:
+        if self.train is not None:
+            return tuple(self.shape)
         return tuple(self.x_train.shape[1:])
+
+    @property
+    def n_train(self) -> Optional[int]:
+        return self.sizes[0] if self.train is not None else len(self.y_train)
+
+    @property
+    def n_eval(self) -> Optional[int]:
+        return self.sizes[1] if self.train is not None else len(self.y_eval)
 
 
 Loader = Callable[[DictConfig, int], Arrays]
@@ -43,6 +71,8 @@ def register(name: str):
 
 
 def load(cfg: DictConfig) -> Arrays:
+    if is_tfds(cfg.dataset):
+        return tfds_data(cfg.dataset, int(cfg.seed))
     try:
         loader = REGISTRY[cfg.dataset.name]
     except KeyError:
@@ -81,9 +111,12 @@ def synthetic(ds: DictConfig, seed: int) -> Arrays:
     return Arrays(x_tr, y_tr, x_ev, y_ev, num_classes=int(ds.num_classes), cache_batches=True)
 
 
-def steps_per_epoch(cfg: DictConfig, n_train: int, global_batch: int) -> int:
+def steps_per_epoch(cfg: DictConfig, n_train: Optional[int], global_batch: int) -> int:
     if cfg.steps_per_epoch is not None:
         return int(cfg.steps_per_epoch)
+    if n_train is None:
+        raise UserError(f"steps_per_epoch: received null, but the size of dataset="
+                        f"{cfg.dataset.name} is unknown; set steps_per_epoch=N")
     steps = n_train // global_batch
     if steps < 1:
         raise UserError(f"global batch size: {global_batch} is larger than the {n_train} training "
@@ -92,17 +125,32 @@ def steps_per_epoch(cfg: DictConfig, n_train: int, global_batch: int) -> int:
     return steps
 
 
-def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard_policy=None):
+def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard_policy=None, shard=None):
     """(train, eval) tf.data pipelines at the global batch size.
 
     train: shuffled with `seed` (reshuffled each pass), batched with drop_remainder so every step
     has exactly `global_batch` examples, repeated forever (the loop takes steps_per_epoch per
     epoch from one iterator); eval: every example exactly once, last batch partial.
+    `shard=(n, i)`: the training pipeline reads only the i-th of n shards of the examples (a ps
+    worker's own part).
     """
     import tensorflow as tf
 
     prefetch = tf.data.AUTOTUNE if cfg.dataset.prefetch < 0 else int(cfg.dataset.prefetch)
+    if arrays.train is not None:
+        train, ev = arrays.train, arrays.eval
+        if shard is not None:
+            train = train.shard(*shard)
+        if arrays.cache:
+            train, ev = train.cache(), ev.cache()
+        train = (train.shuffle(cfg.dataset.shuffle_buffer, seed=cfg.seed,
+                               reshuffle_each_iteration=True)
+                 .repeat().batch(global_batch, drop_remainder=True).prefetch(prefetch))
+        ev = ev.batch(global_batch).prefetch(prefetch)
+        return _with_shard_policy(tf, train, ev, shard_policy)
     train = tf.data.Dataset.from_tensor_slices((arrays.x_train, arrays.y_train))
+    if shard is not None:
+        train = train.shard(*shard)
     if arrays.cache_batches:
         train = train.batch(global_batch, drop_remainder=True).cache().repeat()
     else:
@@ -112,9 +160,187 @@ def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard_policy=N
     train = train.prefetch(prefetch)
     ev = (tf.data.Dataset.from_tensor_slices((arrays.x_eval, arrays.y_eval))
           .batch(global_batch).cache().prefetch(prefetch))
+    return _with_shard_policy(tf, train, ev, shard_policy)
+
+
+def _with_shard_policy(tf, train, ev, shard_policy):
     options = tf.data.Options()
     if cfg.dataset.get("threadpool", 0) > 0:
         options.threading.private_threadpool_size = int(cfg.dataset.threadpool)
     options.experimental_distribute.auto_shard_policy = (
         shard_policy if shard_policy is not None else tf.data.experimental.AutoShardPolicy.DATA)
     return train.with_options(options), ev.with_options(options)
+
+
+# --- dataset=custom: a user's function ---------------------------------------------------------
+
+@register("custom")
+def custom(ds: DictConfig, seed: int) -> Arrays:
+    """dataset.factory=package.module:function, called as function(seed=seed, **dataset.kwargs)."""
+    from distexp.models import load_factory
+
+    fn = load_factory("dataset.factory", ds.factory)
+    kwargs = OmegaConf.to_container(ds.kwargs, resolve=True) if ds.kwargs else {}
+    try:
+        out = fn(seed=seed, **kwargs)
+    except UserError:
+        raise
+    except Exception as ex:  # noqa: BLE001
+        raise UserError(f"dataset.factory: {ds.factory} raised {type(ex).__name__}: {ex}") from None
+    return from_user(out, ds)
+
+
+def from_user(out, ds: DictConfig) -> Arrays:
+    """A factory's return value -> Arrays: 4 arrays, 2 tf.data.Datasets, or a dict of either."""
+    where = f"dataset.factory: {ds.factory} returned"
+    num_classes = None
+    if isinstance(out, dict):
+        num_classes = out.get("num_classes")
+        if "x_train" in out:
+            out = (out["x_train"], out["y_train"], out["x_eval"], out["y_eval"])
+        elif "train" in out:
+            out = (out["train"], out["eval"])
+        else:
+            raise UserError(f"{where} a dict with keys {sorted(out)}; expected x_train, y_train, "
+                            "x_eval, y_eval (arrays) or train, eval (tf.data), plus num_classes")
+    if isinstance(out, (tuple, list)) and len(out) == 4:
+        x_tr, y_tr, x_ev, y_ev = (np.asarray(a) for a in out)
+        if len(x_tr) != len(y_tr) or len(x_ev) != len(y_ev) or x_tr.shape[1:] != x_ev.shape[1:]:
+            raise UserError(f"{where} arrays that do not match: x_train {x_tr.shape}, y_train "
+                            f"{y_tr.shape}, x_eval {x_ev.shape}, y_eval {y_ev.shape}")
+        y_tr, y_ev = y_tr.astype(np.int32).reshape(-1), y_ev.astype(np.int32).reshape(-1)
+        k = int(num_classes or max(y_tr.max(), y_ev.max()) + 1)
+        return Arrays(x_tr.astype(np.float32), y_tr, x_ev.astype(np.float32), y_ev, num_classes=k)
+    if isinstance(out, (tuple, list)) and len(out) == 2:
+        import tensorflow as tf
+
+        train, ev = out
+        if not isinstance(train, tf.data.Dataset) or not isinstance(ev, tf.data.Dataset):
+            raise UserError(f"{where} a pair of {type(train).__name__}, {type(ev).__name__}; "
+                            "expected two unbatched tf.data.Datasets of (x, y)")
+        shape = train.element_spec[0].shape
+        if not shape.is_fully_defined():
+            raise UserError(f"{where} examples of shape {shape}; every x must have a fixed shape "
+                            "(resize in the factory), and the datasets must be unbatched")
+
+        def size(d):
+            n = int(d.cardinality())
+            return n if n >= 0 else None
+
+        train = train.map(lambda x, y: (tf.cast(x, tf.float32), tf.cast(y, tf.int32)))
+        ev = ev.map(lambda x, y: (tf.cast(x, tf.float32), tf.cast(y, tf.int32)))
+        return Arrays(None, None, None, None, num_classes=int(num_classes or ds.num_classes),
+                      train=train, eval=ev, shape=tuple(shape), sizes=(size(train), size(ev)),
+                      cache=bool(ds.cache))
+    raise UserError(f"{where} {type(out).__name__}; expected (x_train, y_train, x_eval, y_eval) "
+                    "arrays or (train, eval) tf.data.Datasets")
+
+
+# --- TensorFlow Datasets -----------------------------------------------------------------------
+
+def is_tfds(ds: DictConfig) -> bool:
+    return ds.name == "tfds" or (not OmegaConf.is_missing(ds, "tfds_name") and
+                                 ds.tfds_name is not None)
+
+
+def _quiet_absl() -> None:
+    logging.getLogger("absl").setLevel(logging.ERROR)
+
+
+def _builder(ds: DictConfig):
+    import tensorflow_datasets as tfds
+
+    _quiet_absl()
+    try:
+        return tfds.builder(ds.tfds_name, data_dir=ds.data_dir)
+    except tfds.core.registered.DatasetNotFoundError:
+        raise UserError(f"dataset.tfds_name: received {ds.tfds_name!r}; not a TensorFlow Datasets "
+                        "builder (see `tfds.list_builders()`)") from None
+
+
+def _not_prepared(ds: DictConfig, builder) -> UserError:
+    root = os.path.dirname(os.path.dirname(builder.data_dir.rstrip("/")))
+    if "/" in ds.tfds_name.split(":")[0]:  # name/config: one more level
+        root = os.path.dirname(root)
+    return UserError(
+        f"dataset: {ds.tfds_name} is not prepared in {root} (looked for {builder.data_dir}) and "
+        f"dataset.download=false; prepare it on a machine that reaches the data's host with "
+        f"`tfds build {ds.tfds_name} --data_dir DIR`, copy DIR here and pass dataset.data_dir=DIR "
+        "(or set dataset.download=true where the host is reachable)")
+
+
+def check_available(cfg: DictConfig) -> None:
+    """In the job process, before any training process: TFDS data that is not prepared (and will
+    not be downloaded) is a one-line user error. No TensorFlow is imported."""
+    ds = cfg.dataset
+    if not is_tfds(ds) or ds.download or os.environ.get(TFDS_MOCK_ENV):
+        return
+    builder = _builder(ds)
+    if not builder.is_prepared():
+        raise _not_prepared(ds, builder)
+
+
+def tfds_data(ds: DictConfig, seed: int) -> Arrays:
+    """Supervised (image, label) splits of a TFDS builder, preprocessed, unbatched."""
+    import tensorflow as tf
+    import tensorflow_datasets as tfds
+
+    _quiet_absl()
+    mock = os.environ.get(TFDS_MOCK_ENV)
+    scope = tfds.testing.mock_data(num_examples=int(mock)) if mock else contextlib.nullcontext()
+    with scope:
+        builder = _builder(ds)
+        if not mock and not ds.download and not builder.is_prepared():
+            raise _not_prepared(ds, builder)
+        try:
+            (train, ev), info = tfds.load(
+                ds.tfds_name, split=[ds.train_split, ds.eval_split], data_dir=ds.data_dir,
+                download=bool(ds.download), as_supervised=True, with_info=True,
+                shuffle_files=False, read_config=tfds.ReadConfig(shuffle_seed=seed))
+        except AssertionError:  # "could not find data in <dir>"
+            raise _not_prepared(ds, builder) from None
+        except (ValueError, KeyError) as ex:
+            raise UserError(f"dataset.train_split/eval_split: received {ds.train_split!r}, "
+                            f"{ds.eval_split!r}; {str(ex).splitlines()[0][:300]}") from None
+        except Exception as ex:  # noqa: BLE001  (a download that failed)
+            if not ds.download:
+                raise
+            raise UserError(f"dataset: downloading {ds.tfds_name} failed ({type(ex).__name__}: "
+                            f"{str(ex).splitlines()[0][:200]}); prepare it elsewhere with `tfds "
+                            f"build {ds.tfds_name} --data_dir DIR` and pass dataset.data_dir=DIR") from None
+
+    image_key, label_key = info.supervised_keys
+    stored = tuple(info.features[image_key].shape)
+    if ds.image_size is not None:
+        shape = (int(ds.image_size[0]), int(ds.image_size[1]), stored[-1])
+    elif None in stored:
+        raise UserError(f"dataset.image_size: received null, but {ds.tfds_name} images vary in size "
+                        f"{list(stored)}; set dataset.image_size=[224,224]")
+    else:
+        shape = stored
+    size = list(shape[:2]) if ds.image_size is not None else None
+    how = ds.preprocessing
+
+    def prep(x, y):
+        x = tf.cast(x, tf.float32)
+        if size is not None:
+            x = tf.image.resize(x, size)
+        if how == "scale":
+            x = x / 255.0
+        elif how == "standardize":
+            x = tf.image.per_image_standardization(x)
+        return tf.ensure_shape(x, shape), tf.cast(y, tf.int32)
+
+    def count(split, d):
+        try:
+            return int(info.splits[split].num_examples)
+        except (KeyError, ValueError):  # mock data: no split metadata
+            n = int(d.cardinality())
+            return n if n >= 0 else None
+
+    sizes = (count(ds.train_split, train), count(ds.eval_split, ev))
+    auto = tf.data.AUTOTUNE
+    return Arrays(None, None, None, None, num_classes=int(info.features[label_key].num_classes),
+                  train=train.map(prep, num_parallel_calls=auto),
+                  eval=ev.map(prep, num_parallel_calls=auto), shape=shape, sizes=sizes,
+                  cache=bool(ds.cache))

@@ -19,7 +19,8 @@ def configure(cfg: DictConfig, gpus: int) -> List[str]:
     if gpus > len(physical):
         raise UserError(f"gpus: received {gpus}; TensorFlow sees {len(physical)} GPU(s). "
                         f"To run on CPU use gpus=0 cpu_replicas={max(gpus, 2)}")
-    one = cfg.strategy.name in ("one_device", "ps")
+    # MultiWorkerMirroredStrategy and ps workers train one CPU device per worker.
+    one = cfg.strategy.name in ("one_device", "ps", "multiworker")
     if gpus > 0:
         tf.config.set_visible_devices(physical[:gpus], "GPU")
         for d in physical[:gpus]:

@@ -18,6 +18,10 @@ def one_line(ex: BaseException) -> str | None:
         valid = ", ".join(sorted(o for o in (ex.options or []) if not o.startswith("base_")))
         return f"{group}: received {option!r}; valid: {valid or '(none)'}"
     if isinstance(ex, OverrideParseException):
+        key, eq, value = str(ex.override).partition("=")
+        if eq:
+            return (f"{key.lstrip('+~')}: received {value!r}, which Hydra cannot parse "
+                    f"({_first(ex.message)}); valid: a value, a list [a,b] or a quoted 'string'")
         return f"could not parse override {ex.override!r}: {_first(ex.message)}"
     cause = ex if isinstance(ex, OmegaConfBaseException) else ex.__cause__
     if isinstance(cause, OmegaConfBaseException):
@@ -26,6 +30,15 @@ def one_line(ex: BaseException) -> str | None:
         m = re.match(r"Value '(.*?)'(?: of type '(\w+)')? could not be converted to (\w+)", msg)
         if m:
             return f"{key}: received {m.group(1)!r}; expected {m.group(3).lower()}"
+        m = re.match(r"Value '(.*?)' is not a valid (\w+)", msg)
+        if m:
+            return f"{key}: received {m.group(1)!r}; expected {m.group(2)} (true or false)"
+        m = re.match(r"Invalid value assigned: (\w+) is not a ListConfig", msg)
+        if m:
+            value = getattr(cause, "value", None)
+            return f"{key}: received {value!r}; expected a list, e.g. [32,32,3]"
+        if re.match(r"field '.*' is not Optional", msg) or "Non optional field cannot be assigned None" in msg:
+            return f"{key}: received null; expected a value (this key is not optional)"
         m = re.match(r"Key '(.+)' not in '(\w+)'", msg)
         if m:
             return f"{key}: unknown key (not in the schema); check the spelling or see --cfg job"
@@ -34,6 +47,9 @@ def one_line(ex: BaseException) -> str | None:
         return f"{key}: {msg}" if key else msg
     if isinstance(ex, HydraException):
         return _first(str(ex))
+    if isinstance(ex, OSError) and ex.filename:  # e.g. Hydra creating an unwritable output dir
+        return (f"outputs: received {ex.filename!r}, which cannot be written ({ex.strerror}); valid: "
+                "a writable directory: run from one, or set hydra.run.dir= (hydra.sweep.dir= with -m)")
     return None
 
 

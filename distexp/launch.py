@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -129,16 +130,23 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None) -> None:
                                  daemon=True)
             t.start()
             pumps.append(t)
+        pump_of = {pr.name: t for pr, t in zip(procs, pumps)}
         while True:
+            failed = []
             for pr in procs:
                 rc = pr.popen.poll()
                 if rc is None:
                     continue
                 pr.returncode = rc
                 if rc != 0 or pr.server:
-                    why = _describe(rc) if rc != 0 else "exited while the job was still running"
-                    _finish_pumps(pumps)
-                    raise JobFailed(f"{pr.name} {why}{_last_error(tails[pr.name])}", procs)
+                    failed.append(pr)
+            if failed:
+                # Only the failed processes' output is complete; the others are still running.
+                _finish_pumps([pump_of[pr.name] for pr in failed])
+                pr = min(failed, key=lambda f: _blame_order(f, tails[f.name]))
+                rc = pr.returncode
+                why = _describe(rc) if rc != 0 else "exited while the job was still running"
+                raise JobFailed(f"{pr.name} {why}{_last_error(tails[pr.name], rc)}", procs)
             if all(pr.returncode == 0 for pr in procs if not pr.server):
                 return
             if timeout is not None and time.monotonic() - start > timeout:
@@ -165,6 +173,18 @@ def _finish_pumps(pumps: Sequence[threading.Thread]) -> None:
         t.join(timeout=2)
 
 
+# What a process prints when a *peer* went away: not the cause of a failure.
+_PEER_LOST = ("UnavailableError", "Socket closed", "unhealthy", "Connection reset", "aborted")
+
+
+def _blame_order(pr: Proc, tail: Sequence[str]) -> int:
+    """When several processes are found failed at once, the one to name: killed by a signal, then
+    a failure of its own, then one that only reports a lost peer."""
+    if pr.returncode is not None and pr.returncode < 0:
+        return 0
+    return 2 if any(m in "".join(tail[-8:]) for m in _PEER_LOST) else 1
+
+
 def _describe(rc: int) -> str:
     if rc < 0:
         try:
@@ -174,14 +194,22 @@ def _describe(rc: int) -> str:
     return f"exited with code {rc}"
 
 
-def _last_error(lines: Sequence[str]) -> str:
-    """The most telling line of a failed process's output: our own error line, else the last."""
+# TensorFlow's C++ log lines (glog/absl: "I0000 00:00:17.. 1234 port.cc:153] ...") say nothing
+# about why a process failed.
+_NATIVE_LOG = re.compile(r"^([IWEF]\d{4} \d\d:\d\d|WARNING: All log messages before absl)")
+
+
+def _last_error(lines: Sequence[str], rc: Optional[int] = None) -> str:
+    """The most telling line of a failed process's output: our own error line, else the last
+    Python line (a process killed by a signal: the signal says why, its output does not)."""
     for line in reversed(lines):
         if line.startswith("distexp: error:"):
             return ": " + line[len("distexp: error:"):].strip()
+    if rc is not None and rc < 0:
+        return ""
     for line in reversed(lines):
         s = line.strip()
-        if s and not s.startswith(("File ", "^", "~")):
+        if s and not s.startswith(("File ", "^", "~")) and not _NATIVE_LOG.match(s):
             return f": {s[:300]}"
     return ""
 

@@ -5,7 +5,7 @@ Definitions (the README repeats them):
   it; a dispatched-but-unfinished step is never counted.
 - step time: host wall time from the end of the previous step (or the start of the epoch's first
   step) to the end of this one. It includes input waiting and Python overhead between steps;
-  it excludes evaluation, which runs between epochs.
+  it excludes evaluation, which runs between epochs, and checkpoint saving.
 - The first `warmup_steps` steps of the run (tracing, graph optimisation, first allocations) are
   run but not timed; they still count for loss/accuracy and `perf/epoch_time_s`. With several
   steps per call, a call that ran any warm-up step is not timed at all.
@@ -103,6 +103,10 @@ class Meter:
                 self.timed.append(dt)
                 self._epoch_timed.append(dt)
         return dt
+
+    def exclude_since_last_step(self) -> None:
+        """What ran since the last step ended (a checkpoint save) is not part of the next step."""
+        self._last = time.perf_counter()
 
     def epoch_figures(self) -> Dict[str, Optional[float]]:
         elapsed = time.perf_counter() - self._epoch_start

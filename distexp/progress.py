@@ -27,6 +27,7 @@ class Reporter:
         self.evaluate = evaluate
         self.epoch = 0
         self.step_in_epoch = 0
+        self.step_offset = 0
         self.final: Dict[str, Optional[float]] = {}
         self.target_accuracy = target_accuracy
         self.time_to_accuracy: Optional[float] = None
@@ -39,13 +40,22 @@ class Reporter:
             print(*args, flush=True)
 
     def start_epoch(self, epoch: int) -> None:
-        if self.meter.train_start is None:
-            self.logger.wait_ready()  # the MLflow run exists (or the job stops here, untrained)
         self.epoch, self.step_in_epoch = epoch, 0
         self.meter.start_epoch()
 
     def input_wait(self, seconds: float) -> None:
         self.meter.input_wait(seconds)
+
+    def resume_at(self, step: int) -> None:
+        """Training continues after `step` steps restored from a checkpoint: steps.csv numbers the
+        steps of the whole training (warm-up is counted again from this process's first step)."""
+        self.step_offset = step
+
+    def end_steps(self, losses) -> None:
+        """Several steps finished together (e.g. asynchronous ps steps fetched after a join): they
+        share the interval equally; each gets its own steps.csv row."""
+        if losses:
+            self.end_step(list(losses), steps=len(losses))
 
     def end_step(self, loss: Union[float, Sequence[float]], kind: str = "step",
                  steps: int = 1) -> None:
@@ -56,10 +66,12 @@ class Reporter:
         dt = self.meter.end_step(steps)
         self.step_in_epoch += steps
         if self._csv:
-            start = first if len(losses) == steps else self.meter.step
+            start = self.step_offset + (first if len(losses) == steps else self.meter.step)
             for i, value in enumerate(losses):
                 self._csv.write(f"{start + i},{self.epoch},{value!r},{kind},{dt * 1000:.4f}\n")
-        loss = losses[-1]
+        self._progress(losses[-1], dt, steps)
+
+    def _progress(self, loss: float, dt: float, steps: int = 1) -> None:
         if self.log_every and self.step_in_epoch % self.log_every < steps:
             done = self.step_in_epoch / self.steps_per_epoch
             bar = "=" * int(20 * done)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from distexp import strategies
+from distexp.cluster import PORT_IN_USE_EXIT
 from distexp.config import UserError
 
 
@@ -24,41 +26,53 @@ def train(cfg, job_dir: Path) -> dict:
     from distexp import datasets, devices, loops, models, strategies
     from distexp.config import global_batch
     from distexp.loops.common import Context, make_evaluate
+    from distexp.loops.ps import make_evaluate as ps_evaluate
     from distexp.perf import Meter
     from distexp.progress import Reporter, write_result
     from distexp.tracking import RunLogger
 
     gpus = int(os.environ.get("DISTEXP_GPUS", "0"))
     job_start = float(os.environ.get("DISTEXP_JOB_START", time.time()))
+    resolver = strategies.cluster_resolver(cfg, gpus)  # before devices: it may set the GPUs
+    is_ps = cfg.strategy.name == "ps"
+    if is_ps and resolver.task_type in ("worker", "ps"):
+        from distexp.loops import ps
+
+        ps.serve(resolver)  # blocks until the job process (or the engine) stops it
+        return {}
     replica_devices = devices.configure(cfg, gpus)
-    strategy = strategies.build(cfg, replica_devices)
+    strategy = strategies.build(cfg, replica_devices, resolver)
     chief = strategies.is_chief(strategy)
     say = print if chief else (lambda *a, **k: None)
-    replicas = int(strategy.num_replicas_in_sync)
+    workers = int(os.environ.get("DISTEXP_NUM_WORKERS", "1"))
+    replicas = int(strategy.num_replicas_in_sync)  # in one global batch (per worker under ps)
     G = global_batch(cfg, replicas)
-    if G % replicas:
+    if is_ps:
+        replicas *= workers  # replicas computing at once: a step on every worker
+    if G % int(strategy.num_replicas_in_sync):
         raise UserError(f"global_batch_size: received {G}; it must divide evenly over {replicas} "
                         "replicas")
 
     keras.utils.set_random_seed(int(cfg.seed))
     keras.mixed_precision.set_global_policy(cfg.precision)  # before any layer is built
     arrays = datasets.load(cfg)
-    steps = datasets.steps_per_epoch(cfg, len(arrays.y_train), G)
+    steps = datasets.steps_per_epoch(cfg, arrays.n_train, G)
     train_ds, eval_ds = datasets.pipelines(cfg, arrays, G)
+    # The job process creates the MLflow run while this process starts (tracking.Forwarder);
+    # wait for it before any user code or training runs: an unreachable server stops us here.
+    logger = RunLogger(fallback_dir=job_dir) if chief else RunLogger(run_id="")
+    logger.wait_ready()
     with strategy.scope():
         model = models.build(cfg, arrays.input_shape, arrays.num_classes)
         optimizer = models.optimizer(cfg, model)
 
-    # The job process creates the MLflow run meanwhile; the reporter waits for it before the
-    # first step (RunLogger.wait_ready), so an unreachable server stops the job before training.
-    logger = RunLogger() if chief else RunLogger(run_id="")
-    workers = int(os.environ.get("DISTEXP_NUM_WORKERS", "1"))
     say(f"Strategy: {cfg.strategy.name} ({type(strategy).__name__})")
     say(f"Number of devices: {replicas}  ({', '.join(replica_devices)}; workers: {workers})")
-    say(f"Global batch: {G}  (per replica: {G // replicas})  steps per epoch: {steps}  "
+    say(f"Global batch: {G}  (per replica: {G // int(strategy.num_replicas_in_sync)})  "
+        f"steps per epoch: {steps}  "
         f"epochs: {cfg.epochs}  loop: {cfg.loop.name}")
     say(f"Model: {cfg.model.name} ({model.count_params():,} parameters)  dataset: "
-        f"{cfg.dataset.name} (train {len(arrays.y_train)}, eval {len(arrays.y_eval)}, "
+        f"{cfg.dataset.name} (train {arrays.n_train}, eval {arrays.n_eval}, "
         f"input {list(arrays.input_shape)}, {arrays.num_classes} classes)")
 
     logger.log_params({"devices": ",".join(replica_devices), "tf_version": tf.__version__,
@@ -69,12 +83,18 @@ def train(cfg, job_dir: Path) -> dict:
     reporter = Reporter(meter=meter, logger=logger, chief=chief, job_dir=job_dir,
                         epochs=int(cfg.epochs), steps_per_epoch=steps,
                         log_every=int(cfg.log_every_steps),
-                        evaluate=make_evaluate(strategy, model, eval_ds),
+                        evaluate=(ps_evaluate(model, eval_ds) if is_ps else
+                                  make_evaluate(strategy, model, eval_ds)),
                         target_accuracy=cfg.target_accuracy)
     ctx = Context(cfg=cfg, strategy=strategy, model=model, optimizer=optimizer, train_ds=train_ds,
                   eval_ds=eval_ds, global_batch=G, steps_per_epoch=steps, epochs=int(cfg.epochs),
                   reporter=reporter)
-    loops.get(cfg.loop.name)(ctx)
+    if is_ps:
+        from distexp.loops import ps
+
+        ps.train(ctx, arrays)
+    else:
+        loops.get(cfg.loop.name)(ctx)
     final = reporter.finish(after_training(cfg, model, arrays.input_shape, replica_devices,
                                            meter.final_figures()["perf/examples_per_sec"], chief))
     logger.close()
@@ -124,6 +144,9 @@ def main(argv=None) -> int:
     except UserError as ex:
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
         return 2
+    except strategies.PortInUse as ex:
+        print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        return PORT_IN_USE_EXIT
     return 0
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["servers"]  # PostgreSQL + MLflow server fixtures (tests/servers.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "distexp" / "conf"
 

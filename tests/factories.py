@@ -24,3 +24,37 @@ def hang(input_shape, num_classes):
     import time
 
     time.sleep(3600)
+
+
+def kill_tracking_server(input_shape, num_classes):
+    """Kills the MLflow server (process group in DISTEXP_TEST_KILL_PGID) mid-job: after the job
+    process created the run and logged its params, before the trainer logs anything."""
+    import os
+    import signal
+
+    os.killpg(int(os.environ["DISTEXP_TEST_KILL_PGID"]), signal.SIGKILL)
+    return small_mlp(input_shape, num_classes)
+
+
+def blobs(seed, n=512, dim=8):
+    """dataset=custom: NumPy arrays (two Gaussian blobs per class, 3 classes), learnable in 1 epoch."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(0, 3, size=(3, dim))
+
+    def make(m):
+        y = rng.integers(0, 3, size=m)
+        return (centers[y] + rng.normal(0, 0.5, size=(m, dim))).astype("float32"), y
+    x_tr, y_tr = make(n)
+    x_ev, y_ev = make(n // 4)
+    return x_tr, y_tr, x_ev, y_ev
+
+
+def blobs_tfdata(seed, n=512, dim=8):
+    """dataset=custom: the same data as unbatched tf.data.Datasets, with num_classes in a dict."""
+    import tensorflow as tf
+
+    x_tr, y_tr, x_ev, y_ev = blobs(seed, n, dim)
+    return {"train": tf.data.Dataset.from_tensor_slices((x_tr, y_tr)),
+            "eval": tf.data.Dataset.from_tensor_slices((x_ev, y_ev)), "num_classes": 3}

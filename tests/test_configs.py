@@ -20,11 +20,15 @@ def test_groups_match_the_contract():
     assert GROUPS["cluster"] == sorted(C.CLUSTERS)
 
 
+EXTRA = {("model", "custom"): ["model.factory=tests.factories:small_mlp"],
+         ("dataset", "custom"): ["dataset.factory=tests.factories:blobs"],
+         ("dataset", "tfds"): ["dataset.tfds_name=cifar100"]}
+
+
 @pytest.mark.parametrize("group,option", [(g, o) for g, opts in GROUPS.items() for o in opts
-                                          if g != "experiment"])
+                                          if g not in ("experiment", "hparams_search")])
 def test_every_option_composes(compose, group, option):
-    extra = ["model.factory=tests.factories:small_mlp"] if (group, option) == ("model", "custom") else []
-    cfg = compose(f"{group}={option}", *extra)
+    cfg = compose(f"{group}={option}", *EXTRA.get((group, option), []))
     if group != "tracking":
         assert cfg[group].name == option
     C.validate(cfg) if (group, option) not in () else None
@@ -105,6 +109,8 @@ def test_flatten_gives_every_leaf(compose):
     (["cpu_replicas=2", "global_batch_size=65"], "distexp: error: global_batch_size: received 65; "
                                                  "it must divide evenly over 2 replicas (try 64)"),
     (["epocs=3"], "distexp: error: epocs: unknown key"),
+    (["strategy.cross_device_ops=nccl"], "distexp: error: strategy.cross_device_ops: received "
+                                         "'nccl'; NCCL needs GPUs and this job trains on CPU"),
     (["strategy.cros_device_ops=nccl"], "distexp: error: strategy.cros_device_ops: unknown key"),
 ])
 def test_cli_bad_input_is_one_line(cli, args, expected):

@@ -10,6 +10,7 @@ from distexp.config import UserError
 
 class FakeRun:
     run_id = "r1"
+    offline = None
 
     def __init__(self):
         self.records = []
@@ -33,13 +34,14 @@ def test_records_are_forwarded_in_order(tmp_path, monkeypatch):
     log.log_metrics({"a": 1.0, "nan": float("nan"), "none": None}, step=1)
     log.log_metrics({"a": 2.0}, step=2)
     with open(fwd.sink, "a") as f:
-        f.write('{"metrics": {"half": 1')  # a line still being written is not read
+        f.write('{"kind": "metrics", "metrics": [["half", 1')  # a line still being written: not read
     assert fwd.close() is run
     log.close()
-    assert [r.get("params") or r["metrics"] for r in run.records] == [
-        {"devices": "/cpu:0"}, {"a": 1.0}, {"a": 2.0}]
-    ts = [r["ts"] for r in run.records[1:]]
-    assert ts[0] < ts[1]
+    assert [r["kind"] for r in run.records] == ["params", "metrics", "metrics"]
+    assert run.records[0]["params"] == {"devices": "/cpu:0"}
+    (a1,), (a2,) = run.records[1]["metrics"], run.records[2]["metrics"]
+    assert (a1[0], a1[1], a1[3]) == ("a", 1.0, 1) and (a2[0], a2[1], a2[3]) == ("a", 2.0, 2)
+    assert a1[2] < a2[2]  # strictly later timestamps
 
 
 def test_failed_run_creation_stops_the_chief(tmp_path, monkeypatch):

@@ -107,6 +107,9 @@ def test_sweep_over_strategies_and_replicas(cli):
     r = cli("-m", "strategy=one_device,mirrored", "cpu_replicas=1,2", "epochs=1", timeout=900)
     assert r.returncode == 0, r
     _, runs = mlflow_runs(cli.uri)
+    parents = [x for x in runs if x.data.tags.get("distexp.run_kind") == "sweep"]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"  # the sweep (distexp.sweep)
+    runs = [x for x in runs if x not in parents]
     got = sorted((x.data.params["strategy.name"], x.data.params["cpu_replicas"],
                   x.data.params["num_replicas"], x.info.status) for x in runs)
     assert got == [("mirrored", "1", "1", "FINISHED"), ("mirrored", "2", "2", "FINISHED"),

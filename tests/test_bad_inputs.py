@@ -1,0 +1,138 @@
+"""The bad-input matrix: wrong inputs through the CLI, as users type them.
+
+Each must give exactly one line on stderr that names the key, repeats what was received and says
+what is valid (or expected), a non-zero exit, no traceback, and no MLflow run left RUNNING. Most
+fail before TensorFlow starts (about a second each); the few marked TRAINER fail inside the
+training process (a TensorFlow start each).
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import mlflow_runs
+from servers import free_port
+
+TRAINER = "trainer"  # fails inside the training process: the run exists and must end FAILED
+
+# (id, args, the start of the error line after "distexp: error: ")  {cwd} / {port} are filled in.
+CASES = [
+    # an unknown option in each group
+    ("strategy-option", ["strategy=bogus"],
+     "strategy: received 'bogus'; valid: central, mirrored, multiworker, one_device, ps"),
+    ("model-option", ["model=vgg"], "model: received 'vgg'; valid: "),
+    ("dataset-option", ["dataset=imagenet"], "dataset: received 'imagenet'; valid: "),
+    ("loop-option", ["loop=keras"], "loop: received 'keras'; valid: custom, fit"),
+    ("cluster-option", ["cluster=k8s"], "cluster: received 'k8s'; valid: "),
+    ("tracking-option", ["tracking=remote"], "tracking: received 'remote'; valid: "),
+    # wrong types
+    ("epochs-type", ["epochs=abc"], "epochs: received 'abc'; expected integer"),
+    ("gpus-type", ["gpus=two"], "gpus: received 'two'; expected integer"),
+    ("lr-type", ["learning_rate=fast"], "learning_rate: received 'fast'; expected float"),
+    ("bool-type", ["tracking.enabled=maybe"],
+     "tracking.enabled: received 'maybe'; expected bool (true or false)"),
+    ("list-type", ["dataset=synthetic", "dataset.shape=abc"],
+     "dataset.shape: received 'abc'; expected a list"),
+    ("null-not-optional", ["tracking.experiment=null"], "tracking.experiment: received null"),
+    ("unparsable", ["epochs=[1"], "epochs: received '[1', which Hydra cannot parse"),
+    # keys that do not exist
+    ("unknown-key", ["epocs=3"], "epocs: unknown key"),
+    ("unknown-added-key", ["+epocs=3"], "epocs: unknown key"),
+    ("unknown-nested-key", ["strategy.cros_device_ops=nccl"], "strategy.cros_device_ops: unknown key"),
+    # out of range
+    ("gpus-beyond-visible", ["gpus=2"], "gpus: received 2; 0 GPU(s) visible on this machine"),
+    ("epochs-zero", ["epochs=0"], "epochs: received 0; expected >= 1"),
+    ("epochs-negative", ["epochs=-3"], "epochs: received -3; expected >= 1"),
+    ("batch-zero", ["batch_size_per_replica=0"], "batch_size_per_replica: received 0; expected >= 1"),
+    ("steps-zero", ["steps_per_epoch=0"], "steps_per_epoch: received 0; expected >= 1"),
+    ("workers-zero", ["strategy=multiworker", "workers=0"], "workers: received 0; expected >= 1"),
+    ("cpu-replicas-zero", ["cpu_replicas=0"], "cpu_replicas: received 0; expected >= 1"),
+    ("warmup-negative", ["warmup_steps=-1"], "warmup_steps: received -1; expected >= 0"),
+    ("timeout-negative", ["timeout=-5"], "timeout: received -5.0; expected seconds > 0"),
+    ("classes-one", ["dataset=synthetic", "dataset.num_classes=1"],
+     "dataset.num_classes: received 1; expected >= 2"),
+    ("test-fraction", ["dataset.test_fraction=1.5"], "dataset.test_fraction: received 1.5"),
+    ("optimizer", ["model.optimizer=adagrad"],
+     "model.optimizer: received 'adagrad'; valid: adam, sgd, rmsprop"),
+    # combinations
+    ("global-batch-indivisible", ["cpu_replicas=2", "global_batch_size=65"],
+     "global_batch_size: received 65; it must divide evenly over 2 replicas (try 64)"),
+    ("fit-central", ["strategy=central", "loop=fit"], "loop: received 'fit' with strategy=central"),
+    ("fit-multiworker", ["strategy=multiworker", "loop=fit"],
+     "loop: received 'fit' with strategy=multiworker"),
+    ("ps-without-ps", ["strategy=ps", "ps=0"], "ps: received 0; strategy=ps needs at least 1"),
+    # a user's factory
+    ("factory-missing", ["model=custom"], "model.factory: received null"),
+    ("factory-no-colon", ["model=custom", "model.factory=justaname"],
+     "model.factory: received 'justaname'; expected 'package.module:function'"),
+    ("factory-no-module", ["model=custom", "model.factory=nosuchmodule:build"],
+     "model.factory: received 'nosuchmodule:build'; no module named 'nosuchmodule'"),
+    ("factory-no-function", ["model=custom", "model.factory=factories:nosuchfunction", TRAINER],
+     "model.factory: received 'factories:nosuchfunction'; cannot import it"),
+    ("factory-raises", ["model=custom", "model.factory=factories:explode", TRAINER],
+     "model.factory: factories:explode raised RuntimeError: factory exploded on purpose"),
+    # where things are written
+    ("outputs-unwritable", ["hydra.run.dir={cwd}/afile/run"],
+     "outputs: received '{cwd}/afile/run', which cannot be written (Not a directory)"),
+    ("tracking-store-unwritable", ["tracking.uri=sqlite:///{cwd}/afile/mlflow.db"],
+     "tracking.uri: received 'sqlite:///{cwd}/afile/mlflow.db'; cannot create {cwd}/afile"),
+    ("tracking-server-down", ["tracking.uri=http://127.0.0.1:{port}"],
+     "tracking.uri: received 'http://127.0.0.1:{port}'; MLflow cannot be reached there "
+     "([Errno 111] Connection refused)"),
+    ("tracking-scheme", ["tracking.uri=bogus://x"],
+     "tracking.uri: received 'bogus://x'; MLflow cannot be reached there (unsupported URI"),
+    # clusters (issue 3): "env:NAME=value" sets the job's environment; a taken port is not an
+    # error (the job retries on free ports: tests/test_multiprocess.py)
+    ("tf-config-malformed", ["strategy=multiworker", "cluster=tf_config", "env:TF_CONFIG={bad"],
+     "TF_CONFIG: received '{bad'; expected JSON"),
+    ("tf-config-task-outside", ["strategy=multiworker", "cluster=tf_config",
+                                'env:TF_CONFIG={"cluster":{"worker":["127.0.0.1:1"]},'
+                                '"task":{"type":"worker","index":5}}'],
+     "TF_CONFIG: received task worker:5; the cluster has worker x1"),
+    ("tf-config-missing", ["strategy=multiworker", "cluster=tf_config", "env:TF_CONFIG="],
+     "cluster: received 'tf_config' but TF_CONFIG is not set"),
+    ("cluster-port", ["strategy=multiworker", "cluster.port=80"],
+     "cluster.port: received 80; expected 1024..65535"),
+]
+
+
+@pytest.mark.parametrize("args,expected", [pytest.param(a, e, id=i) for i, a, e in CASES])
+def test_bad_input(cli, args, expected):
+    (cli.cwd / "afile").write_text("a file where a directory is expected\n")
+    fill = {"cwd": str(cli.cwd), "port": str(free_port())}
+    trainer = TRAINER in args
+    env = {"CUDA_VISIBLE_DEVICES": ""}
+    env.update(a[4:].split("=", 1) for a in args if a.startswith("env:"))
+    args = [a if "TF_CONFIG" in a else a.format(**fill) for a in args
+            if a != TRAINER and not a.startswith("env:")]
+    expected = expected.format(**fill) if "{cwd}" in expected or "{port}" in expected else expected
+    r = cli(*args, "epochs=1" if not any(a.startswith("epochs") for a in args) else "seed=0",
+            env=env, timeout=120)
+    assert r.returncode not in (0, None), r
+    assert r.returncode == 2, r
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r
+    line = lines[0]
+    assert line.startswith(f"distexp: error: {expected}"), r
+    key = expected.split(":")[0]
+    # the key, what was received, what is valid: spelled out per case in `expected`; the few that
+    # say it otherwise ("needs", "try", "use", a user function that raised) are checked there too
+    assert re.match(rf"distexp: error: {re.escape(key)}: (received |unknown key|factories:)", line)
+    assert "Traceback" not in r.out
+    _, runs = mlflow_runs(cli.uri)
+    assert [run.info.status for run in runs] == (["FAILED"] if trainer else []), \
+        "a rejected job leaves no run; a job failed in the trainer leaves a FAILED one"
+    if not trainer:
+        assert "Strategy:" not in r.stdout, "no training process may start"
+
+
+def test_outputs_dir_that_is_a_file(cli):
+    """Run from a directory whose outputs/ is a file: the default run dir cannot be made."""
+    (cli.cwd / "outputs").write_text("not a directory\n")
+    r = cli("epochs=1", timeout=60)
+    assert r.returncode == 2, r
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("distexp: error: outputs: received '"), r
+    assert "(Not a directory); valid: a writable directory" in lines[0]
+    assert "Traceback" not in r.out

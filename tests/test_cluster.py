@@ -1,0 +1,150 @@
+"""Cluster plans without TensorFlow: local TF_CONFIGs, GPU split, tf_config and Slurm task roles,
+and the one-line errors for a bad cluster setting."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from distexp import cluster
+from distexp import config as C
+
+
+def _plan(compose, *overrides, visible=0, tmp=Path("/tmp")):
+    cfg = compose(*overrides)
+    C.validate(cfg)
+    return cluster.plan(cfg, tmp, visible)
+
+
+def _tf_configs(plan):
+    procs = plan.processes(Path("/tmp/config.yaml"), {}, "RUN", "sqlite:///x.db")
+    return procs, {p.name: json.loads(p.env["TF_CONFIG"]) for p in procs}
+
+
+def test_local_multiworker_plan(compose):
+    plan = _plan(compose, "strategy=multiworker", "workers=3")
+    procs, tfc = _tf_configs(plan)
+    assert [p.name for p in procs] == ["worker-0", "worker-1", "worker-2"]
+    assert (plan.replica_workers, plan.sync_workers, plan.servers) == (3, 3, [])
+    addrs = tfc["worker-0"]["cluster"]["worker"]
+    assert len(set(addrs)) == 3 and all(a.startswith("127.0.0.1:") for a in addrs)
+    assert [tfc[f"worker-{i}"]["task"] for i in range(3)] == [
+        {"type": "worker", "index": i} for i in range(3)]
+    # only the chief (worker-0) gets the MLflow run and the console
+    assert [("DISTEXP_RUN_ID" in p.env, p.console) for p in procs] == [(True, True)] + [(False, False)] * 2
+
+
+def test_local_ps_plan(compose):
+    plan = _plan(compose, "strategy=ps", "workers=2", "ps=1")
+    procs, tfc = _tf_configs(plan)
+    assert [p.name for p in procs] == ["chief", "worker-0", "worker-1", "ps-0"]
+    assert [p.server for p in procs] == [False, True, True, True]
+    assert set(tfc["chief"]["cluster"]) == {"chief", "worker", "ps"}
+    assert tfc["ps-0"]["task"] == {"type": "ps", "index": 0}
+    assert (plan.replica_workers, plan.sync_workers) == (2, 1)
+
+
+def test_new_ports_after_a_clash(compose):
+    plan = _plan(compose, "strategy=multiworker", "cluster.port=20000")
+    assert plan.cluster["worker"] == ["127.0.0.1:20000", "127.0.0.1:20001"]
+    plan.new_ports()
+    assert plan.cluster["worker"] != ["127.0.0.1:20000", "127.0.0.1:20001"]
+    assert all(a.startswith("127.0.0.1:") for a in plan.cluster["worker"])
+
+
+def test_gpus_are_split_between_local_workers(compose, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,4,5,6")
+    plan = _plan(compose, "strategy=multiworker", "workers=2", visible=4)
+    procs, _ = _tf_configs(plan)
+    assert plan.gpus_per_worker == 2
+    assert [(p.env["CUDA_VISIBLE_DEVICES"], p.env["DISTEXP_GPUS"]) for p in procs] == [
+        ("3,4", "2"), ("5,6", "2")]
+    plan = _plan(compose, "strategy=ps", "workers=2", "gpus=1", visible=4)
+    procs, _ = _tf_configs(plan)
+    assert {p.name: p.env["CUDA_VISIBLE_DEVICES"] for p in procs} == {
+        "chief": "", "worker-0": "3", "worker-1": "4", "ps-0": ""}
+    with pytest.raises(C.UserError, match="gpus: received 3 per worker; 2 local workers need 6"):
+        _plan(compose, "strategy=multiworker", "gpus=3", visible=4)
+
+
+def test_nccl_needs_gpus(compose):
+    with pytest.raises(C.UserError, match="strategy.communication: received 'nccl'"):
+        _plan(compose, "strategy=multiworker", "strategy.communication=nccl")
+
+
+@pytest.mark.parametrize("raw,needle", [
+    (None, "TF_CONFIG is not set"),
+    ("{not json", "TF_CONFIG: received '{not json'; expected JSON"),
+    ('{"cluster": 3}', "TF_CONFIG: received"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 1}}',
+     "TF_CONFIG: received task worker:1; the cluster has worker x1"),
+    ('{"cluster": {"worker": ["a:"]}, "task": {"type": "worker"}}', "host:port"),
+])
+def test_malformed_tf_config_is_one_line(compose, monkeypatch, raw, needle):
+    if raw is None:
+        monkeypatch.delenv("TF_CONFIG", raising=False)
+    else:
+        monkeypatch.setenv("TF_CONFIG", raw)
+    with pytest.raises(C.UserError) as err:
+        _plan(compose, "strategy=multiworker", "cluster=tf_config")
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("strategy,task,chief,workers", [
+    ("multiworker", {"type": "worker", "index": 0}, True, 2),
+    ("multiworker", {"type": "worker", "index": 1}, False, 2),
+    ("ps", {"type": "chief", "index": 0}, True, 2),
+    ("ps", {"type": "worker", "index": 0}, False, 2),
+])
+def test_tf_config_roles(compose, monkeypatch, strategy, task, chief, workers):
+    cl = {"worker": ["h1:1", "h2:1"]}
+    if strategy == "ps":
+        cl.update(chief=["h0:1"], ps=["h3:1"])
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cl, "task": task}))
+    plan = _plan(compose, f"strategy={strategy}", "cluster=tf_config")
+    assert plan.logs_to_mlflow is chief
+    assert plan.replica_workers == workers and plan.names == [f"{task['type']}-{task['index']}"]
+
+
+@pytest.mark.parametrize("strategy,rank,ntasks,task", [
+    ("multiworker", 0, 2, ("worker", 0, True)),
+    ("multiworker", 1, 2, ("worker", 1, False)),
+    ("ps", 0, 4, ("chief", 0, True)),
+    ("ps", 2, 4, ("worker", 1, False)),
+    ("ps", 3, 4, ("ps", 0, False)),
+])
+def test_slurm_roles(compose, monkeypatch, strategy, rank, ntasks, task):
+    monkeypatch.setenv("SLURM_PROCID", str(rank))
+    monkeypatch.setenv("SLURM_STEP_NUM_TASKS", str(ntasks))
+    plan = _plan(compose, f"strategy={strategy}", "cluster=slurm")
+    assert (plan.names[0], plan.logs_to_mlflow) == (f"{task[0]}-{task[1]}", task[2])
+
+
+def test_slurm_outside_slurm_is_one_line(compose, monkeypatch):
+    monkeypatch.delenv("SLURM_PROCID", raising=False)
+    with pytest.raises(C.UserError, match="SLURM_PROCID"):
+        _plan(compose, "strategy=multiworker", "cluster=slurm")
+
+
+@pytest.mark.parametrize("overrides,needle", [
+    (["resume=true", "loop=fit"], "resume: received true with loop=fit"),
+    (["checkpoint.every_steps=-1"], "checkpoint.every_steps: received -1"),
+    (["strategy=multiworker", "cluster.port=80"], "cluster.port: received 80"),
+    (["strategy=multiworker", "loop=fit"], "keras-team/keras#20585"),
+    (["strategy=ps", "loop=fit"], "keras-team/keras#18624"),
+])
+def test_validate_rejects(compose, overrides, needle):
+    with pytest.raises(C.UserError) as err:
+        C.validate(compose(*overrides))
+    assert needle in str(err.value)
+
+
+def test_free_ports_are_distinct():
+    ports = cluster.free_ports(8)
+    assert len(set(ports)) == 8 and all(1024 <= p < 65536 for p in ports)
+
+
+def test_checkpoint_dir_is_stable(compose):
+    cfg = compose("strategy=multiworker")
+    assert cfg.checkpoint.dir == f"{Path.cwd()}/outputs/checkpoints/multiworker-cnn-digits"

@@ -1,0 +1,41 @@
+"""GPU code paths: run only where GPUs are visible (skipped on the CPU-only CI machines)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from distexp.config import visible_gpus
+
+GPUS = visible_gpus()
+pytestmark = [pytest.mark.gpu, pytest.mark.slow,
+              pytest.mark.skipif(GPUS == 0, reason="no GPU visible (CUDA_VISIBLE_DEVICES / driver)")]
+TINY = ["epochs=1", "steps_per_epoch=5", "warmup_steps=1", "tracking.enabled=false"]
+
+
+def test_one_gpu_trains(cli):
+    job = cli.cwd / "job"
+    r = cli("strategy=one_device", "gpus=1", f"hydra.run.dir={job}", *TINY)
+    assert r.returncode == 0, r
+    assert "Number of devices: 1  (/gpu:0" in r.stdout
+    assert json.loads((job / "result.json").read_text())["perf/examples_per_sec"] > 0
+
+
+@pytest.mark.skipif(GPUS < 2, reason="needs 2 GPUs")
+@pytest.mark.parametrize("cdo", ["nccl", "hierarchical_copy", "reduction_to_one_device"])
+def test_mirrored_two_gpus(cli, cdo):
+    r = cli("strategy=mirrored", "gpus=2", f"strategy.cross_device_ops={cdo}", *TINY)
+    assert r.returncode == 0, r
+    assert "Number of devices: 2  (/gpu:0, /gpu:1" in r.stdout
+
+
+def test_all_visible_gpus_by_default(cli):
+    r = cli("strategy=mirrored", *TINY)
+    assert r.returncode == 0, r
+    assert f"Number of devices: {GPUS}" in r.stdout
+
+
+def test_more_gpus_than_visible_is_an_error(cli):
+    r = cli(f"gpus={GPUS + 1}", *TINY)
+    assert r.returncode == 2
+    assert f"gpus: received {GPUS + 1}; {GPUS} GPU(s) visible" in r.stderr

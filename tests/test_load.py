@@ -1,0 +1,157 @@
+"""Load: a 20-job sweep with a second sweep running into the same SQLite store at the same time,
+and two concurrent sweeps into the PostgreSQL-backed MLflow server; then the MLflow UI on the
+20-job store, seen in headless Chromium.
+
+Nothing may be lost: every job is one FINISHED run with its config and log stored, no process is
+left. (Sweeps have no parent run on this branch - issue 4 adds them - so the checks are per job.)
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, mlflow_runs
+from servers import MlflowServer, Rest, free_port, metrics, tags
+from test_lifecycle import processes_mentioning
+
+pytestmark = pytest.mark.slow
+
+TINY = ["strategy=one_device", "model=mlp", "dataset=synthetic", "dataset.shape=[8,8,1]",
+        "dataset.size=256", "epochs=1", "steps_per_epoch=3", "warmup_steps=0",
+        "batch_size_per_replica=16"]
+BIG = 20
+CHROMIUM = "/usr/bin/chromium"
+SCREENSHOT = ROOT / "docs" / "mlflow-ui-sweep.png"
+
+
+def _sweep(cwd: Path, sweep_dir: Path, uri: str, seeds: str, experiment: str = "distexp"):
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    env["PYTHONPATH"] = f"{ROOT}:{ROOT / 'tests'}"
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    log = open(cwd / f"{sweep_dir.name}.out", "w")
+    return subprocess.Popen(
+        [sys.executable, "-m", "distexp", "-m", f"hydra.sweep.dir={sweep_dir}",
+         f"tracking.uri={uri}", f"tracking.experiment={experiment}", f"seed={seeds}", *TINY],
+        cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+
+
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory, mlflow_server):
+    """Four sweeps at once: 20 + 3 jobs into one SQLite file, 2 + 2 jobs into the server."""
+    base = tmp_path_factory.mktemp("load")
+    sqlite = f"sqlite:///{base / 'outputs' / 'mlflow.db'}"
+    procs = {
+        "big": _sweep(base, base / "big", sqlite, f"range(0,{BIG})"),
+        "side": _sweep(base, base / "side", sqlite, "100,101,102"),
+        "srv-a": _sweep(base, base / "srv-a", mlflow_server.url, "200,201", "load"),
+        "srv-b": _sweep(base, base / "srv-b", mlflow_server.url, "300,301", "load"),
+    }
+    codes = {}
+    try:
+        for name, p in procs.items():
+            codes[name] = p.wait(timeout=900)
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+    return {"base": base, "sqlite": sqlite, "codes": codes, "server": mlflow_server}
+
+
+def _job_dirs(sweep_dir: Path):
+    return sorted(p for p in sweep_dir.iterdir() if p.is_dir() and (p / "config.yaml").exists())
+
+
+def test_twenty_job_sweep_and_a_concurrent_one_lose_nothing_in_sqlite(sweeps):
+    base = sweeps["base"]
+    for name in ("big", "side"):
+        assert sweeps["codes"][name] == 0, (base / f"{name}.out").read_text()[-3000:]
+    client, runs = mlflow_runs(sweeps["sqlite"])
+    by_sweep = {"big": [], "side": []}
+    for run in runs:
+        job_dir = Path(run.data.tags["distexp.job_dir"])
+        by_sweep[job_dir.parent.name].append(run)
+    assert len(by_sweep["big"]) == BIG and len(by_sweep["side"]) == 3
+    assert {r.info.status for r in runs} == {"FINISHED"}
+    assert sorted(int(r.data.params["seed"]) for r in by_sweep["big"]) == list(range(BIG))
+    for run in runs:
+        assert run.data.metrics["perf/examples_per_sec"] > 0
+        assert run.data.metrics["train/loss"] > 0
+        arts = {a.path for a in client.list_artifacts(run.info.run_id)}
+        logs = {a.path for a in client.list_artifacts(run.info.run_id, "logs")}
+        assert {"config.yaml", "overrides.yaml"} <= arts and "logs/chief.log" in logs, run.info.run_id
+    assert len(_job_dirs(base / "big")) == BIG
+    assert processes_mentioning(str(base)) == []
+
+
+def test_concurrent_sweeps_into_the_server_lose_nothing(sweeps):
+    base = sweeps["base"]
+    for name in ("srv-a", "srv-b"):
+        assert sweeps["codes"][name] == 0, (base / f"{name}.out").read_text()[-3000:]
+    api = Rest(sweeps["server"].url)
+    runs = api.runs("load")
+    assert len(runs) == 4
+    assert {r["info"]["status"] for r in runs} == {"FINISHED"}
+    assert sorted(Path(tags(r)["distexp.job_dir"]).parent.name for r in runs) == \
+        ["srv-a", "srv-a", "srv-b", "srv-b"]
+    for r in runs:
+        assert metrics(r)["perf/examples_per_sec"] > 0
+        arts = api.artifacts(r["info"]["run_id"])
+        assert {"config.yaml", "logs/chief.log"} <= arts
+    assert processes_mentioning(str(base)) == []
+
+
+def look_at_runs(url: str, experiment_id: str, run_name: str, n_runs: int, screenshot: Path) -> None:
+    """Open the experiment's runs table in headless Chromium, add the perf/examples_per_sec
+    column, check what is on screen, save a screenshot."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        # Playwright gives the browser a fresh, empty profile dir of its own
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-quic",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 900})
+            page.goto(f"{url}/#/experiments/{experiment_id}/runs")
+            page.get_by_text(run_name).first.wait_for(timeout=90_000)
+            matching = f"{n_runs} matching run" + ("s" if n_runs > 1 else "")
+            page.get_by_text(matching).first.wait_for(timeout=30_000)
+            close = page.get_by_role("button", name="Close", exact=True)  # the Assistant panel
+            if close.count():
+                close.first.click()
+            page.get_by_role("button", name="Columns").click()
+            # hide three empty attribute columns, show the figures a sweep is compared by
+            for column in ("Dataset", "Source", "Models", "perf/examples_per_sec", "eval/accuracy",
+                           "seed"):
+                page.get_by_text(column, exact=True).last.click()
+            page.keyboard.press("Escape")
+            header = page.get_by_role("columnheader", name="perf/examples_per_sec").first
+            header.wait_for(timeout=30_000)
+            box = header.bounding_box()
+            assert header.is_visible() and box and box["x"] + box["width"] <= 1500, box
+            assert page.get_by_text(run_name).count() >= min(n_runs, 10)
+            page.wait_for_timeout(500)
+            screenshot.parent.mkdir(exist_ok=True)
+            page.screenshot(path=str(screenshot))
+        finally:
+            browser.close()
+
+
+def test_mlflow_ui_shows_the_sweep(sweeps, tmp_path):
+    """`mlflow server` on the 20-job store, opened in Debian's Chromium (driven by Playwright):
+    the runs and the perf/examples_per_sec column are on screen; the screenshot goes to docs/."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} not found (apt-get install chromium; .ci/run does)")
+    pytest.importorskip("playwright.sync_api")
+    ui = MlflowServer.start(sweeps["sqlite"], tmp_path / "artifacts", tmp_path / "ui.log")
+    try:
+        exp = Rest(ui.url).experiment_id("distexp")
+        look_at_runs(ui.url, exp, "one_device-mlp-synthetic-r1", BIG + 3, SCREENSHOT)
+        assert 0 < SCREENSHOT.stat().st_size < 300_000
+    finally:
+        ui.stop()

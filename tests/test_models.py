@@ -1,0 +1,54 @@
+"""Models take their input shape and classes from the dataset; too-small inputs are resized or
+refused in one line. Through the CLI (each case is one short training process)."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+TINY = ["epochs=1", "steps_per_epoch=2", "warmup_steps=0", "batch_size_per_replica=8",
+        "tracking.enabled=false"]
+
+
+@pytest.mark.parametrize("model,params", [
+    ("mlp", 8_320 + 1_290),            # 64*128+128 + 128*10+10
+    ("cnn", 19_466),                   # the tutorial CNN on 8x8x1 digits
+    # published 3-channel/1000-class counts minus the first conv's 2 extra channels and the
+    # 1000-class head, plus a 10-class head:
+    ("mobilenet_v2", 3_538_984 - 2 * 3 * 3 * 32 - 1_281_000 + 12_810),
+    ("resnet50", 25_636_712 - 2 * 7 * 7 * 64 - 2_049_000 + 20_490),
+])
+def test_model_trains_on_digits(cli, model, params):
+    job = cli.cwd / "job"
+    r = cli(f"model={model}", f"hydra.run.dir={job}", *TINY)
+    assert r.returncode == 0, r
+    n = int(re.search(r"Model: \S+ \(([\d,]+) parameters\)", r.stdout).group(1).replace(",", ""))
+    assert n == params
+    assert "input [8, 8, 1], 10 classes" in r.stdout
+    result = json.loads((job / "result.json").read_text())
+    assert result["train/loss"] > 0 and 0 <= result["eval/accuracy"] <= 1
+
+
+def test_synthetic_shape_and_classes_reach_the_model(cli):
+    r = cli("model=mlp", "dataset=synthetic", "dataset.shape=[12]", "dataset.num_classes=3",
+            "dataset.size=64", *TINY)
+    assert r.returncode == 0, r
+    assert "input [12], 3 classes" in r.stdout
+    assert "(2,051 parameters)" in r.stdout  # 12*128+128 + 128*3+3
+
+
+def test_too_small_input_is_refused_when_resize_is_off(cli):
+    r = cli("model=resnet50", "model.resize=false", *TINY)
+    assert r.returncode == 2, r
+    assert r.stderr.strip().splitlines()[-1] == (
+        "distexp: error: model: resnet50 needs inputs of at least 32x32; received 8x8 with "
+        "model.resize=false (set model.resize=true to resize)")
+
+
+def test_conv_model_refuses_flat_input(cli):
+    r = cli("model=cnn", "dataset=synthetic", "dataset.shape=[12]", *TINY)
+    assert r.returncode == 2, r
+    assert "distexp: error: model: received 'cnn' with input shape [12]" in r.stderr

@@ -1,0 +1,118 @@
+"""Experiment presets, TFDS options, dataset=custom and the Optuna config compose and validate;
+TFDS data that is not prepared is one line before TensorFlow; the presets train under TFDS mock
+data (the trainer honours DISTEXP_TFDS_MOCK=N: tfds.testing.mock_data(num_examples=N))."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import CONF
+from distexp import config as C
+
+PRESETS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+TINY = ["epochs=1", "steps_per_epoch=3", "warmup_steps=1", "tracking.enabled=false", "gpus=0"]
+
+
+def test_the_issue_presets_exist():
+    assert set(PRESETS) >= {"keras_mnist", "custom_fashion_mnist", "cassava_resnet50",
+                            "cats_vs_dogs_mobilenetv2", "scaling"}
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_preset_composes(compose, preset):
+    cfg = compose(f"experiment={preset}")
+    C.validate(cfg)
+
+
+def test_presets_say_what_the_tutorials_do(compose):
+    k = compose("experiment=keras_mnist")
+    assert (k.model.name, k.dataset.name, k.loop.name, k.epochs, k.model.optimizer,
+            k.batch_size_per_replica) == ("cnn", "mnist", "fit", 12, "adam", 64)
+    f = compose("experiment=custom_fashion_mnist")
+    assert (f.dataset.tfds_name, f.loop.name) == ("fashion_mnist", "custom")
+    c = compose("experiment=cassava_resnet50")
+    assert (c.model.name, c.dataset.tfds_name, c.batch_size_per_replica) == ("resnet50", "cassava", 64)
+    m = compose("experiment=cats_vs_dogs_mobilenetv2")
+    assert (m.model.name, list(m.dataset.image_size), m.batch_size_per_replica) == \
+        ("mobilenet_v2", [224, 224], 64)
+    s = compose("experiment=scaling", "hydra.mode=MULTIRUN")
+    assert s.dataset.name == "synthetic"
+
+
+def test_optuna_search_composes(compose):
+    cfg = compose("hparams_search=optuna")
+    C.validate(cfg)
+    assert cfg.objective == "eval/accuracy"
+
+
+@pytest.mark.parametrize("overrides,needle", [
+    (["dataset=tfds"], "dataset.tfds_name: received nothing; dataset=tfds needs a TFDS builder"),
+    (["dataset=mnist", "dataset.preprocessing=bogus"], "dataset.preprocessing: received 'bogus'"),
+    (["dataset=mnist", "dataset.image_size=[0,4]"], "dataset.image_size: received [0, 4]"),
+    (["dataset=custom"], "dataset.factory: received null; dataset=custom needs"),
+    (["objective=eval/acc"], "objective: received 'eval/acc'; valid: eval/accuracy"),
+])
+def test_validate_rejects(compose, overrides, needle):
+    with pytest.raises(C.UserError) as err:
+        C.validate(compose(*overrides))
+    assert needle in str(err.value)
+
+
+def test_tfds_offline_without_data_is_one_line(cli):
+    empty = cli.cwd / "no_data"
+    r = cli("dataset=mnist", f"dataset.data_dir={empty}", timeout=120)
+    assert r.returncode == 2, r
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r
+    assert lines[0].startswith(f"distexp: error: dataset: mnist is not prepared in {empty} "
+                               f"(looked for {empty}/mnist/"), r
+    assert "tfds build mnist --data_dir DIR" in lines[0]
+    assert "Traceback" not in r.out
+    assert not (cli.cwd / "outputs" / "mlflow.db").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["keras_mnist", "custom_fashion_mnist"])
+def test_preset_trains_under_tfds_mock_data(cli, preset):
+    job = cli.cwd / "job"
+    r = cli(f"experiment={preset}", f"hydra.run.dir={job}", "cpu_replicas=2",
+            "dataset.data_dir=/nonexistent", *TINY, env={"DISTEXP_TFDS_MOCK": "96"}, timeout=300)
+    assert r.returncode == 0, r
+    assert "Number of devices: 2" in r.stdout
+    assert "input [28, 28, 1], 10 classes" in r.stdout
+    result = json.loads((job / "result.json").read_text())
+    assert 0 <= result["eval/accuracy"] <= 1 and result["train/loss"] > 0
+    assert result["perf/examples_per_sec"] > 0
+    steps = (job / "steps.csv").read_text().splitlines()
+    assert len(steps) == 1 + 3
+
+
+@pytest.mark.slow
+def test_variable_size_images_are_resized_under_mock_data(cli):
+    job = cli.cwd / "job"
+    r = cli("dataset=cats_vs_dogs", "dataset.image_size=[32,32]", "model=mlp", "strategy=one_device",
+            f"hydra.run.dir={job}", *TINY, env={"DISTEXP_TFDS_MOCK": "40"}, timeout=300)
+    assert r.returncode == 0, r
+    assert "input [32, 32, 3], 2 classes" in r.stdout
+
+
+@pytest.mark.slow
+def test_custom_dataset_arrays_and_tf_data(cli):
+    """dataset=custom: a user's function returning NumPy arrays, then tf.data (a 2-job sweep)."""
+    r = cli("-m", "dataset=custom", "dataset.factory=factories:blobs,factories:blobs_tfdata",
+            "model=mlp", "strategy=one_device", "epochs=3", "batch_size_per_replica=32",
+            "warmup_steps=1", "tracking.enabled=false", "hydra.sweep.dir=sweep", timeout=300)
+    assert r.returncode == 0, r
+    for n in (0, 1):
+        job = cli.cwd / "sweep" / str(n)
+        result = json.loads((job / "result.json").read_text())
+        assert result["eval/accuracy"] > 0.9, (n, result)
+    assert r.stdout.count("input [8], 3 classes") == 2, r
+
+
+def test_slurm_launcher_config_composes(cli):
+    r = cli("--cfg", "hydra", "hydra/launcher=slurm", timeout=60)
+    assert r.returncode == 0, r
+    assert "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher" in r.stdout
+    assert "cpus_per_task: 8" in r.stdout

@@ -1,0 +1,138 @@
+"""distexp.report on runs written straight into a temporary MLflow store: exact speed-up and
+efficiency, the missing-baseline wording, valid PNGs, artifacts on the parent run. No TensorFlow."""
+from __future__ import annotations
+
+import csv
+import sys
+
+import pytest
+
+from distexp import report
+
+
+def _run(client, exp, name, status, params, metrics, tags, loss=()):
+    from mlflow.entities import Metric, Param
+
+    run = client.create_run(exp, run_name=name, tags=tags)
+    rid = run.info.run_id
+    client.log_batch(rid, params=[Param(k, str(v)) for k, v in params.items()],
+                     metrics=[Metric(k, v, 1000, 1) for k, v in metrics.items()])
+    for step, value in loss:
+        client.log_metric(rid, "train/loss", value, step=step)
+    client.set_terminated(rid, status)
+    return rid
+
+
+def _job(strategy, replicas, gb, model="cnn", workers=1):
+    return {"strategy.name": strategy, "model.name": model, "dataset.name": "synthetic",
+            "loop.name": "custom", "num_replicas": replicas, "num_workers": workers,
+            "global_batch_size": gb}
+
+
+def _perf(rate, ci, acc=0.5, ttfs=7.0):
+    return {"perf/examples_per_sec": rate, "perf/examples_per_sec_ci95": ci,
+            "eval/accuracy": acc, "perf/time_to_first_step_s": ttfs}
+
+
+@pytest.fixture
+def store(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("distexp", artifact_location=(tmp_path / "art").as_uri())
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    parent = client.create_run(exp, run_name="sweep-s1", tags={
+        "distexp.sweep_id": "s1", "distexp.run_kind": "sweep", "distexp.sweep_dir": str(sweep_dir)})
+    pid = parent.info.run_id
+    tags = lambda n: {"distexp.sweep_id": "s1", "distexp.run_kind": "job",  # noqa: E731
+                      "mlflow.parentRunId": pid, "distexp.job_num": str(n)}
+    _run(client, exp, "one_device-r1", "FINISHED", _job("one_device", 1, 64), _perf(1000.0, 30.0),
+         tags(0), loss=[(1, 2.0), (2, 1.5), (2, 1.5)])
+    _run(client, exp, "mirrored-r2", "FINISHED", _job("mirrored", 2, 128), _perf(1800.0, 40.0),
+         tags(1), loss=[(1, 2.1), (2, 1.4)])
+    _run(client, exp, "central-r2", "FINISHED", _job("central", 2, 128), _perf(1500.0, 0.0), tags(2))
+    _run(client, exp, "mirrored-r4", "FAILED", _job("mirrored", 4, 256), {}, tags(3))
+    _run(client, exp, "resnet-r2", "FINISHED", _job("mirrored", 2, 128, model="resnet50"),
+         _perf(90.0, 5.0), tags(4))
+    # another sweep's run and an older sweep: must not be picked up
+    client.create_run(exp, run_name="old", tags={"distexp.sweep_id": "s0",
+                                                 "distexp.run_kind": "job"})
+    client.set_terminated(pid, "FINISHED")
+    return client, uri, pid, sweep_dir
+
+
+def test_speedup_and_efficiency_are_exact(store):
+    client, uri, pid, sweep_dir = store
+    rows, out, md = report.build(uri)  # default: the latest sweep
+    assert out == sweep_dir / "report"
+    by = {r.run_name: r for r in rows}
+    assert set(by) == {"one_device-r1", "mirrored-r2", "central-r2", "mirrored-r4", "resnet-r2"}
+    assert by["one_device-r1"].speedup == 1.0 and by["one_device-r1"].efficiency == 1.0
+    assert by["mirrored-r2"].speedup == pytest.approx(1.8, abs=1e-12)
+    assert by["mirrored-r2"].efficiency == pytest.approx(0.9, abs=1e-12)
+    assert by["central-r2"].speedup == pytest.approx(1.5, abs=1e-12)
+    assert by["central-r2"].efficiency == pytest.approx(0.75, abs=1e-12)
+    # spread of the speed-up: first-order propagation of both 95 % half-widths
+    assert by["mirrored-r2"].speedup_ci95 == pytest.approx(1.8 * ((40 / 1800) ** 2 + (30 / 1000) ** 2) ** 0.5)
+    assert by["mirrored-r2"].baseline == "one_device r1 (weak)"
+    # no invented numbers: no baseline for resnet50, nothing for the failed run
+    assert by["resnet-r2"].speedup is None and by["resnet-r2"].baseline == report.NO_BASELINE
+    assert by["mirrored-r4"].speedup is None and by["mirrored-r4"].baseline == "n/a (failed)"
+    assert "no 1-replica baseline" in md and "1.80x" in md and "90%" in md and "75%" in md
+    assert by["one_device-r1"].loss == [(1, 2.0), (2, 1.5)]
+
+    with open(out / "report.csv") as f:
+        got = {r["run_name"]: r for r in csv.DictReader(f)}
+    assert float(got["mirrored-r2"]["speedup"]) == pytest.approx(1.8)
+    assert float(got["mirrored-r2"]["efficiency"]) == pytest.approx(0.9)
+    assert got["resnet-r2"]["speedup"] == "" and got["resnet-r2"]["baseline"] == report.NO_BASELINE
+
+    from PIL import Image
+
+    for name in ("throughput", "efficiency", "loss"):
+        path = out / f"{name}.png"
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        with Image.open(path) as im:
+            im.verify()
+            assert im.size[0] > 100 and im.size[1] > 100
+    logged = {a.path for a in client.list_artifacts(pid, "report")}
+    assert logged == {f"report/{n}" for n in ("report.md", "report.csv", "throughput.png",
+                                              "efficiency.png", "loss.png")}
+    assert "tensorflow" not in sys.modules
+
+
+def test_strong_scaling_baseline_and_filter(store):
+    client, uri, pid, sweep_dir = store
+    exp = client.get_experiment_by_name("distexp").experiment_id
+    # fixed global batch 128: the 1-replica run at 128 is the baseline of a 2-replica run at 128
+    tags = {"distexp.sweep_id": "s2", "distexp.run_kind": "job"}
+    parent = client.create_run(exp, run_name="sweep-s2", tags={
+        "distexp.sweep_id": "s2", "distexp.run_kind": "sweep"})
+    _run(client, exp, "od", "FINISHED", _job("one_device", 1, 128), _perf(1200.0, 10.0), tags)
+    _run(client, exp, "mir", "FINISHED", _job("mirrored", 2, 128), _perf(1800.0, 10.0), tags)
+    rows, out, _ = report.build(uri, sweep_id="s2", out=sweep_dir / "s2", log=False)
+    by = {r.run_name: r for r in rows}
+    assert by["mir"].speedup == pytest.approx(1.5) and by["mir"].efficiency == pytest.approx(0.75)
+    assert by["mir"].baseline == "one_device r1 (strong)"
+    assert not client.list_artifacts(parent.info.run_id)
+    rows, _, _ = report.build(uri, sweep_id="s1", filter_string="params.`strategy.name` = 'mirrored'",
+                              out=sweep_dir / "f", log=False)
+    assert {r.run_name for r in rows} == {"mirrored-r2", "mirrored-r4", "resnet-r2"}
+    assert all(r.speedup is None for r in rows)  # the baseline was filtered out: said, not made up
+
+
+def test_report_cli_errors_are_one_line(tmp_path, capsys):
+    assert report.main(["--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("distexp.report: error: --tracking-uri: no MLflow "
+                                               "store at")
+
+
+def test_report_cli_unknown_sweep(store, capsys):
+    _, uri, _, _ = store
+    assert report.main(["--tracking-uri", uri, "--sweep-id", "nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("distexp.report: error: --sweep-id: found no sweep 'nope' in experiment "
+                   "'distexp'; run `python -m distexp -m ...` or pass --filter to report any runs")
