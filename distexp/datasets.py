@@ -147,7 +147,7 @@ def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard_policy=N
                                reshuffle_each_iteration=True)
                  .repeat().batch(global_batch, drop_remainder=True).prefetch(prefetch))
         ev = ev.batch(global_batch).prefetch(prefetch)
-        return _with_shard_policy(tf, train, ev, shard_policy)
+        return _with_shard_policy(tf, train, ev, shard_policy, int(cfg.dataset.threadpool))
     train = tf.data.Dataset.from_tensor_slices((arrays.x_train, arrays.y_train))
     if shard is not None:
         train = train.shard(*shard)
@@ -160,13 +160,13 @@ def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard_policy=N
     train = train.prefetch(prefetch)
     ev = (tf.data.Dataset.from_tensor_slices((arrays.x_eval, arrays.y_eval))
           .batch(global_batch).cache().prefetch(prefetch))
-    return _with_shard_policy(tf, train, ev, shard_policy)
+    return _with_shard_policy(tf, train, ev, shard_policy, int(cfg.dataset.threadpool))
 
 
-def _with_shard_policy(tf, train, ev, shard_policy):
+def _with_shard_policy(tf, train, ev, shard_policy, threadpool: int = 0):
     options = tf.data.Options()
-    if cfg.dataset.get("threadpool", 0) > 0:
-        options.threading.private_threadpool_size = int(cfg.dataset.threadpool)
+    if threadpool > 0:  # dataset.threadpool: a private pool for this pipeline
+        options.threading.private_threadpool_size = threadpool
     options.experimental_distribute.auto_shard_policy = (
         shard_policy if shard_policy is not None else tf.data.experimental.AutoShardPolicy.DATA)
     return train.with_options(options), ev.with_options(options)
