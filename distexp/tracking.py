@@ -2,12 +2,14 @@
 
 The job process (distexp.job) owns the run's life: it creates the run, logs the resolved config
 and artifacts, and always ends the run FINISHED, FAILED or KILLED, whatever the training processes
-did (even a SIGKILLed trainer cannot leave it RUNNING). The chief training process only appends to
-that run, by id (``RunLogger``); other workers never receive the id, so they cannot log.
+did (even a SIGKILLed trainer cannot leave it RUNNING). Only the chief training process adds to
+that run (``RunLogger``, normally through the job process: see ``Forwarder`` below); other
+workers never receive a sink or a run id, so they cannot log.
 
 A tracking server that is down or dies (``Offline``):
-- at start: the job process probes it with no retries and a short timeout (MLflow's HTTP client
-  otherwise retries for minutes) and stops with one line before any training process starts;
+- at start: the job process checks it (``probe``: a TCP connect with a short timeout) and stops
+  with one line before any training process starts; the run is then created with no retries and
+  a short timeout (MLflow's HTTP client otherwise retries for minutes);
 - during the job: the first failed call switches that side to offline mode; every later metric,
   param, artifact and the run's final status are appended to ``<job_dir>/mlflow-offline.jsonl``
   and ``python -m distexp.tracking import <job_dir>`` replays them into the run once the server is
