@@ -127,7 +127,25 @@ def _client(uri: str):
     if redact(uri) != uri:  # MLflow prints "View run ... at: <URI with the password>" on end
         os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
 
-    return MlflowClient(tracking_uri=uri)
+    store_dir = _sqlite_dir(uri)
+    if store_dir is None:
+        return MlflowClient(tracking_uri=uri)
+    try:
+        store_dir.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return MlflowClient(tracking_uri=uri)  # fails on first use; JobRun makes that one line
+    # Two processes opening a new SQLite store at once both run MLflow's schema migrations and
+    # one fails ("Online migration expected to match one row", "table runs already exists"):
+    # concurrent sweeps into a fresh store hit it. MlflowClient() opens (creates, migrates) the
+    # store, so construct it under an exclusive file lock beside the database.
+    import fcntl
+
+    with open(store_dir / (Path(uri[len("sqlite:///"):]).name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return MlflowClient(tracking_uri=uri)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _experiment_id(client, name: str, uri: str) -> str:
