@@ -10,9 +10,15 @@
 - When: every `checkpoint.every_steps` steps (null = at every epoch's end, 0 = never) and at the end.
 - A fresh job (resume=false) deletes the checkpoints a previous job left in `checkpoint.dir`, so a
   later resume can never continue someone else's training.
+- One job at a time: the chief holds an exclusive lock on `checkpoint.dir` while it trains (the
+  kernel drops it when the process dies, so a crashed job's directory is free for its resume).
+  Concurrent jobs of the same strategy/model/dataset (parallel or concurrent sweeps) would
+  otherwise overwrite each other's files: a fresh job that finds the directory busy writes to
+  `<checkpoint.dir>.<pid>` instead and says so; a resume that finds it busy is a user error.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -35,12 +41,24 @@ class Checkpoints:
         self.logger = logger  # tracking.RunLogger: the run says whether and whence it resumed
         self.ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
         self._tmp: Optional[str] = None
+        self._lock = None
         self.manager = None
         if self.saves:
             if chief:
+                self._lock = _take(self.real)
+                if self._lock is None:
+                    if self.resume:
+                        from distexp.config import UserError
+
+                        raise UserError(f"checkpoint.dir: received {str(self.real)!r}; another "
+                                        "running job is using it, so there is nothing safe to "
+                                        "resume from: wait for it, or set checkpoint.dir")
+                    busy, self.real = self.real, Path(f"{self.real}.{os.getpid()}")
+                    self._lock = _take(self.real)
+                    say(f"checkpoint: {busy} is in use by another running job; this job's "
+                        f"checkpoints go to {self.real}")
                 if not self.resume:
                     clear(self.real)
-                self.real.mkdir(parents=True, exist_ok=True)
                 where = str(self.real)
             else:
                 where = self._tmp = tempfile.mkdtemp(prefix="distexp-ckpt-")
@@ -83,6 +101,23 @@ class Checkpoints:
     def close(self) -> None:
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
+        if self._lock is not None:
+            self._lock.close()  # releases the flock
+            self._lock = None
+
+
+def _take(directory: Path):
+    """An open file holding an exclusive flock on `directory`, or None when another process has it."""
+    import fcntl
+
+    directory.mkdir(parents=True, exist_ok=True)
+    f = open(directory / ".distexp.lock", "a")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        return None
+    return f
 
 
 def clear(directory: Path) -> None:
