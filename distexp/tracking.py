@@ -177,14 +177,7 @@ def probe(uri: str, timeout: float = 10.0) -> None:
     else is checked when the run is created (JobRun, in the Forwarder's thread)."""
     from distexp.config import UserError
 
-    store_dir = _sqlite_dir(uri)
-    if store_dir is not None:
-        try:
-            store_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as ex:
-            raise UserError(f"tracking.uri: received {uri!r}; cannot create {store_dir} "
-                            f"({ex.strerror}); valid: a writable place, or "
-                            "tracking.enabled=false") from None
+    if _make_store_dir(uri) is not None:
         return
     parts = urlsplit(uri)
     if parts.scheme in ("http", "https") and parts.hostname:
@@ -195,6 +188,22 @@ def probe(uri: str, timeout: float = 10.0) -> None:
             raise UserError(_unreachable(uri, ex)) from None
 
 
+def _make_store_dir(uri: str) -> Optional[Path]:
+    """For a sqlite URI, create the database's directory (one-line UserError when it cannot be)
+    and return it; None for any other URI."""
+    from distexp.config import UserError
+
+    store_dir = _sqlite_dir(uri)
+    if store_dir is not None:
+        try:
+            store_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as ex:
+            raise UserError(f"tracking.uri: received {uri!r}; cannot create {store_dir} "
+                            f"({ex.strerror}); valid: a writable place, or "
+                            "tracking.enabled=false") from None
+    return store_dir
+
+
 class JobRun:
     """The MLflow run of one job, owned by the job process."""
 
@@ -202,14 +211,7 @@ class JobRun:
                  params: Mapping[str, str]):
         from distexp.config import UserError
 
-        store_dir = _sqlite_dir(uri)
-        if store_dir is not None:
-            try:
-                store_dir.mkdir(parents=True, exist_ok=True)
-            except OSError as ex:
-                raise UserError(f"tracking.uri: received {uri!r}; cannot create {store_dir} "
-                                f"({ex.strerror}); valid: a writable place, or "
-                                "tracking.enabled=false") from None
+        _make_store_dir(uri)
         self.uri = uri
         self.offline: Optional[Offline] = None
         try:
