@@ -15,7 +15,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 STRATEGIES = ("one_device", "mirrored", "central", "multiworker", "ps")
-MODELS = ("mlp", "cnn", "resnet50", "mobilenet_v2", "custom")
+MODELS = ("mlp", "cnn", "resnet50", "mobilenet_v2", "gru_seq2seq", "custom")
+TOKENS = ("word", "char", "auto")
 LOOPS = ("custom", "fit")
 CLUSTERS = ("local", "tf_config", "slurm")
 CROSS_DEVICE_OPS = ("nccl", "hierarchical_copy", "reduction_to_one_device")
@@ -23,10 +24,10 @@ COMMUNICATIONS = ("auto", "ring", "nccl")
 OPTIMIZERS = ("adam", "sgd", "rmsprop")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 PREPROCESSING = ("scale", "standardize", "none")
-# What a job can return to a sweeper (`objective`): the final figures in result.json.
-OBJECTIVES = ("eval/accuracy", "eval/loss", "train/accuracy", "train/loss",
-              "perf/examples_per_sec", "perf/examples_per_sec_per_replica",
-              "perf/step_time_ms_p50", "perf/time_to_first_step_s")
+# What a job can return to a sweeper (`objective`): the task's figures (tasks.Task.figures)
+# and these performance figures, all final values in result.json.
+PERF_OBJECTIVES = ("perf/examples_per_sec", "perf/examples_per_sec_per_replica",
+                   "perf/step_time_ms_p50", "perf/time_to_first_step_s")
 
 
 class UserError(Exception):
@@ -54,11 +55,16 @@ class ModelConfig:
     # model=custom: "package.module:function" called inside strategy.scope() as
     # fn(input_shape=(h, w, c), num_classes=k) -> keras.Model returning logits.
     factory: Optional[str] = None
+    # gru_seq2seq: embedding size and GRU units (encoder and decoder).
+    embedding_dim: int = 256
+    units: int = 1024
 
 
 @dataclass
 class DatasetConfig:
     name: str = MISSING
+    # The task this dataset implies (distexp.tasks): classification, seq2seq, ...
+    task: str = "classification"
     # digits: fraction held out for evaluation (split fixed by `seed`).
     test_fraction: float = 0.2
     # synthetic: image shape, classes and number of examples (train; eval gets size // 4).
@@ -88,6 +94,25 @@ class DatasetConfig:
     # Keep the decoded, preprocessed examples in memory after the first pass.
     cache: bool = True
     # dataset=custom: "package.module:function" called in the trainer as function(seed=..., **kwargs).
+    factory: Optional[str] = None
+    kwargs: Dict[str, Any] = field(default_factory=dict)
+    # text_pairs: the sentence-pair file (source<TAB>target[<TAB>...] per line); both: how each
+    # side is split into tokens (word, char, or auto = char for text without spaces), pairs
+    # longer than max_length tokens on either side dropped, vocabulary capped at vocab_size
+    # (most frequent first; null = no cap).
+    path: Optional[str] = None
+    source_tokens: str = "auto"
+    target_tokens: str = "auto"
+    max_length: Optional[int] = None
+    vocab_size: Optional[int] = None
+
+
+@dataclass
+class TaskConfig:
+    # null = the dataset's task (dataset.task); classification, seq2seq, or custom.
+    name: Optional[str] = None
+    # A user's task: "package.module:function" called in the trainer as function(**kwargs),
+    # returning a distexp.tasks.Task (setting it implies name=custom).
     factory: Optional[str] = None
     kwargs: Dict[str, Any] = field(default_factory=dict)
 
@@ -137,6 +162,7 @@ class Config:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
     # Continue from the latest checkpoint in checkpoint.dir (a fresh start when there is none).
     resume: bool = False
     gpus: Optional[int] = None
@@ -166,8 +192,12 @@ class Config:
     target_accuracy: Optional[float] = None
     # Measure the devices' peak FLOP/s (a ~1 s matmul benchmark after training) for perf/mfu.
     measure_peak_flops: bool = True
-    # The final figure a job returns to Hydra (what a sweeper such as Optuna optimises).
-    objective: str = "eval/accuracy"
+    # The final figure a job returns to Hydra (what a sweeper such as Optuna optimises);
+    # null = the task's (eval/accuracy for classification, eval/token_accuracy for seq2seq).
+    objective: Optional[str] = None
+    # Stop when the training loss becomes NaN or infinite (Keras' TerminateOnNaN): the run ends
+    # FAILED, tagged distexp.diverged. false = train on (still tagged; figures not valid).
+    terminate_on_nan: bool = True
 
 
 def _cwd() -> str:
@@ -287,7 +317,7 @@ def validate(cfg: DictConfig) -> None:
         if ds.image_size is not None and (len(ds.image_size) != 2 or min(ds.image_size) < 1):
             raise UserError(f"dataset.image_size: received {list(ds.image_size)}; expected [h, w] "
                             "with sizes >= 1, or null")
-    _choice("objective", cfg.objective, OBJECTIVES)
+    _validate_task(cfg)
     if not 0 < ds.test_fraction < 1:
         raise UserError(f"dataset.test_fraction: received {ds.test_fraction}; expected 0 < x < 1")
 
@@ -299,6 +329,18 @@ def validate(cfg: DictConfig) -> None:
         ref = "keras-team/keras#20585" if cfg.strategy.name == "multiworker" else "keras-team/keras#18624"
         raise UserError(f"loop: received 'fit' with strategy={cfg.strategy.name}; Keras 3 fit cannot "
                         f"train it ({ref}): use loop=custom")
+    if cfg.strategy.name == "ps" and cfg.jit_compile:
+        raise UserError("jit_compile: received true with strategy=ps; the step's variables live on "
+                        "the parameter servers, which XLA cannot reach from a worker: use "
+                        "jit_compile=false")
+    if cfg.strategy.name == "ps" and cfg.dataset.on_device:
+        raise UserError("dataset.on_device: received true with strategy=ps; ps steps are scheduled "
+                        "on remote workers, where no batch stays between scheduled calls: use "
+                        "dataset.on_device=false")
+    if cfg.strategy.cross_device_ops is not None and cfg.strategy.name != "mirrored":
+        raise UserError(f"strategy.cross_device_ops: received {cfg.strategy.cross_device_ops!r} "
+                        f"with strategy={cfg.strategy.name}; it applies to strategy=mirrored only: "
+                        "leave it null")
     if cfg.strategy.name == "ps" and cfg.ps < 1:
         raise UserError(f"ps: received {cfg.ps}; strategy=ps needs at least 1 parameter server")
 
@@ -307,6 +349,57 @@ def validate(cfg: DictConfig) -> None:
         raise UserError(
             f"global_batch_size: received {cfg.global_batch_size}; it must divide evenly over "
             f"{replicas} replicas (try {max(replicas, cfg.global_batch_size // replicas * replicas)})")
+
+
+def _validate_task(cfg: DictConfig) -> None:
+    """The task, its model and loop, its objective and target (no TensorFlow: built-in tasks
+    are plain classes; a user's task is checked in the trainer)."""
+    from distexp import tasks
+
+    ds = cfg.dataset
+    _choice("dataset.task", ds.task, tuple(tasks.REGISTRY))
+    name = tasks.name_of(cfg)
+    _choice("task.name", name, tasks.NAMES)
+    if name == "custom" and not cfg.task.factory:
+        raise UserError("task.factory: received null; task.name=custom needs "
+                        "task.factory=package.module:function")
+    _choice("dataset.source_tokens", ds.source_tokens, TOKENS)
+    _choice("dataset.target_tokens", ds.target_tokens, TOKENS)
+    _at_least("dataset.max_length", ds.max_length, 1, allow_none=True)
+    _at_least("dataset.vocab_size", ds.vocab_size, 5, allow_none=True)
+    _at_least("model.embedding_dim", cfg.model.embedding_dim, 1)
+    _at_least("model.units", cfg.model.units, 1)
+    if ds.name == "text_pairs" and not ds.path:
+        raise UserError("dataset.path: received null; dataset=text_pairs needs "
+                        "dataset.path=<a file of source<TAB>target lines>")
+    seq2seq_models = tasks.seq2seq.MODELS
+    if name == "seq2seq" and cfg.model.name not in seq2seq_models:
+        raise UserError(f"model: received {cfg.model.name!r} with a seq2seq task (dataset="
+                        f"{ds.name}); valid: {', '.join(seq2seq_models)}")
+    if name != "seq2seq" and cfg.model.name in seq2seq_models:
+        raise UserError(f"dataset: received {ds.name!r} with model={cfg.model.name}, which needs "
+                        "sentence pairs; valid: text_pairs, synthetic_pairs")
+    task = tasks.builtin(cfg)
+    if cfg.loop.name == "fit" and (task is None or not task.fit_ok):
+        why = task.fit_refusal if task is not None else (
+            "Keras fit computes losses with Keras loss objects, not the task's")
+        raise UserError(f"loop: received 'fit' with the {name} task; {why}: use loop=custom")
+    if cfg.objective is not None and task is not None:
+        _choice("objective", cfg.objective, task.figures() + PERF_OBJECTIVES)
+    if cfg.target_accuracy is not None and task is not None and task.target_metric is None:
+        raise UserError(f"target_accuracy: received {cfg.target_accuracy}; the {name} task has "
+                        "no accuracy to reach: set it to null")
+
+
+def objective_name(cfg: DictConfig) -> Optional[str]:
+    """The figure a job returns: `objective`, else the task's (None for a user's task: the
+    trainer writes it to result.json)."""
+    if cfg.objective is not None:
+        return str(cfg.objective)
+    from distexp import tasks
+
+    task = tasks.builtin(cfg)
+    return task.objective if task is not None else None
 
 
 def visible_gpus() -> int:

@@ -1,8 +1,10 @@
 """Datasets by name -> arrays (or unbatched tf.data), and the tf.data pipelines built from them.
 
 Each loader returns host arrays (images float32 in [0, 1] with shape (n, h, w, c) or (n, d),
-labels int32), or, for data that does not fit in memory as arrays (TensorFlow Datasets, a user's
-tf.data), unbatched preprocessed tf.data.Datasets of (x, y). `pipelines` turns either into the
+labels int32; for sentence pairs x is a (source, target_in) pair of int32 token arrays and y the
+target_out tokens; a user's regression keeps float labels), or, for data that does not fit in
+memory as arrays (TensorFlow Datasets, a user's tf.data), unbatched preprocessed
+tf.data.Datasets of (x, y). `pipelines` turns either into the
 training pipeline (shuffle, batch at the *global* batch size, repeat, prefetch) and the evaluation
 pipeline (every example once); the loops distribute them with the strategy.
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
@@ -43,12 +45,26 @@ class Arrays:
     shape: Optional[Tuple[int, ...]] = None
     sizes: Tuple[Optional[int], Optional[int]] = (None, None)
     cache: bool = True
+    # What a task needs to know beyond shapes (seq2seq: vocabulary sizes, max lengths), also
+    # logged as params.
+    info: Dict[str, Any] = field(default_factory=dict)
 
     @property
-    def input_shape(self) -> Tuple[int, ...]:
+    def input_shape(self):
         if self.train is not None:
             return tuple(self.shape)
+        if isinstance(self.x_train, tuple):  # several inputs: one shape each
+            return tuple(tuple(a.shape[1:]) for a in self.x_train)
         return tuple(self.x_train.shape[1:])
+
+    def describe(self) -> str:
+        what = f"train {self.n_train}, eval {self.n_eval}"
+        if self.info:
+            return what + ", " + ", ".join(f"{k} {v}" for k, v in self.info.items())
+        return what + f", input {list(self.input_shape)}, {self.num_classes} classes"
+
+    def params(self) -> Dict[str, Any]:
+        return {f"data.{k}": v for k, v in self.info.items()}
 
     @property
     def n_train(self) -> Optional[int]:
@@ -109,6 +125,37 @@ def synthetic(ds: DictConfig, seed: int) -> Arrays:
     x_tr, y_tr = make(int(ds.size))
     x_ev, y_ev = make(n_eval)
     return Arrays(x_tr, y_tr, x_ev, y_ev, num_classes=int(ds.num_classes), cache_batches=True)
+
+
+def _pairs(ds: DictConfig, seed: int, pairs=None) -> Arrays:
+    """Sentence pairs -> ((source, target_in), target_out) token arrays (distexp.text)."""
+    from distexp import text
+
+    kw = dict(source_tokens=ds.source_tokens, target_tokens=ds.target_tokens,
+              max_length=ds.max_length, vocab_size=ds.vocab_size,
+              test_fraction=ds.test_fraction, seed=seed)
+    p = text.load_text_pairs(ds.path, **kw) if pairs is None else text.build_pairs(pairs, **kw)
+    info = {"src_vocab_size": len(p.src_vocab), "tgt_vocab_size": len(p.tgt_vocab),
+            "max_src_len": p.max_src_len, "max_tgt_len": p.max_tgt_len,
+            "source_tokens": p.source_mode, "target_tokens": p.target_mode}
+    return Arrays((p.src_train, p.tgt_in_train), p.tgt_out_train,
+                  (p.src_eval, p.tgt_in_eval), p.tgt_out_eval,
+                  num_classes=len(p.tgt_vocab), info=info)
+
+
+@register("text_pairs")
+def text_pairs(ds: DictConfig, seed: int) -> Arrays:
+    """A tab-separated sentence-pair file (Tatoeba/ManyThings: source<TAB>target[<TAB>...])."""
+    return _pairs(ds, seed)
+
+
+@register("synthetic_pairs")
+def synthetic_pairs(ds: DictConfig, seed: int) -> Arrays:
+    """Sentence pairs generated in code (numbers written in words -> digits): seq2seq on a fresh
+    machine with no file."""
+    from distexp import text
+
+    return _pairs(ds, seed, text.synthetic_pairs(n=int(ds.size), seed=seed))
 
 
 def steps_per_epoch(cfg: DictConfig, n_train: Optional[int], global_batch: int) -> int:
@@ -208,8 +255,12 @@ def from_user(out, ds: DictConfig) -> Arrays:
         if len(x_tr) != len(y_tr) or len(x_ev) != len(y_ev) or x_tr.shape[1:] != x_ev.shape[1:]:
             raise UserError(f"{where} arrays that do not match: x_train {x_tr.shape}, y_train "
                             f"{y_tr.shape}, x_eval {x_ev.shape}, y_eval {y_ev.shape}")
-        y_tr, y_ev = y_tr.astype(np.int32).reshape(-1), y_ev.astype(np.int32).reshape(-1)
-        k = int(num_classes or max(y_tr.max(), y_ev.max()) + 1)
+        if np.issubdtype(y_tr.dtype, np.integer):  # class labels
+            y_tr, y_ev = y_tr.astype(np.int32).reshape(-1), y_ev.astype(np.int32).reshape(-1)
+            k = int(num_classes or max(y_tr.max(), y_ev.max()) + 1)
+        else:  # real-valued targets (a user's regression task): kept as float32
+            y_tr, y_ev = y_tr.astype(np.float32), y_ev.astype(np.float32)
+            k = int(num_classes or (y_tr.shape[1] if y_tr.ndim > 1 else 1))
         return Arrays(x_tr.astype(np.float32), y_tr, x_ev.astype(np.float32), y_ev, num_classes=k)
     if isinstance(out, (tuple, list)) and len(out) == 2:
         import tensorflow as tf
@@ -227,8 +278,9 @@ def from_user(out, ds: DictConfig) -> Arrays:
             n = int(d.cardinality())
             return n if n >= 0 else None
 
-        train = train.map(lambda x, y: (tf.cast(x, tf.float32), tf.cast(y, tf.int32)))
-        ev = ev.map(lambda x, y: (tf.cast(x, tf.float32), tf.cast(y, tf.int32)))
+        label = tf.int32 if train.element_spec[1].dtype.is_integer else tf.float32
+        train = train.map(lambda x, y: (tf.cast(x, tf.float32), tf.cast(y, label)))
+        ev = ev.map(lambda x, y: (tf.cast(x, tf.float32), tf.cast(y, label)))
         return Arrays(None, None, None, None, num_classes=int(num_classes or ds.num_classes),
                       train=train, eval=ev, shape=tuple(shape), sizes=(size(train), size(ev)),
                       cache=bool(ds.cache))
@@ -271,8 +323,14 @@ def _not_prepared(ds: DictConfig, builder) -> UserError:
 
 def check_available(cfg: DictConfig) -> None:
     """In the job process, before any training process: TFDS data that is not prepared (and will
-    not be downloaded) is a one-line user error. No TensorFlow is imported."""
+    not be downloaded), or a sentence-pair file that cannot be read, is a one-line user error.
+    No TensorFlow is imported."""
     ds = cfg.dataset
+    if ds.name == "text_pairs":  # a missing, empty or malformed file: one line naming the line
+        from distexp import text
+
+        text.read_pairs(ds.path)
+        return
     if not is_tfds(ds) or ds.download or os.environ.get(TFDS_MOCK_ENV):
         return
     builder = _builder(ds)

@@ -56,10 +56,12 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     C.validate(cfg)
     gpus = C.check_gpus(cfg.gpus, C.visible_gpus())
     C.validate_devices(cfg, gpus)
-    if cfg.model.name == "custom":
-        from distexp.models import check_factory
+    from distexp.models import check_factory
 
+    if cfg.model.name == "custom":
         check_factory("model.factory", cfg.model.factory)
+    if cfg.task.factory:
+        check_factory("task.factory", cfg.task.factory)
     os.environ.update(tracking.http_env())  # bounded MLflow retries here and in the trainers
     if os.environ.get("TF_CONFIG") == "":  # means "unset"; TF's resolvers crash on it (json.loads(""))
         del os.environ["TF_CONFIG"]
@@ -167,7 +169,7 @@ def run_job(cfg: DictConfig) -> Optional[float]:
         if status == "FINISHED" or (error or "").startswith("user:"):
             sys.exit(TRACKING_LOST_EXIT if status == "FINISHED" else 2)
     if status == "FINISHED":
-        return result.get(cfg.objective)
+        return result.get(C.objective_name(cfg) or result.get("objective", ""))
     if error and error.startswith("user:"):
         line = error[len("user:"):]
         print(line, file=sys.stderr, flush=True)

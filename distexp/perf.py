@@ -10,6 +10,8 @@ Definitions (the README repeats them):
   run but not timed; they still count for loss/accuracy and `perf/epoch_time_s`. With several
   steps per call, a call that ran any warm-up step is not timed at all.
 - examples/s = global batch x timed steps / their summed step time (per epoch and for the run).
+- units/s (tasks that count units, e.g. seq2seq's real target tokens: perf/tokens_per_sec) =
+  units the timed steps trained on / their summed step time.
 - spread: the timed steps are cut into windows of WINDOW consecutive steps; the 95 % interval is
   1.96 x the standard error of the per-window examples/s (Horovod's benchmark convention).
 - time to first step: from the job's start (the `python -m distexp` job process starting it) to
@@ -64,9 +66,13 @@ class Meter:
     input_steps: int = 0
     cpu_timed: float = 0.0    # this process's CPU time (all threads) over the timed steps
     _last_cpu: float = 0.0
+    units_name: Optional[str] = None   # e.g. "tokens": perf/tokens_per_sec
+    units_timed: float = 0.0
+    _epoch_units: float = 0.0
 
     def start_epoch(self) -> None:
         self._epoch_timed = []
+        self._epoch_units = 0.0
         self._epoch_start = self._last = time.perf_counter()
         self._last_cpu = time.process_time()
         if self.train_start is None:
@@ -84,9 +90,10 @@ class Meter:
             return None
         return self.input_time / total
 
-    def end_step(self, steps: int = 1) -> float:
+    def end_step(self, steps: int = 1, units: Optional[float] = None) -> float:
         """Call right after the step's result reached the host. `steps` > 1 when one call ran
-        several steps (steps per execution): the interval is shared equally among them."""
+        several steps (steps per execution): the interval is shared equally among them. `units`:
+        what those steps trained on beyond examples (e.g. real tokens), counted when timed."""
         now, cpu = time.perf_counter(), time.process_time()
         dt = (now - self._last) / steps
         cpu_dt, self._last, self._last_cpu = cpu - self._last_cpu, now, cpu
@@ -94,6 +101,9 @@ class Meter:
         timed = self.step >= self.warmup_steps
         if timed:
             self.cpu_timed += cpu_dt
+            if units is not None:
+                self.units_timed += units
+                self._epoch_units += units
         for _ in range(steps):
             self.step += 1
             if self.step == 1:
@@ -110,11 +120,14 @@ class Meter:
 
     def epoch_figures(self) -> Dict[str, Optional[float]]:
         elapsed = time.perf_counter() - self._epoch_start
-        return {
+        out = {
             "perf/examples_per_sec": self._rate(self._epoch_timed),
             "perf/examples_per_sec_per_replica": _div(self._rate(self._epoch_timed), self.replicas),
             "perf/epoch_time_s": elapsed,
         }
+        if self.units_name:
+            out[f"perf/{self.units_name}_per_sec"] = _per(self._epoch_units, self._epoch_timed)
+        return out
 
     def final_figures(self) -> Dict[str, Optional[float]]:
         rate = self._rate(self.timed)
@@ -129,6 +142,8 @@ class Meter:
             "perf/time_to_first_step_s": self.time_to_first_step,
             "perf/timed_steps": float(len(self.timed)),
             "perf/input_wait_share": self.input_share(),
+            **({f"perf/{self.units_name}_per_sec": _per(self.units_timed, self.timed)}
+               if self.units_name else {}),
         }
 
     def spread(self):
@@ -142,6 +157,11 @@ class Meter:
     def _rate(self, times: List[float]) -> Optional[float]:
         total = sum(times)
         return self.global_batch * len(times) / total if times and total > 0 else None
+
+
+def _per(units: float, times: List[float]) -> Optional[float]:
+    total = sum(times)
+    return units / total if times and total > 0 else None
 
 
 def _div(a: Optional[float], b: float) -> Optional[float]:

@@ -2,14 +2,15 @@
 
 Only the chief reports; on other workers every method still keeps time (cheap) but prints and
 logs nothing. Loops call start_epoch / end_step / end_epoch; evaluation runs in end_epoch, after
-the epoch's timing window has closed.
+the epoch's timing window has closed. Figures are named by the task (train/loss, eval/accuracy,
+eval/token_accuracy, ...): the Reporter knows no loss or metric of its own.
 """
 from __future__ import annotations
 
 import json
 import time
 from pathlib import Path
-from typing import Callable, Dict, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Optional, Sequence, Union
 
 from distexp.perf import Meter
 from distexp.tracking import RunLogger
@@ -18,8 +19,8 @@ from distexp.tracking import RunLogger
 class Reporter:
     def __init__(self, *, meter: Meter, logger: RunLogger, chief: bool, job_dir: Path,
                  epochs: int, steps_per_epoch: int, log_every: int,
-                 evaluate: Callable[[], Tuple[float, float]],
-                 target_accuracy: Optional[float] = None):
+                 evaluate: Callable[[], Dict[str, float]],
+                 target_accuracy: Optional[float] = None, target_metric: Optional[str] = None):
         self.meter, self.logger, self.chief = meter, logger, chief
         self.epochs, self.steps_per_epoch = epochs, steps_per_epoch
         # Long epochs get a progress line ~10 times per epoch unless told otherwise.
@@ -29,8 +30,9 @@ class Reporter:
         self.step_in_epoch = 0
         self.step_offset = 0
         self.final: Dict[str, Optional[float]] = {}
-        self.target_accuracy = target_accuracy
+        self.target_accuracy, self.target_metric = target_accuracy, target_metric
         self.time_to_accuracy: Optional[float] = None
+        self.diverged_at: Optional[tuple] = None
         self._csv = open(job_dir / "steps.csv", "w") if chief else None
         if self._csv:
             self._csv.write("step,epoch,loss,loss_kind,step_time_ms\n")
@@ -58,18 +60,32 @@ class Reporter:
             self.end_step(list(losses), steps=len(losses))
 
     def end_step(self, loss: Union[float, Sequence[float]], kind: str = "step",
-                 steps: int = 1) -> None:
+                 steps: int = 1, units: Optional[float] = None) -> None:
         """`steps` steps just finished; `loss` is each one's loss (one row each in steps.csv) or a
-        single value measured at the last of them (one row)."""
+        single value measured at the last of them (one row); `units`: e.g. their real tokens."""
         losses = [loss] if isinstance(loss, (int, float)) else list(loss)
         first = self.meter.step + 1
-        dt = self.meter.end_step(steps)
+        dt = self.meter.end_step(steps, units)
         self.step_in_epoch += steps
         if self._csv:
             start = self.step_offset + (first if len(losses) == steps else self.meter.step)
             for i, value in enumerate(losses):
                 self._csv.write(f"{start + i},{self.epoch},{value!r},{kind},{dt * 1000:.4f}\n")
+            self._csv.flush()  # a failed job keeps every step it trained
         self._progress(losses[-1], dt, steps)
+
+    def diverged(self, epoch: int, step_in_epoch: int, step: int, value: float) -> None:
+        """The training loss became non-finite at this step: tag the run, say it once."""
+        self.diverged_at = (epoch, step_in_epoch, step, value)
+        self.logger.set_tags({"distexp.diverged": "true",
+                              "distexp.diverged_at": f"epoch {epoch} step {step_in_epoch}"})
+
+    def diverged_line(self, stopped: bool) -> str:
+        epoch, in_epoch, step, value = self.diverged_at
+        what = ("training stopped there; set terminate_on_nan=false to keep training" if stopped
+                else "training went on (terminate_on_nan=false); its figures are not valid")
+        return (f"training diverged: train/loss is {value} at epoch {epoch} step {in_epoch} "
+                f"(step {self.step_offset + step} of the run); {what}")
 
     def _progress(self, loss: float, dt: float, steps: int = 1) -> None:
         if self.log_every and self.step_in_epoch % self.log_every < steps:
@@ -79,25 +95,26 @@ class Reporter:
                        f"{self.step_in_epoch}/{self.steps_per_epoch}  loss {loss:.4f}  "
                        f"{self.meter.global_batch / dt:,.0f} ex/s")
 
-    def end_epoch(self, train_loss: float, train_acc: float) -> None:
+    def end_epoch(self, train: Dict[str, Optional[float]]) -> None:
+        """`train`: the epoch's training figures (train/loss, train/<metric> ...)."""
         figures = self.meter.epoch_figures()  # before evaluation: eval is not training time
-        eval_loss, eval_acc = self.evaluate()
-        metrics = {"train/loss": train_loss, "train/accuracy": train_acc,
-                   "eval/loss": eval_loss, "eval/accuracy": eval_acc, **figures}
+        ev = self.evaluate()
+        metrics = {**train, **ev, **figures}
+        target = ev.get(self.target_metric) if self.target_metric else None
         if (self.target_accuracy is not None and self.time_to_accuracy is None
-                and eval_acc >= self.target_accuracy):
+                and target is not None and target >= self.target_accuracy):
             self.time_to_accuracy = time.perf_counter() - self.meter.train_start
             metrics["perf/time_to_accuracy_s"] = self.time_to_accuracy
-            self.print(f"target eval accuracy {self.target_accuracy} reached after "
+            self.print(f"target {self.target_metric} {self.target_accuracy} reached after "
                        f"{self.time_to_accuracy:.2f} s of training")
         self.logger.log_metrics(metrics, step=self.epoch)
         rate = figures["perf/examples_per_sec"]
-        self.print(f"epoch {self.epoch}/{self.epochs}  loss {train_loss:.4f}  acc {train_acc:.4f}  "
-                   f"eval_loss {eval_loss:.4f}  eval_acc {eval_acc:.4f}  "
+        shown = "  ".join(f"{_short(k)} {v:.4f}" for k, v in {**train, **ev}.items()
+                          if v is not None)
+        self.print(f"epoch {self.epoch}/{self.epochs}  {shown}  "
                    f"{'%.1f ex/s' % rate if rate else 'warm-up (not timed)'}  "
                    f"epoch {figures['perf/epoch_time_s']:.2f} s")
-        self.final = {"train/loss": train_loss, "train/accuracy": train_acc,
-                      "eval/loss": eval_loss, "eval/accuracy": eval_acc}
+        self.final = {**train, **ev}
 
     def finish(self, extra: Optional[Dict[str, Optional[float]]] = None) -> Dict[str, Optional[float]]:
         """Log the run's final figures (at the last epoch's step, so they are MLflow's latest).
@@ -109,12 +126,16 @@ class Reporter:
         if self._csv:
             self._csv.close()
         rate, ci = perf["perf/examples_per_sec"], perf["perf/examples_per_sec_ci95"]
+        units = next((k for k in perf if k.endswith("_per_sec") and k not in
+                      ("perf/examples_per_sec", "perf/examples_per_sec_ci95")), None)
         if rate:
             spread = f" +/- {ci:.1f} (95% CI)" if ci else ""
             self.print(f"throughput: {rate:.1f} examples/s{spread} over {len(self.meter.timed)} timed "
                        f"steps ({self.meter.warmup_steps} warm-up steps excluded); step time p50 "
                        f"{perf['perf/step_time_ms_p50']:.2f} ms, p90 "
                        f"{perf['perf/step_time_ms_p90']:.2f} ms")
+            if units and perf[units]:
+                self.print(f"throughput: {perf[units]:.1f} {units[5:-8]}/s")
         else:
             self.print(f"throughput: not measured: all {self.meter.step} steps were warm-up "
                        f"(warmup_steps={self.meter.warmup_steps})")
@@ -125,10 +146,21 @@ class Reporter:
         if final.get("perf/mfu") is not None:
             self.print(f"MFU: {100 * final['perf/mfu']:.2f}% ({final['perf/flops_per_example']:.3g} "
                        f"FLOPs/example, peak {final['perf/peak_flops'] / 1e9:.1f} GFLOP/s measured)")
-        self.print(f"final: eval_loss {final.get('eval/loss', float('nan')):.4f}  eval_acc "
-                   f"{final.get('eval/accuracy', float('nan')):.4f}  time to first step "
-                   f"{perf['perf/time_to_first_step_s']:.2f} s")
+        shown = "  ".join(f"{_short(k)} {v:.4f}" for k, v in self.final.items()
+                          if k.startswith("eval/") and v is not None)
+        self.print(f"final: {shown}  time to first step {perf['perf/time_to_first_step_s']:.2f} s")
         return final
+
+    def close(self) -> None:
+        """On failure: keep what was written."""
+        if self._csv and not self._csv.closed:
+            self._csv.close()
+
+
+def _short(name: str) -> str:
+    """train/loss -> loss, eval/accuracy -> eval_accuracy (the console's compact names)."""
+    kind, _, metric = name.partition("/")
+    return metric if kind == "train" else f"{kind}_{metric}"
 
 
 def write_result(job_dir: Path, final: Dict[str, Optional[float]]) -> None:

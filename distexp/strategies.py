@@ -137,8 +137,21 @@ def multiworker(cfg: DictConfig, devices: List[str], resolver=None):
 def parameter_server(cfg: DictConfig, devices: List[str], resolver=None):
     import tensorflow as tf
 
-    # Called on the coordinator (the chief) only; worker and ps tasks run distexp.loops.ps.serve.
+    # Called on the coordinator (the chief) only; worker and ps tasks run `serve` below.
     return tf.distribute.experimental.ParameterServerStrategy(resolver)
+
+
+def serve(resolver) -> None:
+    """A ps worker or ps task: start its tf.distribute.Server and block in join() forever (no
+    TensorFlow API stops it: the job process, or the engine, stops it when the coordinator is
+    done)."""
+    import tensorflow as tf
+
+    with grpc_errors(resolver):
+        server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
+                                      task_index=resolver.task_id, protocol="grpc", start=True)
+    print(f"{resolver.task_type}:{resolver.task_id} serving at {server.target}", flush=True)
+    server.join()
 
 
 def is_chief(strategy) -> bool:

@@ -17,16 +17,24 @@ from omegaconf import OmegaConf
 from distexp import strategies
 from distexp.cluster import PORT_IN_USE_EXIT
 from distexp.config import UserError
+from distexp.loops.custom import Diverged
+
+PARITY_ENV = "DISTEXP_PARITY"  # set by distexp.parity: write the first step's gradient norm
+
+
+class UserFailure(Exception):
+    """The job failed for a reason the user must see in one line (exit 1, not 2): e.g. the
+    training loss diverged."""
 
 
 def train(cfg, job_dir: Path) -> dict:
     import keras
     import tensorflow as tf
 
-    from distexp import datasets, devices, loops, models, strategies
+    from distexp import datasets, devices, loops, models, strategies, tasks
     from distexp.config import global_batch
-    from distexp.loops.common import Context, make_evaluate
-    from distexp.loops.ps import make_evaluate as ps_evaluate
+    from distexp.loops import Context
+    from distexp.loops.evaluate import make_evaluate
     from distexp.perf import Meter
     from distexp.progress import Reporter, write_result
     from distexp.tracking import RunLogger
@@ -36,9 +44,7 @@ def train(cfg, job_dir: Path) -> dict:
     resolver = strategies.cluster_resolver(cfg, gpus)  # before devices: it may set the GPUs
     is_ps = cfg.strategy.name == "ps"
     if is_ps and resolver.task_type in ("worker", "ps"):
-        from distexp.loops import ps
-
-        ps.serve(resolver)  # blocks until the job process (or the engine) stops it
+        strategies.serve(resolver)  # blocks until the job process (or the engine) stops it
         return {}
     replica_devices = devices.configure(cfg, gpus)
     strategy = strategies.build(cfg, replica_devices, resolver)
@@ -55,15 +61,16 @@ def train(cfg, job_dir: Path) -> dict:
 
     keras.utils.set_random_seed(int(cfg.seed))
     keras.mixed_precision.set_global_policy(cfg.precision)  # before any layer is built
-    arrays = datasets.load(cfg)
-    steps = datasets.steps_per_epoch(cfg, arrays.n_train, G)
-    train_ds, eval_ds = datasets.pipelines(cfg, arrays, G)
+    task = tasks.get(cfg)
+    data = datasets.load(cfg)
+    steps = datasets.steps_per_epoch(cfg, data.n_train, G)
+    train_ds, eval_ds = datasets.pipelines(cfg, data, G)
     # The job process creates the MLflow run while this process starts (tracking.Forwarder);
     # wait for it before any user code or training runs: an unreachable server stops us here.
     logger = RunLogger(fallback_dir=job_dir) if chief else RunLogger(run_id="")
     logger.wait_ready()
     with strategy.scope():
-        model = models.build(cfg, arrays.input_shape, arrays.num_classes)
+        model = task.build_model(cfg, data)
         optimizer = models.optimizer(cfg, model)
 
     say(f"Strategy: {cfg.strategy.name} ({type(strategy).__name__})")
@@ -71,37 +78,60 @@ def train(cfg, job_dir: Path) -> dict:
     say(f"Global batch: {G}  (per replica: {G // int(strategy.num_replicas_in_sync)})  "
         f"steps per epoch: {steps}  "
         f"epochs: {cfg.epochs}  loop: {cfg.loop.name}")
-    say(f"Model: {cfg.model.name} ({model.count_params():,} parameters)  dataset: "
-        f"{cfg.dataset.name} (train {arrays.n_train}, eval {arrays.n_eval}, "
-        f"input {list(arrays.input_shape)}, {arrays.num_classes} classes)")
+    say(f"Task: {task.describe()}  model: {cfg.model.name} ({model.count_params():,} parameters)  "
+        f"dataset: {cfg.dataset.name} ({data.describe()})")
 
     logger.log_params({"devices": ",".join(replica_devices), "tf_version": tf.__version__,
                        "keras_version": keras.__version__, "steps_per_epoch_resolved": steps,
-                       "warmup_steps_resolved": min(cfg.warmup_steps, steps * cfg.epochs)})
+                       "warmup_steps_resolved": min(cfg.warmup_steps, steps * cfg.epochs),
+                       "task": task.name, **data.params()})
     meter = Meter(global_batch=G, replicas=replicas, warmup_steps=int(cfg.warmup_steps),
-                  job_start=job_start)
+                  job_start=job_start, units_name=getattr(task, "units", None))
+    evaluate = make_evaluate(task, model, eval_ds, None if is_ps else strategy)
     reporter = Reporter(meter=meter, logger=logger, chief=chief, job_dir=job_dir,
                         epochs=int(cfg.epochs), steps_per_epoch=steps,
-                        log_every=int(cfg.log_every_steps),
-                        evaluate=(ps_evaluate(model, eval_ds) if is_ps else
-                                  make_evaluate(strategy, model, eval_ds)),
-                        target_accuracy=cfg.target_accuracy)
-    ctx = Context(cfg=cfg, strategy=strategy, model=model, optimizer=optimizer, train_ds=train_ds,
-                  eval_ds=eval_ds, global_batch=G, steps_per_epoch=steps, epochs=int(cfg.epochs),
-                  reporter=reporter)
-    if is_ps:
-        from distexp.loops import ps
-
-        ps.train(ctx, arrays)
-    else:
+                        log_every=int(cfg.log_every_steps), evaluate=evaluate,
+                        target_accuracy=cfg.target_accuracy,
+                        target_metric=getattr(task, "target_metric", None))
+    ctx = Context(cfg=cfg, strategy=strategy, task=task, model=model, optimizer=optimizer,
+                  data=data, train_ds=train_ds, eval_ds=eval_ds, global_batch=G,
+                  steps_per_epoch=steps, epochs=int(cfg.epochs), reporter=reporter, is_ps=is_ps)
+    if os.environ.get(PARITY_ENV) and not is_ps:  # every worker: the norm is all-reduced
+        _write_parity(job_dir if chief else None, ctx)
+    try:
         loops.get(cfg.loop.name)(ctx)
-    final = reporter.finish(after_training(cfg, model, arrays.input_shape, replica_devices,
+    except Diverged:
+        reporter.close()
+        logger.close()
+        raise UserFailure(reporter.diverged_line(stopped=True)) from None
+    final = reporter.finish(after_training(cfg, model, data.input_shape, replica_devices,
                                            meter.final_figures()["perf/examples_per_sec"], chief))
+    if reporter.diverged_at is not None:
+        say(f"distexp: warning: {reporter.diverged_line(stopped=False)}")
     logger.close()
     if chief:
         write_result(job_dir, {**final, "first_step_unix": meter.first_step_unix,
-                               "cpu_seconds_timed": meter.cpu_timed})
+                               "cpu_seconds_timed": meter.cpu_timed,
+                               "diverged": reporter.diverged_at is not None,
+                               "objective": cfg.objective or task.objective})
     return final
+
+
+def _write_parity(job_dir, ctx) -> None:
+    """`python -m distexp.parity`: the gradient norm of the first batch before training, in every
+    process of the job (it is a collective); the chief writes it to parity.json."""
+    import json
+
+    from distexp.step import Step, gradient_norm
+
+    step = Step(ctx.strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch)
+    batch = next(iter(ctx.strategy.experimental_distribute_dataset(ctx.train_ds.take(1))))
+    norm = gradient_norm(step, ctx.model, batch)
+    if job_dir is None:
+        return
+    (job_dir / "parity.json").write_text(json.dumps(
+        {"grad_norm": norm, "replicas": int(ctx.strategy.num_replicas_in_sync),
+         "global_batch": ctx.global_batch}))
 
 
 def after_training(cfg, model, input_shape, replica_devices, examples_per_sec, chief) -> dict:
@@ -144,6 +174,9 @@ def main(argv=None) -> int:
     except UserError as ex:
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
         return 2
+    except UserFailure as ex:
+        print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        return 1
     except strategies.PortInUse as ex:
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
         return PORT_IN_USE_EXIT

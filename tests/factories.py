@@ -58,3 +58,57 @@ def blobs_tfdata(seed, n=512, dim=8):
     x_tr, y_tr, x_ev, y_ev = blobs(seed, n, dim)
     return {"train": tf.data.Dataset.from_tensor_slices((x_tr, y_tr)),
             "eval": tf.data.Dataset.from_tensor_slices((x_ev, y_ev)), "num_classes": 3}
+
+
+# -- user tasks (task.factory=factories:...) ---------------------------------------------------
+
+def regression_data(seed, n=1024, dim=8):
+    """dataset=custom: a noisy linear regression with float targets."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=dim)
+    x = rng.normal(size=(n + n // 4, dim)).astype("float32")
+    y = (x @ w + 0.1 * rng.normal(size=len(x))).astype("float32")
+    return x[:n], y[:n], x[n:], y[n:]
+
+
+def mse_task():
+    """A regression task: mean squared error (sum, count) and mean absolute error as its metric."""
+    from distexp.tasks import Task
+
+    class Regression(Task):
+        name = "regression"
+        train_metrics = ("mae",)
+        eval_metrics = ("mae",)
+        objective = "eval/mae"
+        needs_labels = True
+
+        def loss(self, labels, outputs):
+            import tensorflow as tf
+
+            err = tf.reshape(tf.cast(outputs, tf.float32), [-1]) - tf.cast(labels, tf.float32)
+            return tf.reduce_sum(err * err), tf.cast(tf.size(err), tf.float32)
+
+        def metrics(self, labels, outputs):
+            import tensorflow as tf
+
+            err = tf.reshape(tf.cast(outputs, tf.float32), [-1]) - tf.cast(labels, tf.float32)
+            return {"mae": (tf.reduce_sum(tf.abs(err)), tf.cast(tf.size(err), tf.float32))}
+
+    return Regression()
+
+
+def seed_mistake_task():
+    """Classification with the seed loop's mistake: each replica returns the mean over its own
+    batch (a per-replica reduce_mean), which the replicas then sum."""
+    from distexp.tasks import Classification
+
+    class PerReplicaMean(Classification):
+        name = "per_replica_mean"
+
+        def loss(self, labels, outputs):
+            total, count = super().loss(labels, outputs)
+            return total / count
+
+    return PerReplicaMean()

@@ -1,122 +1,76 @@
-"""The custom distributed loop: strategy.run over a distributed iterator, the loss averaged over
-the *global* batch (tf.nn.compute_average_loss), replica results summed with strategy.reduce.
-Checkpoints and resume: distexp.checkpoints (every worker takes part in a save).
+"""The outer loop (Orbit's Controller): epochs, evaluation, checkpoints, reporting - once, for
+every strategy. How steps run is the dispatcher's business (distexp.step): strategy.run on a
+distributed iterator, or ClusterCoordinator.schedule under ps.
 
-Steps per call (`steps_per_execution` = k): with k = 1 the batch is taken from the distributed
-iterator on the host (as the TF tutorial does) and that wait is timed as input time; with k > 1 one
-`tf.function` call runs k steps in a `tf.range` loop over the iterator (as TF Model Garden's Orbit
-does) and returns the k per-step losses stacked, so steps.csv still has every step's loss. A call
-never crosses an epoch's end or a checkpoint.
-`dataset.on_device`: one batch is fetched once and trained on at every step (no input at all).
+- A call runs n steps: `steps_per_execution` (k) under sync strategies, a window of k-step calls
+  under ps; a call never crosses an epoch's end or a checkpoint.
+- Per epoch: train/loss = mean of the epoch's per-step losses (each the exact mean over the
+  global batch); train/<metric> = the metric's sums over the epoch's steps, divided.
+- Non-finite loss (`terminate_on_nan`, default true): training stops after the call that
+  produced it (within one steps_per_execution call), the run is tagged distexp.diverged and the
+  trainer fails with one line naming the epoch and step. With terminate_on_nan=false it trains
+  on, and the run is still tagged diverged (its throughput is not reported as valid).
 """
 from __future__ import annotations
 
-import time
-
 from distexp.checkpoints import Checkpoints
-from distexp.loops.common import Context, correct_count, per_example_loss
+from distexp.loops import Context
+from distexp.step import PSDispatch, Step, SyncDispatch, finite, metric_figures
+
+
+class Diverged(Exception):
+    """The training loss became NaN or infinite."""
 
 
 def train(ctx: Context) -> None:
-    import tensorflow as tf
-
-    strategy, model, optimizer = ctx.strategy, ctx.model, ctx.optimizer
-    G = ctx.global_batch
-    cfg = ctx.cfg
-    variables = model.trainable_variables
-    scaled = hasattr(optimizer, "scale_loss") and cfg.precision == "mixed_float16"
-    rep = ctx.reporter
-
-    def replica_step(x, y):
-        with tf.GradientTape() as tape:
-            logits = model(x, training=True)
-            loss = tf.nn.compute_average_loss(per_example_loss(y, logits), global_batch_size=G)
-            if model.losses:
-                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
-            # mixed_float16: scale the loss so small float16 gradients do not underflow;
-            # LossScaleOptimizer.apply_gradients unscales them (and skips non-finite steps).
-            target = optimizer.scale_loss(loss) if scaled else loss
-        grads = tape.gradient(target, variables)
-        optimizer.apply_gradients(zip(grads, variables))
-        return loss, correct_count(y, logits)
-
-    if cfg.jit_compile:
-        replica_step = tf.function(replica_step, jit_compile=True)
-
-    def one_step(x, y):
-        loss, correct = strategy.run(replica_step, args=(x, y))
-        return (strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
-                strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None))
-
-    @tf.function
-    def train_step(x, y):
-        return one_step(x, y)
-
-    @tf.function
-    def train_steps(iterator, n):
-        """n steps in one call: the per-step losses stacked, the correct counts summed."""
-        losses = tf.TensorArray(tf.float32, size=n)
-        correct = tf.constant(0.0)
-        for i in tf.range(n):
-            loss, c = one_step(*next(iterator))
-            losses = losses.write(i, loss)
-            correct += c
-        return losses.stack(), correct
-
-    def run_steps(iterator, fixed, n):
-        """n steps -> (their losses on the host, correct count)."""
-        if fixed is not None:  # on-device data: the same batch, one call per step
-            losses, correct = [], 0.0
-            for _ in range(n):
-                loss, c = train_step(*fixed)
-                losses.append(float(loss))
-                correct += float(c)
-            return losses, correct
-        if n == 1:
-            t0 = time.perf_counter()
-            x, y = next(iterator)
-            rep.input_wait(time.perf_counter() - t0)
-            loss, correct = train_step(x, y)
-            return [float(loss)], float(correct)  # fetch: the step has finished on every replica
-        loss, correct = train_steps(iterator, tf.constant(n))
-        return [float(v) for v in loss.numpy()], float(correct)
-
-    # The step count lives outside the strategy: each worker keeps its own (they agree).
-    step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="distexp_step")
-    ckpts = Checkpoints(ctx.cfg, model=model, optimizer=optimizer, step=step_var, chief=rep.chief,
-                        steps_per_epoch=ctx.steps_per_epoch, say=rep.print,
-                        logger=rep.logger)
-    start = ckpts.restore()
-    total = ctx.epochs * ctx.steps_per_epoch
-    rep.resume_at(start)
-    # The data order depends only on the step: skip what the restored checkpoint already trained.
-    train_ds = ctx.train_ds.skip(start) if start else ctx.train_ds
-    iterator = iter(strategy.experimental_distribute_dataset(train_ds))
-    fixed = next(iterator) if cfg.dataset.on_device else None
+    cfg, rep = ctx.cfg, ctx.reporter
     k = int(cfg.steps_per_execution)
+    step = Step(ctx.strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch,
+                jit=bool(cfg.jit_compile))
+    if ctx.is_ps:
+        dispatch = PSDispatch(step, cfg, ctx.data, ctx.global_batch, k=k)
+    else:
+        dispatch = SyncDispatch(step, ctx.train_ds, k=k, on_device=bool(cfg.dataset.on_device),
+                                input_wait=rep.input_wait)
+    ckpts = Checkpoints(cfg, model=ctx.model, optimizer=ctx.optimizer, step=dispatch.step_var,
+                        chief=True if ctx.is_ps else rep.chief,
+                        steps_per_epoch=ctx.steps_per_epoch, say=rep.print, logger=rep.logger)
+    start = ckpts.restore()
+    rep.resume_at(start)
+    dispatch.begin(start)
+    total = ctx.epochs * ctx.steps_per_epoch
     every = ckpts.every if ckpts.saves else 0
-    step = start
+    diverged = None
+    at = start
     try:
         for epoch in range(start // ctx.steps_per_epoch + 1, ctx.epochs + 1):
             rep.start_epoch(epoch)
-            first = step - (epoch - 1) * ctx.steps_per_epoch
+            first = at - (epoch - 1) * ctx.steps_per_epoch
             rep.step_in_epoch = first
-            loss_sum = correct_sum = 0.0
+            loss_sum, sums = 0.0, [0.0] * (2 * len(step.names))
             end = epoch * ctx.steps_per_epoch
-            while step < end:
-                n = min(k, end - step, (every - step % every) if every else k)
-                losses, correct = run_steps(iterator, fixed, n)
-                rep.end_step(losses, steps=n)
-                loss_sum += sum(losses)
-                correct_sum += correct
-                step += n
-                if ckpts.after_step(step, last=step == total, since=step - n):
+            while at < end:
+                n = min(dispatch.max_steps, end - at, (every - at % every) if every else end)
+                out = dispatch.run(n)
+                rep.end_step(out.losses, steps=n, units=out.units)
+                loss_sum += sum(out.losses)
+                sums = [a + b for a, b in zip(sums, out.sums)]
+                if diverged is None and not finite(out.losses):
+                    bad = next(i for i, v in enumerate(out.losses) if not v == v or abs(v) == float("inf"))
+                    diverged = (epoch, at + bad + 1 - (epoch - 1) * ctx.steps_per_epoch,
+                                at + bad + 1, out.losses[bad])
+                    rep.diverged(*diverged)
+                    if cfg.terminate_on_nan:
+                        raise Diverged()
+                at += n
+                if ckpts.after_step(at, last=at == total, since=at - n):
                     rep.meter.exclude_since_last_step()
-            n = ctx.steps_per_epoch - first
-            rep.end_epoch(loss_sum / n, correct_sum / (n * G))
+            done = ctx.steps_per_epoch - first
+            rep.end_epoch({"train/loss": loss_sum / done,
+                           **metric_figures(step.names, sums, "train")})
         if start >= total:
             rep.print(f"resume: the checkpoint is at the last step ({total}); nothing left to train")
             rep.start_epoch(ctx.epochs)
-            rep.end_epoch(float("nan"), float("nan"))
+            rep.end_epoch({"train/loss": float("nan")})
     finally:
         ckpts.close()

@@ -4,11 +4,15 @@ runs the shared evaluation: both loops' eval figures come from the same code.
 
 `steps_per_execution` and `jit_compile` go to `compile`; with k steps per execution Keras calls the
 callback once per k steps, so the interval is shared by those k steps (one steps.csv row each call).
+Only tasks whose figures Keras computes exactly (`Task.fit_ok`: classification) train here; the
+config check refuses the others before TensorFlow starts. A non-finite loss stops fit as Keras'
+TerminateOnNaN does (distexp.loops.custom.Diverged).
 """
 from __future__ import annotations
 
 from distexp.config import UserError
-from distexp.loops.common import Context
+from distexp.loops import Context
+from distexp.loops.custom import Diverged
 
 
 def train(ctx: Context) -> None:
@@ -23,6 +27,8 @@ def train(ctx: Context) -> None:
                         f"try one of {', '.join(map(str, divisors[-6:]))} or set steps_per_epoch")
 
     class Timing(keras.callbacks.Callback):
+        diverged = None
+
         def on_epoch_begin(self, epoch, logs=None):
             rep.start_epoch(epoch + 1)
             self.next_step = 0
@@ -32,15 +38,27 @@ def train(ctx: Context) -> None:
             # the execution's last step.
             steps = batch + 1 - self.next_step
             self.next_step = batch + 1
-            rep.end_step([float(logs["loss"])], kind="running_mean", steps=steps)
+            loss = float(logs["loss"])
+            rep.end_step([loss], kind="running_mean", steps=steps)
+            if not (loss == loss and abs(loss) != float("inf")) and self.diverged is None:
+                self.diverged = (rep.epoch, rep.step_in_epoch, rep.meter.step, loss)
+                rep.diverged(*self.diverged)
+                if ctx.cfg.terminate_on_nan:
+                    self.model.stop_training = True
 
         def on_epoch_end(self, epoch, logs=None):
-            rep.end_epoch(float(logs["loss"]), float(logs["accuracy"]))
+            if self.diverged is not None and ctx.cfg.terminate_on_nan:
+                return
+            rep.end_epoch({"train/loss": float(logs["loss"]),
+                           "train/accuracy": float(logs["accuracy"])})
 
     with ctx.strategy.scope():
         ctx.model.compile(optimizer=ctx.optimizer,
                           loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                           metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
                           steps_per_execution=k, jit_compile=bool(ctx.cfg.jit_compile))
+    timing = Timing()
     ctx.model.fit(ctx.train_ds, epochs=ctx.epochs, steps_per_epoch=ctx.steps_per_epoch,
-                  callbacks=[Timing()], verbose=0, shuffle=False)
+                  callbacks=[timing], verbose=0, shuffle=False)
+    if timing.diverged is not None and ctx.cfg.terminate_on_nan:
+        raise Diverged()

@@ -1,0 +1,42 @@
+"""One evaluation for every strategy: every evaluation example exactly once.
+
+The task returns `{name: (sum, count)}` per batch (the loss as (sum, weight)); sums and counts
+are summed over replicas (strategy.reduce SUM) and batches, then divided, so replicas that get a
+short or empty last batch are weighted correctly and the figures are exact. Under ps the
+coordinator evaluates (the variables are read from the ps): no strategy.run, same task code.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict
+
+
+def make_evaluate(task, model, eval_ds, strategy=None) -> Callable[[], Dict[str, float]]:
+    """`strategy`: distribute the batches over its replicas; None: evaluate in this process."""
+    import tensorflow as tf
+
+    def replica_fn(x, y):
+        return {k: (tf.cast(s, tf.float32), tf.cast(c, tf.float32))
+                for k, (s, c) in task.eval_sums(model, x, y).items()}
+
+    if strategy is not None:
+        batches = strategy.experimental_distribute_dataset(eval_ds)
+
+        @tf.function(reduce_retracing=True)
+        def step(x, y):
+            out = strategy.run(replica_fn, args=(x, y))
+            return tf.nest.map_structure(
+                lambda v: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None), out)
+    else:
+        batches = eval_ds
+        step = tf.function(replica_fn, reduce_retracing=True)
+
+    def evaluate() -> Dict[str, float]:
+        totals: Dict[str, list] = {}
+        for x, y in batches:
+            for k, (s, c) in step(x, y).items():
+                t = totals.setdefault(k, [0.0, 0.0])
+                t[0] += float(s)
+                t[1] += float(c)
+        return {f"eval/{k}": (s / c if c else float("nan")) for k, (s, c) in totals.items()}
+
+    return evaluate

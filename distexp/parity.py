@@ -1,0 +1,160 @@
+"""`python -m distexp.parity [overrides]`: does a strategy train exactly like one device?
+
+Trains k steps of the composed job twice, each as a normal distexp job in fresh processes: under
+`one_device` and under the chosen strategy, at the same global batch (the chosen strategy's),
+with the same seed, so the same initial weights and the same data order. Before training, each
+run computes the gradient norm of the first batch as the optimizer would apply it (summed over
+replicas). Then it compares:
+- the max per-step loss difference (steps.csv of both runs), against `--tolerance`
+  (|a - b| <= tol x max(1, |a|); float32 reductions in another order differ by ~1e-7 here);
+- the ratio of the first gradient norms (strategy / one_device), which names the known failure
+  shapes: ~N (N replicas: each replica's loss is a mean over its own batch and the replicas'
+  gradients are summed: per-replica reduce_mean, then strategy.reduce(SUM)), ~1/N (divided by
+  the replicas twice), ~1 with different losses (a mean of replica means, wrong when replicas
+  hold different weights, e.g. padding tokens).
+Exit 0 within tolerance, 1 beyond, 2 for bad input. No MLflow (tracking is off for both runs).
+This process does not import TensorFlow.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+from distexp import config as C
+
+FIXED = ["epochs=1", "warmup_steps=0", "tracking.enabled=false", "checkpoint.every_steps=0",
+         "measure_peak_flops=false", "resume=false"]
+OWN_KEYS = ("strategy", "global_batch_size", "batch_size_per_replica", "epochs",
+            "steps_per_epoch", "hydra.run.dir", "tracking.enabled", "resume")
+
+
+def compose(overrides: List[str]):
+    from hydra import compose as hcompose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    conf = Path(__file__).resolve().parent / "conf"
+    try:
+        with initialize_config_dir(version_base="1.3", config_dir=str(conf)):
+            return hcompose(config_name="config", overrides=overrides)
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def losses(job: Path) -> List[float]:
+    with open(job / "steps.csv") as f:
+        return [float(r["loss"]) for r in csv.DictReader(f)]
+
+
+def diagnose(diff: float, tol_ok: bool, ratio: Optional[float], n: int) -> str:
+    """The failure shape the figures point at (empty when they agree)."""
+    if tol_ok:
+        return ""
+    near = (lambda a, b: b and abs(a - b) / b < 0.05)
+    if ratio is not None and n > 1 and near(ratio, n):
+        return (f"the loss is scaled by N={n} (the number of replicas): each replica's loss is a "
+                "mean over its own batch and the replicas' gradients are summed (a per-replica "
+                "reduce_mean, then strategy.reduce(SUM)); return (sum, weight) from Task.loss, or "
+                "divide the per-example sum by the global batch (tf.nn.compute_average_loss)")
+    if ratio is not None and n > 1 and near(ratio, 1 / n):
+        return (f"the loss is scaled by 1/N (N={n}): divided by the number of replicas twice "
+                "(e.g. a global-batch average that is also averaged over replicas)")
+    if ratio is not None and near(ratio, 1.0):
+        return ("a mean of replica means: the first gradient has the same norm but the losses "
+                "drift; it is exact only when every replica holds the same weight (e.g. padding "
+                "tokens): divide each replica's sum by the all-reduced weight (Task.loss -> "
+                "(sum, weight))")
+    return "the losses differ beyond the tolerance (no known shape: see both runs' steps.csv)"
+
+
+def run_job(name: str, overrides: List[str], out: Path) -> Path:
+    job = out / name
+    cmd = [sys.executable, "-m", "distexp", *overrides, f"hydra.run.dir={job}"]
+    env = {**os.environ, "DISTEXP_PARITY": "1"}
+    print(f"parity: {name}: {' '.join(overrides)}", flush=True)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        line = next((ln for ln in proc.stderr.splitlines() if ln.startswith("distexp: error:")),
+                    proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "")
+        raise SystemExit(f"distexp.parity: error: the {name} run failed (exit {proc.returncode}): "
+                         f"{line.replace('distexp: error: ', '')} (log: {job})") from None
+    return job
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m distexp.parity", description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=20, help="training steps compared (default 20)")
+    p.add_argument("--tolerance", type=float, default=1e-5,
+                   help="max per-step loss difference, relative to max(1, |loss|) (1e-5)")
+    p.add_argument("--out", type=Path, default=None, help="where both runs go "
+                   "(default outputs/parity/<time>)")
+    p.add_argument("overrides", nargs="*", help="the job, as for python -m distexp")
+    a = p.parse_args(argv)
+    try:
+        cfg = compose(a.overrides)
+        C.validate(cfg)
+        if a.steps < 1:
+            raise C.UserError(f"--steps: received {a.steps}; expected >= 1")
+        name = cfg.strategy.name
+        if name == "one_device":
+            raise C.UserError("strategy: received 'one_device'; parity compares a strategy with "
+                              "one device: choose mirrored, central, multiworker or ps")
+        if name == "ps" and cfg.workers > 1:
+            raise C.UserError(f"workers: received {cfg.workers} with strategy=ps; ps steps update "
+                              "asynchronously, so per-step losses of several workers are not "
+                              "comparable with one device: use workers=1")
+        replicas = C.replicas_per_worker(cfg, C.check_gpus(cfg.gpus, C.visible_gpus())) \
+            * C.sync_workers(cfg)
+        batch = C.global_batch(cfg, replicas)
+    except C.UserError as ex:
+        print(f"distexp.parity: error: {ex}", file=sys.stderr)
+        return 2
+    except Exception as ex:  # noqa: BLE001  (Hydra: unknown option, bad override)
+        from distexp.errors import one_line
+
+        msg = one_line(ex)
+        if msg is None:
+            raise
+        print(f"distexp.parity: error: {msg}", file=sys.stderr)
+        return 2
+    user = [o for o in a.overrides if o.split("=")[0].lstrip("+~") not in OWN_KEYS]
+    common = [*user, *FIXED, f"global_batch_size={batch}", f"steps_per_epoch={a.steps}"]
+    out = a.out or Path("outputs") / "parity" / time.strftime("%Y-%m-%d_%H-%M-%S")
+    try:
+        one = run_job("one_device", ["strategy=one_device", *common], out)
+        other = run_job(name, [f"strategy={name}", *common], out)
+    except SystemExit as ex:
+        print(ex, file=sys.stderr)
+        return 2
+    a1, a2 = losses(one), losses(other)
+    info1 = json.loads((one / "parity.json").read_text()) if (one / "parity.json").exists() else {}
+    info2 = json.loads((other / "parity.json").read_text()) if (other / "parity.json").exists() else {}
+    n = int(info2.get("replicas", replicas))
+    diffs = [abs(x - y) for x, y in zip(a1, a2)]
+    diff = max(diffs) if diffs else float("nan")
+    ok = len(a1) == len(a2) == a.steps and all(
+        d <= a.tolerance * max(1.0, abs(x)) for d, x in zip(diffs, a1))
+    g1, g2 = info1.get("grad_norm"), info2.get("grad_norm")
+    ratio = g2 / g1 if g1 and g2 is not None else None
+    print(f"parity: {name} ({n} replicas) vs one_device, global batch {batch}, {len(diffs)} steps")
+    print(f"  max per-step loss difference: {diff:.3g} (tolerance {a.tolerance:g} x max(1, |loss|))")
+    print(f"  first-step loss: one_device {a1[0]:.6g}, {name} {a2[0]:.6g}" if a1 and a2 else "")
+    if ratio is not None:
+        print(f"  first-step gradient norm ratio ({name} / one_device): {ratio:.6g}")
+    shape = diagnose(diff, ok, ratio, n)
+    print(f"  runs: {one}, {other}")
+    if ok:
+        print(f"parity: OK: {name} reproduces one_device within {a.tolerance:g}")
+        return 0
+    print(f"parity: FAILED: {shape}")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
