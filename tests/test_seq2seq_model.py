@@ -1,0 +1,182 @@
+"""distexp.seq2seq: the GRU encoder-decoder's shapes, padding masks, greedy decoding and its
+independence from how a batch is split (small sizes; the whole file runs in well under a minute)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+import keras  # noqa: E402
+
+from distexp.seq2seq import END, GruSeq2Seq, build_gru_seq2seq, greedy_decode  # noqa: E402
+
+SRC_V, TGT_V, T = 23, 17, 7
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _model(seed=0, **kw):
+    keras.utils.set_random_seed(seed)
+    return build_gru_seq2seq(SRC_V, TGT_V, embedding_dim=8, units=16, max_target_len=T, **kw)
+
+
+def _batch(b=8, s=9, seed=0):
+    """Random ids with a different number of padding positions per row (0 = pad)."""
+    rng = np.random.default_rng(seed)
+    src = rng.integers(4, SRC_V, size=(b, s)).astype(np.int32)
+    tgt = rng.integers(4, TGT_V, size=(b, T)).astype(np.int32)
+    tgt[:, 0] = 2
+    for i in range(b):
+        src[i, 1 + i % s:] = 0
+        tgt[i, 1 + (3 * i) % T:] = 0
+    return src, tgt
+
+
+@pytest.fixture(scope="module")
+def model():
+    return _model()
+
+
+def test_shapes_dtype_and_params(model):
+    src, tgt = _batch()
+    logits = model((src, tgt), training=False)
+    assert isinstance(model, GruSeq2Seq)
+    assert tuple(logits.shape) == (8, T, TGT_V) and logits.dtype == tf.float32
+    # embeddings 23*8 + 17*8; two GRUs 3*(16*(8+16) + 2*16); W1, W2 16*16; scale 16;
+    # combine (32*16 + 16); logits (16*17 + 17)
+    expected = 23 * 8 + 17 * 8 + 2 * 3 * (16 * 24 + 32) + 2 * 256 + 16 + 32 * 16 + 16 + 16 * 17 + 17
+    assert model.count_params() == expected
+
+
+def test_source_padding_is_ignored(model):
+    src, tgt = _batch()
+    base = model((src, tgt)).numpy()
+    longer = np.pad(src, ((0, 0), (0, 5)))  # 5 more padding columns
+    assert np.abs(model((longer, tgt)).numpy() - base).max() < 1e-6
+    # the padding id's embedding row never reaches the logits (masked in the GRU and the attention)
+    emb = model.src_embedding.embeddings
+    saved = emb.numpy()
+    try:
+        emb.assign(np.concatenate([np.full((1, saved.shape[1]), 50.0, np.float32), saved[1:]]))
+        assert np.abs(model((src, tgt)).numpy() - base).max() < 1e-6
+    finally:
+        emb.assign(saved)
+    # a real source token does change them (the check above is not vacuous)
+    changed = src.copy()
+    changed[:, 0] = np.where(changed[:, 0] == 4, 5, 4)
+    assert np.abs(model((changed, tgt)).numpy() - base).max() > 1e-4
+
+
+def test_target_padding_does_not_change_real_positions(model):
+    src, tgt = _batch()
+    base = model((src, tgt)).numpy()
+    longer = model((src, np.pad(tgt, ((0, 0), (0, 4))))).numpy()[:, :T]
+    real = tgt != 0
+    assert np.abs(longer - base)[real].max() < 1e-6
+
+
+def test_same_logits_for_a_batch_and_its_halves(model):
+    src, tgt = _batch(b=10, seed=1)
+    whole = model((src, tgt)).numpy()
+    halves = np.concatenate([model((src[:5], tgt[:5])).numpy(), model((src[5:], tgt[5:])).numpy()])
+    assert np.abs(whole - halves).max() < 1e-5
+    ids = greedy_decode(model, src, T).numpy()
+    np.testing.assert_array_equal(ids, np.concatenate([greedy_decode(model, src[:3], T).numpy(),
+                                                       greedy_decode(model, src[3:], T).numpy()]))
+
+
+def test_greedy_decode_matches_teacher_forcing():
+    """Step-by-step decoding and the whole-sequence call are the same network: fed the greedy
+    tokens as tgt_in, the teacher-forced argmax reproduces them."""
+    m = _model(seed=1)
+    bias = m.to_logits.bias
+    bias.assign(bias.numpy() + np.array([-100.0] * 4 + [0.0] * (TGT_V - 4), np.float32))  # no reserved ids
+    src, _ = _batch(seed=2)
+    ids = tf.function(lambda s: m.greedy_decode(s, T))(src).numpy()
+    assert ids.shape == (8, T) and ids.dtype == np.int32 and (ids >= 4).all()
+    tgt_in = np.concatenate([np.full((8, 1), 2, np.int32), ids[:, :-1]], axis=1)
+    np.testing.assert_array_equal(np.argmax(m((src, tgt_in)).numpy(), -1), ids)
+
+
+def test_greedy_decode_pads_after_end():
+    m = _model(seed=2)
+    src, _ = _batch(b=4)
+    # logits = bias: <end> at every step, so only the first may stay
+    m.to_logits.kernel.assign(np.zeros(m.to_logits.kernel.shape, np.float32))
+    m.to_logits.bias.assign(np.eye(TGT_V, dtype=np.float32)[END])
+    np.testing.assert_array_equal(greedy_decode(m, src, 5).numpy(), [[END, 0, 0, 0, 0]] * 4)
+    # a random model with <end> made likely: rows end at different steps, then only padding
+    r = _model(seed=3)
+    src = _batch(b=8, seed=4)[0]
+    decode = tf.function(lambda s: greedy_decode(r, s, 12))  # traced once: the bias is a variable
+    found = 0
+    for boost in np.linspace(0.0, 3.0, 13):
+        r.to_logits.bias.assign(np.eye(TGT_V, dtype=np.float32)[END] * boost)
+        ids = decode(src).numpy()
+        for row in ids:
+            ends = np.flatnonzero(row == END)
+            if len(ends):
+                assert (row[ends[0] + 1:] == 0).all()
+                found += 0 < ends[0] < 11
+    assert found >= 2  # the rule was exercised on rows that end mid-way
+
+
+def test_mixed_precision_logits_are_float32():
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        m = _model()
+        src, tgt = _batch(b=2)
+        assert m.encoder_gru.compute_dtype == "float16"
+        assert m((src, tgt)).dtype == tf.float32
+        assert greedy_decode(m, src, 3).dtype == tf.int32
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+MIRRORED = textwrap.dedent("""
+    import numpy as np, tensorflow as tf, keras
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    from distexp.seq2seq import build_gru_seq2seq
+    rng = np.random.default_rng(0)
+    src = rng.integers(4, 20, size=(8, 6)).astype(np.int32); tgt = rng.integers(4, 15, size=(8, 5)).astype(np.int32)
+    tgt[:, 0] = 2
+    for i in range(8):
+        src[i, 1 + i % 6:] = 0; tgt[i, 1 + i % 5:] = 0
+    keras.utils.set_random_seed(0)
+    one = build_gru_seq2seq(20, 15, embedding_dim=8, units=16, max_target_len=5)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    with strategy.scope():
+        m = build_gru_seq2seq(20, 15, embedding_dim=8, units=16, max_target_len=5)
+    m.set_weights(one.get_weights())
+    ds = strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices((src, tgt)).batch(8))
+    @tf.function
+    def run(batch):
+        def replica(s, t):
+            with tf.GradientTape() as tape:
+                logits = m((s, t), training=True)
+                loss = tf.reduce_sum(logits)
+            grads = tape.gradient(loss, m.trainable_variables)
+            return logits, m.greedy_decode(s, 5), tf.add_n([tf.reduce_sum(g) for g in grads])
+        return strategy.run(replica, args=batch)
+    logits, ids, _ = run(next(iter(ds)))
+    logits = tf.concat(strategy.experimental_local_results(logits), 0).numpy()
+    ids = tf.concat(strategy.experimental_local_results(ids), 0).numpy()
+    print("DIFF", np.abs(logits - one((src, tgt)).numpy()).max(), (ids == one.greedy_decode(src, 5).numpy()).all())
+""")
+
+
+def test_mirrored_strategy_run_matches_one_device():
+    """Built in MirroredStrategy.scope() over 2 logical CPUs, called in strategy.run in a
+    tf.function (forward, gradients, greedy decoding): the same logits as one device. A fresh
+    process: logical devices cannot change once TensorFlow has started."""
+    out = subprocess.run([sys.executable, "-c", MIRRORED], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120)
+    line = [x for x in out.stdout.splitlines() if x.startswith("DIFF")]
+    assert line, out.stderr[-3000:]
+    _, diff, same_ids = line[0].split()
+    assert float(diff) < 1e-5 and same_ids == "True"
