@@ -19,6 +19,11 @@ TRAIN_FACTOR = 3.0
 
 
 def forward_flops(model, input_shape: Sequence[int]) -> Optional[float]:
+    if any(isinstance(d, (tuple, list)) for d in input_shape):
+        # Several inputs (seq2seq): its GRUs are tf.while loops, whose body the graph profiler
+        # counts once, not once per time step: a count would be wrong, so there is none.
+        raise ValueError("a model with several (sequence) inputs: the graph profiler counts a "
+                         "recurrent loop's body once, not per time step")
     import tensorflow as tf
     from tensorflow.python.util import deprecation
 

@@ -112,3 +112,21 @@ def seed_mistake_task():
             return total / count
 
     return PerReplicaMean()
+
+
+def seq2seq_replica_mean_task():
+    """Seq2seq whose loss is what Keras 3 loss objects compute under a strategy: each replica's
+    mean over its own real tokens, divided by the replicas (a mean of replica means)."""
+    from distexp.tasks import Seq2Seq
+
+    class ReplicaMean(Seq2Seq):
+        name = "seq2seq_replica_mean"
+
+        def loss(self, labels, outputs):
+            import tensorflow as tf
+
+            total, count = super().loss(labels, outputs)
+            replicas = tf.distribute.get_replica_context().num_replicas_in_sync
+            return total / count / replicas
+
+    return ReplicaMean()

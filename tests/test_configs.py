@@ -22,7 +22,11 @@ def test_groups_match_the_contract():
 
 EXTRA = {("model", "custom"): ["model.factory=tests.factories:small_mlp"],
          ("dataset", "custom"): ["dataset.factory=tests.factories:blobs"],
-         ("dataset", "tfds"): ["dataset.tfds_name=cifar100"]}
+         ("dataset", "tfds"): ["dataset.tfds_name=cifar100"],
+         # seq2seq: the model and the data come together (one without the other is refused)
+         ("model", "gru_seq2seq"): ["dataset=synthetic_pairs"],
+         ("dataset", "synthetic_pairs"): ["model=gru_seq2seq"],
+         ("dataset", "text_pairs"): ["model=gru_seq2seq", "dataset.path=pairs.txt"]}
 
 
 @pytest.mark.parametrize("group,option", [(g, o) for g, opts in GROUPS.items() for o in opts

@@ -49,7 +49,8 @@ def _reporter(tmp_path, accs, target):
     it = iter(accs)
     return progress.Reporter(meter=meter, logger=RunLogger(run_id=""), chief=True,
                              job_dir=tmp_path, epochs=len(accs), steps_per_epoch=2, log_every=0,
-                             evaluate=lambda: (1.0, next(it)), target_accuracy=target)
+                             evaluate=lambda: {"eval/loss": 1.0, "eval/accuracy": next(it)},
+                             target_accuracy=target, target_metric="eval/accuracy")
 
 
 def test_time_to_accuracy_from_first_epoch_start(tmp_path, clock):
@@ -58,7 +59,7 @@ def test_time_to_accuracy_from_first_epoch_start(tmp_path, clock):
         rep.start_epoch(epoch)
         clock.t += 10
         rep.end_step([1.0, 0.9], steps=2)
-        rep.end_epoch(1.0, 0.5)
+        rep.end_epoch({"train/loss": 1.0, "train/accuracy": 0.5})
     final = rep.finish()
     assert final["perf/time_to_accuracy_s"] == pytest.approx(20.0)
 
@@ -68,7 +69,7 @@ def test_time_to_accuracy_none_if_never_reached(tmp_path, clock):
     rep.start_epoch(1)
     clock.t += 1
     rep.end_step(1.0)
-    rep.end_epoch(1.0, 0.5)
+    rep.end_epoch({"train/loss": 1.0, "train/accuracy": 0.5})
     assert rep.finish()["perf/time_to_accuracy_s"] is None
 
 
@@ -79,7 +80,7 @@ def test_steps_csv_keeps_each_step_of_a_call(tmp_path, clock):
     rep.end_step([0.4, 0.3, 0.2, 0.1], steps=4)
     clock.t += 2
     rep.end_step([0.05], kind="running_mean", steps=2)  # fit: one value per execution
-    rep.end_epoch(1.0, 0.5)
+    rep.end_epoch({"train/loss": 1.0, "train/accuracy": 0.5})
     rep.finish()
     rows = list(csv.DictReader(open(tmp_path / "steps.csv")))
     assert [(r["step"], r["loss"]) for r in rows] == [

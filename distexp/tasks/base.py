@@ -89,9 +89,8 @@ class Task:
     # -- names ----------------------------------------------------------------------------------
     def figures(self) -> Tuple[str, ...]:
         """Every final figure name this task logs (what `objective` may name)."""
-        return (("train/loss", "eval/loss")
-                + tuple(f"train/{m}" for m in self.train_metrics)
-                + tuple(f"eval/{m}" for m in self.eval_metrics))
+        return (tuple(f"eval/{m}" for m in self.eval_metrics) + ("eval/loss", "train/loss")
+                + tuple(f"train/{m}" for m in self.train_metrics))
 
     def describe(self) -> str:
         return self.name

@@ -1,0 +1,225 @@
+"""Tasks and the one training step (issue 9): seq2seq trains under every strategy with exact
+figures, a user's own task trains and logs its own metrics, ps shares the step (loss scaling
+included), parity catches the known loss mistakes, a diverging run ends FAILED."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, mlflow_runs
+
+SEQ = ["model=gru_seq2seq", "dataset=synthetic_pairs"]
+
+
+def _probe(**env):
+    e = {**os.environ, **env, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "ps_loss_scale_probe.py")], env=e,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_ps_mixed_float16_scales_the_loss():
+    """One ps step with SGD behind a LossScaleOptimizer updates the weights by lr x gradient:
+    the loss was scaled before the gradient and unscaled in apply_gradients. The control skips
+    the scaling (the old ps loop's bug): the update is then 2**-15 too small."""
+    good = _probe()
+    assert good["scale"] == 2.0 ** 15 and good["steps"] == 1
+    assert good["ratio"] == pytest.approx(1.0, rel=1e-3)
+    assert good["loss"] == pytest.approx(good["float32_loss"], rel=1e-3)
+    bad = _probe(PROBE_SKIP_SCALING="1")
+    assert bad["ratio"] == pytest.approx(2.0 ** -15, rel=1e-2)
+
+
+@pytest.mark.parametrize("overrides,needle", [
+    (["strategy=ps", "jit_compile=true"], "jit_compile: received true with strategy=ps"),
+    (["strategy=ps", "dataset.on_device=true"], "dataset.on_device: received true with strategy=ps"),
+    (["strategy=ps", "strategy.cross_device_ops=hierarchical_copy"],
+     "strategy.cross_device_ops: received 'hierarchical_copy' with strategy=ps"),
+    ([*SEQ, "loop=fit"], "loop: received 'fit' with the seq2seq task; Keras 3 loss objects"),
+    (["model=gru_seq2seq"], "dataset: received 'digits' with model=gru_seq2seq"),
+    (["dataset=synthetic_pairs"], "model: received 'cnn' with a seq2seq task"),
+    (["model=gru_seq2seq", "dataset=text_pairs"], "dataset.path: received null"),
+    ([*SEQ, "objective=eval/accuracy"], "objective: received 'eval/accuracy'; valid: "
+     "eval/token_accuracy, eval/sequence_accuracy, eval/loss"),
+    ([*SEQ, "dataset.source_tokens=bpe"], "dataset.source_tokens: received 'bpe'; valid: word"),
+    (["task.name=custom"], "task.factory: received null"),
+    (["task.name=ranking"], "task.name: received 'ranking'; valid: classification, seq2seq"),
+    (["task.factory=factories:mse_task", "loop=fit"], "loop: received 'fit' with the custom task"),
+])
+def test_refused_before_tensorflow(compose, overrides, needle):
+    from distexp import config as C
+
+    with pytest.raises(C.UserError) as err:
+        C.validate(compose(*overrides))
+    assert str(err.value).startswith(needle), err.value
+
+
+def test_task_is_implied_by_the_dataset(compose):
+    from distexp import config as C, tasks
+
+    assert tasks.name_of(compose()) == "classification"
+    seq = compose(*SEQ)
+    assert tasks.name_of(seq) == "seq2seq" and C.objective_name(seq) == "eval/token_accuracy"
+    assert C.objective_name(compose()) == "eval/accuracy"
+    assert tasks.name_of(compose("task.factory=factories:mse_task")) == "custom"
+
+
+def test_pair_file_errors_are_one_line_before_tensorflow(cli):
+    bad = cli.cwd / "pairs.txt"
+    bad.write_text("Hi.\t嗨。\tCC-BY\nno tab on this line\n", encoding="utf-8")
+    r = cli(*SEQ[:1], "dataset=text_pairs", f"dataset.path={bad}", timeout=120)
+    assert r.returncode == 2, r
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"distexp: error: dataset.path: received "), r
+    assert "line 2" in lines[0] and "Strategy:" not in r.stdout, r
+
+
+# -- end to end ----------------------------------------------------------------------------------
+
+def _parity(cli, *args):
+    r = cli("--steps", "8", *args, module="distexp.parity", timeout=900)
+    figures = {}
+    for ln in r.stdout.splitlines():
+        if "max per-step loss difference:" in ln:
+            figures["diff"] = float(ln.split(":")[1].split()[0])
+        if "gradient norm ratio" in ln:
+            figures["ratio"] = float(ln.rsplit(":", 1)[1])
+    return r, figures
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", [["strategy=mirrored", "cpu_replicas=2"],
+                                      ["strategy=central", "cpu_replicas=2"],
+                                      ["strategy=multiworker", "workers=2"]],
+                         ids=["mirrored", "central", "multiworker"])
+def test_seq2seq_parity_per_token_loss_is_exact(cli, strategy):
+    """2 replicas reproduce one device's per-step seq2seq losses within 1e-5: the per-token mean
+    is exact though the replicas hold different numbers of real tokens (the next test shows
+    they do: a mean of replica means on the same batches fails)."""
+    r, f = _parity(cli, *strategy, *SEQ)
+    assert r.returncode == 0, r
+    assert f["diff"] < 1e-5 and f["ratio"] == pytest.approx(1.0, abs=1e-5), r.stdout
+
+
+@pytest.mark.slow
+def test_parity_fails_a_mean_of_replica_means(cli):
+    r, f = _parity(cli, "strategy=mirrored", "cpu_replicas=2", *SEQ,
+                   "task.factory=factories:seq2seq_replica_mean_task")
+    assert r.returncode == 1, r
+    assert f["diff"] > 1e-4, r.stdout  # the replicas' token counts differ on these batches
+    assert "parity: FAILED: a mean of replica means" in r.stdout, r.stdout
+
+
+@pytest.mark.slow
+def test_parity_names_the_seed_loops_mistake(cli):
+    """Per-replica reduce_mean, then summed over replicas: the loss and gradient are N x."""
+    ok, f = _parity(cli, "strategy=mirrored", "cpu_replicas=2")
+    assert ok.returncode == 0 and f["diff"] < 1e-5, ok
+    r, f = _parity(cli, "strategy=mirrored", "cpu_replicas=2",
+                   "task.factory=factories:seed_mistake_task")
+    assert r.returncode == 1, r
+    assert f["ratio"] == pytest.approx(2.0, rel=1e-3), r.stdout
+    assert "parity: FAILED: the loss is scaled by N=2" in r.stdout, r.stdout
+
+
+@pytest.mark.slow
+def test_synthetic_pairs_learn_with_the_defaults(cli):
+    """`python -m distexp model=gru_seq2seq dataset=synthetic_pairs`, defaults otherwise."""
+    r = cli(*SEQ, timeout=900)
+    assert r.returncode == 0, r
+    client, runs = mlflow_runs(cli.uri)
+    run = runs[0]
+    m, p = run.data.metrics, run.data.params
+    assert run.info.status == "FINISHED" and run.info.run_name == "mirrored-gru_seq2seq-synthetic_pairs-r1"
+    assert m["eval/token_accuracy"] >= 0.9, m
+    assert 0 <= m["eval/sequence_accuracy"] <= m["eval/token_accuracy"] + 1e-9
+    assert m["eval/loss"] > 0 and "eval/accuracy" not in m and "train/accuracy" not in m
+    # tokens = real target tokens: 1 to 5 digits + <end> per example
+    ratio = m["perf/tokens_per_sec"] / m["perf/examples_per_sec"]
+    assert 2.0 < ratio <= 6.0, ratio
+    assert p["task"] == "seq2seq" and p["data.target_tokens"] == "char"
+    assert p["data.tgt_vocab_size"] == str(4 + 10)  # reserved + the ten digits
+    assert len(client.get_metric_history(run.info.run_id, "eval/token_accuracy")) == 5 + 1
+
+
+CORPUS = [("I see a cat.", "我看见一只猫。"), ("I see a dog.", "我看见一只狗。"),
+          ("You see a cat.", "你看见一只猫。"), ("You see a dog.", "你看见一只狗。"),
+          ("He has a cat.", "他有一只猫。"), ("He has a dog.", "他有一只狗。"),
+          ("I have a cat.", "我有一只猫。"), ("You have a dog.", "你有一只狗。")]
+
+
+@pytest.mark.slow
+def test_text_pairs_word_source_chinese_char_target(cli):
+    path = cli.cwd / "cmn.txt"
+    path.write_text("".join(f"{en}\t{zh}\tCC-BY 2.0 (France) Attribution: tatoeba.org\n"
+                            for _ in range(12) for en, zh in CORPUS), encoding="utf-8")
+    r = cli("model=gru_seq2seq", "dataset=text_pairs", f"dataset.path={path}",
+            "strategy=mirrored", "cpu_replicas=2", "epochs=3", "batch_size_per_replica=16",
+            timeout=900)
+    assert r.returncode == 0, r
+    _, runs = mlflow_runs(cli.uri)
+    p, m = runs[0].data.params, runs[0].data.metrics
+    assert (p["data.source_tokens"], p["data.target_tokens"]) == ("word", "char")
+    english = {w for en, _ in CORPUS for w in en.lower().replace(".", " .").split()}
+    chinese = {c for _, zh in CORPUS for c in zh}
+    assert p["data.src_vocab_size"] == str(4 + len(english))   # i see a cat . you dog he has have
+    assert p["data.tgt_vocab_size"] == str(4 + len(chinese))
+    assert int(p["data.max_tgt_len"]) == max(len(zh) for _, zh in CORPUS) + 1
+    losses = [float(x["loss"]) for x in csv.DictReader(open(next(cli.cwd.glob("outputs/runs/*/*/steps.csv"))))]
+    assert losses[-1] < 0.5 * losses[0], losses
+    assert m["eval/token_accuracy"] > 0.5
+
+
+@pytest.mark.slow
+def test_user_regression_task_logs_its_own_metrics(cli):
+    r = cli("strategy=mirrored", "cpu_replicas=2", "model=mlp", "dataset=custom",
+            "dataset.factory=factories:regression_data", "task.factory=factories:mse_task",
+            "epochs=4", timeout=600)
+    assert r.returncode == 0, r
+    _, runs = mlflow_runs(cli.uri)
+    m, p = runs[0].data.metrics, runs[0].data.params
+    assert {"train/loss", "train/mae", "eval/loss", "eval/mae"} <= set(m)
+    assert "eval/accuracy" not in m and p["task"] == "regression"
+    assert m["eval/loss"] < 1.0 and 0 < m["eval/mae"] < 1.0  # the targets' variance is ~8
+    result = json.loads(next(cli.cwd.glob("outputs/runs/*/*/result.json")).read_text())
+    assert result["objective"] == "eval/mae"
+
+
+@pytest.mark.slow
+def test_ps_trains_with_several_steps_per_call_and_mixed_precision(cli):
+    r = cli("strategy=ps", "workers=2", "epochs=3", "steps_per_execution=3",
+            "precision=mixed_float16", "tracking.enabled=false", "hydra.run.dir=job", timeout=600)
+    assert r.returncode == 0, r
+    rows = list(csv.DictReader(open(cli.cwd / "job" / "steps.csv")))
+    assert [int(x["step"]) for x in rows] == list(range(1, 3 * 22 + 1))  # every step's loss
+    result = json.loads((cli.cwd / "job" / "result.json").read_text())
+    assert result["eval/accuracy"] >= 0.85, result
+
+
+@pytest.mark.slow
+def test_a_diverging_run_ends_failed_and_tagged(cli):
+    r = cli("strategy=one_device", "model.optimizer=sgd", "learning_rate=1e30", "epochs=2",
+            timeout=300)
+    assert r.returncode == 1, r
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("distexp: error:")]
+    assert len(lines) == 1 and "training diverged: train/loss is nan at epoch 1 step " in lines[0]
+    client, runs = mlflow_runs(cli.uri)
+    run = runs[0]
+    assert run.info.status == "FAILED" and run.data.tags["distexp.diverged"] == "true"
+    assert "perf/examples_per_sec" not in run.data.metrics
+    arts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert "steps.csv" in arts and "logs" in arts
+    # the user who wants the old behaviour: trains on, FINISHED, still tagged
+    r = cli("strategy=one_device", "model.optimizer=sgd", "learning_rate=1e30", "epochs=1",
+            "terminate_on_nan=false", timeout=300)
+    assert r.returncode == 0, r
+    assert "distexp: warning: training diverged" in r.stdout
+    _, runs = mlflow_runs(cli.uri)
+    latest = max(runs, key=lambda x: x.info.start_time)
+    assert latest.info.status == "FINISHED" and latest.data.tags["distexp.diverged"] == "true"
