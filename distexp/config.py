@@ -376,7 +376,7 @@ def _validate_task(cfg: DictConfig) -> None:
     if name == "seq2seq" and cfg.model.name not in seq2seq_models:
         raise UserError(f"model: received {cfg.model.name!r} with a seq2seq task (dataset="
                         f"{ds.name}); valid: {', '.join(seq2seq_models)}")
-    if name != "seq2seq" and cfg.model.name in seq2seq_models:
+    if name == "classification" and cfg.model.name in seq2seq_models:
         raise UserError(f"dataset: received {ds.name!r} with model={cfg.model.name}, which needs "
                         "sentence pairs; valid: text_pairs, synthetic_pairs")
     task = tasks.builtin(cfg)

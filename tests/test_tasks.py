@@ -82,6 +82,22 @@ def test_pair_file_errors_are_one_line_before_tensorflow(cli):
 
 # -- end to end ----------------------------------------------------------------------------------
 
+def varied_pairs(path):
+    """A pair file whose target lengths vary from 1 to 12 tokens, so the two replicas of a global
+    batch hold clearly different numbers of real tokens (synthetic_pairs' numbers are mostly
+    five digits: too even to tell a mean of replica means from the per-token mean)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    words = "alpha beta gamma delta eps zeta eta theta iota kappa".split()
+    with open(path, "w") as f:
+        for _ in range(1200):
+            src = [words[int(j)] for j in rng.integers(0, 10, int(rng.integers(1, 13)))]
+            tgt = "".join(str(words.index(w)) for w in src)[: int(rng.integers(1, 13))]
+            f.write(" ".join(src) + "\t" + tgt + "\tattribution\n")
+    return ["model=gru_seq2seq", "dataset=text_pairs", f"dataset.path={path}"]
+
+
 def _parity(cli, *args):
     r = cli("--steps", "8", *args, module="distexp.parity", timeout=900)
     figures = {}
@@ -102,14 +118,14 @@ def test_seq2seq_parity_per_token_loss_is_exact(cli, strategy):
     """2 replicas reproduce one device's per-step seq2seq losses within 1e-5: the per-token mean
     is exact though the replicas hold different numbers of real tokens (the next test shows
     they do: a mean of replica means on the same batches fails)."""
-    r, f = _parity(cli, *strategy, *SEQ)
+    r, f = _parity(cli, *strategy, *varied_pairs(cli.cwd / "varied.txt"))
     assert r.returncode == 0, r
     assert f["diff"] < 1e-5 and f["ratio"] == pytest.approx(1.0, abs=1e-5), r.stdout
 
 
 @pytest.mark.slow
 def test_parity_fails_a_mean_of_replica_means(cli):
-    r, f = _parity(cli, "strategy=mirrored", "cpu_replicas=2", *SEQ,
+    r, f = _parity(cli, "strategy=mirrored", "cpu_replicas=2", *varied_pairs(cli.cwd / "v.txt"),
                    "task.factory=factories:seq2seq_replica_mean_task")
     assert r.returncode == 1, r
     assert f["diff"] > 1e-4, r.stdout  # the replicas' token counts differ on these batches
