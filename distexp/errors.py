@@ -1,7 +1,16 @@
-"""Turn Hydra / OmegaConf / distexp errors into one line: the key, what was received, what is valid."""
+"""User errors as one line: the key, what was received, what is valid.
+
+- ``one_line``: Hydra / OmegaConf / distexp errors in the job process, as that line
+- ``report_user_error`` / ``read_user_error``: a training process that stops on a user error
+  leaves its line in ``<job_dir>/<task>.user-error.txt``; the job process reads the chief's from
+  there (exit 2) rather than from the end of its log.
+"""
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
+from typing import Optional
 
 from distexp.config import UserError
 
@@ -56,3 +65,23 @@ def one_line(ex: BaseException) -> str | None:
 def _first(text: str) -> str:
     lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
     return lines[0] if lines else str(text)
+
+
+def user_error_path(job_dir: Path, task: str) -> Path:
+    return Path(job_dir) / f"{task}.user-error.txt"
+
+
+def report_user_error(job_dir: Path, message: str) -> None:
+    """In a training process: leave the one line (without "distexp: error: ") for the job."""
+    try:
+        user_error_path(job_dir, os.environ.get("DISTEXP_TASK", "chief")).write_text(message + "\n")
+    except OSError:
+        pass  # the job then reports the process's exit code and its log
+
+
+def read_user_error(job_dir: Path, task: str) -> Optional[str]:
+    """In the job process: the line a training process left, or None."""
+    try:
+        return user_error_path(job_dir, task).read_text().strip() or None
+    except OSError:
+        return None

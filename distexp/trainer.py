@@ -142,7 +142,10 @@ def main(argv=None) -> int:
     try:
         train(cfg, args.config.parent)
     except UserError as ex:
+        from distexp.errors import report_user_error
+
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        report_user_error(args.config.parent, str(ex))  # the job reads it there (exit 2)
         return 2
     except strategies.PortInUse as ex:
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
