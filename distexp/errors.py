@@ -56,9 +56,25 @@ def one_line(ex: BaseException) -> str | None:
         return f"{key}: {msg}" if key else msg
     if isinstance(ex, HydraException):
         return _first(str(ex))
+    if isinstance(ex, ValueError) and str(ex).startswith("Config group override must be a string"):
+        return _null_group()  # e.g. experiment=null: Hydra's own ValueError does not say which
     if isinstance(ex, OSError) and ex.filename:  # e.g. Hydra creating an unwritable output dir
         return (f"outputs: received {ex.filename!r}, which cannot be written ({ex.strerror}); valid: "
                 "a writable directory: run from one, or set hydra.run.dir= (hydra.sweep.dir= with -m)")
+    return None
+
+
+def _null_group() -> Optional[str]:
+    """`group=null` on the command line, for a config group: its name and its options."""
+    import sys
+
+    conf = Path(__file__).parent / "conf"
+    for arg in sys.argv[1:]:
+        group, _, value = arg.partition("=")
+        if value == "null" and (conf / group).is_dir():
+            valid = ", ".join(sorted(p.stem for p in (conf / group).glob("*.yaml")))
+            return (f"{group}: received null; valid: {valid}, or leave {group}= out for the "
+                    "default (Hydra cannot set a group to null from the command line)")
     return None
 
 

@@ -144,6 +144,9 @@ def experiment_id(mlflow_client, name: str, uri: str) -> str:
     if exp is not None:
         return exp.experiment_id
     store_dir = sqlite_dir(uri)
+    if store_dir is None and urlsplit(uri).scheme.split("+")[0] in DB_PORTS:
+        # MLflow's default for a database store is ./mlruns: keep to outputs/ as for sqlite
+        store_dir = Path(os.getcwd()) / "outputs"
     location = (store_dir / "mlartifacts").as_uri() if store_dir else None
     try:
         # the MLflow 3 UI then opens it as a training experiment (runs table), not a GenAI one
