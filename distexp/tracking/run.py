@@ -36,6 +36,10 @@ class JobRun:
                 exp_id = store.experiment_id(self.client, experiment, uri)
                 run = self.client.create_run(exp_id, run_name=run_name, tags=dict(tags))
         except Exception as ex:  # noqa: BLE001
+            if "Invalid experiment name" in str(ex):  # MLflow's own rule, not the store's fault
+                raise UserError(f"tracking.experiment: received {experiment!r}; MLflow refuses it "
+                                f"({store.reason(ex)}); expected an MLflow experiment name, e.g. "
+                                "distexp") from None
             raise UserError(store.unreachable(uri, ex)) from None
         self.run_id = run.info.run_id
         self.experiment_id = exp_id
