@@ -65,9 +65,10 @@ class JobRun:
             self._call({"kind": "params", "params": {p.key: p.value for p in items[i:i + 100]}},
                        lambda b=items[i:i + 100]: self.client.log_batch(self.run_id, params=b))
 
-    def log_artifacts(self, paths: Iterable[Path], artifact_path: Optional[str] = None) -> None:
+    def log_artifacts(self, paths: Iterable[Path], artifact_path: Optional[str] = None,
+                      keep_empty: bool = False) -> None:
         for p in paths:
-            if p.is_file() and p.stat().st_size > 0:
+            if p.is_file() and (keep_empty or p.stat().st_size > 0):
                 self._call({"kind": "artifact", "path": str(p), "artifact_path": artifact_path},
                            lambda p=p: self.client.log_artifact(self.run_id, str(p), artifact_path))
 
@@ -121,7 +122,8 @@ class JobRun:
         if offline_summary(job_dir):
             self.go_offline(job_dir, RuntimeError("the chief trainer found the server unreachable"))
         steps = [lambda: self.log_artifacts(files),
-                 lambda: self.log_artifacts(logs, artifact_path="logs"),
+                 # a process that died before printing a word: its empty log says so
+                 lambda: self.log_artifacts(logs, artifact_path="logs", keep_empty=True),
                  lambda: self.log_artifacts([job_dir / "distexp.log", job_dir / "steps.csv"]),
                  lambda: self.end(status)]
         i = 0
