@@ -7,7 +7,9 @@ group option (``conf/<group>/<option>.yaml``) is merged onto a typed node and ch
 """
 from __future__ import annotations
 
+import math
 import os
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -284,9 +286,6 @@ def validate(cfg: DictConfig) -> None:
                         "data needs loop=custom")
     _at_least("checkpoint.every_steps", cfg.checkpoint.every_steps, 0, allow_none=True)
     _at_least("checkpoint.keep", cfg.checkpoint.keep, 1)
-    if cfg.cluster.port is not None and not 1024 <= cfg.cluster.port <= 65535 - cfg.workers - cfg.ps:
-        raise UserError(f"cluster.port: received {cfg.cluster.port}; expected 1024..65535 (or null "
-                        "for free ports)")
     if cfg.resume and cfg.loop.name == "fit":
         raise UserError("resume: received true with loop=fit; checkpoints and resume are part of "
                         "the custom loop: use loop=custom")
@@ -349,6 +348,7 @@ def validate(cfg: DictConfig) -> None:
         raise UserError(
             f"global_batch_size: received {cfg.global_batch_size}; it must divide evenly over "
             f"{replicas} replicas (try {max(replicas, cfg.global_batch_size // replicas * replicas)})")
+    validate_limits(cfg)
 
 
 def _validate_task(cfg: DictConfig) -> None:
@@ -479,3 +479,142 @@ def flatten(cfg: DictConfig) -> dict:
 
     walk("", OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
     return out
+
+
+# --- Limits: values the schema's types accept but NumPy/TensorFlow, the data, the file system or
+# this machine cannot hold. Checked in the job process, before any training process starts.
+
+SEED_MAX = 2 ** 32 - 1  # keras.utils.set_random_seed seeds NumPy: np.random.seed takes 0..2**32-1
+CPU_REPLICAS_PER_CORE = 8  # logical CPU devices are cheap, but hundreds of them hang the runtime
+PROCESSES_PER_CORE = 4     # a local cluster: TF processes (each with its own thread pools) per core
+TRAINER_MB = 700           # one training process's resident memory (measured: 723 MB, cnn on digits)
+DIGITS_EXAMPLES = 1797     # scikit-learn's load_digits
+
+
+def validate_limits(cfg: DictConfig) -> None:
+    """Raise UserError for a value no process could run with (one line, before TensorFlow)."""
+    if not 0 <= cfg.seed <= SEED_MAX:
+        raise UserError(f"seed: received {cfg.seed}; expected 0..{SEED_MAX} (2**32-1: the range "
+                        "NumPy's and TensorFlow's seeding accept)")
+    for key in ("learning_rate", "model.learning_rate", "timeout", "target_accuracy"):
+        value = OmegaConf.select(cfg, key)
+        if value is not None and not math.isfinite(value):
+            raise UserError(f"{key}: received {value}; expected a finite number")
+    if cfg.model.learning_rate <= 0:
+        raise UserError(f"model.learning_rate: received {cfg.model.learning_rate}; expected > 0")
+    _at_least("dataset.shuffle_buffer", cfg.dataset.shuffle_buffer, 1)
+    _at_least("dataset.prefetch", cfg.dataset.prefetch, -1)
+    for key in ("tracking.uri", "tracking.experiment") if cfg.tracking.enabled else ():
+        if not str(OmegaConf.select(cfg, key)).strip():
+            raise UserError(f"{key}: received {OmegaConf.select(cfg, key)!r}; expected a non-empty "
+                            + ("MLflow tracking URI, e.g. sqlite:///outputs/mlflow.db or "
+                               "http://host:5000" if key == "tracking.uri" else
+                               "MLflow experiment name, e.g. distexp"))
+    processes = local_processes(cfg)
+    if cfg.cluster.port is not None and not 1024 <= cfg.cluster.port <= 65536 - processes:
+        raise UserError(f"cluster.port: received {cfg.cluster.port}; expected "
+                        f"1024..{65536 - processes} (the {processes} task(s) take port, port+1, ...; "
+                        "at most 65535), or null for free ports")
+    _check_machine(cfg, processes)
+    _check_data_size(cfg)
+    _check_checkpoint_dir(cfg)
+
+
+def local_processes(cfg: DictConfig) -> int:
+    """Training processes a job starts on this machine (cluster=local), or 1 (one per task)."""
+    if cfg.cluster.name != "local":
+        return 1
+    if cfg.strategy.name == "multiworker":
+        return cfg.workers
+    if cfg.strategy.name == "ps":
+        return 1 + cfg.workers + cfg.ps
+    return 1
+
+
+def machine() -> tuple:
+    """(usable cores, available memory in MB or None) of this machine, without TensorFlow."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        with open("/proc/meminfo") as f:
+            info = dict(line.split(":", 1) for line in f)
+        return cores, int(info["MemAvailable"].split()[0]) // 1024
+    except (OSError, KeyError, ValueError):
+        return cores, None
+
+
+def _check_machine(cfg: DictConfig, processes: int) -> None:
+    cores, mem_mb = machine()
+    on_cpu = cfg.gpus == 0 or (cfg.gpus is None and visible_gpus() == 0)
+    if on_cpu and cfg.strategy.name in ("mirrored", "central"):
+        most = CPU_REPLICAS_PER_CORE * cores
+        if cfg.cpu_replicas > most:
+            raise UserError(f"cpu_replicas: received {cfg.cpu_replicas}; this machine has {cores} "
+                            f"core(s): expected 1..{most} ({CPU_REPLICAS_PER_CORE} logical devices "
+                            "per core; more only slow the start-up and the all-reduce)")
+    if processes <= 1:
+        return
+    key = "ps" if cfg.strategy.name == "ps" and cfg.ps > cfg.workers else "workers"
+    need_mb = processes * TRAINER_MB
+    said = (f"cluster=local would start {processes} TensorFlow processes (~{TRAINER_MB} MB each, "
+            f"~{need_mb} MB in all) on this machine's {cores} core(s)"
+            + (f" and {mem_mb} MB of available memory" if mem_mb is not None else ""))
+    if processes > PROCESSES_PER_CORE * cores or (mem_mb is not None and need_mb > mem_mb):
+        raise UserError(f"{key}: received {cfg[key]}; {said}; expected at most "
+                        f"{_most_processes(cores, mem_mb)} processes here: fewer workers/ps, or "
+                        "cluster=slurm / cluster=tf_config across machines")
+
+
+def _most_processes(cores: int, mem_mb) -> int:
+    most = PROCESSES_PER_CORE * cores
+    return most if mem_mb is None else min(most, mem_mb // TRAINER_MB)
+
+
+def _check_data_size(cfg: DictConfig) -> None:
+    """A training set smaller than one global batch: not one step could be taken."""
+    ds = cfg.dataset
+    if ds.name == "synthetic":
+        n, key = int(ds.size), "dataset.size"
+    elif ds.name == "digits" and cfg.steps_per_epoch is None:
+        n = DIGITS_EXAMPLES - math.ceil(DIGITS_EXAMPLES * ds.test_fraction)
+        key = "global_batch_size" if cfg.global_batch_size is not None else "batch_size_per_replica"
+    else:
+        return
+    if cfg.strategy.name == "ps":
+        n //= cfg.workers  # each ps worker reads its own shard
+    batch = global_batch(cfg, replicas_per_worker(cfg) * sync_workers(cfg))
+    if n < batch:
+        what = f"{n} training examples" + (" per ps worker" if cfg.strategy.name == "ps" else "")
+        raise UserError(f"{key}: received {cfg[key] if '.' not in key else ds.size}; dataset="
+                        f"{ds.name} has {what}, fewer than one global batch ({batch}); expected a "
+                        "global batch no larger than the training set (lower batch_size_per_"
+                        "replica or global_batch_size" + (", or raise dataset.size)" if
+                                                          ds.name == "synthetic" else ")"))
+
+
+def _check_checkpoint_dir(cfg: DictConfig) -> None:
+    """The chief's checkpoint.dir must be creatable and writable (a probe directory is made in it and removed)."""
+    saves = cfg.loop.name == "custom" and cfg.checkpoint.every_steps != 0
+    # the chief's job process runs here: a local cluster, or a strategy of one process
+    chief_here = cfg.cluster.name == "local" or cfg.strategy.name in ("one_device", "mirrored",
+                                                                         "central")
+    if not saves or not chief_here:
+        return
+    path = os.path.abspath(str(cfg.checkpoint.dir))
+    probe = path
+    while not os.path.lexists(probe):  # the nearest existing ancestor: the one mkdir -p needs
+        probe = os.path.dirname(probe)
+    problem = None
+    if not os.path.isdir(probe):
+        problem = f"{probe} is not a directory"
+    else:
+        try:  # what the chief will do: create a directory there (removed again at once)
+            os.rmdir(tempfile.mkdtemp(prefix=".distexp-check-", dir=probe))
+        except OSError as ex:
+            problem = f"cannot create a directory in {probe} ({ex.strerror})"
+    if problem:
+        raise UserError(f"checkpoint.dir: received {str(cfg.checkpoint.dir)!r}; {problem}; "
+                        "expected a directory this job can create and write, or "
+                        "checkpoint.every_steps=0 (no checkpoints)")

@@ -1,7 +1,16 @@
-"""Turn Hydra / OmegaConf / distexp errors into one line: the key, what was received, what is valid."""
+"""User errors as one line: the key, what was received, what is valid.
+
+- ``one_line``: Hydra / OmegaConf / distexp errors in the job process, as that line
+- ``report_user_error`` / ``read_user_error``: a training process that stops on a user error
+  leaves its line in ``<job_dir>/<task>.user-error.txt``; the job process reads the chief's from
+  there (exit 2) rather than from the end of its log.
+"""
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
+from typing import Optional
 
 from distexp.config import UserError
 
@@ -47,12 +56,48 @@ def one_line(ex: BaseException) -> str | None:
         return f"{key}: {msg}" if key else msg
     if isinstance(ex, HydraException):
         return _first(str(ex))
+    if isinstance(ex, ValueError) and str(ex).startswith("Config group override must be a string"):
+        return _null_group()  # e.g. experiment=null: Hydra's own ValueError does not say which
     if isinstance(ex, OSError) and ex.filename:  # e.g. Hydra creating an unwritable output dir
         return (f"outputs: received {ex.filename!r}, which cannot be written ({ex.strerror}); valid: "
                 "a writable directory: run from one, or set hydra.run.dir= (hydra.sweep.dir= with -m)")
     return None
 
 
+def _null_group() -> Optional[str]:
+    """`group=null` on the command line, for a config group: its name and its options."""
+    import sys
+
+    conf = Path(__file__).parent / "conf"
+    for arg in sys.argv[1:]:
+        group, _, value = arg.partition("=")
+        if value == "null" and (conf / group).is_dir():
+            valid = ", ".join(sorted(p.stem for p in (conf / group).glob("*.yaml")))
+            return (f"{group}: received null; valid: {valid}, or leave {group}= out for the "
+                    "default (Hydra cannot set a group to null from the command line)")
+    return None
+
+
 def _first(text: str) -> str:
     lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
     return lines[0] if lines else str(text)
+
+
+def user_error_path(job_dir: Path, task: str) -> Path:
+    return Path(job_dir) / f"{task}.user-error.txt"
+
+
+def report_user_error(job_dir: Path, message: str) -> None:
+    """In a training process: leave the one line (without "distexp: error: ") for the job."""
+    try:
+        user_error_path(job_dir, os.environ.get("DISTEXP_TASK", "chief")).write_text(message + "\n")
+    except OSError:
+        pass  # the job then reports the process's exit code and its log
+
+
+def read_user_error(job_dir: Path, task: str) -> Optional[str]:
+    """In the job process: the line a training process left, or None."""
+    try:
+        return user_error_path(job_dir, task).read_text().strip() or None
+    except OSError:
+        return None

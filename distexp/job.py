@@ -1,13 +1,15 @@
-"""One Hydra job, from the job process (no TensorFlow here).
+"""One Hydra job, from the job process (no TensorFlow here): prepare -> execute -> conclude.
 
 Separation of concerns:
 - distexp.config   the schema and the checks that run before anything starts
-- distexp.job      (this) one job's life: check, open the MLflow run, launch, close the run
+- distexp.job      (this) one job's life: check, open the MLflow run, launch, close the run,
+                   and the one place an outcome becomes an exit code (``exit_code``)
 - distexp.launch   the training processes, their logs, their clean-up
 - distexp.cluster  which processes a strategy/cluster needs and each one's TF_CONFIG
 - distexp.trainer  inside a training process: devices, strategy, data, model, loop
-- distexp.tracking MLflow: the run's life here, the chief's metrics there
+- distexp.tracking MLflow: the store, the job's run, the chief's sink, the offline file
 - distexp.sweep    a multirun as a parent run with a child run per job (Hydra callback)
+- distexp.errors   user errors as one line; the file a trainer leaves its user error in
 """
 from __future__ import annotations
 
@@ -15,15 +17,15 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
 from distexp import config as C
-from distexp import launch, sweep, tracking
+from distexp import errors, launch, sweep, tracking
 
-STATUS_EXIT = {"FINISHED": 0, "FAILED": 1, "KILLED": 130}
 # Training finished but MLflow stopped answering: what it missed is in the job's offline file.
 TRACKING_LOST_EXIT = 3
 
@@ -40,6 +42,31 @@ class JobError(Exception):
         return self.message
 
 
+@dataclass
+class Job:
+    """What `prepare` decided: everything `execute` needs to run the job."""
+    cfg: DictConfig
+    job_dir: Path
+    plan: object                      # distexp.cluster.Plan
+    env: dict                         # the trainers' environment (on top of the job's own)
+    config_path: Path
+    overrides_path: Path
+    forwarder: Optional[tracking.Forwarder]
+    multirun: bool
+    t_start: float
+
+
+@dataclass
+class Outcome:
+    """How a job ended, as `execute` saw it; `exit_code` maps it to the command's exit code."""
+    status: str = "FAILED"            # the run's final status: FINISHED, FAILED or KILLED
+    error: Optional[str] = None       # why it did not finish: one line, without "distexp: error: "
+    user_error: bool = False          # `error` is the chief trainer's own user error (bad input)
+    lost: Optional[dict] = None       # MLflow stopped answering (tracking.offline_summary)
+    result: dict = field(default_factory=dict)   # the chief's result.json
+    logs: List[Path] = field(default_factory=list)
+
+
 def run_job(cfg: DictConfig) -> Optional[float]:
     """Check `cfg`, train it in fresh processes, return the final `objective` figure
     (eval/accuracy by default): what Hydra hands to a sweeper such as Optuna.
@@ -48,9 +75,30 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     MLflow run FAILED / KILLED and exits non-zero; in a multirun a failed job raises JobError
     instead, so the other jobs still run (Ctrl-C still stops the whole sweep).
     """
+    job = prepare(cfg)
+    return conclude(job, execute(job))
+
+
+def exit_code(out: Outcome) -> int:
+    """The one place an outcome becomes an exit code: 0 success, 1 failed job, 2 bad input,
+    3 trained but MLflow stopped answering, 130 interrupted."""
+    if out.status == "KILLED":
+        return 130
+    if out.user_error:
+        return 2
+    if out.status == "FAILED":
+        return 1
+    return TRACKING_LOST_EXIT if out.lost else 0
+
+
+# --- prepare: everything that can be checked or written before a training process starts -------
+
+def prepare(cfg: DictConfig) -> Job:
+    """Validate (UserError: one line, exit 2), store the config without credentials, probe the
+    tracking store and set up the run's creation. Starts nothing."""
     from hydra.core.hydra_config import HydraConfig
 
-    from distexp import datasets
+    from distexp import cluster, datasets
 
     t_start = time.time()
     C.validate(cfg)
@@ -67,24 +115,22 @@ def run_job(cfg: DictConfig) -> Optional[float]:
         del os.environ["TF_CONFIG"]
     datasets.check_available(cfg)  # TFDS data not prepared: one line, before TensorFlow
     hc = HydraConfig.get()
-    multirun = sweep.in_multirun()
     job_dir = Path(hc.runtime.output_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
-    from distexp import cluster
-
     plan = cluster.plan(cfg, job_dir, gpus)  # raises UserError for a bad cluster setting
     per_worker = C.replicas_per_worker(cfg, plan.gpus_per_worker)
     replicas = per_worker * plan.replica_workers
     batch = C.global_batch(cfg, per_worker * plan.sync_workers)
-    config_path = job_dir / "config.yaml"
     # What is stored and logged carries no credentials (trainers get the real URI by env).
     stored = OmegaConf.to_container(cfg, resolve=True)
     stored["tracking"]["uri"] = tracking.redact(cfg.tracking.uri)
+    config_path = job_dir / "config.yaml"
     OmegaConf.save(OmegaConf.create(stored), config_path)
     overrides = [tracking.redact_text(o) for o in hc.overrides.task]
     overrides_path = job_dir / "overrides.yaml"
     OmegaConf.save(OmegaConf.create(overrides), overrides_path)
 
+    multirun = sweep.in_multirun()
     forwarder = None
     if cfg.tracking.enabled and plan.logs_to_mlflow:
         tracking.probe(cfg.tracking.uri)  # milliseconds: a store/server that is plainly not there
@@ -111,112 +157,71 @@ def run_job(cfg: DictConfig) -> Optional[float]:
         interval = cfg.tracking.system_metrics_interval if cfg.tracking.system_metrics else None
         forwarder = tracking.Forwarder(create_run, job_dir, on_ready=announce,
                                        system_metrics_interval=interval)
-
     env = {"DISTEXP_JOB_START": repr(t_start), "DISTEXP_GPUS": str(gpus),
            "DISTEXP_NUM_WORKERS": str(plan.replica_workers),
            "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
-    if not plan.logs_to_mlflow:
-        print(f"distexp: task {plan.task} of an external cluster: training without MLflow (the "
+    return Job(cfg=cfg, job_dir=job_dir, plan=plan, env=env, config_path=config_path,
+               overrides_path=overrides_path, forwarder=forwarder, multirun=multirun,
+               t_start=t_start)
+
+
+# --- execute: the training processes and the run, whatever happens to them ---------------------
+
+def execute(job: Job) -> Outcome:
+    """Run the training processes (the cluster again on other ports after a port clash) while the
+    run is created and fed; then close the run with the outcome's status, artifacts attached."""
+    out = Outcome()
+    if not job.plan.logs_to_mlflow:
+        print(f"distexp: task {job.plan.task} of an external cluster: training without MLflow (the "
               "chief logs the run)", flush=True)
-    if forwarder is not None:
-        forwarder.start()
-    status, error = "FAILED", None
-    all_procs = []
+    if job.forwarder is not None:
+        job.forwarder.start()
+    attempts: List[list] = []
+    run = None
     try:
-        for attempt in range(1, cluster.PORT_ATTEMPTS + 1):
-            procs = plan.processes(config_path, env, None, cfg.tracking.uri)
-            if forwarder is not None:
-                procs[0].env = {**procs[0].env, **forwarder.env()}  # the chief only
-            all_procs += procs
-            try:
-                left = None if cfg.timeout is None else max(1.0, cfg.timeout - (time.time() - t_start))
-                launch.run(procs, timeout=left)
-                break
-            except launch.JobFailed:
-                clash = [p.name for p in procs if p.returncode == cluster.PORT_IN_USE_EXIT]
-                if not (clash and plan.retry_ports and attempt < cluster.PORT_ATTEMPTS):
-                    raise
-                print(f"distexp: {', '.join(clash)} could not listen on its port (taken by another "
-                      f"process); starting the cluster again on other ports", flush=True)
-                plan.new_ports()
-        status = "FINISHED"
+        _launch(job, attempts)
+        out.status = "FINISHED"
     except launch.JobInterrupted:
-        status, error = "KILLED", "interrupted: every training process was stopped"
+        out.status, out.error = "KILLED", "interrupted: every training process was stopped"
     except launch.JobFailed as ex:
-        error = str(ex)
-        if error.startswith("timeout:"):  # the limit is the whole job's, across port retries
-            error = f"timeout: the job ran longer than {cfg.timeout:g} s and was stopped"
-        chief = procs[0]
-        if chief.returncode == 2:
-            lines = [ln for ln in _tail(chief.log).splitlines() if ln.startswith("distexp: error:")]
-            if lines:  # the trainer's own one-line user error
-                error = "user:" + lines[-1]
+        out.error = str(ex)
+        if out.error.startswith("timeout:"):  # the limit is the whole job's, across port retries
+            out.error = f"timeout: the job ran longer than {job.cfg.timeout:g} s and was stopped"
+        chief = attempts[-1][0]
+        user = errors.read_user_error(job.job_dir, chief.name) if chief.returncode == 2 else None
+        if user:  # the trainer's own one-line user error
+            out.error, out.user_error = user, True
     finally:
-        run = forwarder.close() if forwarder is not None else None
+        run = job.forwarder.close() if job.forwarder is not None else None
         if run is not None:
-            _close(run, status, job_dir, _unique_logs(all_procs), config_path, overrides_path)
-
-    result = _read_result(job_dir)
-    lost = tracking.offline_summary(job_dir) if run is not None else None
-    if lost:
-        what = f"training {status}" + (f" (eval/accuracy {result['eval/accuracy']:.4f})"
-                                       if result.get("eval/accuracy") is not None else "")
-        print(f"distexp: error: tracking: MLflow at {tracking.redact(cfg.tracking.uri)} stopped "
-              f"answering during the job ({lost['reason']}); {what}; {lost['metrics']} metric values, "
-              f"{lost['artifacts']} artifacts and the run's final status are kept in {lost['path']}; "
-              f"when the server is back: {tracking.import_command(job_dir, cfg.tracking.uri)}",
-              file=sys.stderr, flush=True)
-        if status == "FINISHED" or (error or "").startswith("user:"):
-            sys.exit(TRACKING_LOST_EXIT if status == "FINISHED" else 2)
-    if status == "FINISHED":
-        return result.get(C.objective_name(cfg) or result.get("objective", ""))
-    if error and error.startswith("user:"):
-        line = error[len("user:"):]
-        print(line, file=sys.stderr, flush=True)
-        if multirun:
-            raise JobError(line[len("distexp: error: "):], 2)
-        sys.exit(2)
-    line = f"{error} (logs: {', '.join(str(p.log) for p in procs)})"
-    print(f"distexp: error: {line}", file=sys.stderr, flush=True)
-    if multirun and status == "FAILED":
-        raise JobError(line, 1)
-    sys.exit(STATUS_EXIT[status])
+            logs = list(dict.fromkeys(p.log for ps in attempts for p in ps))  # retries reuse logs
+            run.close(out.status, job.job_dir, [job.config_path, job.overrides_path], logs)
+    out.logs = [p.log for p in attempts[-1]] if attempts else []
+    out.result = _read_result(job.job_dir)
+    out.lost = tracking.offline_summary(job.job_dir) if run is not None else None
+    return out
 
 
-def _unique_logs(procs) -> list:
-    return list(dict.fromkeys(p.log for p in procs))  # a retried cluster reuses its log files
+def _launch(job: Job, attempts: List[list]) -> None:
+    from distexp import cluster
 
-
-def _close(run: tracking.JobRun, status: str, job_dir: Path, logs, *files: Path) -> None:
-    """Artifacts then the terminal status; a failure here must not leave the run RUNNING.
-
-    If the trainer already found the server dead, or a call here fails, the rest goes to the job's
-    offline file (one bounded retry per call, never a hang on a dead server)."""
-    if tracking.offline_summary(job_dir):
-        run.go_offline(job_dir, RuntimeError("the chief trainer found the server unreachable"))
-    steps = [lambda: run.log_artifacts(files),
-             lambda: run.log_artifacts(logs, artifact_path="logs"),
-             lambda: run.log_artifacts([job_dir / "distexp.log", job_dir / "steps.csv"]),
-             lambda: run.end(status)]
-    i = 0
-    while i < len(steps):
+    cfg, plan = job.cfg, job.plan
+    for attempt in range(1, cluster.PORT_ATTEMPTS + 1):
+        procs = plan.processes(job.config_path, job.env, None, cfg.tracking.uri)
+        if job.forwarder is not None:
+            procs[0].env = {**procs[0].env, **job.forwarder.env()}  # the chief only
+        attempts.append(procs)
         try:
-            steps[i]()
-            i += 1
-        except Exception as ex:  # noqa: BLE001  (the server died: keep the rest offline)
-            if run.offline is not None:
+            left = None if cfg.timeout is None else max(1.0, cfg.timeout - (time.time() - job.t_start))
+            launch.run(procs, timeout=left)
+            return
+        except launch.JobFailed:
+            clash = [p.name for p in procs if p.returncode == cluster.PORT_IN_USE_EXIT]
+            if not (clash and plan.retry_ports and attempt < cluster.PORT_ATTEMPTS):
                 raise
-            run.go_offline(job_dir, ex)
-
-
-def _tail(path: Path, n: int = 4000) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - n))
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
+            print(f"distexp: {', '.join(clash)} could not listen on its port (taken by another "
+                  f"process); starting the cluster again on other ports", flush=True)
+            plan.new_ports()
 
 
 def _read_result(job_dir: Path) -> dict:
@@ -224,3 +229,31 @@ def _read_result(job_dir: Path) -> dict:
         return json.loads((job_dir / "result.json").read_text())
     except (OSError, ValueError):
         return {}
+
+
+# --- conclude: what the user reads, and the exit ---------------------------------------------
+
+def conclude(job: Job, out: Outcome) -> Optional[float]:
+    """Print the outcome's line(s) and exit with `exit_code(out)`; return the objective on success.
+    In a multirun a failed job raises JobError instead (the sweep goes on)."""
+    cfg = job.cfg
+    code = exit_code(out)
+    if out.lost:
+        name = C.objective_name(cfg) or out.result.get("objective", "")
+        value = out.result.get(name)
+        what = f"training {out.status}" + (f" ({name} {value:.4f})" if value is not None else "")
+        lost = out.lost
+        print(f"distexp: error: tracking: MLflow at {tracking.redact(cfg.tracking.uri)} stopped "
+              f"answering during the job ({lost['reason']}); {what}; {lost['metrics']} metric values, "
+              f"{lost['artifacts']} artifacts and the run's final status are kept in {lost['path']}; "
+              f"when the server is back: {tracking.import_command(job.job_dir, cfg.tracking.uri)}",
+              file=sys.stderr, flush=True)
+        if code in (TRACKING_LOST_EXIT, 2):  # that line says it all
+            sys.exit(code)
+    if code == 0:
+        return out.result.get(C.objective_name(cfg) or out.result.get("objective", ""))
+    line = out.error if code == 2 else f"{out.error} (logs: {', '.join(map(str, out.logs))})"
+    print(f"distexp: error: {line}", file=sys.stderr, flush=True)
+    if job.multirun and code in (1, 2):
+        raise JobError(line, code)
+    sys.exit(code)

@@ -182,9 +182,7 @@ def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> 
         try:
             run = sweep.run
             run.log_params({"job_count": len(jobs)})
-            from distexp.tracking import RunLogger
-
-            RunLogger(run_id=run.run_id, uri=run.uri).log_metrics(
+            run.log_metrics(
                 {"sweep/jobs": len(jobs), "sweep/failed_jobs": len(failed),
                  **({"sweep/best_value": best["value"]} if best else {})}, step=0)
             if best:

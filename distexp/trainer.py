@@ -67,7 +67,7 @@ def train(cfg, job_dir: Path) -> dict:
     train_ds, eval_ds = datasets.pipelines(cfg, data, G)
     # The job process creates the MLflow run while this process starts (tracking.Forwarder);
     # wait for it before any user code or training runs: an unreachable server stops us here.
-    logger = RunLogger(fallback_dir=job_dir) if chief else RunLogger(run_id="")
+    logger = RunLogger()  # the chief's sink (the job forwards it); a no-op on the other tasks
     logger.wait_ready()
     with strategy.scope():
         model = task.build_model(cfg, data)
@@ -172,7 +172,10 @@ def main(argv=None) -> int:
     try:
         train(cfg, args.config.parent)
     except UserError as ex:
+        from distexp.errors import report_user_error
+
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        report_user_error(args.config.parent, str(ex))  # the job reads it there (exit 2)
         return 2
     except UserFailure as ex:
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)

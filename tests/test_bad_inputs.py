@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from conftest import mlflow_runs
+from conftest import ROOT, mlflow_runs
 from servers import free_port
 
 TRAINER = "trainer"  # fails inside the training process: the run exists and must end FAILED
@@ -93,17 +93,87 @@ CASES = [
     ("tf-config-missing", ["strategy=multiworker", "cluster=tf_config", "env:TF_CONFIG="],
      "cluster: received 'tf_config' but TF_CONFIG is not set"),
     ("cluster-port", ["strategy=multiworker", "cluster.port=80"],
-     "cluster.port: received 80; expected 1024..65535"),
+     "cluster.port: received 80; expected 1024..65534"),
+    ("cluster-port-top", ["strategy=multiworker", "cluster.port=65535"],
+     "cluster.port: received 65535; expected 1024..65534 (the 2 task(s) take port, port+1"),
+    # issue 12: presets that do not exist (the groups were `optional`: silently ignored)
+    ("experiment-option", ["experiment=scalling"],
+     "experiment: received 'scalling'; valid: cassava_resnet50, cats_vs_dogs_mobilenetv2, "
+     "custom_fashion_mnist, keras_mnist, scaling"),
+    ("experiment-null", ["experiment=null"],
+     "experiment: received null; valid: cassava_resnet50, cats_vs_dogs_mobilenetv2, "),
+    ("hparams-search-option", ["hparams_search=optune"],
+     "hparams_search: received 'optune'; valid: optuna"),
+    # values TensorFlow/NumPy cannot take
+    ("seed-negative", ["seed=-1"], "seed: received -1; expected 0..4294967295"),
+    ("seed-too-large", ["seed=4294967296"], "seed: received 4294967296; expected 0..4294967295"),
+    ("lr-inf", ["learning_rate=inf"], "learning_rate: received inf; expected a finite number"),
+    ("lr-nan", ["learning_rate=nan"], "learning_rate: received nan; expected a finite number"),
+    ("lr-zero", ["learning_rate=0"], "learning_rate: received 0.0; expected > 0"),
+    ("model-lr-zero", ["model.learning_rate=0"], "model.learning_rate: received 0.0; expected > 0"),
+    ("timeout-zero", ["timeout=0"], "timeout: received 0.0; expected seconds > 0"),
+    ("timeout-inf", ["timeout=inf"], "timeout: received inf; expected a finite number"),
+    ("objective", ["objective=accuracy"], "objective: received 'accuracy'; valid: eval/accuracy"),
+    ("precision", ["precision=fp8"], "precision: received 'fp8'; valid: float32"),
+    ("steps-per-execution-zero", ["steps_per_execution=0"],
+     "steps_per_execution: received 0; expected >= 1"),
+    ("target-accuracy", ["target_accuracy=1.5"], "target_accuracy: received 1.5; expected 0 < x <= 1"),
+    ("gpus-negative", ["gpus=-1"], "gpus: received -1; expected >= 0"),
+    ("global-batch-zero", ["global_batch_size=0"], "global_batch_size: received 0; expected >= 1"),
+    ("log-every-negative", ["log_every_steps=-1"], "log_every_steps: received -1; expected >= 0"),
+    ("prefetch", ["dataset.prefetch=-5"], "dataset.prefetch: received -5; expected >= -1"),
+    ("shuffle-buffer-zero", ["dataset.shuffle_buffer=0"],
+     "dataset.shuffle_buffer: received 0; expected >= 1"),
+    ("checkpoint-keep-zero", ["checkpoint.keep=0"], "checkpoint.keep: received 0; expected >= 1"),
+    ("checkpoint-every-negative", ["checkpoint.every_steps=-2"],
+     "checkpoint.every_steps: received -2; expected >= 0"),
+    # data smaller than one global batch
+    ("synthetic-smaller-than-batch", ["dataset=synthetic", "dataset.size=10"],
+     "dataset.size: received 10; dataset=synthetic has 10 training examples, fewer than one "
+     "global batch (64)"),
+    ("digits-smaller-than-batch", ["batch_size_per_replica=5000"],
+     "batch_size_per_replica: received 5000; dataset=digits has 1437 training examples, fewer "
+     "than one global batch (5000)"),
+    # sizes this machine cannot hold (tests/servers.py: 2 cores here; the line gives the numbers)
+    ("cpu-replicas-beyond-cores", ["cpu_replicas=1000"], "cpu_replicas: received 1000; this machine has "),
+    ("workers-beyond-machine", ["strategy=multiworker", "workers=500"],
+     "workers: received 500; cluster=local would start 500 TensorFlow processes (~700 MB each"),
+    ("ps-beyond-machine", ["strategy=ps", "ps=300"],
+     "ps: received 300; cluster=local would start 303 TensorFlow processes"),
+    # a checkpoint directory that cannot be made (custom loop, checkpoints on)
+    ("checkpoint-dir-under-file", ["checkpoint.dir={cwd}/afile/ckpt"],
+     "checkpoint.dir: received '{cwd}/afile/ckpt'; {cwd}/afile is not a directory"),
+    ("checkpoint-dir-is-file", ["checkpoint.dir={cwd}/afile"],
+     "checkpoint.dir: received '{cwd}/afile'; {cwd}/afile is not a directory"),
+    ("checkpoint-dir-not-creatable", ["checkpoint.dir=/proc/distexp-ckpt"],
+     "checkpoint.dir: received '/proc/distexp-ckpt'; cannot create a directory in /proc"),
+    # tracking keys
+    ("tracking-experiment-empty", ["tracking.experiment=''"],
+     "tracking.experiment: received ''; expected a non-empty MLflow experiment name"),
+    ("tracking-uri-empty", ["tracking.uri=''"], "tracking.uri: received ''; expected a non-empty"),
+    ("postgres-down", ["tracking.uri=postgresql://127.0.0.1:{port}/mlflow"],
+     "tracking.uri: received 'postgresql://127.0.0.1:{port}/mlflow'; MLflow cannot be reached "
+     "there ([Errno 111] Connection refused)"),
+    ("postgres-without-driver", ["tracking.uri=postgresql://127.0.0.1:{port}/mlflow",
+                                 "env:PYTHONPATH={root}/tests/nodriver:{root}:{root}/tests"],
+     "tracking.uri: received 'postgresql://127.0.0.1:{port}/mlflow'; its database driver is not "
+     "installed (no module named 'psycopg'); valid: pip install \"distexp[postgres]\""),
+    # a typo in a user's function's keyword arguments: the function says so, named (trainer)
+    ("dataset-kwargs-typo", ["dataset=custom", "dataset.factory=factories:blobs",
+                             "+dataset.kwargs.nn=3", TRAINER],
+     "dataset.factory: factories:blobs raised TypeError"),
 ]
 
 
 @pytest.mark.parametrize("args,expected", [pytest.param(a, e, id=i) for i, a, e in CASES])
 def test_bad_input(cli, args, expected):
     (cli.cwd / "afile").write_text("a file where a directory is expected\n")
-    fill = {"cwd": str(cli.cwd), "port": str(free_port())}
+    fill = {"cwd": str(cli.cwd), "port": str(free_port()), "root": str(ROOT)}
     trainer = TRAINER in args
     env = {"CUDA_VISIBLE_DEVICES": ""}
     env.update(a[4:].split("=", 1) for a in args if a.startswith("env:"))
+    if "PYTHONPATH" in env:
+        env["PYTHONPATH"] = env["PYTHONPATH"].format(**fill)
     args = [a if "TF_CONFIG" in a else a.format(**fill) for a in args
             if a != TRAINER and not a.startswith("env:")]
     expected = expected.format(**fill) if "{cwd}" in expected or "{port}" in expected else expected

@@ -176,7 +176,8 @@ def test_text_pairs_word_source_chinese_char_target(cli):
     path.write_text("".join(f"{en}\t{zh}\tCC-BY 2.0 (France) Attribution: tatoeba.org\n"
                             for _ in range(12) for en, zh in CORPUS), encoding="utf-8")
     r = cli("model=gru_seq2seq", "dataset=text_pairs", f"dataset.path={path}",
-            "strategy=mirrored", "cpu_replicas=2", "epochs=3", "batch_size_per_replica=16",
+            "strategy=mirrored", "cpu_replicas=2", "epochs=10", "batch_size_per_replica=8",
+            "learning_rate=0.01",
             timeout=900)
     assert r.returncode == 0, r
     _, runs = mlflow_runs(cli.uri)

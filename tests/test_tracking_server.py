@@ -131,3 +131,28 @@ def test_server_dying_mid_job_loses_nothing(mlflow_server, tmp_path):
         assert not (job / "mlflow-offline.jsonl").exists()  # imported once, not twice
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_run_lands_in_a_postgresql_store_directly(postgres, tmp_path):
+    """tracking.uri=postgresql://... (MLflow's database store, no server) with the drivers of the
+    `postgres` extra: the run ends FINISHED with its metrics, artifacts under outputs/."""
+    import psycopg2
+
+    from conftest import mlflow_runs
+
+    dsn = postgres.split("://", 1)[1]  # distexp@127.0.0.1:<port>
+    conn = psycopg2.connect(f"postgresql://{dsn}/postgres")
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("CREATE DATABASE direct_store")
+    conn.close()
+    uri = f"postgresql://{dsn}/direct_store"  # SQLAlchemy's default driver for postgresql://
+    r = run_cli(["tracking.experiment=direct", *SMALL, f"tracking.uri={uri}"], tmp_path, timeout=300)
+    assert r.returncode == 0, r
+    client, runs = mlflow_runs(uri, "direct")
+    assert [run.info.status for run in runs] == ["FINISHED"]
+    assert runs[0].data.metrics["perf/examples_per_sec"] > 0
+    arts = {a.path for a in client.list_artifacts(runs[0].info.run_id)}
+    assert {"config.yaml", "steps.csv"} <= arts
+    assert (tmp_path / "outputs" / "mlartifacts").is_dir() and not (tmp_path / "mlruns").exists()

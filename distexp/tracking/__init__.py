@@ -1,0 +1,32 @@
+"""MLflow, from both sides of a job, without TensorFlow.
+
+The job process (distexp.job) owns the run's life: it creates the run, logs the resolved config
+and artifacts, and always ends the run FINISHED, FAILED or KILLED, whatever the training processes
+did (even a SIGKILLed trainer cannot leave it RUNNING). Only the chief training process adds to
+that run, through a file the job process forwards; other workers get no sink, so they cannot log.
+
+Separation of concerns:
+- tracking.store    the store and its URI: the start-up probe, the client (a new SQLite store
+                    opened under a file lock), bounded HTTP retries, credential redaction
+- tracking.run      JobRun: the run of one job in the job process (params, artifacts, status)
+- tracking.forward  Forwarder: creates the run while the trainer starts, the gate file, forwarding
+                    the chief's records, MLflow's system metrics
+- tracking.sink     RunLogger: the chief trainer's records as JSON lines (no MLflow imported there)
+- tracking.offline  the offline file of a job whose server died, and
+                    ``python -m distexp.tracking import <job_dir>`` that replays it
+
+A tracking server that is down at start stops the job with one line before any training process
+starts (``probe``); one that dies during the job sends what is left to the offline file; training
+is never stopped or slowed by a dead server beyond one bounded retry.
+"""
+from distexp.tracking.forward import Forwarder
+from distexp.tracking.offline import OFFLINE_FILE, Offline, import_command, import_dir, offline_summary
+from distexp.tracking.run import JobRun, run_name
+from distexp.tracking.sink import GATE_ENV, RUN_ID_ENV, SINK_ENV, URI_ENV, RunLogger
+from distexp.tracking.store import client, http_env, probe, reason, redact, redact_text
+
+_client = client  # the name distexp.report imports
+
+__all__ = ["Forwarder", "JobRun", "Offline", "RunLogger", "OFFLINE_FILE", "GATE_ENV", "RUN_ID_ENV",
+           "SINK_ENV", "URI_ENV", "client", "http_env", "import_command", "import_dir",
+           "offline_summary", "probe", "reason", "redact", "redact_text", "run_name"]

@@ -1,0 +1,141 @@
+"""The MLflow run of one job, owned by the job process (``JobRun``).
+
+It creates the run (params: the resolved config flattened), takes the chief's records as the
+Forwarder reads them, attaches artifacts and always sets the final status (``close``). Once a call fails
+(the server died) ``go_offline`` sends every later call to the job's offline file
+(distexp.tracking.offline) instead.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Iterable, List, Mapping, Optional
+
+from distexp.tracking import store
+from distexp.tracking.offline import Offline, offline_summary
+from distexp.tracking.sink import clip
+
+
+def run_name(strategy: str, model: str, dataset: str, replicas: int) -> str:
+    return f"{strategy}-{model}-{dataset}-r{replicas}"
+
+
+class JobRun:
+    """The MLflow run of one job (or of a sweep's parent), owned by the job process."""
+
+    def __init__(self, uri: str, experiment: str, run_name: str, tags: Mapping[str, str],
+                 params: Mapping[str, str]):
+        from distexp.config import UserError
+
+        store.make_store_dir(uri)
+        self.uri = uri
+        self.offline: Optional[Offline] = None
+        try:
+            with store.env(store.PROBE_ENV):  # fails in seconds, before anything starts
+                self.client = store.client(uri)
+                exp_id = store.experiment_id(self.client, experiment, uri)
+                run = self.client.create_run(exp_id, run_name=run_name, tags=dict(tags))
+        except Exception as ex:  # noqa: BLE001
+            if "Invalid experiment name" in str(ex):  # MLflow's own rule, not the store's fault
+                raise UserError(f"tracking.experiment: received {experiment!r}; MLflow refuses it "
+                                f"({store.reason(ex)}); expected an MLflow experiment name, e.g. "
+                                "distexp") from None
+            raise UserError(store.unreachable(uri, ex)) from None
+        self.run_id = run.info.run_id
+        self.experiment_id = exp_id
+        self.log_params(params)
+
+    def go_offline(self, job_dir: Path, ex: BaseException) -> None:
+        """From now on, write to `job_dir`'s offline file instead of the (dead) server."""
+        if self.offline is None:
+            self.offline = Offline(job_dir, self.run_id, self.uri)
+            self.offline.note(ex)
+
+    def _call(self, record: dict, fn) -> None:
+        if self.offline is not None:
+            self.offline.append(record)
+            return
+        fn()
+
+    def log_params(self, params: Mapping[str, object]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, clip(v)) for k, v in params.items()]
+        for i in range(0, len(items), 100):
+            self._call({"kind": "params", "params": {p.key: p.value for p in items[i:i + 100]}},
+                       lambda b=items[i:i + 100]: self.client.log_batch(self.run_id, params=b))
+
+    def log_artifacts(self, paths: Iterable[Path], artifact_path: Optional[str] = None,
+                      keep_empty: bool = False) -> None:
+        for p in paths:
+            if p.is_file() and (keep_empty or p.stat().st_size > 0):
+                self._call({"kind": "artifact", "path": str(p), "artifact_path": artifact_path},
+                           lambda p=p: self.client.log_artifact(self.run_id, str(p), artifact_path))
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
+        """Values measured here, now (a sweep's own figures)."""
+        ts = int(time.time() * 1000)
+        self.log_metric_items([[k, float(v), ts, step] for k, v in metrics.items()])
+
+    def log_metric_items(self, items: List[list]) -> None:
+        """[[key, value, timestamp_ms, step], ...] as the chief measured them."""
+        from mlflow.entities import Metric
+
+        self._call({"kind": "metrics", "metrics": items}, lambda: self.client.log_batch(
+            self.run_id, metrics=[Metric(k, float(v), int(ts), int(step))
+                                  for k, v, ts, step in items]))
+
+    def log_record(self, record: dict) -> None:
+        """One record of the chief's sink (distexp.tracking.sink.RunLogger)."""
+        kind = record["kind"]
+        if kind == "params":
+            self.log_params(record["params"])
+        elif kind == "metrics":
+            self.log_metric_items(record["metrics"])
+        elif kind == "tags":
+            for k, v in record["tags"].items():
+                self.set_tag(k, str(v))
+
+    def system_metrics(self, interval: float):
+        """MLflow's own system-metrics monitor (psutil; GPUs via NVML when present) on this run."""
+        import logging
+
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        # best effort: a dead server must not print MLflow's warnings on every sample
+        logging.getLogger("mlflow.system_metrics").setLevel(logging.CRITICAL)
+        monitor = SystemMetricsMonitor(self.run_id, sampling_interval=interval,
+                                       tracking_uri=self.uri)
+        monitor.start()
+        return monitor
+
+    def set_tag(self, key: str, value: str) -> None:
+        self._call({"kind": "tag", "key": key, "value": value},
+                   lambda: self.client.set_tag(self.run_id, key, value))
+
+    def close(self, status: str, job_dir: Path, files: Iterable[Path], logs: Iterable[Path]) -> None:
+        """Artifacts (the job's files, its logs under logs/, distexp.log, steps.csv), then the
+        terminal status; a failure here must not leave the run RUNNING.
+
+        If the trainer already found the server dead, or a call here fails, the rest goes to the
+        job's offline file (one bounded retry per call, never a hang on a dead server)."""
+        if offline_summary(job_dir):
+            self.go_offline(job_dir, RuntimeError("the chief trainer found the server unreachable"))
+        steps = [lambda: self.log_artifacts(files),
+                 # a process that died before printing a word: its empty log says so
+                 lambda: self.log_artifacts(logs, artifact_path="logs", keep_empty=True),
+                 lambda: self.log_artifacts([job_dir / "distexp.log", job_dir / "steps.csv"]),
+                 lambda: self.end(status)]
+        i = 0
+        while i < len(steps):
+            try:
+                steps[i]()
+                i += 1
+            except Exception as ex:  # noqa: BLE001  (the server died: keep the rest offline)
+                if self.offline is not None:
+                    raise
+                self.go_offline(job_dir, ex)
+
+    def end(self, status: str) -> None:
+        self._call({"kind": "end", "status": status},
+                   lambda: self.client.set_terminated(self.run_id, status=status))

@@ -1,0 +1,92 @@
+"""The chief trainer's side of tracking: records appended to a file, no MLflow here.
+
+``RunLogger`` appends the chief's params, metrics and tags as JSON lines to the sink file the job
+process named (SINK_ENV: ``<job_dir>/metrics.jsonl``); the job process forwards them to the run
+(distexp.tracking.forward). Before building the model the chief waits at the gate file
+(GATE_ENV) until the job process has created the run: "ok <run_id>", or "error <line>", which
+stops the trainer with that one line. A process given no sink (every other worker, a test) logs
+nothing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Mapping, Optional
+
+SINK_ENV = "DISTEXP_METRICS_SINK"    # the chief appends its metrics/params here (JSON lines)
+GATE_ENV = "DISTEXP_TRACKING_GATE"   # the job writes "ok <run_id>" or "error <line>" here
+# Set by distexp.cluster for the chief; read by nothing since records only go through the sink.
+RUN_ID_ENV = "DISTEXP_RUN_ID"
+URI_ENV = "DISTEXP_TRACKING_URI"
+MAX_PARAM_LEN = 6000  # MLflow 3 limit on a param value
+
+
+def clip(value) -> str:
+    """A param value MLflow accepts (cut to MAX_PARAM_LEN characters)."""
+    s = str(value)
+    return s if len(s) <= MAX_PARAM_LEN else s[: MAX_PARAM_LEN - 3] + "..."
+
+
+class RunLogger:
+    """Appends metrics, params and tags to the job's run from the chief trainer; a no-op elsewhere.
+
+    `sink` / `gate` default to the paths the job process put in the environment (only the chief's).
+    `run_id` and `fallback_dir` are what callers passed when the trainer could also log to MLflow
+    directly; that mode is gone: ``RunLogger(run_id="")`` is a logger that logs nothing, and the
+    offline file is kept by the job process.
+    """
+
+    def __init__(self, sink: Optional[str] = None, gate: Optional[str] = None, *,
+                 run_id: Optional[str] = None, fallback_dir: Optional[Path] = None):
+        off = run_id is not None
+        self.sink = None if off else (sink if sink is not None else os.environ.get(SINK_ENV))
+        self.gate = None if off else (gate if gate is not None else os.environ.get(GATE_ENV))
+        self._file = open(self.sink, "a") if self.sink else None
+        self._last_ts = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self._file is not None
+
+    def wait_ready(self, poll: float = 0.02) -> None:
+        """Block until the job process has created the run; raise UserError if it could not."""
+        if not self.gate:
+            return
+        from distexp.config import UserError
+
+        gate = Path(self.gate)
+        while not gate.exists():
+            time.sleep(poll)
+        word, _, rest = gate.read_text().partition(" ")
+        if word != "ok":
+            raise UserError(rest.strip())
+
+    def _send(self, record: dict) -> None:
+        if self._file is not None:
+            self._file.write(json.dumps(record) + "\n")
+            self._file.flush()
+
+    def log_params(self, params: Mapping[str, object]) -> None:
+        self._send({"kind": "params", "params": {k: clip(v) for k, v in params.items()}})
+
+    def set_tags(self, tags: Mapping[str, object]) -> None:
+        self._send({"kind": "tags", "tags": {k: str(v) for k, v in tags.items()}})
+
+    def log_metrics(self, metrics: Mapping[str, Optional[float]], step: int) -> None:
+        """Log finite values at `step`; each call gets a strictly later timestamp, so a final value
+        logged at the last epoch's step is MLflow's "latest" value of that metric."""
+        if not self.enabled:
+            return
+        ts = max(int(time.time() * 1000), self._last_ts + 1)
+        self._last_ts = ts
+        items = [[k, float(v), ts, step] for k, v in metrics.items()
+                 if v is not None and v == v and abs(v) != float("inf")]
+        if items:
+            self._send({"kind": "metrics", "metrics": items})
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
