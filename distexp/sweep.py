@@ -55,12 +55,26 @@ class SweepCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global _OPEN
+        _check_sweeper(config)
         sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
         sweep_dir.mkdir(parents=True, exist_ok=True)
         sweep_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         info: Dict[str, Any] = {"sweep_id": sweep_id, "sweep_dir": str(sweep_dir)}
         run = None
-        if config.tracking.enabled:
+        resume = OmegaConf.select(config, "sweep.resume")
+        if resume:  # the same sweep id and parent run: reopened, not a second parent
+            from distexp import sweeper, tracking
+
+            parent = sweeper.find_parent(config, str(resume))
+            sweep_id = str(resume)
+            run = _Reopened(config.tracking.uri, parent.info.run_id)
+            run.set_tag("distexp.resumed_in", str(sweep_dir))
+            info.update(sweep_id=sweep_id, parent_run_id=run.run_id,
+                        tracking_uri=config.tracking.uri, experiment=config.tracking.experiment,
+                        resumes=parent.data.tags.get("distexp.sweep_dir"))
+            print(f"Sweep {sweep_id} (resumed): MLflow parent run {run.run_id} reopened "
+                  f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
+        elif config.tracking.enabled:
             from distexp import tracking
 
             overrides = " ".join(config.hydra.overrides.task)
@@ -106,6 +120,38 @@ class SweepCallback(Callback):
         finish()
 
 
+def _check_sweeper(config: DictConfig) -> None:
+    """repeats and sweep.resume are distexp's sweeper's (hydra/sweeper=basic, the default)."""
+    target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
+    if target.endswith(".DistexpSweeper"):
+        return
+    from distexp.config import UserError
+
+    name = target.rsplit(".", 1)[-1] or "?"
+    if (OmegaConf.select(config, "repeats") or 1) > 1:
+        raise UserError(f"repeats: received {config.repeats} with the {name}; repeats are run by "
+                        "distexp's sweeper (the default, hydra/sweeper=basic): drop repeats")
+    if OmegaConf.select(config, "sweep.resume"):
+        raise UserError(f"sweep.resume: received {config.sweep.resume!r} with the {name}; only "
+                        "distexp's sweeper (the default, hydra/sweeper=basic) resumes a sweep")
+
+
+class _Reopened:
+    """The parent run of a sweep being resumed: the original run, set RUNNING again."""
+
+    def __new__(cls, uri: str, run_id: str):
+        from distexp import tracking
+
+        class Reopened(tracking.JobRun):
+            def __init__(self):  # noqa: D401  (no new run: attach to run_id)
+                self.uri, self.offline, self.run_id = uri, None, run_id
+                self.client = tracking._client(uri)
+                self.experiment_id = self.client.get_run(run_id).info.experiment_id
+                self.client.update_run(run_id, status="RUNNING")
+
+        return Reopened()
+
+
 def _target(config: DictConfig, what: str) -> str:
     t = OmegaConf.select(config, f"hydra.{what}._target_") or "?"
     return t.rsplit(".", 1)[-1]
@@ -129,11 +175,25 @@ def child_tags(cfg_sweep_dir: str, uri: str, experiment: str, job_num: int) -> D
         info = json.loads((Path(cfg_sweep_dir).absolute() / SWEEP_FILE).read_text())
     except (OSError, ValueError):
         return {}
-    tags = {SWEEP_ID: info["sweep_id"], RUN_KIND: "job", "distexp.job_num": str(job_num)}
+    tags = {SWEEP_ID: info["sweep_id"], RUN_KIND: "job", "distexp.job_num": str(job_num),
+            "distexp.repeat": _repeat()}
     if info.get("parent_run_id") and info.get("tracking_uri") == uri and \
             info.get("experiment") == experiment:
         tags["mlflow.parentRunId"] = info["parent_run_id"]
     return tags
+
+
+def _repeat() -> str:
+    """This job's `repeat` (the sweeper's override; 0 when the job is not repeated)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        for o in HydraConfig.get().overrides.task:
+            if o.startswith("repeat="):
+                return o.split("=", 1)[1]
+    except Exception:  # noqa: BLE001
+        pass
+    return "0"
 
 
 def records(sweep_dir: Path) -> List[dict]:
@@ -181,7 +241,10 @@ def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> 
     if sweep.run is not None:
         try:
             run = sweep.run
-            run.log_params({"job_count": len(jobs)})
+            try:
+                run.log_params({"job_count": len(jobs)})
+            except Exception:  # noqa: BLE001  (a resumed sweep that grew: params are immutable)
+                run.set_tag("distexp.job_count", str(len(jobs)))
             from distexp.tracking import RunLogger
 
             RunLogger(run_id=run.run_id, uri=run.uri).log_metrics(
