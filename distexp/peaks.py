@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Dict, Optional, Tuple
 
-T = 1e12
+T = 1e12  # figures below are TFLOP/s; products are rounded to whole FLOP/s
 A100_SHEET = "NVIDIA A100 Tensor Core GPU datasheet (2021; SXM and PCIe, 40/80 GB: same dense figures)"
 H100_SHEET = "NVIDIA H100 Tensor Core GPU datasheet (2023; Tensor Core figures * with sparsity, halved)"
 V100_SHEET = "NVIDIA V100 Tensor Core GPU datasheet (2020)"
@@ -55,7 +55,7 @@ def gpu_peak(device_name: str, dtype: str) -> Optional[Tuple[float, str]]:
     for pattern, label, peaks, source in TABLE:
         if re.search(pattern, name):
             flops = peaks.get(dtype)
-            return None if flops is None else (flops, f"{label} {dtype}: {source}")
+            return None if flops is None else (float(round(flops)), f"{label} {dtype}: {source}")
     return None
 
 

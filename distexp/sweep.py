@@ -45,9 +45,11 @@ _LAST_CODE = 0  # the exit code of the last sweep this process ended
 
 
 class _Sweep:
-    def __init__(self, sweep_dir: Path, sweep_id: str, run=None):
+    def __init__(self, sweep_dir: Path, sweep_id: str, run=None,
+                 resumed_status: Optional[str] = None):
         self.sweep_dir, self.sweep_id, self.run = sweep_dir, sweep_id, run
         self.exit_code: Optional[int] = None
+        self.resumed_status = resumed_status  # the reopened parent's status before this resume
 
 
 class SweepCallback(Callback):
@@ -55,18 +57,29 @@ class SweepCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global _OPEN
-        _check_sweeper(config)
+        from distexp.config import UserError
+
+        try:  # Hydra turns a callback's exception into a warning: refuse here, in one line
+            _check_sweeper(config)
+            if OmegaConf.select(config, "sweep.resume"):
+                from distexp import sweeper
+
+                sweeper.find_parent(config, str(config.sweep.resume))
+        except UserError as ex:
+            print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
         sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
         sweep_dir.mkdir(parents=True, exist_ok=True)
         sweep_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         info: Dict[str, Any] = {"sweep_id": sweep_id, "sweep_dir": str(sweep_dir)}
-        run = None
+        run, resumed_status = None, None
         resume = OmegaConf.select(config, "sweep.resume")
         if resume:  # the same sweep id and parent run: reopened, not a second parent
             from distexp import sweeper, tracking
 
             parent = sweeper.find_parent(config, str(resume))
             sweep_id = str(resume)
+            resumed_status = parent.info.status
             run = _Reopened(config.tracking.uri, parent.info.run_id)
             run.set_tag("distexp.resumed_in", str(sweep_dir))
             info.update(sweep_id=sweep_id, parent_run_id=run.run_id,
@@ -93,7 +106,7 @@ class SweepCallback(Callback):
             print(f"Sweep {sweep_id}: MLflow parent run {run.run_id} "
                   f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
         (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=1))
-        _OPEN = _Sweep(sweep_dir, sweep_id, run)
+        _OPEN = _Sweep(sweep_dir, sweep_id, run, resumed_status)
         atexit.register(_at_exit)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
@@ -130,10 +143,10 @@ def _check_sweeper(config: DictConfig) -> None:
     name = target.rsplit(".", 1)[-1] or "?"
     if (OmegaConf.select(config, "repeats") or 1) > 1:
         raise UserError(f"repeats: received {config.repeats} with the {name}; repeats are run by "
-                        "distexp's sweeper (the default, hydra/sweeper=basic): drop repeats")
+                        "distexp's sweeper (hydra/sweeper=distexp, the default): drop repeats")
     if OmegaConf.select(config, "sweep.resume"):
         raise UserError(f"sweep.resume: received {config.sweep.resume!r} with the {name}; only "
-                        "distexp's sweeper (the default, hydra/sweeper=basic) resumes a sweep")
+                        "distexp's sweeper (hydra/sweeper=distexp, the default) resumes a sweep")
 
 
 class _Reopened:
@@ -226,6 +239,8 @@ def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> 
         status, code = "FAILED", 1
     else:
         status, code = "FINISHED", 0
+    if sweep.resumed_status and not jobs:  # the resume stopped before any job: as it was
+        status = sweep.resumed_status
     best = _best_trial(sweep.sweep_dir, jobs)
     if failed:
         first = failed[0]
@@ -238,7 +253,9 @@ def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> 
     if best:
         print(f"Best trial: job {best['num']} [{' '.join(best['overrides'])}] "
               f"objective {best['value']:.6g}", flush=True)
-    if sweep.run is not None:
+    if sweep.run is not None and sweep.resumed_status and not jobs:
+        sweep.run.end(status)
+    elif sweep.run is not None:
         try:
             run = sweep.run
             try:

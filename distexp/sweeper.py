@@ -28,6 +28,8 @@ from distexp.config import UserError
 
 # Keys that may differ between a job's first run and its re-run: not part of its identity.
 NOT_IDENTITY = ("resume", "sweep.resume", "tracking.uri", "checkpoint.dir")
+# Params the job logs with the value it computed when the config leaves them null.
+COMPUTED = ("global_batch_size",)
 
 
 def interleave(jobs: Sequence[Sequence[str]], repeats: int) -> List[List[str]]:
@@ -62,7 +64,8 @@ def identity(cfg: DictConfig) -> Dict[str, str]:
 def _matches(ident: Dict[str, str], params: Dict[str, str]) -> bool:
     from distexp.tracking import _clip
 
-    return all(params.get(k) == _clip(v) for k, v in ident.items())
+    return all(params.get(k) == _clip(v) for k, v in ident.items()
+               if not (k in COMPUTED and v == "null"))
 
 
 @dataclass

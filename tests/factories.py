@@ -58,3 +58,12 @@ def blobs_tfdata(seed, n=512, dim=8):
     x_tr, y_tr, x_ev, y_ev = blobs(seed, n, dim)
     return {"train": tf.data.Dataset.from_tensor_slices((x_tr, y_tr)),
             "eval": tf.data.Dataset.from_tensor_slices((x_ev, y_ev)), "num_classes": 3}
+
+
+def fails_when_env(input_shape, num_classes):
+    """Raises while DISTEXP_TEST_FAIL is set (a job that fails once, then succeeds on a re-run)."""
+    import os
+
+    if os.environ.get("DISTEXP_TEST_FAIL"):
+        raise RuntimeError("failing on purpose (DISTEXP_TEST_FAIL is set)")
+    return small_mlp(input_shape, num_classes)

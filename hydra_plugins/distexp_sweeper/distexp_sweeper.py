@@ -1,15 +1,16 @@
 """distexp's Hydra sweeper: BasicSweeper + `repeats` (interleaved) + `sweep.resume`.
 
 Hydra loads plugin classes only from the `hydra_plugins` package, so the class is here and the
-logic is in distexp.sweeper. Selected by distexp's conf/config.yaml (`hydra/sweeper: distexp`).
+logic is in distexp.sweeper. Selected by distexp's conf (`hydra/sweeper: distexp`, sweeper_default.yaml).
 """
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, List
+from typing import Any, Dict, List, Optional
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.plugins.sweeper import Sweeper
 from omegaconf import OmegaConf
 
 log = logging.getLogger(__name__)
@@ -18,6 +19,17 @@ log = logging.getLogger(__name__)
 class DistexpSweeper(BasicSweeper):
     """Hydra's BasicSweeper, each job run `repeats` times round-robin; `sweep.resume` skips
     the jobs that finished in the given sweep and re-runs the failed ones (distexp.sweeper)."""
+
+    def __init__(self, max_batch_size: Optional[int] = None,
+                 params: Optional[Dict[str, str]] = None) -> None:
+        # BasicSweeper.__init__ calls super(BasicSweeper, self), which breaks when Hydra's plugin
+        # scan has re-executed basic_sweeper.py after this class was defined: set up directly.
+        Sweeper.__init__(self)
+        self.overrides = None
+        self.batch_index = 0
+        self.max_batch_size = max_batch_size
+        self.params = params or {}
+        self.hydra_context = self.config = self.launcher = None
 
     def sweep(self, arguments: List[str]) -> Any:
         from hydra.core.override_parser.overrides_parser import OverridesParser
