@@ -8,7 +8,9 @@ any sweeper (basic, Optuna) and launcher (basic, joblib, submitit):
   and writes ``<sweep dir>/sweep.json``. Jobs find their parent there: a file on the sweep dir
   reaches joblib workers and Slurm nodes alike, an environment variable would not.
 - each job (distexp.job) reads sweep.json and opens its run as a child (``mlflow.parentRunId``,
-  ``distexp.sweep_id``, ``distexp.job_num``).
+  ``distexp.sweep_id``, ``distexp.job_num``, ``distexp.repeat``).
+- ``sweep.resume=<id>``: ``on_multirun_start`` reopens that sweep's parent run (RUNNING again)
+  and writes its id and run to the new sweep.json; distexp.sweeper decides which jobs run.
 - ``on_job_end`` (wherever the job ran): writes ``<sweep dir>/sweep_jobs/<num>.json`` (status,
   returned value, error).
 - ``on_multirun_end`` (the sweep process): ends the parent FINISHED, or FAILED if any job failed,
