@@ -320,6 +320,9 @@ def validate(cfg: DictConfig) -> None:
                             "with sizes >= 1, or null")
     _choice("objective", cfg.objective, OBJECTIVES)
     _at_least("repeats", cfg.repeats, 1)
+    if cfg.repeats > 1 and not _multirun():
+        raise UserError(f"repeats: received {cfg.repeats} for a single run; repeats are runs of "
+                        "a sweep's jobs: add -m (python -m distexp -m ... repeats=N)")
     if not 0 <= cfg.repeat < max(cfg.repeats, 1):
         raise UserError(f"repeat: received {cfg.repeat}; expected 0..{cfg.repeats - 1} (repeats="
                         f"{cfg.repeats}); the sweeper sets it, set repeats=N instead")
@@ -342,6 +345,14 @@ def validate(cfg: DictConfig) -> None:
         raise UserError(
             f"global_batch_size: received {cfg.global_batch_size}; it must divide evenly over "
             f"{replicas} replicas (try {max(replicas, cfg.global_batch_size // replicas * replicas)})")
+
+
+def _multirun() -> bool:
+    """In a Hydra multirun (True when Hydra is not running at all: tests compose configs)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return not HydraConfig.initialized() or HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def visible_gpus() -> int:

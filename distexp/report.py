@@ -454,7 +454,7 @@ def plots(rows: Sequence[Row], out: Path, title: str) -> List[Path]:
             series.setdefault((r.group, r.strategy), []).append(r)
     paths = []
 
-    def figure(name, ylabel, value, band, ideal=None, hollow=lambda r: False):
+    def figure(name, ylabel, value, band, ideal=None, hollow=lambda r: False, note=""):
         """One line per strategy; error bars = band(r) -> (low, high) or None; hollow markers
         for the points `hollow` picks (not significant)."""
         fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
@@ -482,7 +482,7 @@ def plots(rows: Sequence[Row], out: Path, title: str) -> List[Path]:
                     ha="center", va="center", transform=ax.transAxes)
         ax.set_xlabel("replicas")
         ax.set_ylabel(ylabel)
-        ax.set_title(f"{title}: {ylabel}", fontsize=10)
+        ax.set_title(f"{title}: {ylabel}{note}", fontsize=10)
         xs_all = sorted({r.replicas for r in rows if r.replicas})
         if xs_all:
             ax.set_xticks(xs_all)
@@ -506,9 +506,10 @@ def plots(rows: Sequence[Row], out: Path, title: str) -> List[Path]:
         return (100 * r.speedup_low / r.replicas, 100 * r.speedup_high / r.replicas)
 
     figure("throughput", "examples/s", lambda r: r.rate, rate_band)
-    figure("efficiency", "scaling efficiency (%)  [open marker: not significant]",
+    figure("efficiency", "scaling efficiency (%)",
            lambda r: None if r.efficiency is None else 100 * r.efficiency, eff_band,
-           ideal=100.0, hollow=lambda r: r.verdict not in ("significant", "baseline"))
+           ideal=100.0, hollow=lambda r: r.verdict not in ("significant", "baseline"),
+           note="\n(bars: speed-up's 95 % interval; open marker: not significant)")
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
     drawn = False

@@ -40,9 +40,11 @@ def test_repeats_run_interleaved_and_are_reported_together(cli):
     assert "1 replica: overhead vs one_device" in mirrored
 
 
-def test_resume_skips_finished_jobs_and_reruns_failed_ones(cli):
+@pytest.mark.parametrize("launcher", [[], ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]],
+                         ids=["basic", "joblib"])
+def test_resume_skips_finished_jobs_and_reruns_failed_ones(cli, launcher):
     args = ["-m", "model=custom", "model.factory=factories:small_mlp,factories:fails_when_env",
-            *TINY]
+            *TINY, *launcher]
     first = cli(*args, "hydra.sweep.dir=first", env={"DISTEXP_TEST_FAIL": "1"}, timeout=900)
     assert first.returncode == 1, first
     sweep_id = json.loads((cli.cwd / "first" / "sweep.json").read_text())["sweep_id"]
