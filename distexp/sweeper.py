@@ -39,8 +39,17 @@ def interleave(jobs: Sequence[Sequence[str]], repeats: int) -> List[List[str]]:
     return [[*j, f"repeat={i}"] for i in range(repeats) for j in jobs]
 
 
+def repeats(config: DictConfig, overrides) -> int:
+    """The sweep's `repeats`: from its overrides (command line or hydra.sweeper.params), else the
+    config; `repeats` is one number for the whole sweep and `repeat` is the sweeper's to set."""
+    check_overrides(overrides)
+    for o in overrides:
+        if o.get_key_element() == "repeats":
+            return int(o.value())
+    return int(OmegaConf.select(config, "repeats", default=1) or 1)
+
+
 def check_overrides(overrides) -> None:
-    """`repeats` is one number for the whole sweep; `repeat` is the sweeper's to set."""
     for o in overrides:
         key = o.get_key_element()
         if key == "repeat":
@@ -153,7 +162,8 @@ def _sweep_runs(config: DictConfig, sweep_id: str) -> List[dict]:
     from distexp.sweep import RUN_KIND, SWEEP_ID
     from distexp.tracking import _client
 
-    find_parent(config, sweep_id)
+    if not config.tracking.enabled:
+        find_parent(config, sweep_id)  # raises the one-line refusal
     client = _client(config.tracking.uri)
     exp_id, _ = _parent(client, config, sweep_id)
     runs = client.search_runs([exp_id], f"tags.`{SWEEP_ID}` = '{sweep_id}' and "

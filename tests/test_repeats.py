@@ -42,7 +42,8 @@ def _sweeper(tmp_path, *overrides):
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
         cfg = compose(config_name="config", overrides=[*overrides, f"hydra.sweep.dir={tmp_path}"],
                       return_hydra_config=True)
-        sweeper = DistexpSweeper(max_batch_size=None)
+        params = cfg.hydra.sweeper.params
+        sweeper = DistexpSweeper(max_batch_size=None, params=dict(params) if params else None)
         sweeper.config = cfg
         sweeper.hydra_context = HydraContext(
             config_loader=GlobalHydra.instance().config_loader(), callbacks=None)
@@ -56,6 +57,10 @@ def test_repeats_run_interleaved_round_robin(tmp_path):
     try:
         sweeper = _sweeper(tmp_path, "repeats=2")
         sweeper.sweep(["strategy=one_device,mirrored", "repeats=2"])
+        preset = _sweeper(tmp_path / "preset", "+hydra.sweeper.params.repeats=2",  # as a preset
+                          "+hydra.sweeper.params.strategy='one_device,mirrored'")
+        preset.sweep([])
+        assert [o[-1] for _, o in preset.launcher.launched] == ["repeat=0"] * 2 + ["repeat=1"] * 2
         got = [(num, [o for o in ovr if o.startswith(("strategy=", "repeat="))])
                for num, ovr in sweeper.launcher.launched]
     finally:
@@ -252,3 +257,18 @@ def test_accuracy_on_random_labels_is_not_meaningful():
     assert meaning.accuracy_meaningful("digits") and meaning.accuracy_meaningful("mnist")
     assert "matmul" in meaning.peak_source(None)
     assert meaning.peak_source("NVIDIA A100 datasheet") == "NVIDIA A100 datasheet"
+
+
+def test_repeats_is_one_number_and_repeat_is_the_sweepers(tmp_path):
+    from hydra.core.global_hydra import GlobalHydra
+
+    from distexp.config import UserError
+
+    try:
+        sweeper = _sweeper(tmp_path)
+        with pytest.raises(UserError, match=r"repeats: received a sweep \(repeats=2,3\)"):
+            sweeper.sweep(["strategy=one_device,mirrored", "repeats=2,3"])
+        with pytest.raises(UserError, match="repeat: set by the sweeper"):
+            sweeper.sweep(["repeat=1"])
+    finally:
+        GlobalHydra.instance().clear()

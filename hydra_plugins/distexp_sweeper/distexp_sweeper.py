@@ -41,9 +41,8 @@ class DistexpSweeper(BasicSweeper):
         params_conf = self._parse_config() + list(arguments)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         overrides = parser.parse_overrides(params_conf)
-        S.check_overrides(overrides)
         jobs = [job for batch in self.split_arguments(overrides, None) for job in batch]
-        jobs = S.interleave(jobs, int(OmegaConf.select(self.config, "repeats", default=1) or 1))
+        jobs = S.interleave(jobs, S.repeats(self.config, overrides))
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
