@@ -4,20 +4,13 @@ Reads the runs (never TensorFlow), prints a Markdown table, and writes report.md
 throughput.png, efficiency.png and loss.png to ``<sweep dir>/report/`` (or --out), then logs them
 as artifacts (``report/``) of the sweep's parent run.
 
-Definitions (README, "The scaling report"):
-- one row per job config: the FINISHED runs that differ only in `repeat` (the sweep's
-  ``repeats=N``) are aggregated; examples/s is their median. A FAILED, KILLED or diverged
-  (tag ``distexp.diverged``) run is a row of its own with no throughput and is never a baseline.
-- baseline of a row: the 1-replica rows of the same job (same model, dataset, loop and other
-  overrides) with the same per-replica batch (weak scaling: the default, global batch =
-  per-replica x replicas) or, failing that, the same global batch (strong scaling:
-  global_batch_size fixed). one_device is preferred; several candidates are pooled.
-- speed-up = median examples/s / the baseline's median; scaling efficiency = speed-up / replicas.
-- its 95 % interval and `significant`: from the between-run variation when both sides have >= 2
-  runs (distexp.stats: Welch's t on log examples/s); a non-significant speed-up is marked "~"
-  (as Go's benchstat does) with the runs that would resolve it. With one run a side the interval
-  is the within-run one (10-step windows, first-order propagation) and no significance is claimed.
-- No baseline: the columns say so; no number is made up.
+Separation of concerns:
+- distexp.report   (this) reading the runs from MLflow, the table, report.md/.csv, the command
+- distexp.scaling  rows per job config over its repeats, baselines, speed-ups, intervals, verdicts
+- distexp.stats    the interval and the runs-needed estimate from repeated runs
+- distexp.plots    throughput.png, efficiency.png, loss.png
+- distexp.meaning  what a figure means (random-label accuracy, where the MFU peak came from)
+Definitions: README, "The scaling report".
 """
 from __future__ import annotations
 
@@ -27,19 +20,14 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from distexp import meaning, stats
+from distexp import meaning
+from distexp.plots import plots
+from distexp.scaling import (NO_BASELINE, WITHIN_RUN, Row, add_scaling,  # noqa: F401  (API)
+                             aggregate, row_from_run)
 
-NO_BASELINE = "no 1-replica baseline"
-WITHIN_RUN = "within-run only"
-# Override keys that make a run the scaling variant of a job rather than another job.
-SCALING_KEYS = ("strategy", "cpu_replicas", "gpus", "workers", "ps", "cluster",
-                "batch_size_per_replica", "global_batch_size")
-# Override keys that differ between runs of one job config (repeats, a resumed re-run).
-RUN_KEYS = ("repeat", "resume", "sweep.resume", "checkpoint.dir")
 STRATEGIES = ("one_device", "mirrored", "central", "multiworker", "ps")  # table order
 KIND = "distexp.run_kind"
 SWEEP_ID = "distexp.sweep_id"
@@ -47,190 +35,6 @@ SWEEP_ID = "distexp.sweep_id"
 
 class ReportError(Exception):
     """One line for the user, exit 2."""
-
-
-@dataclass
-class Row:
-    run_id: str
-    run_name: str
-    status: str
-    strategy: str
-    model: str
-    dataset: str
-    loop: str
-    workers: Optional[int]
-    replicas: Optional[int]
-    global_batch: Optional[int]
-    rate: Optional[float]            # perf/examples_per_sec
-    ci95: Optional[float]            # perf/examples_per_sec_ci95
-    eval_accuracy: Optional[float]
-    time_to_first_step: Optional[float]
-    job_num: Optional[int] = None
-    speedup: Optional[float] = None
-    speedup_ci95: Optional[float] = None   # within-run: first-order half-width (one run a side)
-    speedup_low: Optional[float] = None
-    speedup_high: Optional[float] = None
-    significant: bool = False
-    verdict: str = ""                      # significant | ~ | within-run only | baseline
-    repeats_needed: Optional[int] = None
-    efficiency: Optional[float] = None
-    baseline: str = ""
-    loss: List[Tuple[int, float]] = field(default_factory=list)  # (step or epoch, loss)
-    loss_x: str = "epoch"
-    overrides: str = ""
-    diverged: bool = False
-    mfu: Optional[float] = None
-    peak_source: Optional[str] = None
-    rates: List[float] = field(default_factory=list)      # examples/s of each repeat
-    run_ids: List[str] = field(default_factory=list)
-
-    @property
-    def key(self) -> tuple:
-        """The job config: runs with the same key differ only in `repeat` (or were resumed)."""
-        return (self.strategy, self.model, self.dataset, self.loop, self.workers, self.replicas,
-                self.global_batch, _without(self.overrides, RUN_KEYS))
-
-    @property
-    def base_key(self) -> tuple:
-        """What a baseline must share: the job without its scaling keys."""
-        return (self.group, _without(self.overrides, RUN_KEYS + SCALING_KEYS))
-
-    @property
-    def group(self) -> Tuple[str, str, str]:
-        return (self.model, self.dataset, self.loop)
-
-    @property
-    def per_replica(self) -> Optional[float]:
-        if self.global_batch is None or not self.replicas:
-            return None
-        return self.global_batch / self.replicas
-
-    @property
-    def measured(self) -> bool:
-        return (self.status == "FINISHED" and not self.diverged and self.rate is not None
-                and self.rate > 0)
-
-    @property
-    def shown_status(self) -> str:
-        return "DIVERGED" if self.diverged else self.status
-
-
-def _without(overrides: str, keys: Sequence[str]) -> str:
-    """The overrides (a run's distexp.overrides tag), sorted, without `keys` (and their subkeys)."""
-    def dropped(o: str) -> bool:
-        k = o.split("=", 1)[0].lstrip("+~")
-        return k in keys or k.split(".", 1)[0] in keys
-
-    return " ".join(sorted(o for o in overrides.split() if not dropped(o)))
-
-
-def _int(v) -> Optional[int]:
-    try:
-        return int(float(v))
-    except (TypeError, ValueError):
-        return None
-
-
-def row_from_run(run) -> Row:
-    p, m, t = run.data.params, run.data.metrics, run.data.tags
-    diverged = str(t.get("distexp.diverged", "")).lower() == "true"
-    finished = run.info.status == "FINISHED" and not diverged
-    rate = m.get("perf/examples_per_sec") if finished else None  # a failed run has no throughput
-    return Row(run_id=run.info.run_id, run_name=run.info.run_name or run.info.run_id[:8],
-               status=run.info.status, strategy=p.get("strategy.name", "?"),
-               model=p.get("model.name", "?"), dataset=p.get("dataset.name", "?"),
-               loop=p.get("loop.name", "?"), workers=_int(p.get("num_workers")),
-               replicas=_int(p.get("num_replicas")), global_batch=_int(p.get("global_batch_size")),
-               rate=rate, ci95=m.get("perf/examples_per_sec_ci95") if finished else None,
-               eval_accuracy=m.get("eval/accuracy"),
-               time_to_first_step=m.get("perf/time_to_first_step_s"),
-               job_num=_int(t.get("distexp.job_num")),
-               overrides=t.get("distexp.overrides", ""), diverged=diverged,
-               mfu=m.get("perf/mfu") if finished else None,
-               peak_source=t.get("distexp.peak_source"),
-               rates=[rate] if rate is not None and rate > 0 else [], run_ids=[run.info.run_id])
-
-
-def aggregate(rows: Sequence[Row]) -> List[Row]:
-    """One row per job config for the measured runs (median over repeats); every other run
-    (failed, killed, diverged, no throughput) stays a row of its own."""
-    groups: Dict[tuple, List[Row]] = {}
-    out: List[Row] = []
-    for r in rows:
-        if r.measured:
-            groups.setdefault(r.key, []).append(r)
-        else:
-            out.append(r)
-    for rs in groups.values():
-        rs.sort(key=lambda r: r.job_num if r.job_num is not None else 0)
-        first = rs[0]
-        if len(rs) == 1:
-            out.append(first)
-            continue
-        med = lambda vals: stats.median(vals) if vals else None  # noqa: E731
-        agg = Row(**{**first.__dict__,
-                     "rate": stats.median([r.rate for r in rs]), "ci95": None,
-                     "eval_accuracy": med([r.eval_accuracy for r in rs if r.eval_accuracy is not None]),
-                     "time_to_first_step": med([r.time_to_first_step for r in rs
-                                                if r.time_to_first_step is not None]),
-                     "mfu": med([r.mfu for r in rs if r.mfu is not None]),
-                     "rates": [r.rate for r in rs], "run_ids": [r.run_id for r in rs]})
-        out.append(agg)
-    return out
-
-
-def add_scaling(rows: Sequence[Row]) -> None:
-    """Fill speed-up, its interval and verdict, efficiency and the baseline's description."""
-    singles = [r for r in rows if r.measured and r.replicas == 1]
-    for r in rows:
-        if not r.measured:
-            what = ("diverged" if r.diverged else r.status.lower() if r.status != "FINISHED"
-                    else "no throughput")
-            r.baseline = f"n/a ({what})"
-            continue
-        mode, cands = None, []
-        for mode, same in (("weak", lambda b: b.per_replica == r.per_replica),
-                           ("strong", lambda b: b.global_batch == r.global_batch)):
-            cands = [b for b in singles if b.base_key == r.base_key and same(b)]
-            if cands:
-                break
-        if not cands:
-            r.baseline = NO_BASELINE
-            continue
-        one = [b for b in cands if b.strategy == "one_device"]
-        cands = one or cands
-        base_rates = [x for b in cands for x in b.rates]
-        base = stats.median(base_rates)
-        r.speedup = r.rate / base
-        r.efficiency = r.speedup / r.replicas
-        who = "one_device" if one else "/".join(sorted({b.strategy for b in cands}))
-        pooled = f", {len(cands)} configs pooled" if len(cands) > 1 else ""
-        r.baseline = f"{who} r1 ({mode}{pooled})"
-        is_base = any(r is b for b in cands)
-        if r.replicas == 1 and not is_base:  # the same work on one device: no scaling figure
-            r.baseline += " [1 replica: overhead vs one_device, not scaling]"
-            r.efficiency = None
-        if is_base:
-            r.speedup_low = r.speedup_high = None
-            r.verdict = "baseline"
-            continue
-        between = stats.ratio_interval(r.rates, base_rates)
-        if between is not None:
-            r.speedup_low, r.speedup_high, _ = between
-            r.significant = r.speedup_low > 1 or r.speedup_high < 1
-            r.verdict = "significant" if r.significant else "~"
-            if not r.significant:
-                r.repeats_needed = stats.repeats_needed(r.rates, base_rates)
-            continue
-        r.verdict = WITHIN_RUN  # one run on a side: no between-run spread, no significance
-        base_cis = [b.ci95 for b in cands]
-        if len(r.rates) == 1 and r.ci95 is not None and len(base_rates) == len(cands) and \
-                all(c is not None for c in base_cis):
-            base_mean = sum(base_rates) / len(base_rates)
-            base_ci = math.sqrt(sum(c * c for c in base_cis)) / len(cands)
-            r.speedup_ci95 = r.speedup * math.hypot(r.ci95 / r.rate, base_ci / base_mean)
-            r.speedup_low = r.speedup - r.speedup_ci95
-            r.speedup_high = r.speedup + r.speedup_ci95
 
 
 # --- reading MLflow ----------------------------------------------------------------------------
@@ -434,107 +238,6 @@ def write_csv(rows: Sequence[Row], path: Path) -> None:
                         meaning.accuracy_meaningful(r.dataset), r.mfu,
                         meaning.peak_source(r.peak_source) if r.mfu is not None else None,
                         r.time_to_first_step])
-
-
-def plots(rows: Sequence[Row], out: Path, title: str) -> List[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    several = len({r.group for r in rows}) > 1
-
-    def label(key):
-        (model, dataset, loop), strategy = key
-        return f"{strategy} ({model}/{dataset}/{loop})" if several else strategy
-
-    series: Dict[tuple, List[Row]] = {}
-    for r in rows:
-        if r.measured:
-            series.setdefault((r.group, r.strategy), []).append(r)
-    paths = []
-
-    def figure(name, ylabel, value, band, ideal=None, hollow=lambda r: False, note=""):
-        """One line per strategy; error bars = band(r) -> (low, high) or None; hollow markers
-        for the points `hollow` picks (not significant)."""
-        fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
-        drawn = False
-        for key, rs in sorted(series.items()):
-            pts = sorted((r for r in rs if value(r) is not None), key=lambda r: r.replicas or 0)
-            if not pts:
-                continue
-            xs, ys = [r.replicas for r in pts], [value(r) for r in pts]
-            bands = [band(r) for r in pts]
-            yerr = None
-            if any(b is not None for b in bands):
-                yerr = [[y - b[0] if b else 0 for y, b in zip(ys, bands)],
-                        [b[1] - y if b else 0 for y, b in zip(ys, bands)]]
-            line = ax.errorbar(xs, ys, yerr=yerr, marker="o", capsize=3, label=label(key))
-            open_pts = [(x, y) for x, y, r in zip(xs, ys, pts) if hollow(r)]
-            if open_pts:
-                color = line.lines[0].get_color()
-                ax.scatter(*zip(*open_pts), s=60, facecolors="white", edgecolors=color, zorder=3)
-            drawn = True
-        if ideal is not None and drawn:
-            ax.axhline(ideal, color="grey", linestyle="--", linewidth=1, label="ideal")
-        if not drawn:
-            ax.text(0.5, 0.5, NO_BASELINE if name == "efficiency" else "no measured run",
-                    ha="center", va="center", transform=ax.transAxes)
-        ax.set_xlabel("replicas")
-        ax.set_ylabel(ylabel)
-        ax.set_title(f"{title}: {ylabel}{note}", fontsize=10)
-        xs_all = sorted({r.replicas for r in rows if r.replicas})
-        if xs_all:
-            ax.set_xticks(xs_all)
-        if drawn:
-            ax.legend(fontsize=8)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        path = out / f"{name}.png"
-        fig.savefig(path)
-        plt.close(fig)
-        paths.append(path)
-
-    def rate_band(r):  # the runs' range with repeats, the within-run 95 % interval with one
-        if len(r.rates) > 1:
-            return (min(r.rates), max(r.rates))
-        return None if r.ci95 is None else (r.rate - r.ci95, r.rate + r.ci95)
-
-    def eff_band(r):
-        if r.speedup_low is None or r.speedup_high is None:
-            return None
-        return (100 * r.speedup_low / r.replicas, 100 * r.speedup_high / r.replicas)
-
-    figure("throughput", "examples/s", lambda r: r.rate, rate_band)
-    figure("efficiency", "scaling efficiency (%)",
-           lambda r: None if r.efficiency is None else 100 * r.efficiency, eff_band,
-           ideal=100.0, hollow=lambda r: r.verdict not in ("significant", "baseline"),
-           note="\n(bars: speed-up's 95 % interval; open marker: not significant)")
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
-    drawn = False
-    xlabels = set()
-    for r in rows:
-        if r.loss:
-            xs, ys = zip(*r.loss)
-            ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, linewidth=1,
-                    label=f"{r.run_name}" + (f" #{r.job_num}" if r.job_num is not None else ""))
-            xlabels.add(r.loss_x)
-            drawn = True
-    if not drawn:
-        ax.text(0.5, 0.5, "no train/loss logged", ha="center", va="center", transform=ax.transAxes)
-    else:
-        ax.legend(fontsize=7)
-    ax.set_xlabel(" / ".join(sorted(xlabels)) or "epoch")
-    ax.set_ylabel("training loss")
-    ax.set_title(f"{title}: training loss", fontsize=10)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path = out / "loss.png"
-    fig.savefig(path)
-    plt.close(fig)
-    paths.append(path)
-    return paths
 
 
 # --- the command -------------------------------------------------------------------------------
