@@ -24,6 +24,7 @@ SCALING_KEYS = ("strategy", "cpu_replicas", "gpus", "workers", "ps", "cluster",
 # Override keys that differ between runs of one job config (repeats, a resumed re-run).
 RUN_KEYS = ("repeat", "resume", "sweep.resume", "checkpoint.dir")
 
+
 @dataclass
 class Row:
     run_id: str
