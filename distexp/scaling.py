@@ -21,6 +21,8 @@ WITHIN_RUN = "within-run only"
 # Override keys that make a run the scaling variant of a job rather than another job.
 SCALING_KEYS = ("strategy", "cpu_replicas", "gpus", "workers", "ps", "cluster",
                 "batch_size_per_replica", "global_batch_size")
+# The scaling keys that set up devices and processes (a baseline with the same is preferred).
+DEVICE_KEYS = ("cpu_replicas", "gpus", "workers", "ps", "cluster")
 # Override keys that differ between runs of one job config (repeats, a resumed re-run).
 RUN_KEYS = ("repeat", "resume", "sweep.resume", "checkpoint.dir")
 
@@ -67,6 +69,12 @@ class Row:
                 self.global_batch, _without(self.overrides, RUN_KEYS))
 
     @property
+    def device_setup(self) -> str:
+        """The overrides that set up devices and processes (cpu_replicas, gpus, workers, ...)."""
+        return " ".join(sorted(o for o in self.overrides.split()
+                               if _key(o).split(".", 1)[0] in DEVICE_KEYS))
+
+    @property
     def base_key(self) -> tuple:
         """What a baseline must share: the job without its scaling keys."""
         return (self.group, _without(self.overrides, RUN_KEYS + SCALING_KEYS))
@@ -91,11 +99,14 @@ class Row:
         return "DIVERGED" if self.diverged else self.status
 
 
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
 def _without(overrides: str, keys: Sequence[str]) -> str:
     """The overrides (a run's distexp.overrides tag), sorted, without `keys` (and their subkeys)."""
     def dropped(o: str) -> bool:
-        k = o.split("=", 1)[0].lstrip("+~")
-        return k in keys or k.split(".", 1)[0] in keys
+        return _key(o) in keys or _key(o).split(".", 1)[0] in keys
 
     return " ".join(sorted(o for o in overrides.split() if not dropped(o)))
 
@@ -175,13 +186,17 @@ def add_scaling(rows: Sequence[Row]) -> None:
             continue
         one = [b for b in cands if b.strategy == "one_device"]
         cands = one or cands
+        # the closest: the same device set-up (cpu_replicas, gpus, ...), differing in strategy only
+        same = [b for b in cands if b.device_setup == r.device_setup]
+        cands = same or cands
         base_rates = [x for b in cands for x in b.rates]
         base = stats.median(base_rates)
         r.speedup = r.rate / base
         r.efficiency = r.speedup / r.replicas
         who = "one_device" if one else "/".join(sorted({b.strategy for b in cands}))
         pooled = f", {len(cands)} configs pooled" if len(cands) > 1 else ""
-        r.baseline = f"{who} r1 ({mode}{pooled})"
+        setup = f", same {r.device_setup}" if same and r.device_setup else ""
+        r.baseline = f"{who} r1 ({mode}{setup}{pooled})"
         is_base = any(r is b for b in cands)
         if r.replicas == 1 and not is_base:  # the same work on one device: no scaling figure
             r.baseline += " [1 replica: overhead vs one_device, not scaling]"

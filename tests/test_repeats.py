@@ -272,3 +272,29 @@ def test_repeats_is_one_number_and_repeat_is_the_sweepers(tmp_path):
             sweeper.sweep(["repeat=1"])
     finally:
         GlobalHydra.instance().clear()
+
+
+def test_baseline_is_the_closest_one_device_config(tmp_path):
+    """one_device run with cpu_replicas=1 and =2 (two configs): a 1-replica mirrored job with
+    cpu_replicas=1 is compared with the one_device job set up the same way, not the pool."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("distexp", artifact_location=(tmp_path / "art").as_uri())
+    client.create_run(exp, run_name="sweep-c", tags={"distexp.sweep_id": "c",
+                                                     "distexp.run_kind": "sweep"})
+    for strategy, cpus, rates in [("one_device", 1, [900.0, 1000.0, 1100.0]),
+                                  ("one_device", 2, [500.0, 520.0, 540.0]),
+                                  ("mirrored", 1, [950.0, 1000.0, 1050.0])]:
+        for i, rate in enumerate(rates):
+            tags = {"distexp.sweep_id": "c", "distexp.run_kind": "job",
+                    "distexp.overrides": f"strategy={strategy} cpu_replicas={cpus} repeat={i}"}
+            _run(client, exp, f"{strategy}-{cpus}", "FINISHED", _job(strategy, 1, 64),
+                 _perf(rate, 1.0), tags)
+    rows, _, _ = report.build(uri, sweep_id="c", out=tmp_path / "rep", log=False)
+    mir = [r for r in rows if r.strategy == "mirrored"][0]
+    assert mir.speedup == pytest.approx(1.0) and mir.verdict == "~"
+    assert mir.baseline.startswith("one_device r1 (weak, same cpu_replicas=1)")
+    od2 = [r for r in rows if r.run_name == "one_device-2"][0]
+    assert od2.verdict == "baseline" and od2.rate == 520.0
