@@ -140,7 +140,9 @@ class CheckpointConfig:
     every_steps: Optional[int] = None
     # Where the chief writes (other workers write a throwaway directory). Stable across
     # invocations, so `resume=true` finds what a crashed job wrote: not under the Hydra run dir.
-    dir: str = "${distexp.cwd:}/outputs/checkpoints/${strategy.name}-${model.name}-${dataset.name}"
+    # In a sweep, each job's own `<job dir>/checkpoints` (a re-run of a failed job must restore
+    # its own state, not the one another job of the sweep saved last; see distexp.sweeper).
+    dir: str = "${distexp.checkpoint_dir:${strategy.name}-${model.name}-${dataset.name}}"
     keep: int = 3  # checkpoints kept (tf.train.CheckpointManager max_to_keep)
 
 
@@ -153,6 +155,13 @@ class TrackingConfig:
     # process every `system_metrics_interval` seconds.
     system_metrics: bool = True
     system_metrics_interval: float = 5.0
+
+
+@dataclass
+class SweepConfig:
+    # A sweep id (tag distexp.sweep_id, printed when a sweep starts): re-run that sweep; jobs with
+    # a FINISHED run there are skipped, FAILED/KILLED ones re-run with resume=true (distexp.sweeper).
+    resume: Optional[str] = None
 
 
 @dataclass
@@ -200,16 +209,38 @@ class Config:
     # Stop when the training loss becomes NaN or infinite (Keras' TerminateOnNaN): the run ends
     # FAILED, tagged distexp.diverged. false = train on (still tagged; figures not valid).
     terminate_on_nan: bool = True
+    # Runs per sweep job, interleaved round-robin over the sweep's jobs (distexp.sweeper).
+    repeats: int = 1
+    # Which of those runs this is (set by the sweeper: 0..repeats-1); tag distexp.repeat.
+    repeat: int = 0
+    sweep: SweepConfig = field(default_factory=SweepConfig)
 
 
 def _cwd() -> str:
     return os.getcwd()
 
 
+def _checkpoint_dir(name: str) -> str:
+    """`outputs/checkpoints/<name>` under the cwd; a sweep job's own `<job dir>/checkpoints`."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+            job_dir = HydraConfig.get().runtime.output_dir
+            if job_dir:
+                return f"{os.path.abspath(job_dir)}/checkpoints"
+    except Exception:  # noqa: BLE001  (the sweep process composing a job: no job dir yet)
+        pass
+    return f"{_cwd()}/outputs/checkpoints/{name}"
+
+
 def register() -> None:
     """Register the schema and the ``distexp.cwd`` resolver (idempotent)."""
     if not OmegaConf.has_resolver("distexp.cwd"):
         OmegaConf.register_new_resolver("distexp.cwd", _cwd)
+    if not OmegaConf.has_resolver("distexp.checkpoint_dir"):
+        OmegaConf.register_new_resolver("distexp.checkpoint_dir", _checkpoint_dir)
     ConfigStore.instance().store(name="base_config", node=Config)
 
 
@@ -317,6 +348,13 @@ def validate(cfg: DictConfig) -> None:
             raise UserError(f"dataset.image_size: received {list(ds.image_size)}; expected [h, w] "
                             "with sizes >= 1, or null")
     _validate_task(cfg)
+    _at_least("repeats", cfg.repeats, 1)
+    if cfg.repeats > 1 and not _multirun():
+        raise UserError(f"repeats: received {cfg.repeats} for a single run; repeats are runs of "
+                        "a sweep's jobs: add -m (python -m distexp -m ... repeats=N)")
+    if not 0 <= cfg.repeat < max(cfg.repeats, 1):
+        raise UserError(f"repeat: received {cfg.repeat}; expected 0..{cfg.repeats - 1} (repeats="
+                        f"{cfg.repeats}); the sweeper sets it, set repeats=N instead")
     if not 0 < ds.test_fraction < 1:
         raise UserError(f"dataset.test_fraction: received {ds.test_fraction}; expected 0 < x < 1")
 
@@ -400,6 +438,14 @@ def objective_name(cfg: DictConfig) -> Optional[str]:
 
     task = tasks.builtin(cfg)
     return task.objective if task is not None else None
+
+
+def _multirun() -> bool:
+    """In a Hydra multirun (True when Hydra is not running at all: tests compose configs)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return not HydraConfig.initialized() or HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def visible_gpus() -> int:

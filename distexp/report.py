@@ -4,15 +4,13 @@ Reads the runs (never TensorFlow), prints a Markdown table, and writes report.md
 throughput.png, efficiency.png and loss.png to ``<sweep dir>/report/`` (or --out), then logs them
 as artifacts (``report/``) of the sweep's parent run.
 
-Definitions (README, "The scaling report"):
-- examples/s: the run's `perf/examples_per_sec` (warm-up excluded) +/- `perf/examples_per_sec_ci95`.
-- baseline of a run: the FINISHED 1-replica runs of the same model, dataset and loop with the same
-  per-replica batch (weak scaling: the default, global batch = per-replica x replicas) or, failing
-  that, the same global batch (strong scaling: global_batch_size fixed). one_device runs are
-  preferred; several equal candidates are averaged (the same job measured again).
-- speed-up = examples/s / baseline examples/s; scaling efficiency = speed-up / replicas.
-  Spread of the speed-up: first-order propagation of both 95 % half-widths.
-- No baseline: the columns say so; no number is made up.
+Separation of concerns:
+- distexp.report   (this) reading the runs from MLflow, the table, report.md/.csv, the command
+- distexp.scaling  rows per job config over its repeats, baselines, speed-ups, intervals, verdicts
+- distexp.stats    the interval and the runs-needed estimate from repeated runs
+- distexp.plots    throughput.png, efficiency.png, loss.png
+- distexp.meaning  what a figure means (random-label accuracy, where the MFU peak came from)
+Definitions: README, "The scaling report".
 """
 from __future__ import annotations
 
@@ -22,11 +20,14 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-NO_BASELINE = "no 1-replica baseline"
+from distexp import meaning
+from distexp.plots import plots
+from distexp.scaling import (NO_BASELINE, WITHIN_RUN, Row, add_scaling,  # noqa: F401  (API)
+                             aggregate, row_from_run)
+
 STRATEGIES = ("one_device", "mirrored", "central", "multiworker", "ps")  # table order
 KIND = "distexp.run_kind"
 SWEEP_ID = "distexp.sweep_id"
@@ -34,94 +35,6 @@ SWEEP_ID = "distexp.sweep_id"
 
 class ReportError(Exception):
     """One line for the user, exit 2."""
-
-
-@dataclass
-class Row:
-    run_id: str
-    run_name: str
-    status: str
-    strategy: str
-    model: str
-    dataset: str
-    loop: str
-    workers: Optional[int]
-    replicas: Optional[int]
-    global_batch: Optional[int]
-    rate: Optional[float]            # perf/examples_per_sec
-    ci95: Optional[float]            # perf/examples_per_sec_ci95
-    eval_accuracy: Optional[float]
-    time_to_first_step: Optional[float]
-    job_num: Optional[int] = None
-    speedup: Optional[float] = None
-    speedup_ci95: Optional[float] = None
-    efficiency: Optional[float] = None
-    baseline: str = ""
-    loss: List[Tuple[int, float]] = field(default_factory=list)  # (step or epoch, loss)
-    loss_x: str = "epoch"
-
-    @property
-    def group(self) -> Tuple[str, str, str]:
-        return (self.model, self.dataset, self.loop)
-
-    @property
-    def per_replica(self) -> Optional[float]:
-        if self.global_batch is None or not self.replicas:
-            return None
-        return self.global_batch / self.replicas
-
-    @property
-    def measured(self) -> bool:
-        return self.status == "FINISHED" and self.rate is not None and self.rate > 0
-
-
-def _int(v) -> Optional[int]:
-    try:
-        return int(float(v))
-    except (TypeError, ValueError):
-        return None
-
-
-def row_from_run(run) -> Row:
-    p, m, t = run.data.params, run.data.metrics, run.data.tags
-    return Row(run_id=run.info.run_id, run_name=run.info.run_name or run.info.run_id[:8],
-               status=run.info.status, strategy=p.get("strategy.name", "?"),
-               model=p.get("model.name", "?"), dataset=p.get("dataset.name", "?"),
-               loop=p.get("loop.name", "?"), workers=_int(p.get("num_workers")),
-               replicas=_int(p.get("num_replicas")), global_batch=_int(p.get("global_batch_size")),
-               rate=m.get("perf/examples_per_sec"), ci95=m.get("perf/examples_per_sec_ci95"),
-               eval_accuracy=m.get("eval/accuracy"),
-               time_to_first_step=m.get("perf/time_to_first_step_s"),
-               job_num=_int(t.get("distexp.job_num")))
-
-
-def add_scaling(rows: Sequence[Row]) -> None:
-    """Fill speed-up, its spread, efficiency and the baseline's description (see the docstring)."""
-    singles = [r for r in rows if r.measured and r.replicas == 1]
-    for r in rows:
-        if not r.measured:
-            r.baseline = f"n/a ({r.status.lower() if r.status != 'FINISHED' else 'no throughput'})"
-            continue
-        mode, cands = None, []
-        for mode, same in (("weak", lambda b: b.per_replica == r.per_replica),
-                           ("strong", lambda b: b.global_batch == r.global_batch)):
-            cands = [b for b in singles if b.group == r.group and same(b)]
-            if cands:
-                break
-        if not cands:
-            r.baseline = NO_BASELINE
-            continue
-        one = [b for b in cands if b.strategy == "one_device"]
-        cands = one or cands
-        base = sum(b.rate for b in cands) / len(cands)
-        r.speedup = r.rate / base
-        r.efficiency = r.speedup / r.replicas
-        who = "one_device" if one else "/".join(sorted({b.strategy for b in cands}))
-        r.baseline = f"{who} r1 ({mode}{', mean of %d' % len(cands) if len(cands) > 1 else ''})"
-        base_cis = [b.ci95 for b in cands]
-        if r.ci95 is not None and all(c is not None for c in base_cis):
-            base_ci = math.sqrt(sum(c * c for c in base_cis)) / len(cands)
-            r.speedup_ci95 = r.speedup * math.hypot(r.ci95 / r.rate, base_ci / base)
 
 
 # --- reading MLflow ----------------------------------------------------------------------------
@@ -209,25 +122,67 @@ def _fmt(v: Optional[float], spec: str, missing: str = "-") -> str:
     return missing if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
+def _speed(r: Row) -> str:
+    if r.speedup is None:
+        return NO_BASELINE if r.baseline == NO_BASELINE else "-"
+    if r.verdict == "baseline":
+        return "1.00x (baseline)"
+    mark = "" if r.significant else "~ "  # benchstat's mark: no significant difference
+    if r.verdict == WITHIN_RUN:
+        spread = f" ± {r.speedup_ci95:.2f}" if r.speedup_ci95 is not None else ""
+        return f"{mark}{r.speedup:.2f}x{spread} (within run)"
+    return f"{mark}{r.speedup:.2f}x [{r.speedup_low:.2f}, {r.speedup_high:.2f}]"
+
+
+def _verdict(r: Row) -> str:
+    if r.verdict == "~":
+        if r.repeats_needed is None:
+            return "~ no difference visible (not resolvable in 1000 runs)"
+        return f"~ not significant: ~{r.repeats_needed} runs each would resolve it"
+    if r.verdict == WITHIN_RUN:
+        return f"{WITHIN_RUN}: no significance (use repeats>=2)"
+    return r.verdict or "-"
+
+
+def _rate(r: Row) -> str:
+    if r.rate is None:
+        return "-"
+    if len(r.rates) > 1:
+        return f"{r.rate:,.1f} ({min(r.rates):,.0f}-{max(r.rates):,.0f})"
+    return f"{r.rate:,.1f}" + (f" ± {r.ci95:,.1f}" if r.ci95 is not None else "")
+
+
+def _eval_head(rows: Sequence[Row]) -> str:
+    """The eval column is the task's figure: `eval acc`, `eval token_accuracy`, `eval mae` ..."""
+    names = {r.eval_metric for r in rows}
+    if names == {"eval/accuracy"}:
+        return "eval acc"
+    return f"eval {names.pop()[5:]}" if len(names) == 1 else "eval (each task's figure)"
+
+
+def _accuracy(r: Row) -> str:
+    if r.eval_accuracy is not None and not meaning.accuracy_meaningful(r.dataset):
+        return meaning.NOT_MEANINGFUL
+    return _fmt(r.eval_accuracy, ".4f")
+
+
 def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
     groups = {r.group for r in rows}
     head = (["model/dataset/loop"] if len(groups) > 1 else []) + [
-        "strategy", "workers", "replicas", "global batch", "examples/s (±95% CI)", "speed-up",
-        "efficiency", "baseline", "eval acc", "first step (s)", "status"]
+        "strategy", "workers", "replicas", "global batch", "runs",
+        "examples/s (median; range, or ±95% CI of 1 run)", "speed-up [95% CI]", "verdict",
+        "efficiency", "baseline", _eval_head(rows), "MFU", "first step (s)", "status"]
     body = []
     for r in rows:
-        rate = _fmt(r.rate, ",.1f")
-        if r.rate is not None and r.ci95 is not None:
-            rate += f" ± {r.ci95:,.1f}"
-        if r.speedup is not None:
-            speed = f"{r.speedup:.2f}x" + (f" ± {r.speedup_ci95:.2f}" if r.speedup_ci95 else "")
-            eff = f"{100 * r.efficiency:.0f}%"
-        else:
-            speed = eff = NO_BASELINE if r.baseline == NO_BASELINE else "-"
+        eff = f"{100 * r.efficiency:.0f}%" if r.efficiency is not None else (
+            NO_BASELINE if r.baseline == NO_BASELINE else
+            "n/a (1 replica)" if r.speedup is not None else "-")
         body.append(([f"{r.model}/{r.dataset}/{r.loop}"] if len(groups) > 1 else []) + [
             r.strategy, _fmt(r.workers, "d"), _fmt(r.replicas, "d"), _fmt(r.global_batch, "d"),
-            rate, speed, eff, r.baseline, _fmt(r.eval_accuracy, ".4f"),
-            _fmt(r.time_to_first_step, ".1f"), r.status])
+            str(len(r.rates) or 1), _rate(r), _speed(r), _verdict(r) if r.speedup is not None
+            else "-", eff, r.baseline, _accuracy(r),
+            "-" if r.mfu is None else f"{100 * r.mfu:.2f}%",
+            _fmt(r.time_to_first_step, ".1f"), r.shown_status])
     return head, body
 
 
@@ -236,17 +191,45 @@ def markdown(rows: Sequence[Row], title: str) -> str:
     lines = [f"# {title}", "", "| " + " | ".join(head) + " |",
              "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(b) + " |" for b in body]
-    lines += ["", "examples/s: warm-up steps excluded, ± the 95 % interval over 10-step windows. "
-              "speed-up = examples/s / the baseline's (the 1-replica run of the same model, dataset "
-              "and loop; weak = same per-replica batch, strong = same global batch); efficiency = "
-              "speed-up / replicas. See README, \"The scaling report\".", ""]
+    lines += ["", "examples/s: warm-up steps excluded; the median over a job's runs (`repeats`), "
+              "with their range; a single run shows ± its 95 % interval over 10-step windows. "
+              "speed-up = examples/s / the baseline's (the 1-replica runs of the same job; weak = "
+              "same per-replica batch, strong = same global batch); efficiency = speed-up / "
+              "replicas. [95% CI] from the variation between runs (Welch's t on log examples/s, "
+              ">= 2 runs a side); \"~\" = not significantly different from the baseline (the "
+              "interval contains 1), with the runs per job that would resolve the observed "
+              "difference at 80 % power; \"within run\" = one run a side: the interval only sees "
+              "noise inside that run, not between runs, and no significance is claimed. "
+              "See README, \"The scaling report\"."]
+    one_rep = [r for r in rows if r.replicas == 1 and r.significant and (r.speedup or 0) > 1]
+    if one_rep:
+        lines += ["", "Note: " + ", ".join(sorted({r.strategy for r in one_rep})) + " with 1 "
+                  "replica measured significantly faster than one_device: the same work on one "
+                  "device, so this is not a scaling gain (check the input pipeline and what else "
+                  "ran on the machine)."]
+    if any(r.eval_accuracy is not None and not meaning.accuracy_meaningful(r.dataset)
+           for r in rows):
+        lines += ["", f"eval acc {meaning.NOT_MEANINGFUL}: the dataset's labels are random "
+                  "(dataset=synthetic), so accuracy is chance level by construction and says "
+                  "nothing about training; use it for throughput only."]
+    sources = sorted({meaning.peak_source(r.peak_source) for r in rows if r.mfu is not None})
+    if sources:
+        lines += ["", "MFU = model FLOPs/example x examples/s / peak FLOP/s; peak: "
+                  + "; ".join(sources) + "."]
+    failed = [r for r in rows if r.diverged or r.status in ("FAILED", "KILLED")]
+    if failed:
+        lines += ["", f"{len(failed)} run(s) failed or diverged: listed with no throughput and "
+                  "never used as a baseline."]
+    lines.append("")
     return "\n".join(lines)
 
 
 CSV_FIELDS = ["run_id", "run_name", "job_num", "status", "model", "dataset", "loop", "strategy",
-              "workers", "replicas", "global_batch", "examples_per_sec", "examples_per_sec_ci95",
-              "speedup", "speedup_ci95", "efficiency", "baseline", "eval_accuracy",
-              "time_to_first_step_s"]
+              "workers", "replicas", "global_batch", "runs", "run_ids", "examples_per_sec",
+              "examples_per_sec_runs", "examples_per_sec_ci95", "speedup", "speedup_low",
+              "speedup_high", "significant", "verdict", "repeats_needed", "speedup_ci95",
+              "efficiency", "baseline", "eval_accuracy", "eval_metric", "accuracy_meaningful", "mfu",
+              "peak_source", "time_to_first_step_s"]
 
 
 def write_csv(rows: Sequence[Row], path: Path) -> None:
@@ -254,97 +237,15 @@ def write_csv(rows: Sequence[Row], path: Path) -> None:
         w = csv.writer(f)
         w.writerow(CSV_FIELDS)
         for r in rows:
-            w.writerow([r.run_id, r.run_name, r.job_num, r.status, r.model, r.dataset, r.loop,
-                        r.strategy, r.workers, r.replicas, r.global_batch, r.rate, r.ci95,
-                        r.speedup, r.speedup_ci95, r.efficiency, r.baseline, r.eval_accuracy,
+            w.writerow([r.run_id, r.run_name, r.job_num, r.shown_status, r.model, r.dataset,
+                        r.loop, r.strategy, r.workers, r.replicas, r.global_batch,
+                        len(r.run_ids), " ".join(r.run_ids), r.rate,
+                        " ".join(f"{x:.6g}" for x in r.rates), r.ci95, r.speedup, r.speedup_low,
+                        r.speedup_high, r.significant, r.verdict, r.repeats_needed,
+                        r.speedup_ci95, r.efficiency, r.baseline, r.eval_accuracy, r.eval_metric,
+                        meaning.accuracy_meaningful(r.dataset), r.mfu,
+                        meaning.peak_source(r.peak_source) if r.mfu is not None else None,
                         r.time_to_first_step])
-
-
-def plots(rows: Sequence[Row], out: Path, title: str) -> List[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    several = len({r.group for r in rows}) > 1
-
-    def label(key):
-        (model, dataset, loop), strategy = key
-        return f"{strategy} ({model}/{dataset}/{loop})" if several else strategy
-
-    series: Dict[tuple, List[Row]] = {}
-    for r in rows:
-        if r.measured:
-            series.setdefault((r.group, r.strategy), []).append(r)
-    paths = []
-
-    def figure(name, ylabel, value, err=None, ideal=None):
-        fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
-        drawn = False
-        for key, rs in sorted(series.items()):
-            pts: Dict[int, List[Row]] = {}
-            for r in rs:
-                if value(r) is not None:
-                    pts.setdefault(r.replicas, []).append(r)
-            if not pts:
-                continue
-            xs = sorted(pts)
-            ys = [sum(value(r) for r in pts[x]) / len(pts[x]) for x in xs]
-            es = None
-            if err is not None and all(err(r) is not None for x in xs for r in pts[x]):
-                es = [math.sqrt(sum(err(r) ** 2 for r in pts[x])) / len(pts[x]) for x in xs]
-            ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=label(key))
-            drawn = True
-        if ideal is not None and drawn:
-            ax.axhline(ideal, color="grey", linestyle="--", linewidth=1, label="ideal")
-        if not drawn:
-            ax.text(0.5, 0.5, NO_BASELINE if name == "efficiency" else "no measured run",
-                    ha="center", va="center", transform=ax.transAxes)
-        ax.set_xlabel("replicas")
-        ax.set_ylabel(ylabel)
-        ax.set_title(f"{title}: {ylabel}", fontsize=10)
-        xs_all = sorted({r.replicas for r in rows if r.replicas})
-        if xs_all:
-            ax.set_xticks(xs_all)
-        if drawn:
-            ax.legend(fontsize=8)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        path = out / f"{name}.png"
-        fig.savefig(path)
-        plt.close(fig)
-        paths.append(path)
-
-    figure("throughput", "examples/s", lambda r: r.rate, err=lambda r: r.ci95)
-    figure("efficiency", "scaling efficiency (%)",
-           lambda r: None if r.efficiency is None else 100 * r.efficiency,
-           err=lambda r: None if r.speedup_ci95 is None else 100 * r.speedup_ci95 / r.replicas,
-           ideal=100.0)
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
-    drawn = False
-    xlabels = set()
-    for r in rows:
-        if r.loss:
-            xs, ys = zip(*r.loss)
-            ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, linewidth=1,
-                    label=f"{r.run_name}" + (f" #{r.job_num}" if r.job_num is not None else ""))
-            xlabels.add(r.loss_x)
-            drawn = True
-    if not drawn:
-        ax.text(0.5, 0.5, "no train/loss logged", ha="center", va="center", transform=ax.transAxes)
-    else:
-        ax.legend(fontsize=7)
-    ax.set_xlabel(" / ".join(sorted(xlabels)) or "epoch")
-    ax.set_ylabel("training loss")
-    ax.set_title(f"{title}: training loss", fontsize=10)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path = out / "loss.png"
-    fig.savefig(path)
-    plt.close(fig)
-    paths.append(path)
-    return paths
 
 
 # --- the command -------------------------------------------------------------------------------
@@ -355,8 +256,8 @@ def build(uri: str, experiment: str = "distexp", sweep_id: Optional[str] = None,
     """Make the report; return (rows, output dir, markdown)."""
     client = _client(uri)
     parent, runs = find(client, experiment, sweep_id, filter_string)
-    rows = [row_from_run(r) for r in runs]
-    for r in rows:
+    rows = aggregate([row_from_run(r) for r in runs])
+    for r in rows:  # a job's first run stands for its repeats in the loss plot
         r.loss, r.loss_x = loss_curve(client, r.run_id)
     add_scaling(rows)
     order = {name: i for i, name in enumerate(STRATEGIES)}

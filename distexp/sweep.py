@@ -8,7 +8,9 @@ any sweeper (basic, Optuna) and launcher (basic, joblib, submitit):
   and writes ``<sweep dir>/sweep.json``. Jobs find their parent there: a file on the sweep dir
   reaches joblib workers and Slurm nodes alike, an environment variable would not.
 - each job (distexp.job) reads sweep.json and opens its run as a child (``mlflow.parentRunId``,
-  ``distexp.sweep_id``, ``distexp.job_num``).
+  ``distexp.sweep_id``, ``distexp.job_num``, ``distexp.repeat``).
+- ``sweep.resume=<id>``: ``on_multirun_start`` reopens that sweep's parent run (RUNNING again)
+  and writes its id and run to the new sweep.json; distexp.sweeper decides which jobs run.
 - ``on_job_end`` (wherever the job ran): writes ``<sweep dir>/sweep_jobs/<num>.json`` (status,
   returned value, error).
 - ``on_multirun_end`` (the sweep process): ends the parent FINISHED, or FAILED if any job failed,
@@ -45,9 +47,11 @@ _LAST_CODE = 0  # the exit code of the last sweep this process ended
 
 
 class _Sweep:
-    def __init__(self, sweep_dir: Path, sweep_id: str, run=None):
+    def __init__(self, sweep_dir: Path, sweep_id: str, run=None,
+                 resumed_status: Optional[str] = None):
         self.sweep_dir, self.sweep_id, self.run = sweep_dir, sweep_id, run
         self.exit_code: Optional[int] = None
+        self.resumed_status = resumed_status  # the reopened parent's status before this resume
 
 
 class SweepCallback(Callback):
@@ -55,12 +59,37 @@ class SweepCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global _OPEN
+        from distexp.config import UserError
+
+        try:  # Hydra turns a callback's exception into a warning: refuse here, in one line
+            _check_sweeper(config)
+            if OmegaConf.select(config, "sweep.resume"):
+                from distexp import sweeper
+
+                sweeper.find_parent(config, str(config.sweep.resume))
+        except UserError as ex:
+            print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
         sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
         sweep_dir.mkdir(parents=True, exist_ok=True)
         sweep_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         info: Dict[str, Any] = {"sweep_id": sweep_id, "sweep_dir": str(sweep_dir)}
-        run = None
-        if config.tracking.enabled:
+        run, resumed_status = None, None
+        resume = OmegaConf.select(config, "sweep.resume")
+        if resume:  # the same sweep id and parent run: reopened, not a second parent
+            from distexp import sweeper, tracking
+
+            parent = sweeper.find_parent(config, str(resume))
+            sweep_id = str(resume)
+            resumed_status = parent.info.status
+            run = _Reopened(config.tracking.uri, parent.info.run_id)
+            run.set_tag("distexp.resumed_in", str(sweep_dir))
+            info.update(sweep_id=sweep_id, parent_run_id=run.run_id,
+                        tracking_uri=config.tracking.uri, experiment=config.tracking.experiment,
+                        resumes=parent.data.tags.get("distexp.sweep_dir"))
+            print(f"Sweep {sweep_id} (resumed): MLflow parent run {run.run_id} reopened "
+                  f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
+        elif config.tracking.enabled:
             from distexp import tracking
 
             overrides = " ".join(config.hydra.overrides.task)
@@ -79,7 +108,7 @@ class SweepCallback(Callback):
             print(f"Sweep {sweep_id}: MLflow parent run {run.run_id} "
                   f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
         (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=1))
-        _OPEN = _Sweep(sweep_dir, sweep_id, run)
+        _OPEN = _Sweep(sweep_dir, sweep_id, run, resumed_status)
         atexit.register(_at_exit)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
@@ -106,6 +135,38 @@ class SweepCallback(Callback):
         finish()
 
 
+def _check_sweeper(config: DictConfig) -> None:
+    """repeats and sweep.resume are distexp's sweeper's (hydra/sweeper=basic, the default)."""
+    target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
+    if target.endswith(".DistexpSweeper"):
+        return
+    from distexp.config import UserError
+
+    name = target.rsplit(".", 1)[-1] or "?"
+    if (OmegaConf.select(config, "repeats") or 1) > 1:
+        raise UserError(f"repeats: received {config.repeats} with the {name}; repeats are run by "
+                        "distexp's sweeper (hydra/sweeper=distexp, the default): drop repeats")
+    if OmegaConf.select(config, "sweep.resume"):
+        raise UserError(f"sweep.resume: received {config.sweep.resume!r} with the {name}; only "
+                        "distexp's sweeper (hydra/sweeper=distexp, the default) resumes a sweep")
+
+
+class _Reopened:
+    """The parent run of a sweep being resumed: the original run, set RUNNING again."""
+
+    def __new__(cls, uri: str, run_id: str):
+        from distexp import tracking
+
+        class Reopened(tracking.JobRun):
+            def __init__(self):  # noqa: D401  (no new run: attach to run_id)
+                self.uri, self.offline, self.run_id = uri, None, run_id
+                self.client = tracking._client(uri)
+                self.experiment_id = self.client.get_run(run_id).info.experiment_id
+                self.client.update_run(run_id, status="RUNNING")
+
+        return Reopened()
+
+
 def _target(config: DictConfig, what: str) -> str:
     t = OmegaConf.select(config, f"hydra.{what}._target_") or "?"
     return t.rsplit(".", 1)[-1]
@@ -129,11 +190,25 @@ def child_tags(cfg_sweep_dir: str, uri: str, experiment: str, job_num: int) -> D
         info = json.loads((Path(cfg_sweep_dir).absolute() / SWEEP_FILE).read_text())
     except (OSError, ValueError):
         return {}
-    tags = {SWEEP_ID: info["sweep_id"], RUN_KIND: "job", "distexp.job_num": str(job_num)}
+    tags = {SWEEP_ID: info["sweep_id"], RUN_KIND: "job", "distexp.job_num": str(job_num),
+            "distexp.repeat": _repeat()}
     if info.get("parent_run_id") and info.get("tracking_uri") == uri and \
             info.get("experiment") == experiment:
         tags["mlflow.parentRunId"] = info["parent_run_id"]
     return tags
+
+
+def _repeat() -> str:
+    """This job's `repeat` (the sweeper's override; 0 when the job is not repeated)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        for o in HydraConfig.get().overrides.task:
+            if o.startswith("repeat="):
+                return o.split("=", 1)[1]
+    except Exception:  # noqa: BLE001
+        pass
+    return "0"
 
 
 def records(sweep_dir: Path) -> List[dict]:
@@ -166,6 +241,8 @@ def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> 
         status, code = "FAILED", 1
     else:
         status, code = "FINISHED", 0
+    if sweep.resumed_status and not jobs:  # the resume stopped before any job: as it was
+        status = sweep.resumed_status
     best = _best_trial(sweep.sweep_dir, jobs)
     if failed:
         first = failed[0]
@@ -178,10 +255,15 @@ def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> 
     if best:
         print(f"Best trial: job {best['num']} [{' '.join(best['overrides'])}] "
               f"objective {best['value']:.6g}", flush=True)
-    if sweep.run is not None:
+    if sweep.run is not None and sweep.resumed_status and not jobs:
+        sweep.run.end(status)
+    elif sweep.run is not None:
         try:
             run = sweep.run
-            run.log_params({"job_count": len(jobs)})
+            try:
+                run.log_params({"job_count": len(jobs)})
+            except Exception:  # noqa: BLE001  (a resumed sweep that grew: params are immutable)
+                run.set_tag("distexp.job_count", str(len(jobs)))
             run.log_metrics(
                 {"sweep/jobs": len(jobs), "sweep/failed_jobs": len(failed),
                  **({"sweep/best_value": best["value"]} if best else {})}, step=0)

@@ -31,7 +31,7 @@ def train(cfg, job_dir: Path) -> dict:
     import keras
     import tensorflow as tf
 
-    from distexp import datasets, devices, loops, models, strategies, tasks
+    from distexp import datasets, devices, loops, meaning, models, strategies, tasks
     from distexp.config import global_batch
     from distexp.loops import Context
     from distexp.loops.evaluate import make_evaluate
@@ -81,10 +81,15 @@ def train(cfg, job_dir: Path) -> dict:
     say(f"Task: {task.describe()}  model: {cfg.model.name} ({model.count_params():,} parameters)  "
         f"dataset: {cfg.dataset.name} ({data.describe()})")
 
+    if task.name == "classification" and not meaning.accuracy_meaningful(cfg.dataset.name):
+        say(f"Note: dataset={cfg.dataset.name} has random labels: accuracy is chance level and "
+            "not meaningful here (throughput is)")
     logger.log_params({"devices": ",".join(replica_devices), "tf_version": tf.__version__,
                        "keras_version": keras.__version__, "steps_per_epoch_resolved": steps,
                        "warmup_steps_resolved": min(cfg.warmup_steps, steps * cfg.epochs),
-                       "task": task.name, **data.params()})
+                       "task": task.name, **data.params(),
+                       # the report's eval column: the task's headline evaluation figure
+                       "task.eval_metric": task.target_metric or task.objective})
     meter = Meter(global_batch=G, replicas=replicas, warmup_steps=int(cfg.warmup_steps),
                   job_start=job_start, units_name=getattr(task, "units", None))
     evaluate = make_evaluate(task, model, eval_ds, None if is_ps else strategy)

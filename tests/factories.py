@@ -130,3 +130,12 @@ def seq2seq_replica_mean_task():
             return total / count / replicas
 
     return ReplicaMean()
+
+
+def fails_when_env(input_shape, num_classes):
+    """Raises while DISTEXP_TEST_FAIL is set (a job that fails once, then succeeds on a re-run)."""
+    import os
+
+    if os.environ.get("DISTEXP_TEST_FAIL"):
+        raise RuntimeError("failing on purpose (DISTEXP_TEST_FAIL is set)")
+    return small_mlp(input_shape, num_classes)

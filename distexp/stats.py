@@ -1,0 +1,123 @@
+"""Is a speed-up real? Intervals and verdicts from repeated runs (no NumPy/SciPy: the report
+must start fast, and a few samples need nothing more).
+
+- `ratio_interval`: the 95 % interval of the ratio of two throughputs measured in repeated runs:
+  Welch's t-interval on log(examples/s) (throughput ratios are multiplicative; Welch does not
+  assume both configs vary alike, and its t quantile widens the interval honestly for 2-5 runs,
+  where a bootstrap's percentiles would be far too narrow). Interval of the ratio of geometric
+  means: exp(d +- t(0.975, v) * se), d = mean(log x) - mean(log y),
+  se = sqrt(s_x^2/n_x + s_y^2/n_y), v = Welch-Satterthwaite degrees of freedom.
+- `repeats_needed`: runs per config for which that interval would exclude 1 with 80 % power,
+  given the observed spread: the smallest n >= 2 with
+  n >= 2 s^2 (t(0.975, 2n-2) + t(0.80, 2n-2))^2 / d^2, s^2 = (s_x^2 + s_y^2) / 2 (the two-sample
+  sample-size formula, t instead of z for small n).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence, Tuple
+
+LEVEL = 0.95
+POWER = 0.80
+MAX_REPEATS = 1000  # beyond this, "no difference worth resolving"
+
+
+def median(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def _mean_var(xs: Sequence[float]) -> Tuple[float, float]:
+    m = sum(xs) / len(xs)
+    return m, sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
+
+
+def _betacf(a: float, b: float, x: float) -> float:  # continued fraction (Numerical Recipes)
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1, a - 1
+    c, d = 1.0, 1 - qab * x / qap
+    d = 1 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)),
+                   -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1 + aa * d
+            d = 1 / (d if abs(d) > tiny else tiny)
+            c = 1 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1) < 1e-15:
+            break
+    return h
+
+
+def _betai(a: float, b: float, x: float) -> float:
+    """Regularised incomplete beta I_x(a, b)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    bt = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x)
+                  + b * math.log1p(-x))
+    if x < (a + 1) / (a + b + 2):
+        return bt * _betacf(a, b, x) / a
+    return 1 - bt * _betacf(b, a, 1 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    tail = 0.5 * _betai(df / 2, 0.5, df / (df + t * t))
+    return 1 - tail if t > 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Student's t quantile (any real df > 0), by bisection on the CDF."""
+    if p < 0.5:
+        return -t_quantile(1 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def ratio_interval(x: Sequence[float], y: Sequence[float],
+                   level: float = LEVEL) -> Optional[Tuple[float, float, float]]:
+    """(low, high, df) of the `level` interval of x/y (Welch on logs; module docstring), or None
+    with fewer than 2 positive samples on either side."""
+    if len(x) < 2 or len(y) < 2 or min(x) <= 0 or min(y) <= 0:
+        return None
+    (mx, vx), (my, vy) = _mean_var([math.log(v) for v in x]), _mean_var([math.log(v) for v in y])
+    d = mx - my
+    a, b = vx / len(x), vy / len(y)
+    se = math.sqrt(a + b)
+    if se == 0:
+        return math.exp(d), math.exp(d), float("inf")
+    df = (a + b) ** 2 / (a * a / (len(x) - 1) + b * b / (len(y) - 1))
+    half = t_quantile(0.5 + level / 2, df) * se
+    return math.exp(d - half), math.exp(d + half), df
+
+
+def repeats_needed(x: Sequence[float], y: Sequence[float], level: float = LEVEL,
+                   power: float = POWER) -> Optional[int]:
+    """Runs per config that would resolve the observed difference (module docstring); None when
+    it cannot be estimated (under 2 runs a side) or exceeds MAX_REPEATS (no visible difference)."""
+    if len(x) < 2 or len(y) < 2 or min(x) <= 0 or min(y) <= 0:
+        return None
+    (mx, vx), (my, vy) = _mean_var([math.log(v) for v in x]), _mean_var([math.log(v) for v in y])
+    d2, s2 = (mx - my) ** 2, (vx + vy) / 2
+    if s2 == 0:
+        return 2 if d2 > 0 else None
+    if d2 == 0:
+        return None
+    for n in range(2, MAX_REPEATS + 1):
+        df = 2 * n - 2
+        if n >= 2 * s2 * (t_quantile(0.5 + level / 2, df) + t_quantile(power, df)) ** 2 / d2:
+            return n
+    return None
