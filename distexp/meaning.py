@@ -1,7 +1,7 @@
 """What a figure means (no TensorFlow): where an accuracy says nothing, where a peak came from.
 
 - `accuracy_meaningful(dataset_name)`: False for datasets whose labels are drawn at random
-  (`synthetic`, `synthetic_pairs`): their accuracy is chance level by construction, so the report
+  (`synthetic`; not `synthetic_pairs`, whose targets are the sources' digits): their accuracy is chance level by construction, so the report
   shows "n/m (random labels)" and the trainer can say so on the console.
 - `peak_source(tag)`: how perf/peak_flops (the MFU denominator) was obtained, for the report.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-RANDOM_LABELS = ("synthetic", "synthetic_pairs")
+RANDOM_LABELS = ("synthetic",)
 NOT_MEANINGFUL = "n/m (random labels)"
 MEASURED_PEAK = ("measured: a float32 512x512 matmul benchmark on the replica devices "
                  "(on CPU: the cores the logical devices share)")
