@@ -16,7 +16,6 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-STRATEGIES = ("one_device", "mirrored", "central", "multiworker", "ps")
 MODELS = ("mlp", "cnn", "resnet50", "mobilenet_v2", "gru_seq2seq", "custom")
 TOKENS = ("word", "char", "auto")
 LOOPS = ("custom", "fit")
@@ -43,6 +42,10 @@ class StrategyConfig:
     cross_device_ops: Optional[str] = None
     # multiworker: collective implementation.
     communication: str = "auto"
+    # tpu: the TPU's name or grpc://host:8470 (null = $TPU_NAME or this TPU VM's own) and its
+    # cores (replicas; checked against the TPU's own count).
+    tpu: Optional[str] = None
+    tpu_cores: int = 8
 
 
 @dataclass
@@ -281,7 +284,7 @@ def _unknown_keys(node: DictConfig, prefix: str = "") -> None:
 def validate(cfg: DictConfig) -> None:
     """Raise UserError for values the schema's types accept but that make no sense."""
     _unknown_keys(cfg)
-    _choice("strategy", cfg.strategy.name, STRATEGIES)
+    rec = strategy_record(cfg)
     _choice("model", cfg.model.name, MODELS)
     _choice("loop", cfg.loop.name, LOOPS)
     _choice("cluster", cfg.cluster.name, CLUSTERS)
@@ -306,7 +309,7 @@ def validate(cfg: DictConfig) -> None:
     if cfg.target_accuracy is not None and not 0 < cfg.target_accuracy <= 1:
         raise UserError(f"target_accuracy: received {cfg.target_accuracy}; expected 0 < x <= 1 "
                         "or null")
-    if (cfg.jit_compile and cfg.strategy.name in ("mirrored", "central") and cfg.cpu_replicas > 1
+    if (cfg.jit_compile and rec.cpu_replicas and cfg.cpu_replicas > 1
             and (cfg.gpus == 0 or visible_gpus() == 0)):
         raise UserError(f"jit_compile: received true with cpu_replicas={cfg.cpu_replicas}; XLA "
                         "cannot reach a variable on another logical CPU device (TensorFlow's XLA "
@@ -358,28 +361,7 @@ def validate(cfg: DictConfig) -> None:
     if not 0 < ds.test_fraction < 1:
         raise UserError(f"dataset.test_fraction: received {ds.test_fraction}; expected 0 < x < 1")
 
-    if cfg.loop.name == "fit" and cfg.strategy.name == "central":
-        raise UserError(
-            "loop: received 'fit' with strategy=central; Keras 3 fit logs wrong loss/accuracy under "
-            "CentralStorageStrategy, so distexp refuses it: use loop=custom")
-    if cfg.loop.name == "fit" and cfg.strategy.name in ("multiworker", "ps"):
-        ref = "keras-team/keras#20585" if cfg.strategy.name == "multiworker" else "keras-team/keras#18624"
-        raise UserError(f"loop: received 'fit' with strategy={cfg.strategy.name}; Keras 3 fit cannot "
-                        f"train it ({ref}): use loop=custom")
-    if cfg.strategy.name == "ps" and cfg.jit_compile:
-        raise UserError("jit_compile: received true with strategy=ps; the step's variables live on "
-                        "the parameter servers, which XLA cannot reach from a worker: use "
-                        "jit_compile=false")
-    if cfg.strategy.name == "ps" and cfg.dataset.on_device:
-        raise UserError("dataset.on_device: received true with strategy=ps; ps steps are scheduled "
-                        "on remote workers, where no batch stays between scheduled calls: use "
-                        "dataset.on_device=false")
-    if cfg.strategy.cross_device_ops is not None and cfg.strategy.name != "mirrored":
-        raise UserError(f"strategy.cross_device_ops: received {cfg.strategy.cross_device_ops!r} "
-                        f"with strategy={cfg.strategy.name}; it applies to strategy=mirrored only: "
-                        "leave it null")
-    if cfg.strategy.name == "ps" and cfg.ps < 1:
-        raise UserError(f"ps: received {cfg.ps}; strategy=ps needs at least 1 parameter server")
+    _validate_strategy(cfg, rec)
 
     replicas = replicas_per_worker(cfg) * sync_workers(cfg)
     if cfg.global_batch_size is not None and cfg.global_batch_size % replicas:
@@ -387,6 +369,50 @@ def validate(cfg: DictConfig) -> None:
             f"global_batch_size: received {cfg.global_batch_size}; it must divide evenly over "
             f"{replicas} replicas (try {max(replicas, cfg.global_batch_size // replicas * replicas)})")
     validate_limits(cfg)
+
+
+def strategy_record(cfg: DictConfig):
+    """The strategy's record (distexp.strategies: layout, loops, knobs, devices, builder)."""
+    from distexp import strategies
+
+    return strategies.get(cfg.strategy.name)
+
+
+def _validate_strategy(cfg: DictConfig, rec) -> None:
+    """What the strategy's record says it cannot do: loops, knobs, options (one line each)."""
+    why = rec.loops.get(cfg.loop.name)
+    if why:
+        raise UserError(f"loop: received {cfg.loop.name!r} with strategy={rec.name}; {why}: use "
+                        f"{' or '.join(f'loop={l}' for l, w in rec.loops.items() if w is None)}")
+    for knob, why in rec.refuses.items():
+        key, _, value = knob.partition("=")
+        current = OmegaConf.select(cfg, key)
+        if (str(current) == value) if value else bool(current):
+            shown = repr(current) if isinstance(current, str) else str(current).lower()
+            hint = "" if value else f": use {key}=false"
+            raise UserError(f"{key}: received {shown} with strategy={rec.name}; {why}{hint}")
+    defaults = StrategyConfig()
+    for option in ("cross_device_ops", "communication", "tpu", "tpu_cores"):
+        value = cfg.strategy.get(option)
+        if option not in rec.options and value != getattr(defaults, option):
+            users = [r for r in _strategy_names() if option in _record(r).options]
+            default = getattr(defaults, option)
+            raise UserError(f"strategy.{option}: received {value!r} with strategy={rec.name}; it "
+                            f"applies to strategy={' or '.join(users)} only: leave it at "
+                            f"{'null' if default is None else default}")
+    rec.check(cfg)
+
+
+def _strategy_names():
+    from distexp import strategies
+
+    return strategies.names()
+
+
+def _record(name: str):
+    from distexp import strategies
+
+    return strategies.get(name)
 
 
 def _validate_task(cfg: DictConfig) -> None:
@@ -482,28 +508,24 @@ def validate_devices(cfg: DictConfig, gpus: int) -> None:
 
 
 def num_workers(cfg: DictConfig) -> int:
-    return cfg.workers if cfg.strategy.name in ("multiworker", "ps") else 1
+    return strategy_record(cfg).num_workers(cfg)
 
 
 def sync_workers(cfg: DictConfig) -> int:
     """Workers whose replicas share one global batch: all of them under multiworker; one under ps
     (each ps step runs on one worker, asynchronously: TensorFlow's num_replicas_in_sync)."""
-    return cfg.workers if cfg.strategy.name == "multiworker" else 1
+    return strategy_record(cfg).sync_workers(cfg)
 
 
 def replicas_per_worker(cfg: DictConfig, gpus: Optional[int] = None) -> int:
     """Replicas each worker trains with (known before TensorFlow starts).
 
-    multiworker and ps train one replica per worker on CPU (MultiWorkerMirroredStrategy and the
-    ps workers use one CPU device): `cpu_replicas` applies to mirrored and central only.
+    The strategy's record decides: one_device 1; GPUs when there are; `cpu_replicas` for the
+    strategies that split the CPU (mirrored, central); TPU cores for tpu; else 1.
     """
-    if cfg.strategy.name == "one_device":
-        return 1
     if gpus is None:
         gpus = cfg.gpus if cfg.gpus is not None else visible_gpus()
-    if gpus > 0:
-        return gpus
-    return 1 if cfg.strategy.name in ("multiworker", "ps") else cfg.cpu_replicas
+    return strategy_record(cfg).replicas_per_worker(cfg, gpus)
 
 
 def global_batch(cfg: DictConfig, replicas: int) -> int:
@@ -570,9 +592,10 @@ def local_processes(cfg: DictConfig) -> int:
     """Training processes a job starts on this machine (cluster=local), or 1 (one per task)."""
     if cfg.cluster.name != "local":
         return 1
-    if cfg.strategy.name == "multiworker":
+    layout = strategy_record(cfg).layout
+    if layout == "multiworker":
         return cfg.workers
-    if cfg.strategy.name == "ps":
+    if layout == "ps":
         return 1 + cfg.workers + cfg.ps
     return 1
 
@@ -594,7 +617,7 @@ def machine() -> tuple:
 def _check_machine(cfg: DictConfig, processes: int) -> None:
     cores, mem_mb = machine()
     on_cpu = cfg.gpus == 0 or (cfg.gpus is None and visible_gpus() == 0)
-    if on_cpu and cfg.strategy.name in ("mirrored", "central"):
+    if on_cpu and strategy_record(cfg).cpu_replicas:
         most = CPU_REPLICAS_PER_CORE * cores
         if cfg.cpu_replicas > most:
             raise UserError(f"cpu_replicas: received {cfg.cpu_replicas}; this machine has {cores} "
@@ -602,7 +625,7 @@ def _check_machine(cfg: DictConfig, processes: int) -> None:
                             "per core; more only slow the start-up and the all-reduce)")
     if processes <= 1:
         return
-    key = "ps" if cfg.strategy.name == "ps" and cfg.ps > cfg.workers else "workers"
+    key = "ps" if strategy_record(cfg).layout == "ps" and cfg.ps > cfg.workers else "workers"
     need_mb = processes * TRAINER_MB
     said = (f"cluster=local would start {processes} TensorFlow processes (~{TRAINER_MB} MB each, "
             f"~{need_mb} MB in all) on this machine's {cores} core(s)"
@@ -628,11 +651,12 @@ def _check_data_size(cfg: DictConfig) -> None:
         key = "global_batch_size" if cfg.global_batch_size is not None else "batch_size_per_replica"
     else:
         return
-    if cfg.strategy.name == "ps":
+    sharded = strategy_record(cfg).dispatch == "ps"
+    if sharded:
         n //= cfg.workers  # each ps worker reads its own shard
     batch = global_batch(cfg, replicas_per_worker(cfg) * sync_workers(cfg))
     if n < batch:
-        what = f"{n} training examples" + (" per ps worker" if cfg.strategy.name == "ps" else "")
+        what = f"{n} training examples" + (" per ps worker" if sharded else "")
         raise UserError(f"{key}: received {cfg[key] if '.' not in key else ds.size}; dataset="
                         f"{ds.name} has {what}, fewer than one global batch ({batch}); expected a "
                         "global batch no larger than the training set (lower batch_size_per_"
@@ -644,8 +668,7 @@ def _check_checkpoint_dir(cfg: DictConfig) -> None:
     """The chief's checkpoint.dir must be creatable and writable (a probe directory is made in it and removed)."""
     saves = cfg.loop.name == "custom" and cfg.checkpoint.every_steps != 0
     # the chief's job process runs here: a local cluster, or a strategy of one process
-    chief_here = cfg.cluster.name == "local" or cfg.strategy.name in ("one_device", "mirrored",
-                                                                         "central")
+    chief_here = cfg.cluster.name == "local" or strategy_record(cfg).layout == "single"
     if not saves or not chief_here:
         return
     path = os.path.abspath(str(cfg.checkpoint.dir))

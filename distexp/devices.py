@@ -8,6 +8,7 @@ from typing import List
 
 from omegaconf import DictConfig
 
+from distexp import strategies
 from distexp.config import UserError
 
 
@@ -19,17 +20,16 @@ def configure(cfg: DictConfig, gpus: int) -> List[str]:
     if gpus > len(physical):
         raise UserError(f"gpus: received {gpus}; TensorFlow sees {len(physical)} GPU(s). "
                         f"To run on CPU use gpus=0 cpu_replicas={max(gpus, 2)}")
-    # MultiWorkerMirroredStrategy and ps workers train one CPU device per worker.
-    one = cfg.strategy.name in ("one_device", "ps", "multiworker")
+    # The strategy's record says how many devices this process trains on (one_device: 1;
+    # multiworker and ps workers: one CPU device each; mirrored/central: cpu_replicas on CPU).
+    n = strategies.get(cfg.strategy.name).device_count(cfg, gpus)
     if gpus > 0:
         tf.config.set_visible_devices(physical[:gpus], "GPU")
         for d in physical[:gpus]:
             tf.config.experimental.set_memory_growth(d, True)
-        n = 1 if cfg.strategy.name == "one_device" else gpus
         return [f"/gpu:{i}" for i in range(n)]
     if physical:
         tf.config.set_visible_devices([], "GPU")
-    n = 1 if one else int(cfg.cpu_replicas)
     cpu = tf.config.list_physical_devices("CPU")[0]
     if n > 1:
         tf.config.set_logical_device_configuration(

@@ -29,6 +29,7 @@ from typing import List, Optional
 
 from distexp import config as C
 
+BASELINE = "one_device"  # the reference: the strategy record with baseline = True
 FIXED = ["epochs=1", "warmup_steps=0", "tracking.enabled=false", "checkpoint.every_steps=0",
          "measure_peak_flops=false", "resume=false"]
 OWN_KEYS = ("strategy", "global_batch_size", "batch_size_per_replica", "epochs",
@@ -102,13 +103,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         if a.steps < 1:
             raise C.UserError(f"--steps: received {a.steps}; expected >= 1")
         name = cfg.strategy.name
-        if name == "one_device":
-            raise C.UserError("strategy: received 'one_device'; parity compares a strategy with "
-                              "one device: choose mirrored, central, multiworker or ps")
-        if name == "ps" and cfg.workers > 1:
-            raise C.UserError(f"workers: received {cfg.workers} with strategy=ps; ps steps update "
-                              "asynchronously, so per-step losses of several workers are not "
-                              "comparable with one device: use workers=1")
+        rec, reference = C.strategy_record(cfg), BASELINE
+        if rec.baseline:
+            raise C.UserError(f"strategy: received {name!r}; parity compares a strategy with "
+                              f"{reference}: choose another strategy")
+        if not rec.synchronous and cfg.workers > 1:
+            raise C.UserError(f"workers: received {cfg.workers} with strategy={name}; its steps "
+                              "update asynchronously, so per-step losses of several workers are "
+                              "not comparable with one device: use workers=1")
         replicas = C.replicas_per_worker(cfg, C.check_gpus(cfg.gpus, C.visible_gpus())) \
             * C.sync_workers(cfg)
         batch = C.global_batch(cfg, replicas)
@@ -127,7 +129,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     common = [*user, *FIXED, f"global_batch_size={batch}", f"steps_per_epoch={a.steps}"]
     out = a.out or Path("outputs") / "parity" / time.strftime("%Y-%m-%d_%H-%M-%S")
     try:
-        one = run_job("one_device", ["strategy=one_device", *common], out)
+        one = run_job(BASELINE, [f"strategy={BASELINE}", *common], out)
         other = run_job(name, [f"strategy={name}", *common], out)
     except SystemExit as ex:
         print(ex, file=sys.stderr)

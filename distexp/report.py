@@ -28,7 +28,6 @@ from distexp.plots import plots
 from distexp.scaling import (NO_BASELINE, WITHIN_RUN, Row, add_scaling,  # noqa: F401  (API)
                              aggregate, row_from_run)
 
-STRATEGIES = ("one_device", "mirrored", "central", "multiworker", "ps")  # table order
 KIND = "distexp.run_kind"
 SWEEP_ID = "distexp.sweep_id"
 
@@ -260,7 +259,9 @@ def build(uri: str, experiment: str = "distexp", sweep_id: Optional[str] = None,
     for r in rows:  # a job's first run stands for its repeats in the loss plot
         r.loss, r.loss_x = loss_curve(client, r.run_id)
     add_scaling(rows)
-    order = {name: i for i, name in enumerate(STRATEGIES)}
+    from distexp import strategies
+
+    order = {name: i for i, name in enumerate(strategies.names())}  # the contract's order
     rows.sort(key=lambda r: (r.group, order.get(r.strategy, len(order)), r.strategy,
                              r.replicas or 0, r.job_num if r.job_num is not None else 0))
     if parent is not None:

@@ -119,6 +119,14 @@ def _int(v) -> Optional[int]:
         return None
 
 
+def _is_baseline(strategy: str) -> bool:
+    """A reference run's strategy (its record says so: one_device)."""
+    from distexp import strategies
+
+    rec = strategies.REGISTRY.get(strategy)
+    return bool(rec and rec.baseline)
+
+
 def row_from_run(run) -> Row:
     p, m, t = run.data.params, run.data.metrics, run.data.tags
     diverged = str(t.get("distexp.diverged", "")).lower() == "true"
@@ -186,7 +194,7 @@ def add_scaling(rows: Sequence[Row]) -> None:
         if not cands:
             r.baseline = NO_BASELINE
             continue
-        one = [b for b in cands if b.strategy == "one_device"]
+        one = [b for b in cands if _is_baseline(b.strategy)]
         cands = one or cands
         # the closest: the same device set-up (cpu_replicas, gpus, ...), differing in strategy only
         same = [b for b in cands if b.device_setup == r.device_setup]
@@ -195,7 +203,7 @@ def add_scaling(rows: Sequence[Row]) -> None:
         base = stats.median(base_rates)
         r.speedup = r.rate / base
         r.efficiency = r.speedup / r.replicas
-        who = "one_device" if one else "/".join(sorted({b.strategy for b in cands}))
+        who = "/".join(sorted({b.strategy for b in cands}))
         pooled = f", {len(cands)} configs pooled" if len(cands) > 1 else ""
         setup = f", same {r.device_setup}" if same and r.device_setup else ""
         r.baseline = f"{who} r1 ({mode}{setup}{pooled})"

@@ -41,13 +41,15 @@ def train(cfg, job_dir: Path) -> dict:
 
     gpus = int(os.environ.get("DISTEXP_GPUS", "0"))
     job_start = float(os.environ.get("DISTEXP_JOB_START", time.time()))
-    resolver = strategies.cluster_resolver(cfg, gpus)  # before devices: it may set the GPUs
-    is_ps = cfg.strategy.name == "ps"
-    if is_ps and resolver.task_type in ("worker", "ps"):
+    record = strategies.get(cfg.strategy.name)
+    resolver = record.resolver(cfg, gpus)  # before devices: it may set the GPUs
+    is_ps = record.dispatch == "ps"
+    if resolver is not None and resolver.task_type in record.server_roles:
         strategies.serve(resolver)  # blocks until the job process (or the engine) stops it
         return {}
-    replica_devices = devices.configure(cfg, gpus)
-    strategy = strategies.build(cfg, replica_devices, resolver)
+    configured = devices.configure(cfg, gpus)
+    strategy = strategies.build(cfg, configured, resolver)
+    replica_devices = record.replica_devices(strategy, configured)
     chief = strategies.is_chief(strategy)
     say = print if chief else (lambda *a, **k: None)
     workers = int(os.environ.get("DISTEXP_NUM_WORKERS", "1"))

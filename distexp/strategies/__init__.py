@@ -1,0 +1,160 @@
+"""Strategies: one record per strategy (Lightning's strategy registry is the model).
+
+A record (`Record` subclass, one module each: one_device.py, mirrored.py, central.py,
+multiworker.py, ps.py, tpu.py) holds everything distexp knows about a strategy, in one place:
+its process layout (one process; `workers` worker processes; a coordinator + worker + ps
+servers), replicas per worker, sync or async, which loops it supports and why not, which knobs
+it refuses and why, which `strategy.*` options apply, its device rule, its checks before
+TensorFlow starts, its cluster resolver and its builder. Nothing else in distexp compares
+strategy names as strings: adding a strategy is its record and its `conf/strategy/<name>.yaml`.
+
+Importing this package does not import TensorFlow (the job process validates with it); builders
+import it when called. The order that matters stays visible in distexp.trainer: the cluster
+resolver (it may set CUDA_VISIBLE_DEVICES), devices, then the strategy, then the model and
+optimizer inside ``strategy.scope()``.
+"""
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Mapping, Optional, Tuple, Type
+
+from omegaconf import DictConfig
+
+from distexp.config import UserError
+
+
+class Record:
+    name: str = ""
+    # "single": one training process; "multiworker": `workers` worker processes, worker-0 the
+    # chief; "ps": a coordinator (chief) + `workers` worker servers + `ps` parameter servers.
+    layout: str = "single"
+    synchronous: bool = True
+    # Whether `cpu_replicas` splits the CPU into that many logical devices (replicas).
+    cpu_replicas: bool = False
+    # loop -> None (supported) or why not (one line, before TensorFlow starts).
+    loops: Mapping[str, Optional[str]] = {"custom": None, "fit": None}
+    # knob -> why it is refused with this strategy (checked when the knob is on).
+    refuses: Mapping[str, str] = {}
+    # The `strategy.*` keys that apply (others must stay at their defaults).
+    options: Tuple[str, ...] = ()
+    # The one-replica reference runs the report and distexp.parity compare with.
+    baseline: bool = False
+    # Task roles that only serve (run tf.distribute.Server until stopped), not train.
+    server_roles: Tuple[str, ...] = ()
+    # How steps are dispatched (distexp.step): "sync" (strategy.run) or "ps" (ClusterCoordinator).
+    dispatch: str = "sync"
+
+    # -- before TensorFlow (the job process) ----------------------------------------------------
+    def replicas_per_worker(self, cfg: DictConfig, gpus: int) -> int:
+        if gpus > 0:
+            return gpus
+        return int(cfg.cpu_replicas) if self.cpu_replicas else 1
+
+    def num_workers(self, cfg: DictConfig) -> int:
+        """Processes that hold replicas."""
+        return int(cfg.workers) if self.layout in ("multiworker", "ps") else 1
+
+    def sync_workers(self, cfg: DictConfig) -> int:
+        """Workers whose replicas share one global batch."""
+        return int(cfg.workers) if self.layout == "multiworker" else 1
+
+    def check(self, cfg: DictConfig) -> None:
+        """Checks of this strategy's own settings (UserError)."""
+
+    # -- in the training process ----------------------------------------------------------------
+    def device_count(self, cfg: DictConfig, gpus: int) -> int:
+        """How many local devices this process trains on (logical CPU devices when no GPU)."""
+        return self.replicas_per_worker(cfg, gpus)
+
+    def resolver(self, cfg: DictConfig, gpus: int):
+        """The cluster resolver (None: no cluster)."""
+        return None
+
+    def build(self, cfg: DictConfig, devices: List[str], resolver=None):
+        raise NotImplementedError
+
+    def replica_devices(self, strategy, devices: List[str]) -> List[str]:
+        """The devices the built strategy trains on (as configured, unless it found its own)."""
+        return devices
+
+
+REGISTRY: Dict[str, Record] = {}
+
+
+def register(cls: Type[Record]) -> Type[Record]:
+    REGISTRY[cls.name] = cls()
+    return cls
+
+
+def get(name: str) -> Record:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise UserError(f"strategy: received {name!r}; valid: {', '.join(sorted(REGISTRY))}") \
+            from None
+
+
+def names() -> Tuple[str, ...]:
+    """In the contract's order (one_device, mirrored, central, multiworker, ps, ...)."""
+    return tuple(REGISTRY)
+
+
+def build(cfg: DictConfig, devices: List[str], resolver=None):
+    with grpc_errors(resolver):
+        return get(cfg.strategy.name).build(cfg, devices, resolver=resolver)
+
+
+def cluster_resolver(cfg: DictConfig, gpus: int):
+    """The strategy's cluster resolver (None for one-process strategies)."""
+    return get(cfg.strategy.name).resolver(cfg, gpus)
+
+
+class PortInUse(Exception):
+    """This task's gRPC server could not listen on its port (another process holds it)."""
+
+
+class grpc_errors:
+    """Turn TensorFlow's "Could not start gRPC server" into PortInUse naming the address."""
+
+    def __init__(self, resolver):
+        self.resolver = resolver
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, ex, tb):
+        if ex is not None and "Could not start gRPC server" in str(ex) and self.resolver is not None:
+            r = self.resolver
+            addr = r.cluster_spec().task_address(r.task_type, r.task_id)
+            raise PortInUse(f"{r.task_type}:{r.task_id} could not listen on {addr} (port in use?)") \
+                from ex
+        return False
+
+
+def serve(resolver) -> None:
+    """A ps worker or ps task: start its tf.distribute.Server and block in join() forever (no
+    TensorFlow API stops it: the job process, or the engine, stops it when the coordinator is
+    done)."""
+    import tensorflow as tf
+
+    with grpc_errors(resolver):
+        server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
+                                      task_index=resolver.task_id, protocol="grpc", start=True)
+    print(f"{resolver.task_type}:{resolver.task_id} serving at {server.target}", flush=True)
+    server.join()
+
+
+def is_chief(strategy) -> bool:
+    """True on the process that logs and prints: the only one, the chief, or worker 0 without one."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    if resolver.task_type == "chief":
+        return True
+    if resolver.task_type == "worker" and resolver.task_id == 0:
+        return "chief" not in resolver.cluster_spec().as_dict()
+    return False
+
+
+# The records register themselves, in the contract's order.
+from distexp.strategies import one_device, mirrored, central, multiworker, ps, tpu  # noqa: E402,F401

@@ -1,0 +1,20 @@
+"""central: tf.distribute.experimental.CentralStorageStrategy: variables on one device (the CPU
+when there are several compute devices), computation mirrored over `cpu_replicas` logical CPU
+devices or the GPUs. Keras 3 fit logs wrong loss/accuracy under it (FACTS.md): refused."""
+from __future__ import annotations
+
+from distexp.strategies import Record, register
+
+
+@register
+class Central(Record):
+    name = "central"
+    cpu_replicas = True
+    loops = {"custom": None,
+             "fit": "Keras 3 fit logs wrong loss/accuracy under CentralStorageStrategy (the "
+                    "weights are right, the logged metrics are not), so distexp refuses it"}
+
+    def build(self, cfg, devices, resolver=None):
+        import tensorflow as tf
+
+        return tf.distribute.experimental.CentralStorageStrategy(compute_devices=devices)

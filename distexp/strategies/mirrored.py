@@ -1,0 +1,36 @@
+"""mirrored: tf.distribute.MirroredStrategy over this process's GPUs, or `cpu_replicas` logical
+CPU devices; synchronous all-reduce (`strategy.cross_device_ops`: TensorFlow's default, nccl on
+GPUs, hierarchical_copy, reduction_to_one_device). Keras fit and the custom loop both work."""
+from __future__ import annotations
+
+from distexp.config import UserError
+from distexp.strategies import Record, register
+
+
+def cross_device_ops(cfg, devices):
+    import tensorflow as tf
+
+    name = cfg.strategy.cross_device_ops
+    if name is None:
+        return None
+    if name == "nccl":
+        if not all(d.startswith("/gpu") for d in devices):
+            raise UserError("strategy.cross_device_ops: received 'nccl'; NCCL needs GPUs and this "
+                            "job trains on CPU: use hierarchical_copy or reduction_to_one_device")
+        return tf.distribute.NcclAllReduce()
+    if name == "hierarchical_copy":
+        return tf.distribute.HierarchicalCopyAllReduce()
+    return tf.distribute.ReductionToOneDevice()
+
+
+@register
+class Mirrored(Record):
+    name = "mirrored"
+    cpu_replicas = True
+    options = ("cross_device_ops",)
+
+    def build(self, cfg, devices, resolver=None):
+        import tensorflow as tf
+
+        return tf.distribute.MirroredStrategy(devices,
+                                              cross_device_ops=cross_device_ops(cfg, devices))

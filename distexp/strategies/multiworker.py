@@ -1,0 +1,62 @@
+"""multiworker: tf.distribute.MultiWorkerMirroredStrategy across `workers` processes (one replica
+each on CPU, one per GPU), synchronous collectives (`strategy.communication`: auto, ring, nccl).
+The cluster comes from TF_CONFIG (cluster=local writes it; cluster=tf_config) or Slurm
+(cluster=slurm). Keras 3 fit fails across worker processes (keras-team/keras#20585): refused."""
+from __future__ import annotations
+
+import os
+
+from distexp.config import UserError
+from distexp.strategies import Record, register
+
+
+def tf_cluster_resolver(cfg, gpus: int):
+    """TF_CONFIG's resolver, or SlurmClusterResolver inside `srun` (cluster=slurm)."""
+    import tensorflow as tf
+
+    if cfg.cluster.name == "slurm":
+        from tensorflow.python.distribute.cluster_resolver import slurm_cluster_resolver as slurm
+
+        from distexp.cluster import slurm_jobs
+
+        ntasks = int(os.environ.get("SLURM_STEP_NUM_TASKS") or os.environ["SLURM_NTASKS"])
+        kw = dict(jobs=slurm_jobs(cfg, ntasks), port_base=int(cfg.cluster.port or 8888))
+        if gpus == 0:
+            # The resolver hands out one GPU range per task and finds none on a CPU node (nor
+            # nvidia-smi): give it one pretend GPU per task and tell it not to set
+            # CUDA_VISIBLE_DEVICES, so it only computes the cluster.
+            per_node = max(slurm.expand_tasks_per_node(os.environ["SLURM_STEP_TASKS_PER_NODE"]))
+            kw.update(gpus_per_node=per_node, gpus_per_task=1, auto_set_gpu=False)
+        return tf.distribute.cluster_resolver.SlurmClusterResolver(**kw)
+    return tf.distribute.cluster_resolver.TFConfigClusterResolver()
+
+
+@register
+class MultiWorker(Record):
+    name = "multiworker"
+    layout = "multiworker"
+    options = ("communication",)
+    loops = {"custom": None,
+             "fit": "Keras 3 fit cannot train it across worker processes (keras-team/keras#20585)"}
+
+    def check(self, cfg):
+        if cfg.strategy.communication == "nccl" and cfg.gpus == 0:
+            raise UserError("strategy.communication: received 'nccl'; NCCL needs GPUs and this job "
+                            "trains on CPU: use auto or ring")
+
+    def resolver(self, cfg, gpus):
+        return tf_cluster_resolver(cfg, gpus)
+
+    def build(self, cfg, devices, resolver=None):
+        import tensorflow as tf
+
+        impl = tf.distribute.experimental.CommunicationImplementation[
+            cfg.strategy.communication.upper()]
+        if impl == tf.distribute.experimental.CommunicationImplementation.NCCL and \
+                not all(d.startswith("/gpu") for d in devices):
+            raise UserError("strategy.communication: received 'nccl'; NCCL needs GPUs and this "
+                            "worker trains on CPU: use auto or ring")
+        return tf.distribute.MultiWorkerMirroredStrategy(
+            cluster_resolver=resolver,
+            communication_options=tf.distribute.experimental.CommunicationOptions(
+                implementation=impl))

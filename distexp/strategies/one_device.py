@@ -1,0 +1,19 @@
+"""one_device: tf.distribute.OneDeviceStrategy, one replica (the reference every other strategy is
+compared with: the report's baseline, distexp.parity's reference). `cpu_replicas` does not apply."""
+from __future__ import annotations
+
+from distexp.strategies import Record, register
+
+
+@register
+class OneDevice(Record):
+    name = "one_device"
+    baseline = True
+
+    def replicas_per_worker(self, cfg, gpus):
+        return 1
+
+    def build(self, cfg, devices, resolver=None):
+        import tensorflow as tf
+
+        return tf.distribute.OneDeviceStrategy(devices[0])

@@ -1,0 +1,48 @@
+"""strategy=tpu (TPUStrategy through TPUClusterResolver). Here, without a TPU: one line before
+TensorFlow starts. On a machine with a TPU (TPU_NAME set, or a TPU VM's /dev/accel*): it trains."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from distexp.strategies.tpu import local_tpu
+
+HAS_TPU = bool(os.environ.get("TPU_NAME")) or local_tpu()
+
+
+@pytest.mark.skipif(HAS_TPU, reason="this machine has a TPU")
+def test_no_tpu_is_one_line_before_tensorflow(cli):
+    r = cli("strategy=tpu", "epochs=1", env={"TPU_NAME": ""}, timeout=120)
+    assert r.returncode == 2, r
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r
+    assert lines[0].startswith("distexp: error: strategy: received 'tpu', but no TPU is reachable"), r
+    assert "Strategy:" not in r.stdout
+
+
+@pytest.mark.parametrize("overrides,needle", [
+    (["strategy=tpu", "strategy.tpu=my-tpu", "loop=fit"],
+     "loop: received 'fit' with strategy=tpu; Keras 3 fit under TPUStrategy"),
+    (["strategy=tpu", "strategy.tpu=my-tpu", "precision=mixed_float16"],
+     "precision: received 'mixed_float16' with strategy=tpu; TPUs compute in bfloat16"),
+    (["strategy=mirrored", "strategy.tpu=my-tpu"],
+     "strategy.tpu: received 'my-tpu' with strategy=mirrored; it applies to strategy=tpu only"),
+])
+def test_tpu_refusals(compose, overrides, needle):
+    from distexp import config as C
+
+    with pytest.raises(C.UserError) as err:
+        C.validate(compose(*overrides))
+    assert str(err.value).startswith(needle), err.value
+
+
+@pytest.mark.tpu
+@pytest.mark.skipif(not HAS_TPU, reason="needs a TPU (TPU_NAME, or a TPU VM)")
+def test_tpu_trains_one_replica_per_core(cli):
+    r = cli("strategy=tpu", "epochs=3", "tracking.enabled=false", "hydra.run.dir=job", timeout=1800)
+    assert r.returncode == 0, r
+    result = json.loads((cli.cwd / "job" / "result.json").read_text())
+    assert result["eval/accuracy"] >= 0.8
+    assert "Number of devices: 8" in r.stdout or "Number of devices:" in r.stdout
