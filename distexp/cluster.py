@@ -18,9 +18,11 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from omegaconf import DictConfig
 
@@ -49,6 +51,8 @@ class Plan:
     # local clusters: job name -> addresses; rebuilt by `new_ports` after a port clash
     cluster: Dict[str, List[str]] = field(default_factory=dict)
     retry_ports: bool = False
+    # external ps servers: true once the job is over (the chief gone); launch.run then stops them
+    until: Optional[Callable[[], bool]] = None
 
     def processes(self, config_path: Path, env: Dict[str, str], run_id: Optional[str],
                   uri: str) -> List[launch.Proc]:
@@ -86,9 +90,17 @@ def plan(cfg: DictConfig, job_dir: Path, gpus: int) -> Plan:
     if cl == "local":
         return _local(cfg, job_dir, gpus)
     if cl == "tf_config":
-        return _external(cfg, job_dir, gpus, *_tf_config_task(cfg, os.environ.get("TF_CONFIG")))
+        raw = os.environ.get("TF_CONFIG")
+        p = _external(cfg, job_dir, gpus, *_tf_config_task(cfg, raw))
+        if p.task.split(":")[0] in ("worker", "ps") and cfg.strategy.name == "ps":
+            p.until = ChiefWatch(json.loads(raw)["cluster"]["chief"][0])
+        return p
     if cl == "slurm":
-        return _external(cfg, job_dir, gpus, *_slurm_task(cfg, os.environ))
+        p = _external(cfg, job_dir, gpus, *_slurm_task(cfg, os.environ))
+        if p.task.split(":")[0] in ("worker", "ps") and cfg.strategy.name == "ps":
+            host = sorted(slurm_hosts(os.environ["SLURM_STEP_NODELIST"]))[0]
+            p.until = ChiefWatch(f"{host}:{slurm_port_base(cfg, os.environ)}")
+        return p
     raise UserError(f"cluster: received {cl!r}; valid: local, tf_config, slurm")
 
 
@@ -199,33 +211,84 @@ def _address(x) -> bool:
     return bool(host) and port.isdigit() and 0 < int(port) < 65536
 
 
-def _slurm_task(cfg: DictConfig, env):
-    """(task type, index, {job: count}) as SlurmClusterResolver will assign them: ranks in order
-    over the jobs chief (ps only), worker, ps."""
+# Slurm's per-step variables: set inside `srun` (and submitit's tasks), absent in a batch script.
+SLURM_STEP_VARS = ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST",
+                   "SLURM_STEP_TASKS_PER_NODE")
+# Ports of a Slurm job when cluster.port is null: a block per job and step, below Linux's ephemeral
+# range (32768-60999), so two jobs on one node never share one (the resolver's fixed default, 8888,
+# made concurrent jobs collide). Task k on a node listens on block start + k.
+SLURM_PORT_FIRST, SLURM_PORT_BLOCK, SLURM_PORT_BLOCKS = 10000, 32, 700
+
+
+def slurm_port_base(cfg: DictConfig, env) -> int:
+    """The resolver's port_base: cluster.port, else a block derived from the job and step ids
+    (every task of a step computes the same one; consecutive jobs get consecutive blocks)."""
+    if cfg.cluster.port:
+        return int(cfg.cluster.port)
+    job = int(env.get("SLURM_JOB_ID") or 0)
+    step = int(env.get("SLURM_STEP_ID") or 0) if str(env.get("SLURM_STEP_ID", "0")).isdigit() else 0
+    return SLURM_PORT_FIRST + SLURM_PORT_BLOCK * ((job * 4 + step % 4) % SLURM_PORT_BLOCKS)
+
+
+def slurm_step(env):
+    """(this task's rank, the step's task count) from Slurm's step variables, or one line saying
+    why this process is not a task of a Slurm step."""
+    missing = [v for v in SLURM_STEP_VARS if not env.get(v)]
+    if missing and env.get("SLURM_NTASKS"):
+        raise UserError(f"cluster: received 'slurm' in a Slurm job (SLURM_JOB_ID="
+                        f"{env.get('SLURM_JOB_ID', '?')}, SLURM_NTASKS={env['SLURM_NTASKS']}) but "
+                        f"outside a job step ({', '.join(missing)} not set): a batch script must "
+                        "start the tasks with srun: `srun python -m distexp ... cluster=slurm`")
+    if missing:
+        raise UserError(f"cluster: received 'slurm' but {', '.join(missing)} are not set: this is "
+                        "not a Slurm task; run it under srun (`srun -n2 python -m distexp ...`) or "
+                        "with hydra/launcher=slurm")
     try:
-        rank, ntasks = int(env["SLURM_PROCID"]), int(env.get("SLURM_STEP_NUM_TASKS") or
-                                                       env["SLURM_NTASKS"])
-    except (KeyError, ValueError):
-        raise UserError("cluster: received 'slurm' but SLURM_PROCID / SLURM_STEP_NUM_TASKS are not "
-                        "set; run it under srun (e.g. hydra/launcher=submitit_slurm)") from None
+        return int(env["SLURM_PROCID"]), int(env["SLURM_STEP_NUM_TASKS"])
+    except ValueError:
+        raise UserError(f"SLURM_PROCID / SLURM_STEP_NUM_TASKS: received {env['SLURM_PROCID']!r} / "
+                        f"{env['SLURM_STEP_NUM_TASKS']!r}; expected integers") from None
+
+
+def _slurm_task(cfg: DictConfig, env):
+    """(task type, index, {job: count}) as SlurmClusterResolver assigns them: ranks in the
+    alphabetical order of the job names (chief, ps, worker), whatever order `jobs` lists them."""
+    rank, ntasks = slurm_step(env)
     counts = slurm_jobs(cfg, ntasks)
     start = 0
-    for kind, c in counts.items():
-        if rank < start + c:
+    for kind in sorted(counts):
+        if rank < start + counts[kind]:
             return kind, rank - start, counts
-        start += c
+        start += counts[kind]
     raise UserError(f"SLURM_PROCID: received {rank}; the step has {ntasks} tasks")
 
 
+def slurm_tasks(cfg) -> int:
+    """Slurm tasks a cluster=slurm job needs: one per worker (+ ps + 1 coordinator for ps)."""
+    if cfg.strategy.name == "ps":
+        return 1 + int(cfg.workers) + int(cfg.ps)
+    return int(cfg.workers)
+
+
 def slurm_jobs(cfg: DictConfig, ntasks: int) -> Dict[str, int]:
-    """The `jobs` argument of SlurmClusterResolver for this strategy and task count."""
+    """The `jobs` argument of SlurmClusterResolver for this strategy; `workers` (and `ps`) must
+    match the tasks Slurm started, never silently train another cluster than asked."""
+    need = slurm_tasks(cfg)
+    if ntasks != need:
+        what = (f"workers={cfg.workers} ps={cfg.ps} (1 coordinator + {cfg.workers} workers + "
+                f"{cfg.ps} ps)" if cfg.strategy.name == "ps" else f"workers={cfg.workers}")
+        if cfg.strategy.name != "ps":
+            fix = f"workers={ntasks}"
+        elif ntasks - 1 - int(cfg.ps) >= 1:
+            fix = f"workers={ntasks - 1 - int(cfg.ps)}"
+        else:
+            fix = "ps=1 with at least 3 tasks"
+        raise UserError(f"workers: received {what}, which needs {need} Slurm tasks; this step has "
+                        f"{ntasks} (SLURM_STEP_NUM_TASKS). Set {fix}, or start {need} tasks "
+                        f"(srun -n{need}; hydra/launcher=slurm follows workers by itself)")
     if cfg.strategy.name != "ps":
         return {"worker": ntasks}
-    workers = ntasks - 1 - int(cfg.ps)
-    if workers < 1:
-        raise UserError(f"cluster: received 'slurm' with {ntasks} tasks; strategy=ps needs 1 chief + "
-                        f"ps={cfg.ps} + at least 1 worker")
-    return {"chief": 1, "worker": workers, "ps": int(cfg.ps)}
+    return {"chief": 1, "worker": int(cfg.workers), "ps": int(cfg.ps)}
 
 
 def is_chief_task(strategy: str, kind: str, index: int, counts: Dict[str, int]) -> bool:
@@ -244,6 +307,59 @@ def _external(cfg: DictConfig, job_dir: Path, gpus: int, kind: str, index: int,
         raise UserError("strategy=multiworker: the cluster has a ps job; use strategy=ps")
     chief = is_chief_task(strategy, kind, index, counts)
     workers = counts.get("worker", 0) + (counts.get("chief", 0) if strategy == "multiworker" else 0)
-    return Plan(names=[f"{kind}-{index}"], replica_workers=workers,
+    return Plan(names=["chief" if kind == "chief" else f"{kind}-{index}"], replica_workers=workers,
                 sync_workers=1 if strategy == "ps" else workers, gpus_per_worker=gpus,
                 logs_to_mlflow=chief, job_dir=job_dir, task=f"{kind}:{index}")
+
+
+def slurm_hosts(nodelist: str) -> List[str]:
+    """A Slurm node list (`n[1-3],m5`) as host names, as the resolver expands it."""
+    if "[" not in nodelist:
+        return [h for h in nodelist.split(",") if h]
+    try:
+        out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
+                             text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError) as ex:
+        raise UserError(f"SLURM_STEP_NODELIST: received {nodelist!r}, which `scontrol show "
+                        f"hostnames` could not expand ({ex})") from None
+    return out.split()
+
+
+class ChiefWatch:
+    """For a ps worker/ps server task that someone else started (srun, TFJob): true once the job is
+    over. Such a server never exits by itself (Server.join()) and under Slurm nobody stops it, so
+    the task's job process watches the chief (the coordinator) listen on its gRPC address: seen
+    listening, then refused twice in a row = the coordinator exited (finished or failed) -> stop
+    the server, exit 0 (the chief's task carries the job's outcome). Never seen within
+    `startup_s` = the coordinator never started: a failure, not a hang."""
+
+    STARTUP_S, EVERY_S = 600.0, 1.0
+
+    def __init__(self, address: str, startup_s: float = STARTUP_S):
+        host, _, port = address.rpartition(":")
+        self.address, self.host, self.port = address, host, int(port)
+        self.startup_s, self.t0 = startup_s, time.monotonic()
+        self.seen, self.misses, self.next = False, 0, 0.0
+
+    def listening(self) -> bool:
+        try:
+            with socket.create_connection((self.host, self.port), timeout=2):
+                return True
+        except OSError:
+            return False
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if now < self.next:
+            return False
+        self.next = now + self.EVERY_S
+        if self.listening():
+            self.seen, self.misses = True, 0
+            return False
+        if self.seen:
+            self.misses += 1
+            return self.misses >= 2
+        if now - self.t0 > self.startup_s:
+            raise TimeoutError(f"the coordinator (chief) never listened on {self.address} in "
+                               f"{self.startup_s:g} s")
+        return False

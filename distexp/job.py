@@ -128,7 +128,7 @@ def run_job(cfg: DictConfig) -> Optional[float]:
             all_procs += procs
             try:
                 left = None if cfg.timeout is None else max(1.0, cfg.timeout - (time.time() - t_start))
-                launch.run(procs, timeout=left)
+                launch.run(procs, timeout=left, until=plan.until)
                 break
             except launch.JobFailed:
                 clash = [p.name for p in procs if p.returncode == cluster.PORT_IN_USE_EXIT]

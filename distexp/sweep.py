@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import sys
 import time
 import uuid
@@ -90,6 +91,9 @@ class SweepCallback(Callback):
         sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
         if not (sweep_dir / SWEEP_FILE).exists():
             return  # not a distexp sweep (e.g. a single run)
+        if OmegaConf.select(config, "cluster.name") == "slurm" and \
+                os.environ.get("SLURM_PROCID", "0") != "0":
+            return  # one record per job: task 0 (the chief) writes it, the other tasks do not
         value = job_return._return_value  # .return_value would re-raise a failure here
         failed = job_return.status.name != "COMPLETED"
         record = {"num": int(config.hydra.job.num),
