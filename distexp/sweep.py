@@ -27,6 +27,8 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import signal
+import threading
 import sys
 import time
 import uuid
@@ -82,6 +84,10 @@ class SweepCallback(Callback):
         (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=1))
         _OPEN = _Sweep(sweep_dir, sweep_id, run)
         atexit.register(_at_exit)
+        if threading.current_thread() is threading.main_thread():
+            # SIGTERM (scancel of a sweep running in a batch job, kill) ends the sweep as Ctrl-C
+            # does, parent run KILLED, instead of killing the process with the parent RUNNING
+            signal.signal(signal.SIGTERM, _interrupt)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         from hydra.types import RunMode
@@ -220,6 +226,10 @@ def _best_trial(sweep_dir: Path, jobs: List[dict]) -> Optional[dict]:
                 j["value"] == res["best_value"]:
             return j
     return {"num": "?", "overrides": sorted(best), "value": float(res["best_value"])}
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def _at_exit() -> None:  # the process ends with the parent still open: never leave it RUNNING

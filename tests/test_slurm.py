@@ -76,6 +76,8 @@ def _nothing_left(marker: Path):
 
 
 def _runs(tmp: Path, kind=None):
+    if not (tmp / "mlflow.db").exists():  # never create the store here: it races the sweep's
+        return []
     _, runs = mlflow_runs(_uri(tmp))
     return [r for r in runs if kind is None or r.data.tags.get("distexp.run_kind") == kind]
 
@@ -210,12 +212,13 @@ def test_submitit_sweep_runs_two_jobs_at_once(slurm, tmp_path):
     _nothing_left(tmp_path / "sweep")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_interrupted_sweep_waiting_on_slurm_is_killed_and_cancelled(slurm, tmp_path, sig):
     """Two one_device jobs of 3 CPUs each: one runs, the other pends (4 CPUs). SIGTERM or Ctrl-C
     to the sweep process: scancel of both, every run KILLED, the queue empty."""
     p = _sweep(tmp_path, "strategy=one_device", "seed=0,1", "hydra.launcher.cpus_per_task=3", *LONG)
     try:
+        _wait(lambda: (tmp_path / "sweep" / "sweep.json").exists(), 120, "the sweep's parent run")
         _wait(lambda: any(r.info.status == "RUNNING" for r in _runs(tmp_path, "job")), 180,
               "a running job's run")
         _wait(lambda: any("PENDING" in line for line in _queue()), 30, "a pending job")
@@ -224,6 +227,7 @@ def test_interrupted_sweep_waiting_on_slurm_is_killed_and_cancelled(slurm, tmp_p
     finally:
         p.kill()
     assert p.returncode == 130, out[-3000:] + err[-3000:]
+    print("\n".join(line for line in out.splitlines() if line.startswith("distexp:")))
     assert "cancelling Slurm job(s)" in out
     assert [r.info.status for r in _runs(tmp_path, "sweep")] == ["KILLED"]
     assert [r.info.status for r in _runs(tmp_path, "job")] == ["KILLED"]  # the pending one never ran
