@@ -191,3 +191,20 @@ def test_free_ports_are_distinct():
 def test_checkpoint_dir_is_stable(compose):
     cfg = compose("strategy=multiworker")
     assert cfg.checkpoint.dir == f"{Path.cwd()}/outputs/checkpoints/multiworker-cnn-digits"
+
+
+def test_chief_watch_stops_a_server_task_once_the_chief_is_gone(monkeypatch):
+    import socket
+
+    monkeypatch.setattr(cluster.ChiefWatch, "EVERY_S", 0.0)
+    chief = socket.socket()
+    chief.bind(("127.0.0.1", 0))
+    chief.listen()
+    watch = cluster.ChiefWatch(f"127.0.0.1:{chief.getsockname()[1]}", startup_s=5)
+    assert watch() is False and watch.seen  # listening: the job goes on
+    chief.close()
+    assert watch() is False  # one refusal is not enough
+    assert watch() is True   # two in a row: the chief exited, stop the server
+    never = cluster.ChiefWatch("127.0.0.1:1", startup_s=0)  # nothing listens on port 1
+    with pytest.raises(TimeoutError, match="never listened"):
+        never()

@@ -243,6 +243,12 @@ def test_bad_requests_are_one_line(slurm, tmp_path):
     assert "cpus_per_task: received 64" in err and "would pend forever" in err
     assert not _queue()
     assert [r.info.status for r in _runs(tmp_path, "sweep")] == ["FAILED"]
+    # a request sbatch refuses: one line with sbatch's reason
+    p = _sweep(tmp_path, "strategy=one_device", "hydra.launcher.partition=nosuch", *TINY,
+               name="refused")
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 2 and err.count("distexp: error:") == 1 and "Traceback" not in err, err
+    assert "sbatch refused the job(s)" in err and "partition" in err, err
     # the plugin's own launcher gives 1 task: workers=2 is one line from the job, not 1 worker
     p = _sweep(tmp_path, "strategy=multiworker", "cluster=slurm", "workers=2", *TINY,
                launcher="submitit_slurm", name="plain")
