@@ -92,15 +92,12 @@ def plan(cfg: DictConfig, job_dir: Path, gpus: int) -> Plan:
     if cl == "tf_config":
         raw = os.environ.get("TF_CONFIG")
         p = _external(cfg, job_dir, gpus, *_tf_config_task(cfg, raw))
-        if p.task.split(":")[0] in ("worker", "ps") and cfg.strategy.name == "ps":
-            p.until = ChiefWatch(json.loads(raw)["cluster"]["chief"][0])
-        return p
+        return _watch(cfg, p, lambda: {("chief" if job == "chief" else f"{job}-{i}"): a
+                                       for job, addrs in json.loads(raw)["cluster"].items()
+                                       for i, a in enumerate(addrs)})
     if cl == "slurm":
         p = _external(cfg, job_dir, gpus, *_slurm_task(cfg, os.environ))
-        if p.task.split(":")[0] in ("worker", "ps") and cfg.strategy.name == "ps":
-            host = sorted(slurm_hosts(os.environ["SLURM_STEP_NODELIST"]))[0]
-            p.until = ChiefWatch(f"{host}:{slurm_port_base(cfg, os.environ)}")
-        return p
+        return _watch(cfg, p, lambda: slurm_addresses(cfg, os.environ))
     raise UserError(f"cluster: received {cl!r}; valid: local, tf_config, slurm")
 
 
@@ -312,6 +309,35 @@ def _external(cfg: DictConfig, job_dir: Path, gpus: int, kind: str, index: int,
                 logs_to_mlflow=chief, job_dir=job_dir, task=f"{kind}:{index}")
 
 
+def _watch(cfg: DictConfig, p: Plan, addresses) -> Plan:
+    """ps on an external cluster: server tasks stop when the coordinator is gone (ChiefWatch); the
+    coordinator fails when a server it saw is gone (ServerWatch)."""
+    if cfg.strategy.name != "ps":
+        return p
+    addrs = addresses()
+    if p.names[0] == "chief":
+        p.until = ServerWatch({n: a for n, a in addrs.items() if n != "chief"})
+    else:
+        p.until = ChiefWatch(addrs["chief"])
+    return p
+
+
+def slurm_addresses(cfg: DictConfig, env) -> Dict[str, str]:
+    """Task name -> address, as SlurmClusterResolver.cluster_spec() computes them: hosts sorted,
+    task k on a host at port_base + k, ranks over the job names in alphabetical order."""
+    hosts = slurm_hosts(env["SLURM_STEP_NODELIST"])
+    per_host = []
+    for part in env["SLURM_STEP_TASKS_PER_NODE"].split(","):
+        n, _, times = part.partition("(x")
+        per_host += [int(n)] * int(times.rstrip(")") or 1)
+    base = slurm_port_base(cfg, env)
+    addrs = [f"{h}:{base + k}" for h, n in sorted(zip(hosts, per_host)) for k in range(n)]
+    jobs = slurm_jobs(cfg, len(addrs))
+    names = [("chief" if kind == "chief" else f"{kind}-{i}") for kind in sorted(jobs)
+             for i in range(jobs[kind])]
+    return dict(zip(names, addrs))
+
+
 def slurm_hosts(nodelist: str) -> List[str]:
     """A Slurm node list (`n[1-3],m5`) as host names, as the resolver expands it."""
     if "[" not in nodelist:
@@ -362,4 +388,27 @@ class ChiefWatch:
         if now - self.t0 > self.startup_s:
             raise TimeoutError(f"the coordinator (chief) never listened on {self.address} in "
                                f"{self.startup_s:g} s")
+        return False
+
+
+class PeerLost(RuntimeError):
+    """A server task of the job went away while the coordinator trained."""
+
+
+class ServerWatch:
+    """For the coordinator of a ps cluster someone else started: a worker or ps server seen
+    listening that then refuses connections twice in a row has died (its task was killed or
+    failed). TensorFlow's coordinator would carry on with the other workers (its fault tolerance
+    waits for a restart nobody does here) and the figures would mix cluster sizes: the job fails,
+    naming the server, as it does on a local cluster."""
+
+    def __init__(self, servers: Dict[str, str]):
+        self.watches = {name: ChiefWatch(addr, startup_s=float("inf"))
+                        for name, addr in servers.items()}
+
+    def __call__(self) -> bool:
+        for name, w in self.watches.items():
+            if w():
+                raise PeerLost(f"{name} stopped answering at {w.address}: its task ended while "
+                               "the job was still running")
         return False

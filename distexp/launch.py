@@ -154,7 +154,7 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
             try:
                 if until is not None and until():
                     return
-            except TimeoutError as ex:
+            except (TimeoutError, ConnectionError, RuntimeError) as ex:  # the watch's verdict
                 raise JobFailed(str(ex), procs) from None
             if timeout is not None and time.monotonic() - start > timeout:
                 raise JobFailed(f"timeout: the job ran longer than {timeout:g} s and was stopped",

@@ -122,7 +122,9 @@ def test_slurm_roles(compose, monkeypatch, strategy, rank, ntasks, task):
         monkeypatch.setenv(k, v)
     plan = _plan(compose, f"strategy={strategy}", "cluster=slurm", "workers=2", "ps=1")
     assert (plan.names[0], plan.logs_to_mlflow) == task
-    assert (plan.until is not None) == (strategy == "ps" and rank > 0)  # servers watch the chief
+    # ps: the servers watch the coordinator (they stop when it is gone), it watches them
+    watch = type(plan.until).__name__ if plan.until else None
+    assert watch == (None if strategy != "ps" else "ServerWatch" if rank == 0 else "ChiefWatch")
 
 
 def _step(rank, ntasks, job="4242"):
@@ -208,3 +210,27 @@ def test_chief_watch_stops_a_server_task_once_the_chief_is_gone(monkeypatch):
     never = cluster.ChiefWatch("127.0.0.1:1", startup_s=0)  # nothing listens on port 1
     with pytest.raises(TimeoutError, match="never listened"):
         never()
+
+
+def test_slurm_addresses_follow_the_resolver(compose):
+    cfg = compose("strategy=ps", "cluster=slurm", "workers=2", "ps=1", "cluster.port=20000")
+    env = {"SLURM_STEP_NODELIST": "b,a", "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}
+    # hosts sorted (a, b), ports base + k per host, ranks chief, ps, worker
+    assert cluster.slurm_addresses(cfg, env) == {"chief": "a:20000", "ps-0": "a:20001",
+                                                 "worker-0": "b:20000", "worker-1": "b:20001"}
+
+
+def test_server_watch_fails_the_coordinator_when_a_server_is_gone(monkeypatch):
+    import socket
+
+    monkeypatch.setattr(cluster.ChiefWatch, "EVERY_S", 0.0)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    watch = cluster.ServerWatch({"worker-0": f"127.0.0.1:{server.getsockname()[1]}",
+                                 "ps-0": "127.0.0.1:1"})  # ps-0 not up yet: no verdict
+    assert watch() is False
+    server.close()
+    watch()
+    with pytest.raises(cluster.PeerLost, match="worker-0 stopped answering"):
+        watch()

@@ -146,22 +146,28 @@ def _training(job: Path, log: str):
     return lambda: (job / log).exists() and "epoch 1/" in (job / log).read_text()
 
 
-def test_sigkill_of_a_task_fails_the_run_and_leaves_nothing(slurm, tmp_path):
-    job = tmp_path / "mw"
-    p = _srun(tmp_path, 2, "mw", "strategy=multiworker", "cluster=slurm", *LONG)
+@pytest.mark.parametrize("strategy,n,rank,log", [("multiworker", 2, 1, "worker-0.log"),
+                                                  ("ps", 4, 2, "chief.log")])
+def test_sigkill_of_a_task_fails_the_run_and_leaves_nothing(slurm, tmp_path, strategy, n, rank, log):
+    """multiworker: the chief's collectives fail. ps (rank 2 = worker-0): TensorFlow's coordinator
+    would go on with the other worker; the chief's task sees the server gone and fails the job."""
+    job = tmp_path / "job"
+    p = _srun(tmp_path, n, "job", f"strategy={strategy}", "cluster=slurm", *LONG)
     try:
-        _wait(_training(job, "worker-0.log"), 180, "the first epoch")
-        victim = _task_pids(job, 1)
-        assert victim, "task 1's job process not found"
+        _wait(_training(job, log), 180, "the first epoch")
+        victim = _task_pids(job, rank)
+        assert victim, f"task {rank}'s job process not found"
         os.kill(victim[0], signal.SIGKILL)
         killed = time.monotonic()
         out = p.communicate(timeout=120)[0]
     finally:
         p.kill()
-    print(f"SIGKILL of task 1 to srun's exit: {time.monotonic() - killed:.1f} s")
+    print(f"{strategy}: SIGKILL of task {rank} to srun's exit: {time.monotonic() - killed:.1f} s")
     assert p.returncode != 0, out[-3000:]
     runs = _runs(tmp_path)
     assert len(runs) == 1 and runs[0].info.status == "FAILED", out[-3000:]
+    if strategy == "ps":
+        assert "distexp: error: worker-0 stopped answering" in out
     _nothing_left(job)
 
 
