@@ -7,7 +7,11 @@
   ps-0..P-1 servers (`server=True`: they never exit by themselves and are stopped at the end).
 - cluster=tf_config / slurm: this job process is ONE task of a cluster someone else started
   (Kubeflow TFJob, Vertex AI, srun): one trainer process; TF_CONFIG or the SLURM_* variables reach
-  it through the environment. Only the chief's job process opens an MLflow run.
+  it through the environment. Only the chief's job process opens an MLflow run. Slurm roles,
+  addresses and ports are computed here exactly as SlurmClusterResolver computes them. For ps,
+  nobody else stops the servers: each server task watches the coordinator and stops once it is
+  gone, the coordinator watches the servers and fails the job if one dies (ChiefWatch,
+  ServerWatch).
 
 Every process runs the same command (`python -m distexp.trainer`); its role comes from the cluster
 resolver, as on a real cluster. On a GPU machine the visible GPUs are split between local workers
@@ -51,7 +55,9 @@ class Plan:
     # local clusters: job name -> addresses; rebuilt by `new_ports` after a port clash
     cluster: Dict[str, List[str]] = field(default_factory=dict)
     retry_ports: bool = False
-    # external ps servers: true once the job is over (the chief gone); launch.run then stops them
+    # ps on an external cluster (launch.run polls it): a server task's ChiefWatch, true once the
+    # coordinator is gone (stop the server, exit 0); the coordinator's ServerWatch, raises when a
+    # server it saw is gone (the job fails)
     until: Optional[Callable[[], bool]] = None
 
     def processes(self, config_path: Path, env: Dict[str, str], run_id: Optional[str],
@@ -222,8 +228,8 @@ def slurm_port_base(cfg: DictConfig, env) -> int:
     (every task of a step computes the same one; consecutive jobs get consecutive blocks)."""
     if cfg.cluster.port:
         return int(cfg.cluster.port)
-    job = int(env.get("SLURM_JOB_ID") or 0)
-    step = int(env.get("SLURM_STEP_ID") or 0) if str(env.get("SLURM_STEP_ID", "0")).isdigit() else 0
+    job, step = str(env.get("SLURM_JOB_ID") or "0"), str(env.get("SLURM_STEP_ID") or "0")
+    job, step = int(job) if job.isdigit() else 0, int(step) if step.isdigit() else 0
     return SLURM_PORT_FIRST + SLURM_PORT_BLOCK * ((job * 4 + step % 4) % SLURM_PORT_BLOCKS)
 
 

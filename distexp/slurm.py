@@ -75,8 +75,8 @@ def check_fits(params: Dict[str, Any], tasks: int, what: str) -> None:
         raise UserError(f"hydra.launcher.cpus_per_task: received {params.get('cpus_per_task')}; "
                         f"{what} runs {tasks} task(s) per node, i.e. {cpus} CPUs, and the largest "
                         f"node of {where} has {node['cpus']} (sinfo): the job would pend forever. "
-                        f"Set hydra.launcher.cpus_per_task={max(1, node['cpus'] // tasks)} or fewer "
-                        "workers")
+                        "Set hydra.launcher.cpus_per_task="
+                        f"{max(1, node['cpus'] // tasks)} or fewer workers")
     if mem and mem * 1024 > node["mem_mb"]:
         raise UserError(f"hydra.launcher.mem_gb: received {mem}; the largest node of {where} has "
                         f"{node['mem_mb']} MB (sinfo): the job would pend forever. Set "
@@ -165,9 +165,9 @@ def _record_failed(sweep_dir: Path, num: int, overrides: List[str], error: str) 
     if path.exists():
         return
     path.parent.mkdir(exist_ok=True)
-    path.write_text(json.dumps({"num": num, "overrides": overrides, "status": "FAILED",
-                               "value": None, "error": error[:500], "job_dir": str(sweep_dir / str(num))},
-                              indent=1))
+    record = {"num": num, "overrides": overrides, "status": "FAILED", "value": None,
+              "error": error[:500], "job_dir": str(sweep_dir / str(num))}
+    path.write_text(json.dumps(record, indent=1))
 
 
 class _interrupt_cancels:

@@ -31,9 +31,11 @@ LONG = ["epochs=200", "steps_per_epoch=20", "warmup_steps=1", "checkpoint.every_
 @pytest.fixture(scope="session")
 def slurm():
     if os.geteuid() != 0:
-        pytest.skip(f"a Slurm cluster needs root to install and start its daemons (uid {os.geteuid()})")
+        pytest.skip("a Slurm cluster needs root to install and start its daemons "
+                    f"(uid {os.geteuid()})")
     if not Path("/etc/debian_version").exists():
-        pytest.skip("scripts/slurm-cluster.sh needs Debian (apt, slurm-wlm); no /etc/debian_version")
+        pytest.skip("scripts/slurm-cluster.sh needs Debian (apt, slurm-wlm); "
+                    "no /etc/debian_version")
     up = subprocess.run([str(SCRIPT), "up"], capture_output=True, text=True, timeout=900)
     assert up.returncode == 0, f"slurm-cluster.sh up failed:\n{up.stdout}\n{up.stderr}"
     print(up.stdout.strip())
@@ -108,7 +110,8 @@ def test_srun_multiworker_and_ps_finish_with_every_task_gone(slurm, tmp_path):
 
 
 def test_sbatch_without_srun_is_one_line_and_with_srun_finishes(slurm, tmp_path):
-    common = " ".join(["strategy=multiworker", "cluster=slurm", *TINY, f"tracking.uri={_uri(tmp_path)}"])
+    common = " ".join(["strategy=multiworker", "cluster=slurm", *TINY,
+                       f"tracking.uri={_uri(tmp_path)}"])
     script = tmp_path / "job.sh"
     script.write_text(f"""#!/bin/bash
 #SBATCH --ntasks=2 --output={tmp_path}/slurm.out
@@ -148,7 +151,8 @@ def _training(job: Path, log: str):
 
 @pytest.mark.parametrize("strategy,n,rank,log", [("multiworker", 2, 1, "worker-0.log"),
                                                   ("ps", 4, 2, "chief.log")])
-def test_sigkill_of_a_task_fails_the_run_and_leaves_nothing(slurm, tmp_path, strategy, n, rank, log):
+def test_sigkill_of_a_task_fails_the_run_and_leaves_nothing(slurm, tmp_path, strategy, n, rank,
+                                                            log):
     """multiworker: the chief's collectives fail. ps (rank 2 = worker-0): TensorFlow's coordinator
     would go on with the other worker; the chief's task sees the server gone and fails the job."""
     job = tmp_path / "job"
@@ -236,7 +240,8 @@ def test_interrupted_sweep_waiting_on_slurm_is_killed_and_cancelled(slurm, tmp_p
     print("\n".join(line for line in out.splitlines() if line.startswith("distexp:")))
     assert "cancelling Slurm job(s)" in out
     assert [r.info.status for r in _runs(tmp_path, "sweep")] == ["KILLED"]
-    assert [r.info.status for r in _runs(tmp_path, "job")] == ["KILLED"]  # the pending one never ran
+    # one child run: the pending job never started
+    assert [r.info.status for r in _runs(tmp_path, "job")] == ["KILLED"]
     _nothing_left(tmp_path / "sweep")
 
 
