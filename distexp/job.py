@@ -213,7 +213,7 @@ def _launch(job: Job, attempts: List[list]) -> None:
         attempts.append(procs)
         try:
             left = None if cfg.timeout is None else max(1.0, cfg.timeout - (time.time() - job.t_start))
-            launch.run(procs, timeout=left)
+            launch.run(procs, timeout=left, until=plan.until)
             return
         except launch.JobFailed:
             clash = [p.name for p in procs if p.returncode == cluster.PORT_IN_USE_EXIT]

@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, List, Mapping, Optional, Sequence
+from typing import IO, Callable, List, Mapping, Optional, Sequence
 
 KILL_GRACE_S = 3.0
 POLL_S = 0.1
@@ -98,8 +98,10 @@ def stop(procs: Sequence[Proc], grace: float = KILL_GRACE_S) -> None:
             pr.returncode = pr.popen.poll()
 
 
-def run(procs: Sequence[Proc], timeout: Optional[float] = None) -> None:
-    """Start `procs`, wait until every non-server process exits 0 (then stop the servers).
+def run(procs: Sequence[Proc], timeout: Optional[float] = None,
+        until: Optional[Callable[[], bool]] = None) -> None:
+    """Start `procs`, wait until every non-server process exits 0 (then stop the servers), or
+    until `until()` is true (a server task of an external cluster whose job is over: stop it).
 
     Raises JobFailed naming the first process that failed (or the timeout), JobInterrupted on
     Ctrl-C / SIGTERM; in every case all processes are gone when this returns or raises.
@@ -149,6 +151,11 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None) -> None:
                 raise JobFailed(f"{pr.name} {why}{_last_error(tails[pr.name], rc)}", procs)
             if all(pr.returncode == 0 for pr in procs if not pr.server):
                 return
+            try:
+                if until is not None and until():
+                    return
+            except (TimeoutError, ConnectionError, RuntimeError) as ex:  # the watch's verdict
+                raise JobFailed(str(ex), procs) from None
             if timeout is not None and time.monotonic() - start > timeout:
                 raise JobFailed(f"timeout: the job ran longer than {timeout:g} s and was stopped",
                                 procs)

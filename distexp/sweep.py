@@ -28,6 +28,9 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
+import signal
+import threading
 import sys
 import time
 import uuid
@@ -110,6 +113,10 @@ class SweepCallback(Callback):
         (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=1))
         _OPEN = _Sweep(sweep_dir, sweep_id, run, resumed_status)
         atexit.register(_at_exit)
+        if threading.current_thread() is threading.main_thread():
+            # SIGTERM (scancel of a sweep running in a batch job, kill) ends the sweep as Ctrl-C
+            # does, parent run KILLED, instead of killing the process with the parent RUNNING
+            signal.signal(signal.SIGTERM, _interrupt)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         from hydra.types import RunMode
@@ -119,6 +126,9 @@ class SweepCallback(Callback):
         sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
         if not (sweep_dir / SWEEP_FILE).exists():
             return  # not a distexp sweep (e.g. a single run)
+        if OmegaConf.select(config, "cluster.name") == "slurm" and \
+                os.environ.get("SLURM_PROCID", "0") != "0":
+            return  # one record per job: task 0 (the chief) writes it, the other tasks do not
         value = job_return._return_value  # .return_value would re-raise a failure here
         failed = job_return.status.name != "COMPLETED"
         record = {"num": int(config.hydra.job.num),
@@ -296,6 +306,10 @@ def _best_trial(sweep_dir: Path, jobs: List[dict]) -> Optional[dict]:
                 j["value"] == res["best_value"]:
             return j
     return {"num": "?", "overrides": sorted(best), "value": float(res["best_value"])}
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def _at_exit() -> None:  # the process ends with the parent still open: never leave it RUNNING

@@ -104,27 +104,72 @@ def test_tf_config_roles(compose, monkeypatch, strategy, task, chief, workers):
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cl, "task": task}))
     plan = _plan(compose, f"strategy={strategy}", "cluster=tf_config")
     assert plan.logs_to_mlflow is chief
-    assert plan.replica_workers == workers and plan.names == [f"{task['type']}-{task['index']}"]
+    name = "chief" if task["type"] == "chief" else f"{task['type']}-{task['index']}"
+    assert plan.replica_workers == workers and plan.names == [name]  # as cluster=local names them
 
 
 @pytest.mark.parametrize("strategy,rank,ntasks,task", [
-    ("multiworker", 0, 2, ("worker", 0, True)),
-    ("multiworker", 1, 2, ("worker", 1, False)),
-    ("ps", 0, 4, ("chief", 0, True)),
-    ("ps", 2, 4, ("worker", 1, False)),
-    ("ps", 3, 4, ("ps", 0, False)),
+    ("multiworker", 0, 2, ("worker-0", True)),
+    ("multiworker", 1, 2, ("worker-1", False)),
+    # SlurmClusterResolver ranks the job names alphabetically: chief, ps, worker
+    ("ps", 0, 4, ("chief", True)),
+    ("ps", 1, 4, ("ps-0", False)),
+    ("ps", 2, 4, ("worker-0", False)),
+    ("ps", 3, 4, ("worker-1", False)),
 ])
 def test_slurm_roles(compose, monkeypatch, strategy, rank, ntasks, task):
-    monkeypatch.setenv("SLURM_PROCID", str(rank))
-    monkeypatch.setenv("SLURM_STEP_NUM_TASKS", str(ntasks))
-    plan = _plan(compose, f"strategy={strategy}", "cluster=slurm")
-    assert (plan.names[0], plan.logs_to_mlflow) == (f"{task[0]}-{task[1]}", task[2])
+    for k, v in _step(rank, ntasks).items():
+        monkeypatch.setenv(k, v)
+    plan = _plan(compose, f"strategy={strategy}", "cluster=slurm", "workers=2", "ps=1")
+    assert (plan.names[0], plan.logs_to_mlflow) == task
+    # ps: the servers watch the coordinator (they stop when it is gone), it watches them
+    watch = type(plan.until).__name__ if plan.until else None
+    assert watch == (None if strategy != "ps" else "ServerWatch" if rank == 0 else "ChiefWatch")
+
+
+def _step(rank, ntasks, job="4242"):
+    return {"SLURM_PROCID": str(rank), "SLURM_STEP_NUM_TASKS": str(ntasks), "SLURM_NTASKS":
+            str(ntasks), "SLURM_STEP_NODELIST": "n1", "SLURM_STEP_TASKS_PER_NODE": str(ntasks),
+            "SLURM_JOB_ID": job, "SLURM_STEP_ID": "0"}
 
 
 def test_slurm_outside_slurm_is_one_line(compose, monkeypatch):
     monkeypatch.delenv("SLURM_PROCID", raising=False)
+    monkeypatch.delenv("SLURM_NTASKS", raising=False)
     with pytest.raises(C.UserError, match="SLURM_PROCID"):
         _plan(compose, "strategy=multiworker", "cluster=slurm")
+
+
+def test_slurm_batch_script_without_srun_is_one_line(compose, monkeypatch):
+    for k in ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    with pytest.raises(C.UserError, match=r"outside a job step .*srun python -m distexp"):
+        _plan(compose, "strategy=multiworker", "cluster=slurm")
+
+
+@pytest.mark.parametrize("strategy,ntasks,needle", [
+    ("multiworker", 3, "workers: received workers=2, which needs 2 Slurm tasks; this step has 3 "
+                       "(SLURM_STEP_NUM_TASKS). Set workers=3"),
+    ("ps", 3, "needs 4 Slurm tasks; this step has 3 (SLURM_STEP_NUM_TASKS). Set workers=1"),
+])
+def test_slurm_task_count_mismatch_is_one_line(compose, monkeypatch, strategy, ntasks, needle):
+    for k, v in _step(0, ntasks).items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(C.UserError) as err:
+        _plan(compose, f"strategy={strategy}", "cluster=slurm", "workers=2", "ps=1")
+    assert needle in str(err.value)
+
+
+def test_slurm_ports_differ_between_jobs(compose):
+    cfg = compose("strategy=multiworker", "cluster=slurm")
+    bases = {cluster.slurm_port_base(cfg, {"SLURM_JOB_ID": str(j), "SLURM_STEP_ID": "0"})
+             for j in range(100, 110)}
+    assert len(bases) == 10 and all(10000 <= b < 32768 - cluster.SLURM_PORT_BLOCK for b in bases)
+    assert min(abs(a - b) for a in bases for b in bases if a != b) >= cluster.SLURM_PORT_BLOCK
+    assert cluster.slurm_port_base(compose("strategy=multiworker", "cluster=slurm",
+                                           "cluster.port=23456"), {"SLURM_JOB_ID": "1"}) == 23456
 
 
 @pytest.mark.parametrize("overrides,needle", [
@@ -148,3 +193,44 @@ def test_free_ports_are_distinct():
 def test_checkpoint_dir_is_stable(compose):
     cfg = compose("strategy=multiworker")
     assert cfg.checkpoint.dir == f"{Path.cwd()}/outputs/checkpoints/multiworker-cnn-digits"
+
+
+def test_chief_watch_stops_a_server_task_once_the_chief_is_gone(monkeypatch):
+    import socket
+
+    monkeypatch.setattr(cluster.ChiefWatch, "EVERY_S", 0.0)
+    chief = socket.socket()
+    chief.bind(("127.0.0.1", 0))
+    chief.listen()
+    watch = cluster.ChiefWatch(f"127.0.0.1:{chief.getsockname()[1]}", startup_s=5)
+    assert watch() is False and watch.seen  # listening: the job goes on
+    chief.close()
+    assert watch() is False  # one refusal is not enough
+    assert watch() is True   # two in a row: the chief exited, stop the server
+    never = cluster.ChiefWatch("127.0.0.1:1", startup_s=0)  # nothing listens on port 1
+    with pytest.raises(TimeoutError, match="never listened"):
+        never()
+
+
+def test_slurm_addresses_follow_the_resolver(compose):
+    cfg = compose("strategy=ps", "cluster=slurm", "workers=2", "ps=1", "cluster.port=20000")
+    env = {"SLURM_STEP_NODELIST": "b,a", "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}
+    # hosts sorted (a, b), ports base + k per host, ranks chief, ps, worker
+    assert cluster.slurm_addresses(cfg, env) == {"chief": "a:20000", "ps-0": "a:20001",
+                                                 "worker-0": "b:20000", "worker-1": "b:20001"}
+
+
+def test_server_watch_fails_the_coordinator_when_a_server_is_gone(monkeypatch):
+    import socket
+
+    monkeypatch.setattr(cluster.ChiefWatch, "EVERY_S", 0.0)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    watch = cluster.ServerWatch({"worker-0": f"127.0.0.1:{server.getsockname()[1]}",
+                                 "ps-0": "127.0.0.1:1"})  # ps-0 not up yet: no verdict
+    assert watch() is False
+    server.close()
+    watch()
+    with pytest.raises(cluster.PeerLost, match="worker-0 stopped answering"):
+        watch()

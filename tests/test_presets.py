@@ -114,5 +114,6 @@ def test_custom_dataset_arrays_and_tf_data(cli):
 def test_slurm_launcher_config_composes(cli):
     r = cli("--cfg", "hydra", "hydra/launcher=slurm", timeout=60)
     assert r.returncode == 0, r
-    assert "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher" in r.stdout
-    assert "cpus_per_task: 8" in r.stdout
+    assert "hydra_plugins.distexp_slurm_launcher.slurm_launcher.DistexpSlurmLauncher" in r.stdout
+    # fits a small node; tasks follow the job unless set
+    assert "cpus_per_task: 1" in r.stdout and "tasks_per_node: null" in r.stdout

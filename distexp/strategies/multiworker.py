@@ -17,17 +17,19 @@ def tf_cluster_resolver(cfg, gpus: int):
     if cfg.cluster.name == "slurm":
         from tensorflow.python.distribute.cluster_resolver import slurm_cluster_resolver as slurm
 
-        from distexp.cluster import slurm_jobs
+        from distexp.cluster import slurm_jobs, slurm_port_base, slurm_step
 
-        ntasks = int(os.environ.get("SLURM_STEP_NUM_TASKS") or os.environ["SLURM_NTASKS"])
-        kw = dict(jobs=slurm_jobs(cfg, ntasks), port_base=int(cfg.cluster.port or 8888))
+        _, ntasks = slurm_step(os.environ)
+        kw = dict(jobs=slurm_jobs(cfg, ntasks), port_base=slurm_port_base(cfg, os.environ))
         if gpus == 0:
             # The resolver hands out one GPU range per task and finds none on a CPU node (nor
             # nvidia-smi): give it one pretend GPU per task and tell it not to set
             # CUDA_VISIBLE_DEVICES, so it only computes the cluster.
             per_node = max(slurm.expand_tasks_per_node(os.environ["SLURM_STEP_TASKS_PER_NODE"]))
             kw.update(gpus_per_node=per_node, gpus_per_task=1, auto_set_gpu=False)
-        return tf.distribute.cluster_resolver.SlurmClusterResolver(**kw)
+        resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(**kw)
+        resolver.cluster_spec()  # task_type / task_id stay None until the spec is computed
+        return resolver
     return tf.distribute.cluster_resolver.TFConfigClusterResolver()
 
 
