@@ -23,6 +23,7 @@ from typing import List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from distexp import checks
 from distexp import config as C
 from distexp import errors, launch, sweep, tracking
 
@@ -101,9 +102,9 @@ def prepare(cfg: DictConfig) -> Job:
     from distexp import cluster, datasets
 
     t_start = time.time()
-    C.validate(cfg)
+    checks.validate(cfg)
     gpus = C.check_gpus(cfg.gpus, C.visible_gpus())
-    C.validate_devices(cfg, gpus)
+    checks.validate_devices(cfg, gpus)
     from distexp.models import check_factory
 
     if cfg.model.name == "custom":

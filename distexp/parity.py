@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
+from distexp import checks
 from distexp import config as C
 
 BASELINE = "one_device"  # the reference: the strategy record with baseline = True
@@ -99,7 +100,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     a = p.parse_args(argv)
     try:
         cfg = compose(a.overrides)
-        C.validate(cfg)
+        checks.validate(cfg)
         if a.steps < 1:
             raise C.UserError(f"--steps: received {a.steps}; expected >= 1")
         name = cfg.strategy.name

@@ -9,11 +9,12 @@ import pytest
 
 from distexp import cluster
 from distexp import config as C
+from distexp import checks
 
 
 def _plan(compose, *overrides, visible=0, tmp=Path("/tmp")):
     cfg = compose(*overrides)
-    C.validate(cfg)
+    checks.validate(cfg)
     return cluster.plan(cfg, tmp, visible)
 
 
@@ -181,7 +182,7 @@ def test_slurm_ports_differ_between_jobs(compose):
 ])
 def test_validate_rejects(compose, overrides, needle):
     with pytest.raises(C.UserError) as err:
-        C.validate(compose(*overrides))
+        checks.validate(compose(*overrides))
     assert needle in str(err.value)
 
 

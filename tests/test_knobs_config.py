@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from distexp import config
+from distexp import checks
 
 
 def test_knob_defaults(compose):
@@ -29,11 +30,11 @@ def test_knob_defaults(compose):
 ])
 def test_knob_errors(compose, overrides, needle):
     with pytest.raises(config.UserError, match=None) as ex:
-        config.validate(compose(*overrides))
+        checks.validate(compose(*overrides))
     assert needle in str(ex.value)
 
 
 def test_good_knobs_validate(compose):
-    config.validate(compose("steps_per_execution=10", "jit_compile=true", "strategy=one_device",
+    checks.validate(compose("steps_per_execution=10", "jit_compile=true", "strategy=one_device",
                             "precision=mixed_bfloat16", "target_accuracy=0.9",
                             "dataset.threadpool=2", "dataset.on_device=true"))

@@ -9,6 +9,7 @@ import pytest
 
 from conftest import CONF
 from distexp import config as C
+from distexp import checks
 
 PRESETS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
 TINY = ["epochs=1", "steps_per_epoch=3", "warmup_steps=1", "tracking.enabled=false", "gpus=0"]
@@ -22,7 +23,7 @@ def test_the_issue_presets_exist():
 @pytest.mark.parametrize("preset", PRESETS)
 def test_every_preset_composes(compose, preset):
     cfg = compose(f"experiment={preset}")
-    C.validate(cfg)
+    checks.validate(cfg)
 
 
 def test_presets_say_what_the_tutorials_do(compose):
@@ -42,7 +43,7 @@ def test_presets_say_what_the_tutorials_do(compose):
 
 def test_optuna_search_composes(compose):
     cfg = compose("hparams_search=optuna")
-    C.validate(cfg)
+    checks.validate(cfg)
     assert cfg.objective == "eval/accuracy"
 
 
@@ -55,7 +56,7 @@ def test_optuna_search_composes(compose):
 ])
 def test_validate_rejects(compose, overrides, needle):
     with pytest.raises(C.UserError) as err:
-        C.validate(compose(*overrides))
+        checks.validate(compose(*overrides))
     assert needle in str(err.value)
 
 

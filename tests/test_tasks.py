@@ -54,9 +54,10 @@ def test_ps_mixed_float16_scales_the_loss():
 ])
 def test_refused_before_tensorflow(compose, overrides, needle):
     from distexp import config as C
+    from distexp import checks
 
     with pytest.raises(C.UserError) as err:
-        C.validate(compose(*overrides))
+        checks.validate(compose(*overrides))
     assert str(err.value).startswith(needle), err.value
 
 
@@ -76,7 +77,7 @@ def test_pair_file_errors_are_one_line_before_tensorflow(cli):
     r = cli(*SEQ[:1], "dataset=text_pairs", f"dataset.path={bad}", timeout=120)
     assert r.returncode == 2, r
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith(f"distexp: error: dataset.path: received "), r
+    assert len(lines) == 1 and lines[0].startswith("distexp: error: dataset.path: received "), r
     assert "line 2" in lines[0] and "Strategy:" not in r.stdout, r
 
 

@@ -32,9 +32,10 @@ def test_no_tpu_is_one_line_before_tensorflow(cli):
 ])
 def test_tpu_refusals(compose, overrides, needle):
     from distexp import config as C
+    from distexp import checks
 
     with pytest.raises(C.UserError) as err:
-        C.validate(compose(*overrides))
+        checks.validate(compose(*overrides))
     assert str(err.value).startswith(needle), err.value
 
 

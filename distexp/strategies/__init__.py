@@ -15,7 +15,6 @@ optimizer inside ``strategy.scope()``.
 """
 from __future__ import annotations
 
-import os
 from typing import Dict, List, Mapping, Optional, Tuple, Type
 
 from omegaconf import DictConfig
