@@ -80,8 +80,8 @@ def train(cfg, job_dir: Path) -> dict:
     say(f"Global batch: {G}  (per replica: {G // int(strategy.num_replicas_in_sync)})  "
         f"steps per epoch: {steps}  "
         f"epochs: {cfg.epochs}  loop: {cfg.loop.name}")
-    say(f"Task: {task.describe()}  model: {cfg.model.name} ({model.count_params():,} parameters)  "
-        f"dataset: {cfg.dataset.name} ({data.describe()})")
+    say(f"Model: {cfg.model.name} ({model.count_params():,} parameters)  dataset: "
+        f"{cfg.dataset.name} ({data.describe()})  task: {task.describe()}")
 
     if task.name == "classification" and not meaning.accuracy_meaningful(cfg.dataset.name):
         say(f"Note: dataset={cfg.dataset.name} has random labels: accuracy is chance level and "
