@@ -52,7 +52,7 @@ def test_noisy_but_equal_timings_do_not_grow(noise):
 
 
 def test_clear_overhead_grows_until_it_stops_mattering():
-    # 3 ms per call, 5 ms per step: 1 -> 2 saves 19 %, 8 -> 16 saves 2 %
+    # 3 ms per call, 5 ms per step: 1 -> 4 saves 28 %, 16 -> 64 saves 2.6 %
     t = autotune.Tuner(cap=128, warmup_steps=5)
     drive(t, overhead(0.003, 0.005, noise=0.01))
     assert t.done and t.k >= 8, t.history
@@ -70,20 +70,33 @@ def test_cap_and_budget():
     t = autotune.Tuner(cap=16, warmup_steps=5)
     drive(t, overhead(0.01, 0.0001, noise=0.01))
     assert t.k == 16 and "cap" in t.reason
-    t = autotune.Tuner(cap=20, warmup_steps=5)
+    t = autotune.Tuner(cap=20, warmup_steps=5)  # 1 -> 4 -> 16 -> 20 (the cap, not 64)
     drive(t, overhead(0.01, 0.0001, noise=0.01))
-    assert t.k == 16
-    # 30 ms per step + 50 ms per call: a 16-step call would take ~0.58 s > 0.5 s
+    assert t.k == 20
+    # 30 ms per step + 50 ms per call: at k=4 (42.5 ms/step) a 16-step call would take 0.68 s
     t = autotune.Tuner(cap=128, warmup_steps=5)
     drive(t, overhead(0.05, 0.03, noise=0.01))
-    assert t.k == 8 and "16 steps would take over 0.5 s" in t.reason, t.reason
+    assert t.k == 4 and "16 steps would take over 0.5 s" in t.reason, t.reason
+
+
+def test_cost_is_compared_and_wall_time_sets_the_budget():
+    """The loop passes CPU time as the cost: wall time swinging 2x with the machine's load does
+    not hide a per-call CPU overhead."""
+    t = autotune.Tuner(cap=128, warmup_steps=5)
+    rng = __import__("random").Random(1)
+    while not t.done:
+        size = t.size()
+        n = min(size, t.warmup_left()) if t.warmup_left() else size
+        cpu = (0.005 + 0.003 / size) * n * (1 + rng.gauss(0, 0.02))
+        t.observe(size, n, cpu * rng.uniform(1, 3), cost=cpu)
+    assert t.k >= 16, t.history
 
 
 def test_cut_short_calls_are_not_samples():
     t = autotune.Tuner(cap=64, warmup_steps=0)
     t.observe(1, 1, 1.0)          # settle k=1
-    t.observe(2, 1, 100.0)        # cut short: ignored, turn unchanged
-    assert t.size() == 2 and not t._per_step
+    t.observe(4, 1, 100.0)        # cut short: ignored, turn unchanged
+    assert t.size() == 4 and not t._per_step
 
 
 def test_cap_one_is_final():

@@ -26,7 +26,8 @@ def _probe(tmp_path, *overrides):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("loop,k", [("custom", 1), ("custom", 5), ("fit", 5)])
+@pytest.mark.parametrize("loop,k", [("custom", 1), ("custom", 5), ("fit", 5), ("custom", "auto"),
+                                    ("fit", "auto")])
 def test_logged_rate_matches_a_stopwatch_outside_the_loop(tmp_path, loop, k):
     G = 64
     out = _probe(tmp_path, "strategy=one_device", f"loop={loop}", f"steps_per_execution={k}",
@@ -60,6 +61,29 @@ def test_steps_per_call_keep_every_step_loss(cli):
     assert max(abs(x - y) for (_, x), (_, y) in zip(a, b)) < 1e-5
 
 
+def test_default_job_resolves_auto_and_keeps_every_step(cli):
+    """steps_per_execution=auto (the default): the chosen k is a param and printed once; every
+    step still has its own steps.csv row and its own loss, and examples/s counts every timed
+    step (tuning calls included)."""
+    job = cli.cwd / "auto"
+    r = cli(f"hydra.run.dir={job}", "strategy=one_device", "epochs=2", "steps_per_epoch=120",
+            "dataset=synthetic", "dataset.size=512", "measure_peak_flops=false")
+    assert r.returncode == 0, r
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("steps_per_execution: ")]
+    assert len(lines) == 1, r.stdout
+    _, runs = mlflow_runs(cli.uri)
+    k = int(runs[0].data.params["steps_per_execution_resolved"])
+    assert lines[0].startswith(f"steps_per_execution: {k} (")
+    assert 1 <= k <= 120
+    with open(job / "steps.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in rows] == list(range(1, 241))
+    assert {r["loss_kind"] for r in rows} == {"step"}
+    losses = [float(r["loss"]) for r in rows]
+    assert all(math.isfinite(v) for v in losses) and len(set(losses)) > 200  # not repeated
+    assert runs[0].data.metrics["perf/timed_steps"] == 240 - 5
+
+
 def test_figures_in_mlflow(cli):
     """Mirrored x2, 3 epochs of 10 steps, 10 warm-up steps: epoch 1 is all warm-up."""
     r = cli("strategy=mirrored", "cpu_replicas=2", "epochs=3", "steps_per_epoch=10",
@@ -91,7 +115,8 @@ def test_figures_in_mlflow(cli):
     assert any(k.startswith("system/cpu_utilization") for k in m), sorted(m)
     assert any(k.startswith("system/system_memory_usage") for k in m), sorted(m)
     p = run.data.params
-    assert p["steps_per_execution"] == "1" and p["precision"] == "float32"
+    assert p["steps_per_execution"] == "auto" and p["precision"] == "float32"
+    assert 1 <= int(p["steps_per_execution_resolved"]) <= 10  # capped by the 10-step epoch
     assert p["devices"] == "/cpu:0,/cpu:1"  # logged by the trainer, forwarded by the job
 
 
