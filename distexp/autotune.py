@@ -83,13 +83,14 @@ def fit_k(steps_per_epoch: int, *limits: Optional[int]) -> int:
 class Tuner:
     def __init__(self, cap: int, warmup_steps: int, *, budget_s: float = 0.5, samples: int = 5,
                  min_seconds: float = 0.5, max_samples: int = 30, parallel: int = 1,
-                 factor: int = 4):
+                 factor: int = 4, cost_name: str = "wall"):
         self.cap = max(1, int(cap))
         self.warmup = max(0, int(warmup_steps))
         self.budget_s, self.samples = budget_s, samples
         self.min_seconds, self.max_samples = min_seconds, max_samples
         self.parallel = parallel  # ps: steps of that many workers share one measured interval
         self.factor = factor
+        self.cost_name = cost_name  # what `cost` is, for the printed decision
         self.k = 1
         self.seen = 0                      # steps observed so far
         self.done = self.cap == 1
@@ -159,8 +160,8 @@ class Tuner:
             return
         diff, half = welch(a, b)
         ma, mb = statistics.fmean(a), statistics.fmean(b)
-        line = (f"k={self.k}: {1e3 * ma:.3f} ms/step (n={len(a)}), k={big}: "
-                f"{1e3 * mb:.3f} ms/step (n={len(b)}), difference {1e3 * diff:+.3f} "
+        line = (f"{self.cost_name} ms/step: k={self.k} {1e3 * ma:.3f} (n={len(a)}), k={big} "
+                f"{1e3 * mb:.3f} (n={len(b)}), difference {1e3 * diff:+.3f} "
                 f"+/- {1e3 * half:.3f} ms (95 %)")
         self.history.append(line)
         if diff <= half:

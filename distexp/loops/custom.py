@@ -110,7 +110,7 @@ def _resolve(ctx, dispatch, every: int):
     if bool(cfg.dataset.on_device):
         return _fixed(rep, 1, "auto with dataset.on_device: one call per step")
     workers = getattr(dispatch, "workers", 1)
-    return autotune.Tuner(cap, rep.meter.warmup_steps, parallel=workers)
+    return autotune.Tuner(cap, rep.meter.warmup_steps, parallel=workers, cost_name="CPU")
 
 
 def _fixed(rep, k: int, why: str) -> None:
