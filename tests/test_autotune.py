@@ -110,6 +110,7 @@ def test_caps_and_fit_rule():
     assert autotune.cap_for(None) == autotune.MAX_K
     assert autotune.fit_k(22) == 11 and autotune.fit_k(60) == 15 and autotune.fit_k(13) == 13
     assert autotune.fit_k(17) == 1 and autotune.fit_k(64, 10) == 8
+    assert autotune.fit_k(3, None, 3 - 1) == 1  # 3 steps, 1 warm-up: a 3-step call is all warm-up
 
 
 def test_welch_interval():

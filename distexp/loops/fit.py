@@ -5,8 +5,8 @@ runs the shared evaluation: both loops' eval figures come from the same code.
 `steps_per_execution` and `jit_compile` go to `compile`; with k steps per execution Keras calls the
 callback once per k steps, so the interval is shared by those k steps (one steps.csv row each call).
 `steps_per_execution=auto`: Keras takes k once, at compile time, and it must divide the steps per
-epoch, so no measurement: the largest divisor of the steps per epoch <= 16 and <= the progress
-line interval (distexp.autotune.fit_k).
+epoch, so no measurement: the largest divisor of the steps per epoch <= 16, <= the progress
+line interval and <= the steps after the warm-up (distexp.autotune.fit_k).
 Only tasks whose figures Keras computes exactly (`Task.fit_ok`: classification) train here; the
 config check refuses the others before TensorFlow starts. A non-finite loss stops fit as Keras'
 TerminateOnNaN does (distexp.loops.custom.Diverged).
@@ -24,7 +24,9 @@ def train(ctx: Context) -> None:
 
     rep = ctx.reporter
     auto = ctx.cfg.steps_per_execution == "auto"
-    k = (autotune.fit_k(ctx.steps_per_epoch, rep.log_every) if auto
+    # auto: leave at least one call after the warm-up, else nothing would be timed
+    after_warmup = max(1, ctx.epochs * ctx.steps_per_epoch - rep.meter.warmup_steps)
+    k = (autotune.fit_k(ctx.steps_per_epoch, rep.log_every, after_warmup) if auto
          else int(ctx.cfg.steps_per_execution))
     if ctx.steps_per_epoch % k:
         divisors = [d for d in range(1, ctx.steps_per_epoch + 1) if ctx.steps_per_epoch % d == 0]
@@ -35,7 +37,7 @@ def train(ctx: Context) -> None:
     rep.logger.log_params({"steps_per_execution_resolved": k})
     rep.print(f"steps_per_execution: {k} (" + (
         f"auto with loop=fit: the largest divisor of {ctx.steps_per_epoch} steps per epoch "
-        f"<= {autotune.FIT_MAX_K}" if auto else "as configured") + ")")
+        f"<= {autotune.FIT_MAX_K} and the caps" if auto else "as configured") + ")")
 
     class Timing(keras.callbacks.Callback):
         diverged = None
