@@ -101,7 +101,10 @@ def train(ctx: Context) -> None:
 def _resolve(ctx, dispatch, every: int):
     """steps_per_execution=auto: a Tuner, or None once k is fixed (multiworker, on-device)."""
     cfg, rep = ctx.cfg, ctx.reporter
-    cap = autotune.cap_for(ctx.steps_per_epoch, every, rep.log_every)
+    # ps: one run is a window of k-step calls, so the caps bound the window
+    window = getattr(dispatch, "window", 1)
+    cap = autotune.cap_for(*(max(1, v // window) if v else v
+                             for v in (ctx.steps_per_epoch, every, rep.log_every)))
     if cfg.strategy.name == "multiworker":
         k = min(autotune.FIXED_K, cap)
         dispatch.k = k
