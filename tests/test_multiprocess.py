@@ -81,7 +81,10 @@ def test_multiworker_reproduces_one_device_and_logs_one_run(base):
     assert (p["num_workers"], p["num_replicas"], p["global_batch_size"]) == ("2", "2", "64")
     assert run.data.metrics["eval/accuracy"] >= 0.90
     logs = {a.path for a in client.list_artifacts(run.info.run_id, "logs")}
-    assert {"logs/worker-0.log", "logs/worker-1.log"} <= logs
+    # every worker's log is kept, except an empty one (tracking skips empty files): worker-1
+    # may print nothing at all (seen with auto's fixed k = 8 under multiworker)
+    kept = {f"logs/{p.name}" for p in (cwd / "mw").glob("worker-*.log") if p.stat().st_size}
+    assert "logs/worker-0.log" in kept and kept <= logs
 
 
 def test_ps_learns_like_one_device(base):
@@ -146,7 +149,10 @@ def test_killed_worker_fails_the_job_and_resume_finishes_it(base):
     client, runs = mlflow_runs(uri)
     assert len(runs) == 1 and runs[0].info.status == "FAILED"
     logs = {a.path for a in client.list_artifacts(runs[0].info.run_id, "logs")}
-    assert {"logs/worker-0.log", "logs/worker-1.log"} <= logs
+    # every worker's log is kept, except an empty one (tracking skips empty files): worker-1
+    # may print nothing at all (seen with auto's fixed k = 8 under multiworker)
+    kept = {f"logs/{p.name}" for p in (cwd / "mw").glob("worker-*.log") if p.stat().st_size}
+    assert "logs/worker-0.log" in kept and kept <= logs
 
     from conftest import run_cli
 
