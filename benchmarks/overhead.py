@@ -10,7 +10,9 @@ and then the plain script (the order flips every round) with the same model (tut
 (seeded random 28x28x1 images, cached batches), batch (64 per replica), optimizer and steps, and
 takes the ratio of their steady-state examples/s: distexp's logged perf/examples_per_sec vs the
 plain script's examples / wall time over the same steps after the same warm-up. Running both
-sides back to back, alternating, makes other load on the machine hit both.
+sides back to back, alternating, makes other load on the machine hit both. distexp runs its
+default job: `steps_per_execution=auto`, so its timed steps include the tuning phase (calls at
+smaller k) and the report lists the k each run chose.
 
 Also measured: time to the end of the first training step from launching the command (distexp
 with MLflow on, distexp with tracking.enabled=false, the plain script), `python -m distexp --help`,
@@ -69,7 +71,9 @@ def run_distexp(strategy, loop, replicas, steps, warmup, work: Path, tracking=Tr
        + [f"hydra.run.dir={job}"], work)
     r = json.loads((job / "result.json").read_text())
     G = 64 * replicas  # batch_size_per_replica=64
-    return {"examples_per_sec": r["perf/examples_per_sec"],
+    said = [ln for ln in (job / "chief.log").read_text().splitlines()
+            if ln.startswith("steps_per_execution: ")]
+    return {"examples_per_sec": r["perf/examples_per_sec"], "k": said[0] if said else None,
             "cpu_per_example": r["cpu_seconds_timed"] / (G * r["perf/timed_steps"]),
             "first_step_s": r["first_step_unix"] - t0, "result": r}
 
@@ -132,7 +136,7 @@ def main() -> None:
         for strategy, loop, replicas in CELLS:
             key = f"{strategy}/{loop}"
             cell = raw["cells"].setdefault(key, {"distexp": [], "plain": [], "ratio": [],
-                                                 "cpu_ratio": []})
+                                                 "cpu_ratio": [], "k": []})
             sides = ["distexp", "plain"] if rnd % 2 == 0 else ["plain", "distexp"]
             got = {}
             for side in sides:
@@ -141,12 +145,14 @@ def main() -> None:
                 cell[side].append(got[side]["examples_per_sec"])
                 raw["first_step"][side].append(got[side]["first_step_s"])
             cell["ratio"].append(got["distexp"]["examples_per_sec"] / got["plain"]["examples_per_sec"])
+            cell["k"].append(got["distexp"]["k"])  # steps_per_execution as the job resolved it
             # examples per CPU-second, distexp over plain (> 1: distexp spends less CPU/example)
             cell["cpu_ratio"].append(got["plain"]["cpu_per_example"]
                                      / got["distexp"]["cpu_per_example"])
             print(f"round {rnd + 1} {key}: distexp {got['distexp']['examples_per_sec']:.0f} ex/s, "
                   f"plain {got['plain']['examples_per_sec']:.0f} ex/s, ratio "
-                  f"{cell['ratio'][-1]:.3f}, CPU ratio {cell['cpu_ratio'][-1]:.3f}",
+                  f"{cell['ratio'][-1]:.3f}, CPU ratio {cell['cpu_ratio'][-1]:.3f}; "
+                  f"{cell['k'][-1]}",
                   file=sys.stderr, flush=True)
         if "first_step" in a.only:
             r = run_distexp("one_device", "custom", 1, 20, 5, work, tracking=False)
@@ -191,6 +197,9 @@ def report(raw, a) -> str:
     for key, c in raw["cells"].items():
         out.append(f"| {key} | {fmt(c['distexp'], '{:.0f}')} | {fmt(c['plain'], '{:.0f}')} | "
                    f"{fmt(c['ratio'])} | {fmt(c['cpu_ratio'])} |")
+    for key, c in raw["cells"].items():
+        for i, said in enumerate(c.get("k", [])):
+            out.append(f"- {key} round {i + 1}: {said}")
     fs = raw["first_step"]
     if fs["distexp"] and fs["plain"] and fs["distexp_no_tracking"]:
         out += ["", "| time to first training step (from launching the command) | seconds |",

@@ -36,6 +36,12 @@ def _at_least(key: str, value: Optional[float], low: float, *, allow_none: bool 
         raise UserError(f"{key}: received {value}; expected >= {low}")
 
 
+def _steps_per_execution(value: Any) -> None:
+    ok = value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
+    if not ok:
+        raise UserError(f"steps_per_execution: received {value!r}; valid: auto or an integer >= 1")
+
+
 def _unknown_keys(node: DictConfig, prefix: str = "") -> None:
     """Keys added with `+key=value` that no schema declares (Hydra's `+` bypasses struct mode)."""
     import dataclasses
@@ -74,7 +80,7 @@ def validate(cfg: DictConfig) -> None:
     _at_least("ps", cfg.ps, 0)
     _at_least("warmup_steps", cfg.warmup_steps, 0)
     _at_least("log_every_steps", cfg.log_every_steps, 0)
-    _at_least("steps_per_execution", cfg.steps_per_execution, 1)
+    _steps_per_execution(cfg.steps_per_execution)
     _choice("precision", cfg.precision, PRECISIONS)
     _at_least("dataset.threadpool", cfg.dataset.threadpool, 0)
     _at_least("tracking.system_metrics_interval", cfg.tracking.system_metrics_interval, 0.1)

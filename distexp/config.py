@@ -197,7 +197,9 @@ class Config:
     timeout: Optional[float] = None
     # Training steps per tf.function call (fit: compile's steps_per_execution; custom: a loop of
     # this many steps inside one call, as Orbit does). Small models are otherwise Python-bound.
-    steps_per_execution: int = 1
+    # "auto" (str) or an int >= 1 (Any: OmegaConf has no union of str and int; checked in
+    # distexp.checks).
+    steps_per_execution: Any = "auto"
     # XLA: compile the training step (fit: compile(jit_compile=...); custom: the replica step).
     jit_compile: bool = False
     # Keras mixed precision policy; mixed_float16 adds loss scaling (LossScaleOptimizer).

@@ -118,8 +118,12 @@ class SyncDispatch:
         self.step, self.train_ds, self.k = step, train_ds, k
         self.on_device, self.input_wait = on_device, input_wait
         self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="distexp_step")
-        self.max_steps = k
         self.iterator = self.fixed = None
+
+    @property
+    def max_steps(self) -> int:
+        """Steps in the next call (k may change while steps_per_execution=auto tunes it)."""
+        return self.k
 
     def begin(self, start: int) -> None:
         # The data order depends only on the step: skip what a restored checkpoint trained.
@@ -171,8 +175,14 @@ class PSDispatch:
             return out
 
         self.scheduled = scheduled
-        self.max_steps = max(PS_WINDOW, 2 * workers) * k
+        self.window = max(PS_WINDOW, 2 * workers)  # k-step calls per join
+        self.workers = workers
         self.iterator = None
+
+    @property
+    def max_steps(self) -> int:
+        """Steps in the next window (k may change while steps_per_execution=auto tunes it)."""
+        return self.window * self.k
 
     def begin(self, start: int) -> None:
         self.iterator = iter(self.coordinator.create_per_worker_dataset(self.dataset_fn))

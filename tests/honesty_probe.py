@@ -29,8 +29,8 @@ def main() -> None:
     marks = []  # (steps finished so far, perf_counter) at every end_step call
     real = progress.Reporter.end_step
 
-    def end_step(self, loss, kind="step", steps=1):
-        real(self, loss, kind, steps)
+    def end_step(self, loss, kind="step", steps=1, **kw):
+        real(self, loss, kind, steps, **kw)
         marks.append((self.meter.step, time.perf_counter(), self.epoch))
 
     progress.Reporter.end_step = end_step

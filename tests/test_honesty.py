@@ -26,8 +26,11 @@ def _probe(tmp_path, *overrides):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("loop,k", [("custom", 1), ("custom", 5), ("fit", 5)])
-def test_logged_rate_matches_a_stopwatch_outside_the_loop(tmp_path, loop, k):
+# timed steps: 60 - the calls holding any of the 10 warm-up steps (fit auto: k = 15, the
+# largest divisor of 60 <= 16, so the first call of 15 is warm-up; custom auto never crosses it)
+@pytest.mark.parametrize("loop,k,timed", [("custom", 1, 50), ("custom", 5, 50), ("fit", 5, 50),
+                                          ("custom", "auto", 50), ("fit", "auto", 45)])
+def test_logged_rate_matches_a_stopwatch_outside_the_loop(tmp_path, loop, k, timed):
     G = 64
     out = _probe(tmp_path, "strategy=one_device", f"loop={loop}", f"steps_per_execution={k}",
                  "epochs=1", "steps_per_epoch=60", "warmup_steps=10", f"global_batch_size={G}",
@@ -37,7 +40,7 @@ def test_logged_rate_matches_a_stopwatch_outside_the_loop(tmp_path, loop, k):
     assert final["perf/time_to_accuracy_s"] is None
     assert final["perf/peak_flops"] is None and final["perf/mfu"] is None
     assert math.isfinite(final["perf/flops_per_example"])
-    assert out["steps"] == final["perf/timed_steps"] == 50
+    assert out["steps"] == final["perf/timed_steps"] == timed
     outside = G * out["steps"] / out["seconds"]
     assert final["perf/examples_per_sec"] == pytest.approx(outside, rel=0.05)
     assert final["perf/examples_per_sec_per_replica"] == final["perf/examples_per_sec"]
@@ -60,10 +63,34 @@ def test_steps_per_call_keep_every_step_loss(cli):
     assert max(abs(x - y) for (_, x), (_, y) in zip(a, b)) < 1e-5
 
 
+def test_default_job_resolves_auto_and_keeps_every_step(cli):
+    """steps_per_execution=auto (the default): the chosen k is a param and printed once; every
+    step still has its own steps.csv row and its own loss, and examples/s counts every timed
+    step (tuning calls included)."""
+    job = cli.cwd / "auto"
+    r = cli(f"hydra.run.dir={job}", "strategy=one_device", "epochs=2", "steps_per_epoch=120",
+            "dataset=synthetic", "dataset.size=512", "measure_peak_flops=false")
+    assert r.returncode == 0, r
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("steps_per_execution: ")]
+    assert len(lines) == 1, r.stdout
+    _, runs = mlflow_runs(cli.uri)
+    k = int(runs[0].data.params["steps_per_execution_resolved"])
+    assert lines[0].startswith(f"steps_per_execution: {k} (")
+    assert 1 <= k <= 120
+    with open(job / "steps.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in rows] == list(range(1, 241))
+    assert {r["loss_kind"] for r in rows} == {"step"}
+    losses = [float(r["loss"]) for r in rows]
+    assert all(math.isfinite(v) for v in losses) and len(set(losses)) > 200  # not repeated
+    assert runs[0].data.metrics["perf/timed_steps"] == 240 - 5
+
+
 def test_figures_in_mlflow(cli):
     """Mirrored x2, 3 epochs of 10 steps, 10 warm-up steps: epoch 1 is all warm-up."""
     r = cli("strategy=mirrored", "cpu_replicas=2", "epochs=3", "steps_per_epoch=10",
-            "warmup_steps=10", "target_accuracy=0.05", "tracking.system_metrics_interval=1")
+            "warmup_steps=10", "target_accuracy=0.05", "tracking.system_metrics_interval=1",
+            "steps_per_execution=1")  # the input wait is timed only with one step per call
     assert r.returncode == 0, r
     client, runs = mlflow_runs(cli.uri)
     run = runs[0]
@@ -92,6 +119,7 @@ def test_figures_in_mlflow(cli):
     assert any(k.startswith("system/system_memory_usage") for k in m), sorted(m)
     p = run.data.params
     assert p["steps_per_execution"] == "1" and p["precision"] == "float32"
+    assert p["steps_per_execution_resolved"] == "1"
     assert p["devices"] == "/cpu:0,/cpu:1"  # logged by the trainer, forwarded by the job
 
 

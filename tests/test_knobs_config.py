@@ -9,7 +9,7 @@ from distexp import checks
 
 def test_knob_defaults(compose):
     cfg = compose()
-    assert cfg.steps_per_execution == 1 and cfg.jit_compile is False
+    assert cfg.steps_per_execution == "auto" and cfg.jit_compile is False
     assert cfg.precision == "float32" and cfg.target_accuracy is None
     assert cfg.measure_peak_flops is True
     assert cfg.dataset.prefetch == -1 and cfg.dataset.threadpool == 0
@@ -18,7 +18,11 @@ def test_knob_defaults(compose):
 
 
 @pytest.mark.parametrize("overrides,needle", [
-    (["steps_per_execution=0"], "steps_per_execution: received 0; expected >= 1"),
+    (["steps_per_execution=0"], "steps_per_execution: received 0; valid: auto or an integer >= 1"),
+    (["steps_per_execution=fast"], "steps_per_execution: received 'fast'; valid: auto or an "
+                                   "integer >= 1"),
+    (["steps_per_execution=2.5"], "steps_per_execution: received 2.5; valid: auto"),
+    (["steps_per_execution=true"], "steps_per_execution: received True; valid: auto"),
     (["precision=float16"], "precision: received 'float16'; valid: float32, mixed_float16, "
                             "mixed_bfloat16"),
     (["target_accuracy=1.5"], "target_accuracy: received 1.5"),
@@ -32,6 +36,13 @@ def test_knob_errors(compose, overrides, needle):
     with pytest.raises(config.UserError, match=None) as ex:
         checks.validate(compose(*overrides))
     assert needle in str(ex.value)
+
+
+def test_steps_per_execution_auto_or_int(compose):
+    config.validate(compose("steps_per_execution=auto"))
+    cfg = compose("steps_per_execution=5")
+    config.validate(cfg)
+    assert cfg.steps_per_execution == 5
 
 
 def test_good_knobs_validate(compose):

@@ -64,6 +64,14 @@ def base(tmp_path_factory):
     return cwd, mw
 
 
+def _assert_logs_kept(job_dir, logs) -> None:
+    """Every worker's log is an artifact, except an empty one (tracking skips empty files):
+    worker-1 prints nothing on this machine unless something goes wrong (seen 0 bytes with
+    steps_per_execution=1 and with auto's k = 8)."""
+    kept = {f"logs/{p.name}" for p in job_dir.glob("worker-*.log") if p.stat().st_size}
+    assert "logs/worker-0.log" in kept and kept <= logs, (kept, logs)
+
+
 def test_multiworker_reproduces_one_device_and_logs_one_run(base):
     cwd, mw = base
     assert "could not listen on its port" in mw.stdout, "the port clash was not retried"
@@ -81,7 +89,7 @@ def test_multiworker_reproduces_one_device_and_logs_one_run(base):
     assert (p["num_workers"], p["num_replicas"], p["global_batch_size"]) == ("2", "2", "64")
     assert run.data.metrics["eval/accuracy"] >= 0.90
     logs = {a.path for a in client.list_artifacts(run.info.run_id, "logs")}
-    assert {"logs/worker-0.log", "logs/worker-1.log"} <= logs
+    _assert_logs_kept(cwd / "mw", logs)
 
 
 def test_ps_learns_like_one_device(base):
@@ -146,7 +154,7 @@ def test_killed_worker_fails_the_job_and_resume_finishes_it(base):
     client, runs = mlflow_runs(uri)
     assert len(runs) == 1 and runs[0].info.status == "FAILED"
     logs = {a.path for a in client.list_artifacts(runs[0].info.run_id, "logs")}
-    assert {"logs/worker-0.log", "logs/worker-1.log"} <= logs
+    _assert_logs_kept(job, logs)
 
     from conftest import run_cli
 

@@ -4,6 +4,9 @@ distributed iterator, or ClusterCoordinator.schedule under ps.
 
 - A call runs n steps: `steps_per_execution` (k) under sync strategies, a window of k-step calls
   under ps; a call never crosses an epoch's end or a checkpoint.
+- `steps_per_execution=auto` (distexp.autotune): k is measured at the start of the run; under
+  multiworker it is a fixed rule instead (every worker must run the same call sizes, and each
+  would time differently); with `dataset.on_device` it stays 1 (one call per step).
 - Per epoch: train/loss = mean of the epoch's per-step losses (each the exact mean over the
   global batch); train/<metric> = the metric's sums over the epoch's steps, divided.
 - Non-finite loss (`terminate_on_nan`, default true): training stops after the call that
@@ -13,6 +16,9 @@ distributed iterator, or ClusterCoordinator.schedule under ps.
 """
 from __future__ import annotations
 
+import time
+
+from distexp import autotune
 from distexp.checkpoints import Checkpoints
 from distexp.loops import Context
 from distexp.step import PSDispatch, Step, SyncDispatch, finite, metric_figures
@@ -24,7 +30,8 @@ class Diverged(Exception):
 
 def train(ctx: Context) -> None:
     cfg, rep = ctx.cfg, ctx.reporter
-    k = int(cfg.steps_per_execution)
+    auto = cfg.steps_per_execution == "auto"
+    k = 1 if auto else int(cfg.steps_per_execution)
     step = Step(ctx.strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch,
                 jit=bool(cfg.jit_compile))
     if ctx.is_ps:
@@ -40,6 +47,7 @@ def train(ctx: Context) -> None:
     dispatch.begin(start)
     total = ctx.epochs * ctx.steps_per_epoch
     every = ckpts.every if ckpts.saves else 0
+    tuner = _resolve(ctx, dispatch, every) if auto else _fixed(rep, k, "as configured")
     diverged = None
     at = start
     try:
@@ -50,9 +58,20 @@ def train(ctx: Context) -> None:
             loss_sum, sums = 0.0, [0.0] * (2 * len(step.names))
             end = epoch * ctx.steps_per_epoch
             while at < end:
+                if tuner is not None:
+                    dispatch.k = tuner.size()
                 n = min(dispatch.max_steps, end - at, (every - at % every) if every else end)
+                if tuner is not None and tuner.warmup_left():
+                    n = min(n, tuner.warmup_left())  # no timed call holds a warm-up step
+                t0, c0 = time.perf_counter(), time.process_time()
                 out = dispatch.run(n)
                 rep.end_step(out.losses, steps=n, units=out.units)
+                if tuner is not None:
+                    tuner.observe(dispatch.k, n, time.perf_counter() - t0,
+                                  full=n == dispatch.max_steps, cost=time.process_time() - c0)
+                    if tuner.done:
+                        _announce(rep, tuner.k, tuner.reason)
+                        tuner = None
                 loss_sum += sum(out.losses)
                 sums = [a + b for a, b in zip(sums, out.sums)]
                 if diverged is None and not finite(out.losses):
@@ -72,5 +91,36 @@ def train(ctx: Context) -> None:
             rep.print(f"resume: the checkpoint is at the last step ({total}); nothing left to train")
             rep.start_epoch(ctx.epochs)
             rep.end_epoch({"train/loss": float("nan")})
+        if tuner is not None:  # training ended before the tuner decided
+            tuner.stop("training ended while tuning")
+            _announce(rep, tuner.k, tuner.reason)
     finally:
         ckpts.close()
+
+
+def _resolve(ctx, dispatch, every: int):
+    """steps_per_execution=auto: a Tuner, or None once k is fixed (multiworker, on-device)."""
+    cfg, rep = ctx.cfg, ctx.reporter
+    # ps: one run is a window of k-step calls, so the caps bound the window
+    window = getattr(dispatch, "window", 1)
+    cap = autotune.cap_for(*(max(1, v // window) if v else v
+                             for v in (ctx.steps_per_epoch, every, rep.log_every)))
+    if cfg.strategy.name == "multiworker":
+        k = min(autotune.FIXED_K, cap)
+        dispatch.k = k
+        return _fixed(rep, k, f"auto under multiworker: the fixed rule min({autotune.FIXED_K}, "
+                              f"cap {cap}), so that every worker runs the same calls")
+    if bool(cfg.dataset.on_device):
+        return _fixed(rep, 1, "auto with dataset.on_device: one call per step")
+    workers = getattr(dispatch, "workers", 1)
+    return autotune.Tuner(cap, rep.meter.warmup_steps, parallel=workers, cost_name="CPU")
+
+
+def _fixed(rep, k: int, why: str) -> None:
+    _announce(rep, k, why)
+    return None
+
+
+def _announce(rep, k: int, why: str) -> None:
+    rep.logger.log_params({"steps_per_execution_resolved": k})
+    rep.print(f"steps_per_execution: {k} ({why})")

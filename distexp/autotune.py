@@ -1,0 +1,177 @@
+"""`steps_per_execution=auto`: how many steps one call runs, measured at the start of the run
+(pure Python: no TensorFlow; the custom loop feeds it the wall time of each call).
+
+The per-step time at k steps per call is about s + c / k (s: the step's own work, c: the cost of
+one call: Python, dispatch, fetching the losses). Going from k to 4k saves 3c / 4k per step, which
+matters while c is large against s and stops mattering soon after. The tuner measures that
+saving instead of assuming it:
+
+- Warm-up (the run's `warmup_steps`): one 1-step call, then 2-step calls, so both compiled
+  functions (one step; k steps in a `tf.range` loop) are traced before anything is measured.
+  Calls never cross the warm-up's end (so no timed call contains a warm-up step).
+- Tuning: starting at k = 1, calls of k and 4k steps (`factor`) alternate (so a slow period of
+  the machine hits both; a side that has enough samples gives way); the first call at each size is
+  not used. Once each side has at least `samples` calls and `min_seconds` of cost (or
+  `max_samples` calls), their mean per-step costs
+  are compared with a Welch interval (Student t, 95 %, two-sided): k becomes 4k only if 4k is
+  cheaper by more than the interval (the last candidate is the cap itself when 4k would pass it).
+  Otherwise, or when k reached the cap, or when the next candidate's call
+  would be predicted (from wall time) to take more than `budget_s` (TF PR 41742: ~0.2-1 s per
+  execution), k is final.
+- The cost compared is what the loop passes: distexp's custom loop passes the process's CPU time
+  over the call (all threads). The per-call overhead is host CPU work, and CPU time is far less
+  sensitive than wall time to other processes on the machine (measured on the 2-core machine
+  under load 6: +/-3 % per call against +/-50 % for wall time), where wall-time comparisons of
+  a few calls would almost never be significant. Without a CPU figure the wall time is used.
+- Noisy-but-equal timings therefore keep k (a false grow needs a 2.5 % tail event), a clear
+  per-call overhead grows it.
+
+Calls cut short (an epoch's end, a checkpoint) train and are timed as usual but are not samples.
+The chosen k is the one the rest of the run uses; every step, tuning included, is timed and
+reported by the usual definitions (a call's interval shared by its steps).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Dict, List, Optional
+
+MAX_K = 128
+FIXED_K = 8  # multiworker: every worker must run the same call sizes; no per-worker timing
+FIT_MAX_K = 16
+
+# Student t, 97.5 % quantile, df 1..30 (two-sided 95 %).
+_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+         2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+
+
+def t975(df: float) -> float:
+    if df < 1:
+        return _T975[0]
+    if df <= 30:
+        lo = int(math.floor(df))
+        hi = min(lo + 1, 30)
+        return _T975[lo - 1] + (_T975[hi - 1] - _T975[lo - 1]) * (df - lo)
+    return 1.96 + 2.4 / df  # within 0.01 of the exact quantile above 30
+
+
+def welch(a: List[float], b: List[float]):
+    """(mean(a) - mean(b), half-width of its 95 % Welch interval)."""
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    diff = statistics.fmean(a) - statistics.fmean(b)
+    se2 = va + vb
+    if se2 == 0:
+        return diff, 0.0
+    df = se2 ** 2 / ((va ** 2 / (len(a) - 1) if va else 0) + (vb ** 2 / (len(b) - 1) if vb else 0))
+    return diff, t975(df) * math.sqrt(se2)
+
+
+def cap_for(*limits: Optional[int], max_k: int = MAX_K) -> int:
+    """The largest k allowed: the smallest of the positive limits (epoch length, checkpoint
+    interval, log_every_steps) and max_k."""
+    return max(1, min([max_k] + [int(v) for v in limits if v]))
+
+
+def fit_k(steps_per_epoch: int, *limits: Optional[int]) -> int:
+    """`loop=fit`: Keras takes k once, at compile time, and k must divide the steps per epoch:
+    the largest divisor of steps_per_epoch that is <= FIT_MAX_K and the caps."""
+    cap = cap_for(*limits, max_k=FIT_MAX_K)
+    return max(d for d in range(1, cap + 1) if steps_per_epoch % d == 0)
+
+
+class Tuner:
+    def __init__(self, cap: int, warmup_steps: int, *, budget_s: float = 0.5, samples: int = 5,
+                 min_seconds: float = 0.5, max_samples: int = 30, parallel: int = 1,
+                 factor: int = 4, cost_name: str = "wall"):
+        self.cap = max(1, int(cap))
+        self.warmup = max(0, int(warmup_steps))
+        self.budget_s, self.samples = budget_s, samples
+        self.min_seconds, self.max_samples = min_seconds, max_samples
+        self.parallel = parallel  # ps: steps of that many workers share one measured interval
+        self.factor = factor
+        self.cost_name = cost_name  # what `cost` is, for the printed decision
+        self.k = 1
+        self.seen = 0                      # steps observed so far
+        self.done = self.cap == 1
+        self.reason = "cap is 1" if self.done else ""
+        self.history: List[str] = []       # one line per decision
+        self._turn = 0                     # alternation: 0 -> k, 1 -> the candidate
+        self._per_step: Dict[int, List[float]] = {}   # the compared cost, per step
+        self._wall: Dict[int, List[float]] = {}       # wall seconds per step (the budget)
+        self._settled: set = set()
+
+    # -- what the loop asks -------------------------------------------------------------------
+    def size(self) -> int:
+        """Steps per call for the next call."""
+        if self.done:
+            return self.k
+        if self.seen < self.warmup:
+            return 1 if self.seen == 0 else min(2, self.cap)
+        return self._expected()
+
+    def _expected(self) -> int:
+        """Alternate k and the candidate; a side that has enough samples gives way."""
+        a = self._enough(self._per_step.get(self.k, []), self.k)
+        b = self._enough(self._per_step.get(self._big(), []), self._big())
+        side = 1 if a and not b else 0 if b and not a else self._turn
+        return self.k if side == 0 else self._big()
+
+    def warmup_left(self) -> int:
+        return max(0, self.warmup - self.seen)
+
+    def observe(self, size: int, steps: int, seconds: float, full: Optional[bool] = None,
+                cost: Optional[float] = None) -> None:
+        """Calls of `size` steps ran `steps` steps in `seconds` (wall time from before the call to
+        after its results were on the host); `cost`: what is compared (e.g. CPU seconds over the
+        same span; default: the wall time). `full`: not cut short (default: steps == size; ps
+        passes whether its window of calls was complete)."""
+        first = self.seen
+        self.seen += steps
+        if self.done or first < self.warmup:
+            return
+        if size != self._expected() or not (steps == size if full is None else full):
+            return  # cut short (epoch end, checkpoint) or not ours: not a sample
+        self._turn = 0 if size == self._big() else 1
+        if size not in self._settled:
+            self._settled.add(size)
+            return
+        self._per_step.setdefault(size, []).append((seconds if cost is None else cost) / steps)
+        self._wall.setdefault(size, []).append(seconds / steps)
+        self._decide()
+
+    def stop(self, reason: str) -> None:
+        if not self.done:
+            self.done, self.reason = True, reason
+
+    # -- the decision ---------------------------------------------------------------------------
+    def _enough(self, values: List[float], size: int) -> bool:
+        return len(values) >= self.max_samples or (
+            len(values) >= self.samples and sum(values) * size >= self.min_seconds)
+
+    def _big(self) -> int:
+        """The candidate: factor x k, or the cap if that is smaller."""
+        return min(self.factor * self.k, self.cap)
+
+    def _decide(self) -> None:
+        big = self._big()
+        a, b = self._per_step.get(self.k, []), self._per_step.get(big, [])
+        if not (self._enough(a, self.k) and self._enough(b, big)):
+            return
+        diff, half = welch(a, b)
+        ma, mb = statistics.fmean(a), statistics.fmean(b)
+        line = (f"{self.cost_name} ms/step: k={self.k} {1e3 * ma:.3f} (n={len(a)}), k={big} "
+                f"{1e3 * mb:.3f} (n={len(b)}), difference {1e3 * diff:+.3f} "
+                f"+/- {1e3 * half:.3f} ms (95 %)")
+        self.history.append(line)
+        if diff <= half:
+            return self.stop(f"k={big} not faster beyond the 95 % interval: {line}")
+        wall = statistics.fmean(self._wall[big])
+        self.k = big
+        self._per_step, self._wall = {}, {}  # the next comparison is measured afresh
+        self._turn = 0
+        nxt = self._big()
+        if nxt == self.k:
+            return self.stop(f"k reached the cap {self.cap}; {line}")
+        if nxt * wall * self.parallel > self.budget_s:
+            return self.stop(f"a call of {nxt} steps would take over {self.budget_s} s; {line}")

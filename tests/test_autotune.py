@@ -1,0 +1,119 @@
+"""steps_per_execution=auto's decision logic (distexp.autotune) on synthetic timings: no TF."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from distexp import autotune
+
+
+def drive(tuner, per_step, steps=5000, seed=0):
+    """Run a fake loop: a call of k steps takes per_step(k, rng) seconds per step."""
+    rng = random.Random(seed)
+    done = 0
+    sizes = []
+    while done < steps:
+        size = tuner.size()
+        n = min(size, tuner.warmup_left()) if tuner.warmup_left() else size
+        sizes.append(n)
+        tuner.observe(size, n, per_step(size, rng) * n)
+        done += n
+    return sizes
+
+
+def overhead(call_s, step_s, noise=0.05):
+    return lambda k, rng: (step_s + call_s / k) * (1 + rng.gauss(0, noise))
+
+
+def test_warmup_traces_both_functions_and_never_crosses_its_end():
+    t = autotune.Tuner(cap=64, warmup_steps=5)
+    sizes = drive(t, overhead(0.003, 0.005), steps=5)
+    assert sizes == [1, 2, 2]
+    t = autotune.Tuner(cap=64, warmup_steps=4)
+    assert drive(t, overhead(0.003, 0.005), steps=4) == [1, 2, 1]
+
+
+@pytest.mark.parametrize("noise", [
+    lambda k, rng: 0.008 * rng.lognormvariate(0, 0.3),   # skewed, 30 %
+    lambda k, rng: 0.008 * (1 + rng.gauss(0, 0.2)),      # 20 %
+])
+def test_noisy_but_equal_timings_do_not_grow(noise):
+    """Per-step time independent of k: any growth is a false positive. A 95 % interval gives
+    ~2.5 % (one tail) per decision: across 200 fake runs, at most 5 % grow at all."""
+    ks = []
+    for seed in range(200):
+        t = autotune.Tuner(cap=128, warmup_steps=5)
+        drive(t, noise, seed=seed)
+        assert t.done
+        ks.append(t.k)
+    assert sum(k > 1 for k in ks) <= 10, ks
+    assert ks[0] == 1
+
+
+def test_clear_overhead_grows_until_it_stops_mattering():
+    # 3 ms per call, 5 ms per step: 1 -> 4 saves 28 %, 16 -> 64 saves 2.6 %
+    t = autotune.Tuner(cap=128, warmup_steps=5)
+    drive(t, overhead(0.003, 0.005, noise=0.01))
+    assert t.done and t.k >= 8, t.history
+    assert t.reason
+
+
+def test_heavy_noise_stops_early_rather_than_guess():
+    t = autotune.Tuner(cap=128, warmup_steps=5)
+    drive(t, overhead(0.003, 0.005, noise=0.5))
+    assert t.done and t.k <= 8
+
+
+def test_cap_and_budget():
+    # no per-step cost at all beyond the call: it would grow forever without caps
+    t = autotune.Tuner(cap=16, warmup_steps=5)
+    drive(t, overhead(0.01, 0.0001, noise=0.01))
+    assert t.k == 16 and "cap" in t.reason
+    t = autotune.Tuner(cap=20, warmup_steps=5)  # 1 -> 4 -> 16 -> 20 (the cap, not 64)
+    drive(t, overhead(0.01, 0.0001, noise=0.01))
+    assert t.k == 20
+    # 30 ms per step + 50 ms per call: at k=4 (42.5 ms/step) a 16-step call would take 0.68 s
+    t = autotune.Tuner(cap=128, warmup_steps=5)
+    drive(t, overhead(0.05, 0.03, noise=0.01))
+    assert t.k == 4 and "16 steps would take over 0.5 s" in t.reason, t.reason
+
+
+def test_cost_is_compared_and_wall_time_sets_the_budget():
+    """The loop passes CPU time as the cost: wall time swinging 2x with the machine's load does
+    not hide a per-call CPU overhead."""
+    t = autotune.Tuner(cap=128, warmup_steps=5)
+    rng = __import__("random").Random(1)
+    while not t.done:
+        size = t.size()
+        n = min(size, t.warmup_left()) if t.warmup_left() else size
+        cpu = (0.005 + 0.003 / size) * n * (1 + rng.gauss(0, 0.02))
+        t.observe(size, n, cpu * rng.uniform(1, 3), cost=cpu)
+    assert t.k >= 16, t.history
+
+
+def test_cut_short_calls_are_not_samples():
+    t = autotune.Tuner(cap=64, warmup_steps=0)
+    t.observe(1, 1, 1.0)          # settle k=1
+    t.observe(4, 1, 100.0)        # cut short: ignored, turn unchanged
+    assert t.size() == 4 and not t._per_step
+
+
+def test_cap_one_is_final():
+    t = autotune.Tuner(cap=1, warmup_steps=5)
+    assert t.done and t.size() == 1
+
+
+def test_caps_and_fit_rule():
+    assert autotune.cap_for(22, None, 0) == 22
+    assert autotune.cap_for(500, 10, 0) == 10
+    assert autotune.cap_for(None) == autotune.MAX_K
+    assert autotune.fit_k(22) == 11 and autotune.fit_k(60) == 15 and autotune.fit_k(13) == 13
+    assert autotune.fit_k(17) == 1 and autotune.fit_k(64, 10) == 8
+    assert autotune.fit_k(3, None, 3 - 1) == 1  # 3 steps, 1 warm-up: a 3-step call is all warm-up
+
+
+def test_welch_interval():
+    diff, half = autotune.welch([1.0, 1.1, 0.9, 1.0], [0.5, 0.6, 0.4, 0.5])
+    assert diff == pytest.approx(0.5) and 0 < half < 0.2
+    assert autotune.t975(1) == 12.706 and autotune.t975(1000) == pytest.approx(1.9624)
