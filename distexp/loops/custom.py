@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 
-from distexp import autotune
+from distexp import autotune, strategies
 from distexp.checkpoints import Checkpoints
 from distexp.loops import Context
 from distexp.step import PSDispatch, Step, SyncDispatch, finite, metric_figures
@@ -105,7 +105,7 @@ def _resolve(ctx, dispatch, every: int):
     window = getattr(dispatch, "window", 1)
     cap = autotune.cap_for(*(max(1, v // window) if v else v
                              for v in (ctx.steps_per_epoch, every, rep.log_every)))
-    if cfg.strategy.name == "multiworker":
+    if strategies.get(cfg.strategy.name).layout == "multiworker":  # workers must agree on k
         k = min(autotune.FIXED_K, cap)
         dispatch.k = k
         return _fixed(rep, k, f"auto under multiworker: the fixed rule min({autotune.FIXED_K}, "
