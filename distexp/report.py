@@ -43,7 +43,7 @@ def default_uri() -> str:
 
 
 def _client(uri: str):
-    from distexp.tracking import _client as make
+    from distexp.tracking import client as make
 
     if uri.startswith("sqlite:///"):
         path = Path(uri[len("sqlite:///"):])

@@ -170,7 +170,7 @@ class _Reopened:
         class Reopened(tracking.JobRun):
             def __init__(self):  # noqa: D401  (no new run: attach to run_id)
                 self.uri, self.offline, self.run_id = uri, None, run_id
-                self.client = tracking._client(uri)
+                self.client = tracking.client(uri)
                 self.experiment_id = self.client.get_run(run_id).info.experiment_id
                 self.client.update_run(run_id, status="RUNNING")
 

@@ -71,9 +71,9 @@ def identity(cfg: DictConfig) -> Dict[str, str]:
 
 
 def _matches(ident: Dict[str, str], params: Dict[str, str]) -> bool:
-    from distexp.tracking import _clip
+    from distexp.tracking.sink import clip
 
-    return all(params.get(k) == _clip(v) for k, v in ident.items()
+    return all(params.get(k) == clip(v) for k, v in ident.items()
                if not (k in COMPUTED and v == "null"))
 
 
@@ -150,7 +150,7 @@ def _parent(client, config: DictConfig, sweep_id: str):
 
 def find_parent(config: DictConfig, sweep_id: str):
     """The original sweep's parent run (raises UserError when there is none)."""
-    from distexp.tracking import _client
+    from distexp.tracking import client as _client
 
     if not config.tracking.enabled:
         raise UserError("sweep.resume: received a sweep id with tracking.enabled=false; resuming "
@@ -160,7 +160,7 @@ def find_parent(config: DictConfig, sweep_id: str):
 
 def _sweep_runs(config: DictConfig, sweep_id: str) -> List[dict]:
     from distexp.sweep import RUN_KIND, SWEEP_ID
-    from distexp.tracking import _client
+    from distexp.tracking import client as _client
 
     if not config.tracking.enabled:
         find_parent(config, sweep_id)  # raises the one-line refusal

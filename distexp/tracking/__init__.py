@@ -25,7 +25,6 @@ from distexp.tracking.run import JobRun, run_name
 from distexp.tracking.sink import GATE_ENV, RUN_ID_ENV, SINK_ENV, URI_ENV, RunLogger
 from distexp.tracking.store import client, http_env, probe, reason, redact, redact_text
 
-_client = client  # the name distexp.report imports
 
 __all__ = ["Forwarder", "JobRun", "Offline", "RunLogger", "OFFLINE_FILE", "GATE_ENV", "RUN_ID_ENV",
            "SINK_ENV", "URI_ENV", "client", "http_env", "import_command", "import_dir",
