@@ -35,6 +35,11 @@ class UserError(Exception):
     """A problem with what the user asked for: reported as one line, exit code 2, no traceback."""
 
 
+class UserFailure(Exception):
+    """The job failed for a reason the user must see in one line (exit 1, not 2): the training
+    loss diverged, a ps worker was lost."""
+
+
 @dataclass
 class StrategyConfig:
     name: str = MISSING

@@ -198,6 +198,12 @@ class PSDispatch:
         self.coordinator.join()
         finished = int(self.step_var.numpy()) - before
         if finished != n:
+            from distexp.config import UserFailure
+
+            if finished > n:  # ClusterCoordinator re-ran a lost worker's calls on another one
+                raise UserFailure(f"ps: a worker stopped answering during a window of {n} steps; "
+                                  f"TensorFlow re-ran its calls on another worker ({finished} "
+                                  "steps completed), so this run's figures are not valid")
             raise RuntimeError(f"ps: {n} steps scheduled, {finished} completed")
         return _merge([self.step.host(*r.fetch()) for r in results])
 

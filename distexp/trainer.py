@@ -16,15 +16,10 @@ from omegaconf import OmegaConf
 
 from distexp import strategies
 from distexp.cluster import PORT_IN_USE_EXIT
-from distexp.config import UserError
+from distexp.config import UserError, UserFailure
 from distexp.loops.custom import Diverged
 
 PARITY_ENV = "DISTEXP_PARITY"  # set by distexp.parity: write the first step's gradient norm
-
-
-class UserFailure(Exception):
-    """The job failed for a reason the user must see in one line (exit 1, not 2): e.g. the
-    training loss diverged."""
 
 
 def train(cfg, job_dir: Path) -> dict:

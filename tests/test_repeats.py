@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import math
-import sys
 
 import pytest
 
@@ -67,7 +66,6 @@ def test_repeats_run_interleaved_round_robin(tmp_path):
         GlobalHydra.instance().clear()
     assert got == [(0, ["strategy=one_device", "repeat=0"]), (1, ["strategy=mirrored", "repeat=0"]),
                    (2, ["strategy=one_device", "repeat=1"]), (3, ["strategy=mirrored", "repeat=1"])]
-    assert "tensorflow" not in sys.modules
 
 
 def test_one_repeat_is_the_basic_sweep(tmp_path):
@@ -215,7 +213,6 @@ def test_interval_and_verdict_come_from_the_repeats(repeated):
     assert got[("mirrored", "2", "FINISHED")]["significant"] == "False"
     assert float(got[("mirrored", "2", "FINISHED")]["speedup_low"]) == pytest.approx(low)
     assert got[("central", "4", "DIVERGED")]["examples_per_sec"] == ""
-    assert "tensorflow" not in sys.modules
 
 
 def test_one_run_each_claims_no_significance(tmp_path):

@@ -100,7 +100,6 @@ def test_speedup_and_efficiency_are_exact(store):
     logged = {a.path for a in client.list_artifacts(pid, "report")}
     assert logged == {f"report/{n}" for n in ("report.md", "report.csv", "throughput.png",
                                               "efficiency.png", "loss.png")}
-    assert "tensorflow" not in sys.modules
 
 
 def test_strong_scaling_baseline_and_filter(store):
@@ -136,3 +135,15 @@ def test_report_cli_unknown_sweep(store, capsys):
     err = capsys.readouterr().err.strip()
     assert err == ("distexp.report: error: --sweep-id: found no sweep 'nope' in experiment "
                    "'distexp'; run `python -m distexp -m ...` or pass --filter to report any runs")
+
+
+def test_report_and_sweeps_do_not_import_tensorflow():
+    """In a fresh interpreter (the test process itself may have imported TensorFlow earlier)."""
+    import subprocess
+
+    code = ("import sys\nimport distexp.report, distexp.scaling, distexp.plots, distexp.sweeper, "
+            "distexp.sweep, distexp.stats, distexp.parity, distexp.checks, distexp.strategies, "
+            "distexp.tasks\n"
+            "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\nprint('CLEAN')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "CLEAN" in r.stdout, r.stderr
