@@ -72,3 +72,19 @@ def dtype_for(precision: str, device_name: str) -> str:
 
 def known() -> Dict[str, Dict[str, float]]:
     return {label: dict(peaks) for _, label, peaks, _ in TABLE}
+
+
+def datasheet_peak(device_names, precision: str) -> Optional[Tuple[float, str]]:
+    """The summed datasheet peak of the GPUs a job trains on, and its source; None when any of
+    them is unknown (then the measured peak is used: never a guess)."""
+    total, sources = 0.0, []
+    for name in device_names:
+        found = gpu_peak(name, dtype_for(precision, name))
+        if found is None:
+            return None
+        total += found[0]
+        sources.append(found[1])
+    if not device_names:
+        return None
+    dtype = dtype_for(precision, device_names[0])
+    return total, f"datasheet: {len(device_names)} x {device_names[0]} {dtype} ({sources[0]})"

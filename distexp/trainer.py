@@ -107,7 +107,8 @@ def train(cfg, job_dir: Path) -> dict:
         logger.close()
         raise UserFailure(reporter.diverged_line(stopped=True)) from None
     final = reporter.finish(after_training(cfg, model, data.input_shape, replica_devices,
-                                           meter.final_figures()["perf/examples_per_sec"], chief))
+                                           meter.final_figures()["perf/examples_per_sec"], chief,
+                                           logger))
     if reporter.diverged_at is not None:
         say(f"distexp: warning: {reporter.diverged_line(stopped=False)}")
     logger.close()
@@ -136,9 +137,11 @@ def _write_parity(job_dir, ctx) -> None:
          "global_batch": ctx.global_batch}))
 
 
-def after_training(cfg, model, input_shape, replica_devices, examples_per_sec, chief) -> dict:
+def after_training(cfg, model, input_shape, replica_devices, examples_per_sec, chief,
+                   logger) -> dict:
     """Figures measured once training is over, so they cost nothing before the first step:
-    FLOPs per example, the devices' peak FLOP/s and MFU, peak host (and GPU) memory."""
+    FLOPs per example, the devices' peak FLOP/s (a known GPU's datasheet figure, tagged
+    distexp.peak_source; else measured) and MFU, peak host (and GPU) memory."""
     import resource
 
     import tensorflow as tf
@@ -159,7 +162,18 @@ def after_training(cfg, model, input_shape, replica_devices, examples_per_sec, c
     except Exception as ex:  # noqa: BLE001  (a user model the profiler cannot trace)
         print(f"FLOPs not counted ({type(ex).__name__}: {ex}); perf/mfu not logged", flush=True)
         per_example = None
-    peak = flops.peak_flops(replica_devices) if cfg.measure_peak_flops else None
+    peak = None
+    if gpus:  # a known GPU's datasheet peak (distexp.peaks); an unknown one is measured
+        from distexp import peaks
+
+        names = [tf.config.experimental.get_device_details(d).get("device_name", "")
+                 for d in tf.config.list_physical_devices("GPU")[:len(gpus)]]
+        sheet = peaks.datasheet_peak(names, cfg.precision)
+        if sheet is not None:
+            peak = sheet[0]
+            logger.set_tags({"distexp.peak_source": sheet[1]})
+    if peak is None and cfg.measure_peak_flops:
+        peak = flops.peak_flops(replica_devices)
     out.update({"perf/flops_per_example": per_example, "perf/peak_flops": peak,
                 "perf/mfu": mfu(per_example, examples_per_sec, peak)})
     return out

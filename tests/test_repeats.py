@@ -295,3 +295,14 @@ def test_baseline_is_the_closest_one_device_config(tmp_path):
     assert mir.baseline.startswith("one_device r1 (weak, same cpu_replicas=1)")
     od2 = [r for r in rows if r.run_name == "one_device-2"][0]
     assert od2.verdict == "baseline" and od2.rate == 520.0
+
+
+def test_datasheet_peak_sums_known_gpus_and_refuses_an_unknown_one():
+    """What the trainer uses for perf/peak_flops on GPUs: the datasheet sum, else None (measured)."""
+    from distexp import peaks
+
+    two = peaks.datasheet_peak(["NVIDIA A100-SXM4-80GB"] * 2, "mixed_bfloat16")
+    assert two[0] == 2 * peaks.gpu_peak("NVIDIA A100-SXM4-80GB", "bfloat16")[0]
+    assert two[1].startswith("datasheet: 2 x NVIDIA A100-SXM4-80GB bfloat16")
+    assert peaks.datasheet_peak(["NVIDIA A100-SXM4-80GB", "Some Future GPU"], "float32") is None
+    assert peaks.datasheet_peak([], "float32") is None
