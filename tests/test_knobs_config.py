@@ -39,9 +39,9 @@ def test_knob_errors(compose, overrides, needle):
 
 
 def test_steps_per_execution_auto_or_int(compose):
-    config.validate(compose("steps_per_execution=auto"))
+    checks.validate(compose("steps_per_execution=auto"))
     cfg = compose("steps_per_execution=5")
-    config.validate(cfg)
+    checks.validate(cfg)
     assert cfg.steps_per_execution == 5
 
 
