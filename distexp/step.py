@@ -137,7 +137,7 @@ class SyncDispatch:
         if self.fixed is not None:  # on-device data: the same batch, one call per step
             out = [self.step.host(*self.step.one(*self.fixed)) for _ in range(n)]
             return _merge(out)
-        if n == 1:
+        if n == 1 and self.k == 1:  # k > 1: the k-step function (traced in warm-up) runs it
             t0 = time.perf_counter()
             x, y = next(self.iterator)
             self.input_wait(time.perf_counter() - t0)
@@ -225,6 +225,8 @@ def gradient_norm(step: Step, model, batch) -> float:
     def replica(x, y):
         with tf.GradientTape() as tape:
             loss = replica_loss(task, y, model(x, training=True), step.global_batch)
+            if model.losses:
+                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
         grads = tape.gradient(loss, model.trainable_variables)
         grads = [tf.cast(g, tf.float32) if g is not None else tf.zeros_like(v, tf.float32)
                  for g, v in zip(grads, model.trainable_variables)]

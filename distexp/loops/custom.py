@@ -63,6 +63,9 @@ def train(ctx: Context) -> None:
                 n = min(dispatch.max_steps, end - at, (every - at % every) if every else end)
                 if tuner is not None and tuner.warmup_left():
                     n = min(n, tuner.warmup_left())  # no timed call holds a warm-up step
+                warm = rep.meter.warmup_steps - rep.meter.step
+                if warm > 0:  # for any k: warm-up ends at a call's end, never inside one
+                    n = min(n, warm)
                 t0, c0 = time.perf_counter(), time.process_time()
                 out = dispatch.run(n)
                 rep.end_step(out.losses, steps=n, units=out.units)
@@ -77,7 +80,7 @@ def train(ctx: Context) -> None:
                 if diverged is None and not finite(out.losses):
                     bad = next(i for i, v in enumerate(out.losses) if not v == v or abs(v) == float("inf"))
                     diverged = (epoch, at + bad + 1 - (epoch - 1) * ctx.steps_per_epoch,
-                                at + bad + 1, out.losses[bad])
+                                at - start + bad + 1, out.losses[bad])
                     rep.diverged(*diverged)
                     if cfg.terminate_on_nan:
                         raise Diverged()

@@ -13,8 +13,9 @@ The loss contract - why it is exact under every strategy:
   the step's loss is the exact mean over the global batch whatever the split, never a mean of
   replica means (which is wrong when replicas hold different numbers of real tokens).
 - A task may instead return one scalar: it is then taken as this replica's contribution as is
-  (gradients and reported losses are summed over replicas). That is the user's responsibility;
-  `python -m distexp.parity` checks it against one device.
+  (gradients and reported losses are summed over replicas; eval/loss is the mean over evaluation
+  batches of those sums, the last short batch weighing as a full one). That is the user's
+  responsibility; `python -m distexp.parity` checks it against one device.
 
 Metrics are `(sum, count)` pairs per name: summed over replicas and steps, then divided, so
 they are exact too. `metrics` runs in the training step; `eval_metrics` in the evaluation
@@ -75,11 +76,12 @@ class Task:
         """{"loss": (sum, weight), name: (sum, count) ...} over one evaluation batch."""
         outputs = self.eval_outputs(model, x)
         out = self.loss(y, outputs)
-        if not isinstance(out, (tuple, list)):  # a task that reduced its loss itself: read it as
-            import tensorflow as tf            # the mean over this batch's examples
-
-            n = tf.cast(tf.shape(tf.nest.flatten(y)[0])[0], tf.float32)
-            out = (tf.cast(out, tf.float32) * n, n)
+        if not isinstance(out, (tuple, list)):  # a task that reduced its loss itself: as in
+            import tensorflow as tf            # training, the replicas' values are summed per
+            #                                    batch; eval/loss is their mean over batches
+            replicas = tf.distribute.get_replica_context().num_replicas_in_sync
+            empty = tf.equal(tf.shape(tf.nest.flatten(y)[0])[0], 0)
+            out = (tf.where(empty, 0.0, tf.cast(out, tf.float32)), 1.0 / replicas)
         return {"loss": tuple(out), **self.metrics(y, outputs), **self.extra_eval(model, x, y)}
 
     def extra_eval(self, model, x, y) -> Dict[str, Tuple[Any, Any]]:
