@@ -116,7 +116,7 @@ CASES = [
     ("objective", ["objective=accuracy"], "objective: received 'accuracy'; valid: eval/accuracy"),
     ("precision", ["precision=fp8"], "precision: received 'fp8'; valid: float32"),
     ("steps-per-execution-zero", ["steps_per_execution=0"],
-     "steps_per_execution: received 0; expected >= 1"),
+     "steps_per_execution: received 0; valid: auto or an integer >= 1"),
     ("target-accuracy", ["target_accuracy=1.5"], "target_accuracy: received 1.5; expected 0 < x <= 1"),
     ("gpus-negative", ["gpus=-1"], "gpus: received -1; expected >= 0"),
     ("global-batch-zero", ["global_batch_size=0"], "global_batch_size: received 0; expected >= 1"),
