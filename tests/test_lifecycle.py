@@ -31,6 +31,20 @@ def processes_mentioning(text: str):
     return pids
 
 
+def processes_with(text: str, cmd_part: bytes, env_part: bytes = b""):
+    """PIDs mentioning `text` whose command line holds `cmd_part` and environment `env_part`."""
+    pids = []
+    for pid in processes_mentioning(text):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if cmd_part in cmd and env_part in env:
+            pids.append(pid)
+    return pids
+
+
 def _only_run(cli):
     client, runs = mlflow_runs(cli.uri)
     assert len(runs) == 1

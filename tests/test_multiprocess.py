@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, mlflow_runs
-from test_lifecycle import processes_mentioning
+from test_lifecycle import processes_mentioning, processes_with
 
 pytestmark = pytest.mark.slow
 
@@ -117,16 +117,8 @@ def test_ps_learns_like_one_device(base):
 
 
 def _trainer_pids(job: Path, task=None):
-    pids = []
-    for pid in processes_mentioning(str(job)):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            env = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if b"distexp.trainer" in cmd and (task is None or f"DISTEXP_TASK={task}\0".encode() in env):
-            pids.append(pid)
-    return pids
+    env = f"DISTEXP_TASK={task}\0".encode() if task is not None else b""
+    return processes_with(str(job), b"distexp.trainer", env)
 
 
 def test_killed_worker_fails_the_job_and_resume_finishes_it(base):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, mlflow_runs
-from test_lifecycle import processes_mentioning
+from test_lifecycle import processes_mentioning, processes_with
 
 pytestmark = pytest.mark.slow
 
@@ -133,16 +133,7 @@ srun {sys.executable} -m distexp {common} hydra.run.dir={tmp_path}/mw
 
 def _task_pids(job: Path, rank: int):
     """The job processes (`python -m distexp`, the Slurm tasks) of rank `rank`."""
-    pids = []
-    for pid in processes_mentioning(str(job)):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            env = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if b"-m\0distexp\0" in cmd and f"SLURM_PROCID={rank}\0".encode() in env:
-            pids.append(pid)
-    return pids
+    return processes_with(str(job), b"-m\0distexp\0", f"SLURM_PROCID={rank}\0".encode())
 
 
 def _training(job: Path, log: str):
