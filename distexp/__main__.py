@@ -1,7 +1,7 @@
 """`python -m distexp`: compose the config, validate it, launch the training process(es).
 
 This process never imports TensorFlow (so `--help`, `--cfg job` and a bad input answer in well
-under a second); training happens in fresh child processes (see distexp.launch).
+under a second); training happens in fresh child processes (see distexp.job.launch).
 """
 from __future__ import annotations
 
@@ -11,17 +11,20 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from distexp import config  # noqa: F401  (registers the schema and resolvers)
-from distexp import sweep
+from distexp import errors
+from distexp.config import schema
+from distexp.sweeps import callback as sweep
+
+schema.register()  # the schema Hydra composes onto, and the distexp.* resolvers
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
-    from distexp.job import JobError, run_job
+    from distexp.job.lifecycle import JobError, run_job
 
     try:
         return run_job(cfg)
-    except config.UserError as ex:  # one line, not Hydra's "Error executing job" report
+    except errors.UserError as ex:  # one line, not Hydra's "Error executing job" report
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
         if sweep.in_multirun():  # the other jobs of the sweep still run
             raise JobError(str(ex), 2) from None
@@ -43,10 +46,10 @@ def cli() -> None:
         sys.exit(130)
     except Exception as ex:  # noqa: BLE001
         from distexp.errors import one_line
-        from distexp.job import JobError
+        from distexp.job.lifecycle import JobError
 
         if sweep.active() or isinstance(ex, JobError):
-            # Hydra's sweeper re-raised a failed job after running the others (distexp.sweep)
+            # Hydra's sweeper re-raised a failed job after running the others (distexp.sweeps)
             code = sweep.finish(error=ex)
             if isinstance(ex, JobError) and not user_wants_trace:
                 sys.exit(code or 1)

@@ -1,4 +1,5 @@
-"""User errors as one line: the key, what was received, what is valid.
+"""Every user-facing error type, the exit codes, and user errors as one line (a leaf: it imports
+nothing of distexp).
 
 - ``one_line``: Hydra / OmegaConf / distexp errors in the job process, as that line
 - ``report_user_error`` / ``read_user_error``: a training process that stops on a user error
@@ -12,7 +13,19 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from distexp.config import UserError
+class UserError(Exception):
+    """A problem with what the user asked for: reported as one line, exit code 2, no traceback."""
+
+class UserFailure(Exception):
+    """The job failed for a reason the user must see in one line (exit 1, not 2): the training
+    loss diverged, a ps worker was lost."""
+
+
+# A trainer exits with this code when it cannot listen on its port (EX_TEMPFAIL): the job process
+# then picks other ports and starts the cluster again (local clusters only).
+PORT_IN_USE_EXIT = 75
+
+
 
 
 def one_line(ex: BaseException) -> str | None:

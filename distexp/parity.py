@@ -27,8 +27,10 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
-from distexp import checks
-from distexp import config as C
+from distexp.config import checks
+from distexp.config import schema
+from distexp import errors
+from distexp.config import resolved
 
 BASELINE = "one_device"  # the reference: the strategy record with baseline = True
 FIXED = ["epochs=1", "warmup_steps=0", "steps_per_execution=1", "tracking.enabled=false", "checkpoint.every_steps=0",
@@ -42,6 +44,7 @@ def compose(overrides: List[str]):
     from hydra import compose as hcompose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    schema.register()
     conf = Path(__file__).resolve().parent / "conf"
     try:
         with initialize_config_dir(version_base="1.3", config_dir=str(conf)):
@@ -103,20 +106,20 @@ def main(argv: Optional[List[str]] = None) -> int:
         cfg = compose(a.overrides)
         checks.validate(cfg)
         if a.steps < 1:
-            raise C.UserError(f"--steps: received {a.steps}; expected >= 1")
+            raise errors.UserError(f"--steps: received {a.steps}; expected >= 1")
         name = cfg.strategy.name
-        rec, reference = C.strategy_record(cfg), BASELINE
+        rec, reference = resolved.strategy_record(cfg), BASELINE
         if rec.baseline:
-            raise C.UserError(f"strategy: received {name!r}; parity compares a strategy with "
+            raise errors.UserError(f"strategy: received {name!r}; parity compares a strategy with "
                               f"{reference}: choose another strategy")
         if not rec.synchronous and cfg.workers > 1:
-            raise C.UserError(f"workers: received {cfg.workers} with strategy={name}; its steps "
+            raise errors.UserError(f"workers: received {cfg.workers} with strategy={name}; its steps "
                               "update asynchronously, so per-step losses of several workers are "
                               "not comparable with one device: use workers=1")
-        replicas = C.replicas_per_worker(cfg, C.check_gpus(cfg.gpus, C.visible_gpus())) \
-            * C.sync_workers(cfg)
-        batch = C.global_batch(cfg, replicas)
-    except C.UserError as ex:
+        replicas = resolved.replicas_per_worker(cfg, resolved.check_gpus(cfg.gpus, resolved.visible_gpus())) \
+            * resolved.sync_workers(cfg)
+        batch = resolved.global_batch(cfg, replicas)
+    except errors.UserError as ex:
         print(f"distexp.parity: error: {ex}", file=sys.stderr)
         return 2
     except Exception as ex:  # noqa: BLE001  (Hydra: unknown option, bad override)

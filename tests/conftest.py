@@ -73,7 +73,9 @@ def compose():
     from hydra import compose as hcompose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    import distexp.config  # noqa: F401  (schema, resolvers)
+    from distexp.config import schema
+
+    schema.register()
 
     def _compose(*overrides):
         with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):

@@ -15,10 +15,12 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-import distexp.config  # noqa: F401
-from distexp import progress, trainer
+import distexp
+from distexp.config import schema
+from distexp.train import progress, trainer
 
-CONF = Path(distexp.config.__file__).resolve().parent / "conf"
+CONF = Path(distexp.__file__).resolve().parent / "conf"
+schema.register()
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Run in a subprocess by tests/test_tasks.py: one ps step (distexp.step.PSDispatch, the real
+"""Run in a subprocess by tests/test_tasks.py: one ps step (distexp.train.step.PSDispatch, the real
 dispatcher) under mixed_float16 with SGD behind a LossScaleOptimizer, on an in-process cluster
 (1 worker, 1 ps; FACTS.md: inter-op threads >= workers + 1). Prints JSON: the weight update of
 that step divided by lr x the float32 gradient of the same batch (1 when the loss was scaled
@@ -26,8 +26,8 @@ def main() -> None:
     import tensorflow as tf
     from omegaconf import OmegaConf
 
-    from distexp.datasets import Arrays, pipelines
-    from distexp.step import PSDispatch, Step
+    from distexp.data.datasets import Arrays, pipelines
+    from distexp.train.step import PSDispatch, Step
     from distexp.tasks import Classification
 
     spec = tf.train.ClusterSpec({"worker": [f"127.0.0.1:{port()}"], "ps": [f"127.0.0.1:{port()}"]})

@@ -1,11 +1,11 @@
-"""steps_per_execution=auto's decision logic (distexp.autotune) on synthetic timings: no TF."""
+"""steps_per_execution=auto's decision logic (distexp.train.autotune) on synthetic timings: no TF."""
 from __future__ import annotations
 
 import random
 
 import pytest
 
-from distexp import autotune
+from distexp.train import autotune
 
 
 def drive(tuner, per_step, steps=5000, seed=0):

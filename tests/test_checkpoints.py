@@ -1,5 +1,5 @@
 """checkpoint.dir is used by one job at a time (no TensorFlow here)."""
-from distexp import checkpoints
+from distexp.train import checkpoints
 
 
 def test_a_busy_checkpoint_dir_is_not_taken_twice(tmp_path):

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from distexp import cluster
-from distexp import config as C
-from distexp import checks
+from distexp.cluster import plan as cluster
+from distexp.config import checks
+from distexp import errors
+from distexp.cluster import liveness, slurm_env
 
 
 def _plan(compose, *overrides, visible=0, tmp=Path("/tmp")):
@@ -65,12 +66,12 @@ def test_gpus_are_split_between_local_workers(compose, monkeypatch):
     procs, _ = _tf_configs(plan)
     assert {p.name: p.env["CUDA_VISIBLE_DEVICES"] for p in procs} == {
         "chief": "", "worker-0": "3", "worker-1": "4", "ps-0": ""}
-    with pytest.raises(C.UserError, match="gpus: received 3 per worker; 2 local workers need 6"):
+    with pytest.raises(errors.UserError, match="gpus: received 3 per worker; 2 local workers need 6"):
         _plan(compose, "strategy=multiworker", "gpus=3", visible=4)
 
 
 def test_nccl_needs_gpus(compose):
-    with pytest.raises(C.UserError, match="strategy.communication: received 'nccl'"):
+    with pytest.raises(errors.UserError, match="strategy.communication: received 'nccl'"):
         _plan(compose, "strategy=multiworker", "strategy.communication=nccl")
 
 
@@ -87,7 +88,7 @@ def test_malformed_tf_config_is_one_line(compose, monkeypatch, raw, needle):
         monkeypatch.delenv("TF_CONFIG", raising=False)
     else:
         monkeypatch.setenv("TF_CONFIG", raw)
-    with pytest.raises(C.UserError) as err:
+    with pytest.raises(errors.UserError) as err:
         _plan(compose, "strategy=multiworker", "cluster=tf_config")
     assert needle in str(err.value) and "\n" not in str(err.value)
 
@@ -137,7 +138,7 @@ def _step(rank, ntasks, job="4242"):
 def test_slurm_outside_slurm_is_one_line(compose, monkeypatch):
     monkeypatch.delenv("SLURM_PROCID", raising=False)
     monkeypatch.delenv("SLURM_NTASKS", raising=False)
-    with pytest.raises(C.UserError, match="SLURM_PROCID"):
+    with pytest.raises(errors.UserError, match="SLURM_PROCID"):
         _plan(compose, "strategy=multiworker", "cluster=slurm")
 
 
@@ -146,7 +147,7 @@ def test_slurm_batch_script_without_srun_is_one_line(compose, monkeypatch):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("SLURM_NTASKS", "2")
     monkeypatch.setenv("SLURM_JOB_ID", "7")
-    with pytest.raises(C.UserError, match=r"outside a job step .*srun python -m distexp"):
+    with pytest.raises(errors.UserError, match=r"outside a job step .*srun python -m distexp"):
         _plan(compose, "strategy=multiworker", "cluster=slurm")
 
 
@@ -158,18 +159,18 @@ def test_slurm_batch_script_without_srun_is_one_line(compose, monkeypatch):
 def test_slurm_task_count_mismatch_is_one_line(compose, monkeypatch, strategy, ntasks, needle):
     for k, v in _step(0, ntasks).items():
         monkeypatch.setenv(k, v)
-    with pytest.raises(C.UserError) as err:
+    with pytest.raises(errors.UserError) as err:
         _plan(compose, f"strategy={strategy}", "cluster=slurm", "workers=2", "ps=1")
     assert needle in str(err.value)
 
 
 def test_slurm_ports_differ_between_jobs(compose):
     cfg = compose("strategy=multiworker", "cluster=slurm")
-    bases = {cluster.slurm_port_base(cfg, {"SLURM_JOB_ID": str(j), "SLURM_STEP_ID": "0"})
+    bases = {slurm_env.slurm_port_base(cfg, {"SLURM_JOB_ID": str(j), "SLURM_STEP_ID": "0"})
              for j in range(100, 110)}
-    assert len(bases) == 10 and all(10000 <= b < 32768 - cluster.SLURM_PORT_BLOCK for b in bases)
-    assert min(abs(a - b) for a in bases for b in bases if a != b) >= cluster.SLURM_PORT_BLOCK
-    assert cluster.slurm_port_base(compose("strategy=multiworker", "cluster=slurm",
+    assert len(bases) == 10 and all(10000 <= b < 32768 - slurm_env.SLURM_PORT_BLOCK for b in bases)
+    assert min(abs(a - b) for a in bases for b in bases if a != b) >= slurm_env.SLURM_PORT_BLOCK
+    assert slurm_env.slurm_port_base(compose("strategy=multiworker", "cluster=slurm",
                                            "cluster.port=23456"), {"SLURM_JOB_ID": "1"}) == 23456
 
 
@@ -181,7 +182,7 @@ def test_slurm_ports_differ_between_jobs(compose):
     (["strategy=ps", "loop=fit"], "keras-team/keras#18624"),
 ])
 def test_validate_rejects(compose, overrides, needle):
-    with pytest.raises(C.UserError) as err:
+    with pytest.raises(errors.UserError) as err:
         checks.validate(compose(*overrides))
     assert needle in str(err.value)
 
@@ -199,16 +200,16 @@ def test_checkpoint_dir_is_stable(compose):
 def test_chief_watch_stops_a_server_task_once_the_chief_is_gone(monkeypatch):
     import socket
 
-    monkeypatch.setattr(cluster.ChiefWatch, "EVERY_S", 0.0)
+    monkeypatch.setattr(liveness.ChiefWatch, "EVERY_S", 0.0)
     chief = socket.socket()
     chief.bind(("127.0.0.1", 0))
     chief.listen()
-    watch = cluster.ChiefWatch(f"127.0.0.1:{chief.getsockname()[1]}", startup_s=5)
+    watch = liveness.ChiefWatch(f"127.0.0.1:{chief.getsockname()[1]}", startup_s=5)
     assert watch() is False and watch.seen  # listening: the job goes on
     chief.close()
     assert watch() is False  # one refusal is not enough
     assert watch() is True   # two in a row: the chief exited, stop the server
-    never = cluster.ChiefWatch("127.0.0.1:1", startup_s=0)  # nothing listens on port 1
+    never = liveness.ChiefWatch("127.0.0.1:1", startup_s=0)  # nothing listens on port 1
     with pytest.raises(TimeoutError, match="never listened"):
         never()
 
@@ -217,21 +218,21 @@ def test_slurm_addresses_follow_the_resolver(compose):
     cfg = compose("strategy=ps", "cluster=slurm", "workers=2", "ps=1", "cluster.port=20000")
     env = {"SLURM_STEP_NODELIST": "b,a", "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}
     # hosts sorted (a, b), ports base + k per host, ranks chief, ps, worker
-    assert cluster.slurm_addresses(cfg, env) == {"chief": "a:20000", "ps-0": "a:20001",
+    assert slurm_env.slurm_addresses(cfg, env, 'ps') == {"chief": "a:20000", "ps-0": "a:20001",
                                                  "worker-0": "b:20000", "worker-1": "b:20001"}
 
 
 def test_server_watch_fails_the_coordinator_when_a_server_is_gone(monkeypatch):
     import socket
 
-    monkeypatch.setattr(cluster.ChiefWatch, "EVERY_S", 0.0)
+    monkeypatch.setattr(liveness.ChiefWatch, "EVERY_S", 0.0)
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen()
-    watch = cluster.ServerWatch({"worker-0": f"127.0.0.1:{server.getsockname()[1]}",
+    watch = liveness.ServerWatch({"worker-0": f"127.0.0.1:{server.getsockname()[1]}",
                                  "ps-0": "127.0.0.1:1"})  # ps-0 not up yet: no verdict
     assert watch() is False
     server.close()
     watch()
-    with pytest.raises(cluster.PeerLost, match="worker-0 stopped answering"):
+    with pytest.raises(liveness.PeerLost, match="worker-0 stopped answering"):
         watch()

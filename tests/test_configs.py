@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from conftest import CONF
-from distexp import config as C
-from distexp import checks
+from distexp.config import schema as C
+from distexp.config import checks
+from distexp import errors
+from distexp.config import resolved
 
 GROUPS = {g.name: sorted(p.stem for p in g.glob("*.yaml")) for g in CONF.iterdir() if g.is_dir()}
 
@@ -67,37 +69,37 @@ def test_defaults_are_the_contract(compose):
     (["dataset=synthetic", "dataset.shape=[0,4,3]"], "dataset.shape: received [0, 4, 3]"),
 ])
 def test_validate_rejects(compose, overrides, needle):
-    with pytest.raises(C.UserError, match=None) as err:
+    with pytest.raises(errors.UserError, match=None) as err:
         checks.validate(compose(*overrides))
     assert needle in str(err.value)
     assert "\n" not in str(err.value)
 
 
 def test_gpus_resolution():
-    assert C.check_gpus(None, 0) == 0
-    assert C.check_gpus(None, 4) == 4
-    assert C.check_gpus(2, 4) == 2
-    assert C.check_gpus(0, 4) == 0
-    with pytest.raises(C.UserError) as err:
-        C.check_gpus(2, 0)
+    assert resolved.check_gpus(None, 0) == 0
+    assert resolved.check_gpus(None, 4) == 4
+    assert resolved.check_gpus(2, 4) == 2
+    assert resolved.check_gpus(0, 4) == 0
+    with pytest.raises(errors.UserError) as err:
+        resolved.check_gpus(2, 0)
     assert str(err.value) == ("gpus: received 2; 0 GPU(s) visible on this machine. "
                               "To run on CPU use gpus=0 cpu_replicas=2")
 
 
 def test_visible_gpus_honours_cuda_visible_devices(monkeypatch, tmp_path):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert C.visible_gpus() == 0
+    assert resolved.visible_gpus() == 0
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
-    assert C.visible_gpus() == 0
+    assert resolved.visible_gpus() == 0
 
 
 def test_replicas_and_global_batch(compose):
     cfg = compose("strategy=mirrored", "cpu_replicas=2", "gpus=0")
-    assert C.replicas_per_worker(cfg) == 2 and C.global_batch(cfg, 2) == 128
+    assert resolved.replicas_per_worker(cfg) == 2 and resolved.global_batch(cfg, 2) == 128
     cfg = compose("strategy=one_device", "cpu_replicas=4", "gpus=0")
-    assert C.replicas_per_worker(cfg) == 1
+    assert resolved.replicas_per_worker(cfg) == 1
     cfg = compose("cpu_replicas=2", "gpus=0", "global_batch_size=64")
-    assert C.global_batch(cfg, 2) == 64
+    assert resolved.global_batch(cfg, 2) == 64
 
 
 def test_flatten_gives_every_leaf(compose):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from distexp import tracking
-from distexp.config import UserError
+from distexp.errors import UserError
 
 
 class FakeRun:

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from distexp.config import visible_gpus
+from distexp.config.resolved import visible_gpus
 
 GPUS = visible_gpus()
 pytestmark = [pytest.mark.gpu, pytest.mark.slow,

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from distexp import config
-from distexp import checks
+from distexp.config import checks
+from distexp import errors
 
 
 def test_knob_defaults(compose):
@@ -33,7 +33,7 @@ def test_knob_defaults(compose):
     (["tracking.system_metrics_interval=0"], "tracking.system_metrics_interval: received 0"),
 ])
 def test_knob_errors(compose, overrides, needle):
-    with pytest.raises(config.UserError, match=None) as ex:
+    with pytest.raises(errors.UserError, match=None) as ex:
         checks.validate(compose(*overrides))
     assert needle in str(ex.value)
 

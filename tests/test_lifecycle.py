@@ -106,5 +106,5 @@ def test_interrupt_kills_the_run_and_its_processes(cli, sig, status, code):
 
 
 def _trainer_started(job: Path) -> bool:
-    return any("distexp.trainer" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    return any("distexp.train.trainer" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
                for pid in processes_mentioning(str(job)))

@@ -118,7 +118,7 @@ def test_ps_learns_like_one_device(base):
 
 def _trainer_pids(job: Path, task=None):
     env = f"DISTEXP_TASK={task}\0".encode() if task is not None else b""
-    return processes_with(str(job), b"distexp.trainer", env)
+    return processes_with(str(job), b"distexp.train.trainer", env)
 
 
 def test_killed_worker_fails_the_job_and_resume_finishes_it(base):
@@ -199,7 +199,7 @@ def _cluster_env(addrs):
 
 
 def test_slurm_cluster_started_by_hand(tmp_path):
-    from distexp.cluster import free_ports
+    from distexp.cluster.plan import free_ports
 
     port = next(p for p in free_ports(20) if _free(p + 1))
     srun = {"SLURM_STEP_NUM_TASKS": "2", "SLURM_NTASKS": "2", "SLURM_STEP_NODELIST": "localhost",
@@ -233,7 +233,7 @@ def test_tf_config_cluster_started_by_hand(tmp_path):
     machine allows (root, iproute2): the two workers live in two network namespaces joined by a
     veth pair, i.e. two hosts with no localhost shortcut; elsewhere both on 127.0.0.1."""
     if not _netns_available():
-        from distexp.cluster import free_ports
+        from distexp.cluster.plan import free_ports
 
         addrs = [f"127.0.0.1:{p}" for p in free_ports(2)]
         outs = _start_by_hand(tmp_path, _cluster_env(addrs),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from distexp import perf
+from distexp.figures import meter as perf
 
 
 class Clock:

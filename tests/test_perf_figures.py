@@ -6,7 +6,8 @@ import csv
 
 import pytest
 
-from distexp import perf, progress
+from distexp.figures import meter as perf
+from distexp.train import progress
 from distexp.tracking import RunLogger
 from test_perf import Clock  # noqa: F401  (same fake clock)
 

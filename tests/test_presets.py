@@ -8,8 +8,8 @@ import json
 import pytest
 
 from conftest import CONF
-from distexp import config as C
-from distexp import checks
+from distexp.config import checks
+from distexp import errors
 
 PRESETS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
 TINY = ["epochs=1", "steps_per_epoch=3", "warmup_steps=1", "tracking.enabled=false", "gpus=0"]
@@ -55,7 +55,7 @@ def test_optuna_search_composes(compose):
     (["objective=eval/acc"], "objective: received 'eval/acc'; valid: eval/accuracy"),
 ])
 def test_validate_rejects(compose, overrides, needle):
-    with pytest.raises(C.UserError) as err:
+    with pytest.raises(errors.UserError) as err:
         checks.validate(compose(*overrides))
     assert needle in str(err.value)
 

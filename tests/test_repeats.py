@@ -10,7 +10,8 @@ import math
 import pytest
 
 from conftest import CONF
-from distexp import meaning, peaks, report, stats
+from distexp.figures import meaning, peaks, stats
+from distexp.report import cli as report
 from test_report import _job, _perf, _run
 
 
@@ -35,7 +36,9 @@ def _sweeper(tmp_path, *overrides):
     from hydra.core.global_hydra import GlobalHydra
     from hydra.types import HydraContext
 
-    import distexp.config  # noqa: F401  (schema, resolvers)
+    from distexp.config import schema
+
+    schema.register()
     from hydra_plugins.distexp_sweeper.distexp_sweeper import DistexpSweeper
 
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
@@ -82,7 +85,7 @@ def test_one_repeat_is_the_basic_sweep(tmp_path):
 
 
 def test_batches_keep_job_numbers():
-    from distexp.sweeper import batches
+    from distexp.sweeps.planning import batches
 
     launch = [(1, ["a"]), (2, ["b"]), (5, ["c"]), (6, ["d"]), (7, ["e"])]
     assert batches(launch, None) == [(1, [["a"], ["b"]]), (5, [["c"], ["d"], ["e"]])]
@@ -259,7 +262,7 @@ def test_accuracy_on_random_labels_is_not_meaningful():
 def test_repeats_is_one_number_and_repeat_is_the_sweepers(tmp_path):
     from hydra.core.global_hydra import GlobalHydra
 
-    from distexp.config import UserError
+    from distexp.errors import UserError
 
     try:
         sweeper = _sweeper(tmp_path)
@@ -299,7 +302,7 @@ def test_baseline_is_the_closest_one_device_config(tmp_path):
 
 def test_datasheet_peak_sums_known_gpus_and_refuses_an_unknown_one():
     """What the trainer uses for perf/peak_flops on GPUs: the datasheet sum, else None (measured)."""
-    from distexp import peaks
+    from distexp.figures import peaks
 
     two = peaks.datasheet_peak(["NVIDIA A100-SXM4-80GB"] * 2, "mixed_bfloat16")
     assert two[0] == 2 * peaks.gpu_peak("NVIDIA A100-SXM4-80GB", "bfloat16")[0]

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from distexp import report
+from distexp.report import cli as report
 
 
 def _run(client, exp, name, status, params, metrics, tags, loss=()):
@@ -141,8 +141,8 @@ def test_report_and_sweeps_do_not_import_tensorflow():
     """In a fresh interpreter (the test process itself may have imported TensorFlow earlier)."""
     import subprocess
 
-    code = ("import sys\nimport distexp.report, distexp.scaling, distexp.plots, distexp.sweeper, "
-            "distexp.sweep, distexp.stats, distexp.parity, distexp.checks, distexp.strategies, "
+    code = ("import sys\nimport distexp.report, distexp.report.scaling, distexp.report.plots, distexp.sweeps.planning, "
+            "distexp.sweeps, distexp.figures.stats, distexp.parity, distexp.config.checks, distexp.strategies, "
             "distexp.tasks\n"
             "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\nprint('CLEAN')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

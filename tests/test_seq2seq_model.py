@@ -1,4 +1,4 @@
-"""distexp.seq2seq: the GRU encoder-decoder's shapes, padding masks, greedy decoding and its
+"""distexp.models.seq2seq: the GRU encoder-decoder's shapes, padding masks, greedy decoding and its
 independence from how a batch is split (small sizes; the whole file runs in well under a minute)."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 import keras  # noqa: E402
 
-from distexp.seq2seq import END, GruSeq2Seq, build_gru_seq2seq, greedy_decode  # noqa: E402
+from distexp.models.seq2seq import END, GruSeq2Seq, build_gru_seq2seq, greedy_decode  # noqa: E402
 
 SRC_V, TGT_V, T = 23, 17, 7
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,7 +141,7 @@ MIRRORED = textwrap.dedent("""
     import numpy as np, tensorflow as tf, keras
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from distexp.seq2seq import build_gru_seq2seq
+    from distexp.models.seq2seq import build_gru_seq2seq
     rng = np.random.default_rng(0)
     src = rng.integers(4, 20, size=(8, 6)).astype(np.int32); tgt = rng.integers(4, 15, size=(8, 5)).astype(np.int32)
     tgt[:, 0] = 2

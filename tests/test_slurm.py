@@ -163,7 +163,7 @@ def test_sigkill_of_a_task_fails_the_run_and_leaves_nothing(slurm, tmp_path, str
     assert len(runs) == 1 and runs[0].info.status == "FAILED", out[-3000:]
     if strategy == "ps":
         # the job process's watcher names the server; the coordinator may see it first, when
-        # TensorFlow re-runs the lost worker's steps elsewhere (distexp.step.PSDispatch)
+        # TensorFlow re-runs the lost worker's steps elsewhere (distexp.train.step.PSDispatch)
         assert ("distexp: error: worker-0 stopped answering" in out
                 or "ps: a worker stopped answering during a window" in out), out[-3000:]
     _nothing_left(job)

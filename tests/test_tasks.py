@@ -53,21 +53,22 @@ def test_ps_mixed_float16_scales_the_loss():
     (["task.factory=factories:mse_task", "loop=fit"], "loop: received 'fit' with the custom task"),
 ])
 def test_refused_before_tensorflow(compose, overrides, needle):
-    from distexp import config as C
-    from distexp import checks
+    from distexp import errors
+    from distexp.config import checks
 
-    with pytest.raises(C.UserError) as err:
+    with pytest.raises(errors.UserError) as err:
         checks.validate(compose(*overrides))
     assert str(err.value).startswith(needle), err.value
 
 
 def test_task_is_implied_by_the_dataset(compose):
-    from distexp import config as C, tasks
+    from distexp import tasks
+    from distexp.config import resolved
 
     assert tasks.name_of(compose()) == "classification"
     seq = compose(*SEQ)
-    assert tasks.name_of(seq) == "seq2seq" and C.objective_name(seq) == "eval/token_accuracy"
-    assert C.objective_name(compose()) == "eval/accuracy"
+    assert tasks.name_of(seq) == "seq2seq" and resolved.objective_name(seq) == "eval/token_accuracy"
+    assert resolved.objective_name(compose()) == "eval/accuracy"
     assert tasks.name_of(compose("task.factory=factories:mse_task")) == "custom"
 
 

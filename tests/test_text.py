@@ -1,4 +1,4 @@
-"""distexp.text: pair files, tokens, vocabularies, teacher-forcing arrays, the synthetic task.
+"""distexp.data.text: pair files, tokens, vocabularies, teacher-forcing arrays, the synthetic task.
 No TensorFlow: these run in well under a second."""
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from distexp.config import UserError
-from distexp.text import (PairData, Vocab, build_pairs, load_text_pairs, number_words, read_pairs,
-                          resolve_mode, synthetic_pairs, tokenize)
+from distexp.errors import UserError
+from distexp.data.text import PairData, Vocab, build_pairs, load_text_pairs, number_words, read_pairs, resolve_mode, synthetic_pairs, tokenize
 
 # Tatoeba/ManyThings format: English<TAB>Chinese<TAB>attribution (extra columns ignored).
 CORPUS = (
@@ -34,7 +33,7 @@ def corpus(tmp_path):
 def test_no_tensorflow_import():
     """The job process uses this module for checks: it must not start TensorFlow (a fresh process,
     since other tests in the same session may have imported it)."""
-    code = "import sys, distexp.text; print('tensorflow' in sys.modules)"
+    code = "import sys, distexp.data.text; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "False"
@@ -172,7 +171,7 @@ _WORDS.update({w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty si
 
 
 def _parse(words: str) -> int:
-    """English number words -> int, written independently of distexp.text."""
+    """English number words -> int, written independently of distexp.data.text."""
     total = current = 0
     for w in words.split():
         if w == "hundred":

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from distexp.strategies.tpu import local_tpu
+from distexp import errors
 
 HAS_TPU = bool(os.environ.get("TPU_NAME")) or local_tpu()
 
@@ -31,10 +32,9 @@ def test_no_tpu_is_one_line_before_tensorflow(cli):
      "strategy.tpu: received 'my-tpu' with strategy=mirrored; it applies to strategy=tpu only"),
 ])
 def test_tpu_refusals(compose, overrides, needle):
-    from distexp import config as C
-    from distexp import checks
+    from distexp.config import checks
 
-    with pytest.raises(C.UserError) as err:
+    with pytest.raises(errors.UserError) as err:
         checks.validate(compose(*overrides))
     assert str(err.value).startswith(needle), err.value
 

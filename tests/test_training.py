@@ -47,7 +47,7 @@ def _losses(job: Path):
 def test_two_replicas_reproduce_one_device(cli, loop):
     """Same seed, same data order, same global batch: 2 replicas must give the 1-device losses."""
     # one step per call on both sides: fit reports a loss per execution only, and auto picks
-    # k = 11 for one device but 1 for two replicas under fit (distexp.loops.fit)
+    # k = 11 for one device but 1 for two replicas under fit (distexp.train.loops.fit)
     common = ["global_batch_size=64", "epochs=2", f"loop={loop}", "steps_per_execution=1"]
     one, _ = _job(cli, "one", "strategy=one_device", *common)
     two, _ = _job(cli, "two", "strategy=mirrored", "cpu_replicas=2", *common)
@@ -110,7 +110,7 @@ def test_sweep_over_strategies_and_replicas(cli):
     assert r.returncode == 0, r
     _, runs = mlflow_runs(cli.uri)
     parents = [x for x in runs if x.data.tags.get("distexp.run_kind") == "sweep"]
-    assert len(parents) == 1 and parents[0].info.status == "FINISHED"  # the sweep (distexp.sweep)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"  # the sweep (distexp.sweeps)
     runs = [x for x in runs if x not in parents]
     got = sorted((x.data.params["strategy.name"], x.data.params["cpu_replicas"],
                   x.data.params["num_replicas"], x.info.status) for x in runs)

@@ -3,7 +3,7 @@ when there are several compute devices), computation mirrored over `cpu_replicas
 devices or the GPUs. Keras 3 fit logs wrong loss/accuracy under it (FACTS.md): refused."""
 from __future__ import annotations
 
-from distexp.strategies import Record, register
+from distexp.strategies.record import Record, register
 
 
 @register

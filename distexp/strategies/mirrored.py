@@ -3,8 +3,8 @@ CPU devices; synchronous all-reduce (`strategy.cross_device_ops`: TensorFlow's d
 GPUs, hierarchical_copy, reduction_to_one_device). Keras fit and the custom loop both work."""
 from __future__ import annotations
 
-from distexp.config import UserError
-from distexp.strategies import Record, register
+from distexp.errors import UserError
+from distexp.strategies.record import Record, register
 
 
 def cross_device_ops(cfg, devices):

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 
-from distexp.config import UserError
-from distexp.strategies import Record, register
+from distexp.errors import UserError
+from distexp.strategies.record import Record, register
 
 
 def tf_cluster_resolver(cfg, gpus: int):
@@ -17,7 +17,7 @@ def tf_cluster_resolver(cfg, gpus: int):
     if cfg.cluster.name == "slurm":
         from tensorflow.python.distribute.cluster_resolver import slurm_cluster_resolver as slurm
 
-        from distexp.cluster import slurm_jobs, slurm_port_base, slurm_step
+        from distexp.cluster.slurm_env import slurm_jobs, slurm_port_base, slurm_step
 
         _, ntasks = slurm_step(os.environ)
         kw = dict(jobs=slurm_jobs(cfg, ntasks), port_base=slurm_port_base(cfg, os.environ))

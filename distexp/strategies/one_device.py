@@ -2,7 +2,7 @@
 compared with: the report's baseline, distexp.parity's reference). `cpu_replicas` does not apply."""
 from __future__ import annotations
 
-from distexp.strategies import Record, register
+from distexp.strategies.record import Record, register
 
 
 @register

@@ -1,12 +1,12 @@
 """ps: tf.distribute.experimental.ParameterServerStrategy: a coordinator (the chief: schedules steps,
 evaluates, logs) + `workers` worker servers + `ps` parameter servers. Asynchronous: each step runs
 on one worker with the whole global batch and updates the variables on the ps. Steps are
-dispatched by ClusterCoordinator.schedule (distexp.step.PSDispatch), the same step as the others.
+dispatched by ClusterCoordinator.schedule (distexp.train.step.PSDispatch), the same step as the others.
 Keras 3 has no ps support in fit (keras-team/keras#18624)."""
 from __future__ import annotations
 
-from distexp.config import UserError
-from distexp.strategies import Record, register
+from distexp.errors import UserError
+from distexp.strategies.record import Record, register
 from distexp.strategies.multiworker import tf_cluster_resolver
 
 

@@ -11,8 +11,8 @@ import os
 import socket
 from urllib.parse import urlsplit
 
-from distexp.config import UserError
-from distexp.strategies import Record, register
+from distexp.errors import UserError
+from distexp.strategies.record import Record, register
 
 
 def local_tpu() -> bool:

@@ -40,7 +40,7 @@ def builtin(cfg) -> "Task | None":
 
 def get(cfg) -> Task:
     """The task object, in the training process (a user's factory is imported here)."""
-    from distexp.config import UserError
+    from distexp.errors import UserError
 
     name = name_of(cfg)
     if name in REGISTRY:

@@ -1,8 +1,8 @@
 """The task: what is specific to a problem (TF Model Garden's `base_task` is the model).
 
 A task owns the loss, the metrics and their MLflow names, the figure a sweep optimises and the
-one `target_accuracy` aims at. The training step (distexp.step), the outer loop
-(distexp.loops.custom) and the evaluation (distexp.loops.evaluate) know no loss: they call the
+one `target_accuracy` aims at. The training step (distexp.train.step), the outer loop
+(distexp.train.loops.custom) and the evaluation (distexp.train.loops.evaluate) know no loss: they call the
 task. Importing this module does not import TensorFlow (the job process checks names with it).
 
 The loss contract - why it is exact under every strategy:

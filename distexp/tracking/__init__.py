@@ -1,6 +1,6 @@
 """MLflow, from both sides of a job, without TensorFlow.
 
-The job process (distexp.job) owns the run's life: it creates the run, logs the resolved config
+The job process (distexp.job.lifecycle) owns the run's life: it creates the run, logs the resolved config
 and artifacts, and always ends the run FINISHED, FAILED or KILLED, whatever the training processes
 did (even a SIGKILLed trainer cannot leave it RUNNING). Only the chief training process adds to
 that run, through a file the job process forwards; other workers get no sink, so they cannot log.

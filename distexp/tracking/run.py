@@ -25,7 +25,7 @@ class JobRun:
 
     def __init__(self, uri: str, experiment: str, run_name: str, tags: Mapping[str, str],
                  params: Mapping[str, str]):
-        from distexp.config import UserError
+        from distexp.errors import UserError
 
         store.make_store_dir(uri)
         self.uri = uri

@@ -17,7 +17,7 @@ from typing import Mapping, Optional
 
 SINK_ENV = "DISTEXP_METRICS_SINK"    # the chief appends its metrics/params here (JSON lines)
 GATE_ENV = "DISTEXP_TRACKING_GATE"   # the job writes "ok <run_id>" or "error <line>" here
-# Set by distexp.cluster for the chief; read by nothing since records only go through the sink.
+# Set by distexp.cluster.plan for the chief; read by nothing since records only go through the sink.
 RUN_ID_ENV = "DISTEXP_RUN_ID"
 URI_ENV = "DISTEXP_TRACKING_URI"
 MAX_PARAM_LEN = 6000  # MLflow 3 limit on a param value
@@ -54,7 +54,7 @@ class RunLogger:
         """Block until the job process has created the run; raise UserError if it could not."""
         if not self.gate:
             return
-        from distexp.config import UserError
+        from distexp.errors import UserError
 
         gate = Path(self.gate)
         while not gate.exists():

@@ -93,7 +93,7 @@ def sqlite_dir(uri: str) -> Optional[Path]:
 def make_store_dir(uri: str) -> Optional[Path]:
     """For a sqlite URI, create the database's directory (one-line UserError when it cannot be)
     and return it; None for any other URI."""
-    from distexp.config import UserError
+    from distexp.errors import UserError
 
     store_dir = sqlite_dir(uri)
     if store_dir is not None:
@@ -179,7 +179,7 @@ def probe(uri: str, timeout: float = 10.0) -> None:
     sqlite store's directory can be created; an http(s) server or a database accepts a TCP
     connection; a database URI's driver imports. Anything else is checked when the run is
     created (JobRun, in the Forwarder's thread)."""
-    from distexp.config import UserError
+    from distexp.errors import UserError
 
     if make_store_dir(uri) is not None:
         return
@@ -198,7 +198,7 @@ def probe(uri: str, timeout: float = 10.0) -> None:
 def _check_driver(uri: str) -> None:
     """The driver SQLAlchemy picks for this URI imports (SQLAlchemy 2.1 maps postgresql:// to
     psycopg 3, older ones to psycopg2; postgresql+psycopg2:// names it)."""
-    from distexp.config import UserError
+    from distexp.errors import UserError
 
     from sqlalchemy.engine.url import make_url
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError

@@ -1,7 +1,7 @@
 """distexp's Hydra sweeper: BasicSweeper + `repeats` (interleaved) + `sweep.resume`.
 
 Hydra loads plugin classes only from the `hydra_plugins` package, so the class is here and the
-logic is in distexp.sweeper. Selected by distexp's conf (`hydra/sweeper: distexp`, sweeper_default.yaml).
+logic is in distexp.sweeps.planning. Selected by distexp's conf (`hydra/sweeper: distexp`, sweeper_default.yaml).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 class DistexpSweeper(BasicSweeper):
     """Hydra's BasicSweeper, each job run `repeats` times round-robin; `sweep.resume` skips
-    the jobs that finished in the given sweep and re-runs the failed ones (distexp.sweeper)."""
+    the jobs that finished in the given sweep and re-runs the failed ones (distexp.sweeps.planning)."""
 
     def __init__(self, max_batch_size: Optional[int] = None,
                  params: Optional[Dict[str, str]] = None) -> None:
@@ -34,7 +34,8 @@ class DistexpSweeper(BasicSweeper):
     def sweep(self, arguments: List[str]) -> Any:
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
-        from distexp import sweeper as S
+        from distexp.sweeps import planning as S
+        from distexp.sweeps import records
 
         assert self.config is not None and self.launcher is not None
         assert self.hydra_context is not None
@@ -49,7 +50,7 @@ class DistexpSweeper(BasicSweeper):
 
         loader = self.hydra_context.config_loader
         plan = S.plan(jobs, self.config, lambda o: loader.load_sweep_config(self.config, o))
-        S.write_records(sweep_dir.absolute(), plan.skipped)
+        records.write_records(sweep_dir.absolute(), plan.skipped)
         self.overrides = [[job for _, job in plan.launch]]
         self.batch_index = 1
         returns, first_failure = [], None

@@ -1,0 +1,377 @@
+"""The checks Hydra's types cannot express, run in the job process before anything starts.
+
+distexp.config.schema holds the schema (OmegaConf already refuses a wrong type, an unknown key, a
+missing option); this module refuses what is well typed but makes no sense: out-of-range values,
+combinations a strategy's record or a task refuses (`validate`), what the resolved GPU count rules
+out (`validate_devices`), and sizes this machine cannot hold or places it cannot write
+(`validate_limits`). Each is one line, `key: received X; valid/expected Y`, and no TensorFlow is
+imported.
+"""
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from distexp.config.schema import CLUSTERS, COMMUNICATIONS, CROSS_DEVICE_OPS, LOOPS, MODELS, OPTIMIZERS, PERF_OBJECTIVES, PRECISIONS, PREPROCESSING, TOKENS, StrategyConfig
+from distexp.errors import UserError
+from distexp.config.resolved import _multirun, global_batch, replicas_per_worker, strategy_record, sync_workers, visible_gpus
+
+
+def _choice(key: str, value: Any, valid) -> None:
+    if value not in valid:
+        raise UserError(f"{key}: received {value!r}; valid: {', '.join(map(str, valid))}")
+
+
+def _at_least(key: str, value: Optional[float], low: float, *, allow_none: bool = False) -> None:
+    if value is None:
+        if allow_none:
+            return
+        raise UserError(f"{key}: received null; expected a number >= {low}")
+    if value < low:
+        raise UserError(f"{key}: received {value}; expected >= {low}")
+
+
+def _steps_per_execution(value: Any) -> None:
+    ok = value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
+    if not ok:
+        raise UserError(f"steps_per_execution: received {value!r}; valid: auto or an integer >= 1")
+
+
+def _unknown_keys(node: DictConfig, prefix: str = "") -> None:
+    """Keys added with `+key=value` that no schema declares (Hydra's `+` bypasses struct mode)."""
+    import dataclasses
+
+    schema = OmegaConf.get_type(node)
+    if schema is not None and dataclasses.is_dataclass(schema):
+        known = {f.name for f in dataclasses.fields(schema)}
+        for key in node.keys():
+            if key not in known:
+                raise UserError(f"{prefix}{key}: unknown key (not in the schema); check the spelling "
+                                "or see --cfg job")
+    for key in node.keys():
+        child = node._get_node(key)
+        if isinstance(child, DictConfig) and not child._is_missing() and not child._is_none():
+            _unknown_keys(child, f"{prefix}{key}.")
+
+
+def validate(cfg: DictConfig) -> None:
+    """Raise UserError for values the schema's types accept but that make no sense."""
+    _unknown_keys(cfg)
+    rec = strategy_record(cfg)
+    _choice("model", cfg.model.name, MODELS)
+    _choice("loop", cfg.loop.name, LOOPS)
+    _choice("cluster", cfg.cluster.name, CLUSTERS)
+    _choice("model.optimizer", cfg.model.optimizer, OPTIMIZERS)
+    if cfg.strategy.cross_device_ops is not None:
+        _choice("strategy.cross_device_ops", cfg.strategy.cross_device_ops, CROSS_DEVICE_OPS)
+    _choice("strategy.communication", cfg.strategy.communication, COMMUNICATIONS)
+    _at_least("epochs", cfg.epochs, 1)
+    _at_least("steps_per_epoch", cfg.steps_per_epoch, 1, allow_none=True)
+    _at_least("batch_size_per_replica", cfg.batch_size_per_replica, 1)
+    _at_least("global_batch_size", cfg.global_batch_size, 1, allow_none=True)
+    _at_least("cpu_replicas", cfg.cpu_replicas, 1)
+    _at_least("gpus", cfg.gpus, 0, allow_none=True)
+    _at_least("workers", cfg.workers, 1)
+    _at_least("ps", cfg.ps, 0)
+    _at_least("warmup_steps", cfg.warmup_steps, 0)
+    _at_least("log_every_steps", cfg.log_every_steps, 0)
+    _steps_per_execution(cfg.steps_per_execution)
+    _choice("precision", cfg.precision, PRECISIONS)
+    _at_least("dataset.threadpool", cfg.dataset.threadpool, 0)
+    _at_least("tracking.system_metrics_interval", cfg.tracking.system_metrics_interval, 0.1)
+    if cfg.target_accuracy is not None and not 0 < cfg.target_accuracy <= 1:
+        raise UserError(f"target_accuracy: received {cfg.target_accuracy}; expected 0 < x <= 1 "
+                        "or null")
+    if (cfg.jit_compile and rec.cpu_replicas and cfg.cpu_replicas > 1
+            and (cfg.gpus == 0 or visible_gpus() == 0)):
+        raise UserError(f"jit_compile: received true with cpu_replicas={cfg.cpu_replicas}; XLA "
+                        "cannot reach a variable on another logical CPU device (TensorFlow's XLA "
+                        "known issues: tf.Variable on a different device): use cpu_replicas=1 or "
+                        "jit_compile=false")
+    if cfg.dataset.on_device and cfg.loop.name != "custom":
+        raise UserError(f"dataset.on_device: received true with loop={cfg.loop.name}; on-device "
+                        "data needs loop=custom")
+    _at_least("checkpoint.every_steps", cfg.checkpoint.every_steps, 0, allow_none=True)
+    _at_least("checkpoint.keep", cfg.checkpoint.keep, 1)
+    if cfg.resume and cfg.loop.name == "fit":
+        raise UserError("resume: received true with loop=fit; checkpoints and resume are part of "
+                        "the custom loop: use loop=custom")
+    if cfg.timeout is not None and cfg.timeout <= 0:
+        raise UserError(f"timeout: received {cfg.timeout}; expected seconds > 0 or null")
+    if cfg.learning_rate is not None and cfg.learning_rate <= 0:
+        raise UserError(f"learning_rate: received {cfg.learning_rate}; expected > 0")
+    if cfg.model.name == "custom" and (OmegaConf.is_missing(cfg.model, "factory") or
+                                       not cfg.model.factory):
+        raise UserError("model.factory: received null; model=custom needs "
+                        "model.factory=package.module:function")
+    ds = cfg.dataset
+    if ds.name == "synthetic":
+        if len(ds.shape) not in (1, 3) or any(d < 1 for d in ds.shape):
+            raise UserError(f"dataset.shape: received {list(ds.shape)}; expected [h, w, c] or [d] "
+                            "with every size >= 1")
+        _at_least("dataset.num_classes", ds.num_classes, 2)
+        _at_least("dataset.size", ds.size, 1)
+    if ds.name == "custom" and (OmegaConf.is_missing(ds, "factory") or not ds.factory):
+        raise UserError("dataset.factory: received null; dataset=custom needs "
+                        "dataset.factory=package.module:function")
+    tfds_missing = OmegaConf.is_missing(ds, "tfds_name")
+    if ds.name == "tfds" or tfds_missing or ds.tfds_name is not None:
+        if tfds_missing or not ds.tfds_name:
+            raise UserError("dataset.tfds_name: received nothing; dataset=tfds needs a TFDS builder "
+                            "name, e.g. dataset.tfds_name=cifar100")
+        _choice("dataset.preprocessing", ds.preprocessing, PREPROCESSING)
+        if ds.image_size is not None and (len(ds.image_size) != 2 or min(ds.image_size) < 1):
+            raise UserError(f"dataset.image_size: received {list(ds.image_size)}; expected [h, w] "
+                            "with sizes >= 1, or null")
+    _validate_task(cfg)
+    _at_least("repeats", cfg.repeats, 1)
+    if cfg.repeats > 1 and not _multirun():
+        raise UserError(f"repeats: received {cfg.repeats} for a single run; repeats are runs of "
+                        "a sweep's jobs: add -m (python -m distexp -m ... repeats=N)")
+    if not 0 <= cfg.repeat < max(cfg.repeats, 1):
+        raise UserError(f"repeat: received {cfg.repeat}; expected 0..{cfg.repeats - 1} (repeats="
+                        f"{cfg.repeats}); the sweeper sets it, set repeats=N instead")
+    if not 0 < ds.test_fraction < 1:
+        raise UserError(f"dataset.test_fraction: received {ds.test_fraction}; expected 0 < x < 1")
+
+    _validate_strategy(cfg, rec)
+
+    replicas = replicas_per_worker(cfg) * sync_workers(cfg)
+    if cfg.global_batch_size is not None and cfg.global_batch_size % replicas:
+        raise UserError(
+            f"global_batch_size: received {cfg.global_batch_size}; it must divide evenly over "
+            f"{replicas} replicas (try {max(replicas, cfg.global_batch_size // replicas * replicas)})")
+    validate_limits(cfg)
+
+
+def _validate_strategy(cfg: DictConfig, rec) -> None:
+    """What the strategy's record says it cannot do: loops, knobs, options (one line each)."""
+    why = rec.loops.get(cfg.loop.name)
+    if why:
+        raise UserError(f"loop: received {cfg.loop.name!r} with strategy={rec.name}; {why}: use "
+                        f"{' or '.join(f'loop={l}' for l, w in rec.loops.items() if w is None)}")
+    for knob, why in rec.refuses.items():
+        key, _, value = knob.partition("=")
+        current = OmegaConf.select(cfg, key)
+        if (str(current) == value) if value else bool(current):
+            shown = repr(current) if isinstance(current, str) else str(current).lower()
+            hint = "" if value else f": use {key}=false"
+            raise UserError(f"{key}: received {shown} with strategy={rec.name}; {why}{hint}")
+    defaults = StrategyConfig()
+    for option in ("cross_device_ops", "communication", "tpu", "tpu_cores"):
+        value = cfg.strategy.get(option)
+        if option not in rec.options and value != getattr(defaults, option):
+            users = [r for r in _strategy_names() if option in _record(r).options]
+            default = getattr(defaults, option)
+            raise UserError(f"strategy.{option}: received {value!r} with strategy={rec.name}; it "
+                            f"applies to strategy={' or '.join(users)} only: leave it at "
+                            f"{'null' if default is None else default}")
+    rec.check(cfg)
+
+
+def _strategy_names():
+    from distexp import strategies
+
+    return strategies.names()
+
+
+def _record(name: str):
+    from distexp import strategies
+
+    return strategies.get(name)
+
+
+def _validate_task(cfg: DictConfig) -> None:
+    """The task, its model and loop, its objective and target (no TensorFlow: built-in tasks
+    are plain classes; a user's task is checked in the trainer)."""
+    from distexp import tasks
+
+    ds = cfg.dataset
+    _choice("dataset.task", ds.task, tuple(tasks.REGISTRY))
+    name = tasks.name_of(cfg)
+    _choice("task.name", name, tasks.NAMES)
+    if name == "custom" and not cfg.task.factory:
+        raise UserError("task.factory: received null; task.name=custom needs "
+                        "task.factory=package.module:function")
+    _choice("dataset.source_tokens", ds.source_tokens, TOKENS)
+    _choice("dataset.target_tokens", ds.target_tokens, TOKENS)
+    _at_least("dataset.max_length", ds.max_length, 1, allow_none=True)
+    _at_least("dataset.vocab_size", ds.vocab_size, 5, allow_none=True)
+    _at_least("model.embedding_dim", cfg.model.embedding_dim, 1)
+    _at_least("model.units", cfg.model.units, 1)
+    if ds.name == "text_pairs" and not ds.path:
+        raise UserError("dataset.path: received null; dataset=text_pairs needs "
+                        "dataset.path=<a file of source<TAB>target lines>")
+    seq2seq_models = tasks.seq2seq.MODELS
+    if name == "seq2seq" and cfg.model.name not in seq2seq_models:
+        raise UserError(f"model: received {cfg.model.name!r} with a seq2seq task (dataset="
+                        f"{ds.name}); valid: {', '.join(seq2seq_models)}")
+    if name == "classification" and cfg.model.name in seq2seq_models:
+        raise UserError(f"dataset: received {ds.name!r} with model={cfg.model.name}, which needs "
+                        "sentence pairs; valid: text_pairs, synthetic_pairs")
+    task = tasks.builtin(cfg)
+    if cfg.loop.name == "fit" and (task is None or not task.fit_ok):
+        why = task.fit_refusal if task is not None else (
+            "Keras fit computes losses with Keras loss objects, not the task's")
+        raise UserError(f"loop: received 'fit' with the {name} task; {why}: use loop=custom")
+    if cfg.objective is not None and task is not None:
+        _choice("objective", cfg.objective, task.figures() + PERF_OBJECTIVES)
+    if cfg.target_accuracy is not None and task is not None and task.target_metric is None:
+        raise UserError(f"target_accuracy: received {cfg.target_accuracy}; the {name} task has "
+                        "no accuracy to reach: set it to null")
+
+
+def validate_devices(cfg: DictConfig, gpus: int) -> None:
+    """Checks that need the resolved GPU count (still before TensorFlow)."""
+    if cfg.strategy.cross_device_ops == "nccl" and gpus == 0:
+        raise UserError("strategy.cross_device_ops: received 'nccl'; NCCL needs GPUs and this job "
+                        "trains on CPU: use hierarchical_copy or reduction_to_one_device")
+
+
+SEED_MAX = 2 ** 32 - 1  # keras.utils.set_random_seed seeds NumPy: np.random.seed takes 0..2**32-1
+
+
+CPU_REPLICAS_PER_CORE = 8  # logical CPU devices are cheap, but hundreds of them hang the runtime
+
+
+PROCESSES_PER_CORE = 4     # a local cluster: TF processes (each with its own thread pools) per core
+
+
+TRAINER_MB = 700           # one training process's resident memory (measured: 723 MB, cnn on digits)
+
+
+DIGITS_EXAMPLES = 1797     # scikit-learn's load_digits
+
+
+def validate_limits(cfg: DictConfig) -> None:
+    """Raise UserError for a value no process could run with (one line, before TensorFlow)."""
+    if not 0 <= cfg.seed <= SEED_MAX:
+        raise UserError(f"seed: received {cfg.seed}; expected 0..{SEED_MAX} (2**32-1: the range "
+                        "NumPy's and TensorFlow's seeding accept)")
+    for key in ("learning_rate", "model.learning_rate", "timeout", "target_accuracy"):
+        value = OmegaConf.select(cfg, key)
+        if value is not None and not math.isfinite(value):
+            raise UserError(f"{key}: received {value}; expected a finite number")
+    if cfg.model.learning_rate <= 0:
+        raise UserError(f"model.learning_rate: received {cfg.model.learning_rate}; expected > 0")
+    _at_least("dataset.shuffle_buffer", cfg.dataset.shuffle_buffer, 1)
+    _at_least("dataset.prefetch", cfg.dataset.prefetch, -1)
+    for key in ("tracking.uri", "tracking.experiment") if cfg.tracking.enabled else ():
+        if not str(OmegaConf.select(cfg, key)).strip():
+            raise UserError(f"{key}: received {OmegaConf.select(cfg, key)!r}; expected a non-empty "
+                            + ("MLflow tracking URI, e.g. sqlite:///outputs/mlflow.db or "
+                               "http://host:5000" if key == "tracking.uri" else
+                               "MLflow experiment name, e.g. distexp"))
+    processes = local_processes(cfg)
+    if cfg.cluster.port is not None and not 1024 <= cfg.cluster.port <= 65536 - processes:
+        raise UserError(f"cluster.port: received {cfg.cluster.port}; expected "
+                        f"1024..{65536 - processes} (the {processes} task(s) take port, port+1, ...; "
+                        "at most 65535), or null for free ports")
+    _check_machine(cfg, processes)
+    _check_data_size(cfg)
+    _check_checkpoint_dir(cfg)
+
+
+def local_processes(cfg: DictConfig) -> int:
+    """Training processes a job starts on this machine (cluster=local), or 1 (one per task)."""
+    if cfg.cluster.name != "local":
+        return 1
+    layout = strategy_record(cfg).layout
+    if layout == "multiworker":
+        return cfg.workers
+    if layout == "ps":
+        return 1 + cfg.workers + cfg.ps
+    return 1
+
+
+def machine() -> tuple:
+    """(usable cores, available memory in MB or None) of this machine, without TensorFlow."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        with open("/proc/meminfo") as f:
+            info = dict(line.split(":", 1) for line in f)
+        return cores, int(info["MemAvailable"].split()[0]) // 1024
+    except (OSError, KeyError, ValueError):
+        return cores, None
+
+
+def _check_machine(cfg: DictConfig, processes: int) -> None:
+    cores, mem_mb = machine()
+    on_cpu = cfg.gpus == 0 or (cfg.gpus is None and visible_gpus() == 0)
+    if on_cpu and strategy_record(cfg).cpu_replicas:
+        most = CPU_REPLICAS_PER_CORE * cores
+        if cfg.cpu_replicas > most:
+            raise UserError(f"cpu_replicas: received {cfg.cpu_replicas}; this machine has {cores} "
+                            f"core(s): expected 1..{most} ({CPU_REPLICAS_PER_CORE} logical devices "
+                            "per core; more only slow the start-up and the all-reduce)")
+    if processes <= 1:
+        return
+    key = "ps" if strategy_record(cfg).layout == "ps" and cfg.ps > cfg.workers else "workers"
+    need_mb = processes * TRAINER_MB
+    said = (f"cluster=local would start {processes} TensorFlow processes (~{TRAINER_MB} MB each, "
+            f"~{need_mb} MB in all) on this machine's {cores} core(s)"
+            + (f" and {mem_mb} MB of available memory" if mem_mb is not None else ""))
+    if processes > PROCESSES_PER_CORE * cores or (mem_mb is not None and need_mb > mem_mb):
+        raise UserError(f"{key}: received {cfg[key]}; {said}; expected at most "
+                        f"{_most_processes(cores, mem_mb)} processes here: fewer workers/ps, or "
+                        "cluster=slurm / cluster=tf_config across machines")
+
+
+def _most_processes(cores: int, mem_mb) -> int:
+    most = PROCESSES_PER_CORE * cores
+    return most if mem_mb is None else min(most, mem_mb // TRAINER_MB)
+
+
+def _check_data_size(cfg: DictConfig) -> None:
+    """A training set smaller than one global batch: not one step could be taken."""
+    ds = cfg.dataset
+    if ds.name == "synthetic":
+        n, key = int(ds.size), "dataset.size"
+    elif ds.name == "digits" and cfg.steps_per_epoch is None:
+        n = DIGITS_EXAMPLES - math.ceil(DIGITS_EXAMPLES * ds.test_fraction)
+        key = "global_batch_size" if cfg.global_batch_size is not None else "batch_size_per_replica"
+    else:
+        return
+    sharded = strategy_record(cfg).dispatch == "ps"
+    if sharded:
+        n //= cfg.workers  # each ps worker reads its own shard
+    batch = global_batch(cfg, replicas_per_worker(cfg) * sync_workers(cfg))
+    if n < batch:
+        what = f"{n} training examples" + (" per ps worker" if sharded else "")
+        raise UserError(f"{key}: received {cfg[key] if '.' not in key else ds.size}; dataset="
+                        f"{ds.name} has {what}, fewer than one global batch ({batch}); expected a "
+                        "global batch no larger than the training set (lower batch_size_per_"
+                        "replica or global_batch_size" + (", or raise dataset.size)" if
+                                                          ds.name == "synthetic" else ")"))
+
+
+def _check_checkpoint_dir(cfg: DictConfig) -> None:
+    """The chief's checkpoint.dir must be creatable and writable (a probe directory is made in it and removed)."""
+    saves = cfg.loop.name == "custom" and cfg.checkpoint.every_steps != 0
+    # the chief's job process runs here: a local cluster, or a strategy of one process
+    chief_here = cfg.cluster.name == "local" or strategy_record(cfg).layout == "single"
+    if not saves or not chief_here:
+        return
+    path = os.path.abspath(str(cfg.checkpoint.dir))
+    probe = path
+    while not os.path.lexists(probe):  # the nearest existing ancestor: the one mkdir -p needs
+        probe = os.path.dirname(probe)
+    problem = None
+    if not os.path.isdir(probe):
+        problem = f"{probe} is not a directory"
+    else:
+        try:  # what the chief will do: create a directory there (removed again at once)
+            os.rmdir(tempfile.mkdtemp(prefix=".distexp-check-", dir=probe))
+        except OSError as ex:
+            problem = f"cannot create a directory in {probe} ({ex.strerror})"
+    if problem:
+        raise UserError(f"checkpoint.dir: received {str(cfg.checkpoint.dir)!r}; {problem}; "
+                        "expected a directory this job can create and write, or "
+                        "checkpoint.every_steps=0 (no checkpoints)")

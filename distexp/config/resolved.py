@@ -1,0 +1,78 @@
+"""Facts derived from a composed config before TensorFlow starts: the strategy's record, workers,
+replicas, the global batch, the job's objective. They ask the strategy's record and the task."""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from omegaconf import DictConfig
+
+from distexp import strategies, tasks
+from distexp.errors import UserError
+
+
+def strategy_record(cfg: DictConfig):
+    """The strategy's record (distexp.strategies: layout, loops, knobs, devices, builder)."""
+    return strategies.get(cfg.strategy.name)
+
+def objective_name(cfg: DictConfig) -> Optional[str]:
+    """The figure a job returns: `objective`, else the task's (None for a user's task: the
+    trainer writes it to result.json)."""
+    if cfg.objective is not None:
+        return str(cfg.objective)
+    task = tasks.builtin(cfg)
+    return task.objective if task is not None else None
+
+def _multirun() -> bool:
+    """In a Hydra multirun (True when Hydra is not running at all: tests compose configs)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return not HydraConfig.initialized() or HydraConfig.get().mode == RunMode.MULTIRUN
+
+def visible_gpus() -> int:
+    """Number of GPUs this process may use, found without importing TensorFlow.
+
+    Honours CUDA_VISIBLE_DEVICES; otherwise counts /proc/driver/nvidia/gpus (the NVIDIA driver's
+    own list). The trainer re-checks with TensorFlow, which is authoritative.
+    """
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    driver = "/proc/driver/nvidia/gpus"
+    present = len(os.listdir(driver)) if os.path.isdir(driver) else 0
+    if env is not None:
+        ids = [d for d in env.split(",") if d.strip() and d.strip() != "-1"]
+        return min(len(ids), present) if present else 0
+    return present
+
+def check_gpus(requested: Optional[int], visible: int) -> int:
+    """Resolve `gpus` against what is visible: null = all, N = first N, more = error."""
+    if requested is None:
+        return visible
+    if requested > visible:
+        raise UserError(
+            f"gpus: received {requested}; {visible} GPU(s) visible on this machine. "
+            f"To run on CPU use gpus=0 cpu_replicas={max(requested, 2)}")
+    return requested
+
+def num_workers(cfg: DictConfig) -> int:
+    return strategy_record(cfg).num_workers(cfg)
+
+def sync_workers(cfg: DictConfig) -> int:
+    """Workers whose replicas share one global batch: all of them under multiworker; one under ps
+    (each ps step runs on one worker, asynchronously: TensorFlow's num_replicas_in_sync)."""
+    return strategy_record(cfg).sync_workers(cfg)
+
+def replicas_per_worker(cfg: DictConfig, gpus: Optional[int] = None) -> int:
+    """Replicas each worker trains with (known before TensorFlow starts).
+
+    The strategy's record decides: one_device 1; GPUs when there are; `cpu_replicas` for the
+    strategies that split the CPU (mirrored, central); TPU cores for tpu; else 1.
+    """
+    if gpus is None:
+        gpus = cfg.gpus if cfg.gpus is not None else visible_gpus()
+    return strategy_record(cfg).replicas_per_worker(cfg, gpus)
+
+def global_batch(cfg: DictConfig, replicas: int) -> int:
+    if cfg.global_batch_size is not None:
+        return int(cfg.global_batch_size)
+    return int(cfg.batch_size_per_replica) * replicas

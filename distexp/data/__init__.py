@@ -1,0 +1,1 @@
+"""Datasets: the built-in loaders, user and TFDS datasets, text pairs, tf.data pipelines."""

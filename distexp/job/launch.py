@@ -1,0 +1,225 @@
+"""Fresh training processes for one job, their output, and their clean-up.
+
+TensorFlow fixes logical devices, inter-op threads and collective ops once per process, so every
+job trains in new processes (FACTS.md). This module starts them, streams each one's output to its
+log file (and the chief's to the console), and guarantees that when the job ends - success, a
+failed or killed process, a timeout, Ctrl-C or SIGTERM on the job process - none is left behind:
+each child runs in its own process group, dies with its parent (PR_SET_PDEATHSIG), and is stopped
+with SIGTERM then SIGKILL (multi-worker TensorFlow ignores SIGTERM).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Callable, List, Mapping, Optional, Sequence
+
+KILL_GRACE_S = 3.0
+POLL_S = 0.1
+
+
+@dataclass
+class Proc:
+    """One process to start: its name (chief, worker-1, ps-0 ...), command, extra env, log file."""
+
+    name: str
+    cmd: Sequence[str]
+    env: Mapping[str, str]
+    log: Path
+    console: bool = False  # stream to our stdout too (the chief only)
+    # A server that never exits by itself (a PS or worker server): stopped when the others end.
+    server: bool = False
+    popen: Optional[subprocess.Popen] = field(default=None, repr=False)
+    returncode: Optional[int] = None
+
+
+class JobFailed(Exception):
+    def __init__(self, message: str, procs: Sequence[Proc]):
+        super().__init__(message)
+        self.procs = list(procs)
+
+
+class JobInterrupted(Exception):
+    """Ctrl-C or SIGTERM on the job process."""
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _pump(stream: IO[bytes], log: IO[bytes], console: bool, last_lines: List[str]) -> None:
+    for raw in iter(stream.readline, b""):
+        log.write(raw)
+        log.flush()
+        line = raw.decode("utf-8", "replace")
+        last_lines.append(line)
+        del last_lines[:-20]
+        if console and not line.startswith("distexp: error:"):  # the job process reports it
+            sys.stdout.write(line)
+            sys.stdout.flush()
+    stream.close()
+
+
+def _signal_group(p: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(p.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop(procs: Sequence[Proc], grace: float = KILL_GRACE_S) -> None:
+    """SIGTERM every live process group, SIGKILL what is left after `grace` seconds, reap all."""
+    live = [p.popen for p in procs if p.popen is not None and p.popen.poll() is None]
+    for p in live:
+        _signal_group(p, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while any(p.poll() is None for p in live) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for p in live:
+        # the group, not just the leader: a trainer's own children must go too
+        _signal_group(p, signal.SIGKILL)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+    for pr in procs:
+        if pr.popen is not None and pr.returncode is None:
+            pr.returncode = pr.popen.poll()
+
+
+def run(procs: Sequence[Proc], timeout: Optional[float] = None,
+        until: Optional[Callable[[], bool]] = None) -> None:
+    """Start `procs`, wait until every non-server process exits 0 (then stop the servers), or
+    until `until()` is true (a server task of an external cluster whose job is over: stop it).
+
+    Raises JobFailed naming the first process that failed (or the timeout), JobInterrupted on
+    Ctrl-C / SIGTERM; in every case all processes are gone when this returns or raises.
+    """
+    interrupted = threading.Event()
+
+    def on_term(signum, frame):  # SIGTERM to the job process: treat like Ctrl-C
+        interrupted.set()
+        raise KeyboardInterrupt
+
+    old_term = signal.signal(signal.SIGTERM, on_term) if _main_thread() else None
+    pumps: List[threading.Thread] = []
+    logs: List[IO[bytes]] = []
+    tails = {}
+    start = time.monotonic()
+    try:
+        for pr in procs:
+            pr.log.parent.mkdir(parents=True, exist_ok=True)
+            log = open(pr.log, "ab")
+            logs.append(log)
+            env = dict(os.environ)
+            env.update(pr.env)
+            pr.popen = subprocess.Popen(
+                list(pr.cmd), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
+            tails[pr.name] = []
+            t = threading.Thread(target=_pump, args=(pr.popen.stdout, log, pr.console, tails[pr.name]),
+                                 daemon=True)
+            t.start()
+            pumps.append(t)
+        pump_of = {pr.name: t for pr, t in zip(procs, pumps)}
+        while True:
+            failed = []
+            for pr in procs:
+                rc = pr.popen.poll()
+                if rc is None:
+                    continue
+                pr.returncode = rc
+                if rc != 0 or pr.server:
+                    failed.append(pr)
+            if failed:
+                # Only the failed processes' output is complete; the others are still running.
+                _finish_pumps([pump_of[pr.name] for pr in failed])
+                pr = min(failed, key=lambda f: _blame_order(f, tails[f.name]))
+                rc = pr.returncode
+                why = _describe(rc) if rc != 0 else "exited while the job was still running"
+                raise JobFailed(f"{pr.name} {why}{_last_error(tails[pr.name], rc)}", procs)
+            if all(pr.returncode == 0 for pr in procs if not pr.server):
+                return
+            try:
+                if until is not None and until():
+                    return
+            except (TimeoutError, ConnectionError, RuntimeError) as ex:  # the watch's verdict
+                raise JobFailed(str(ex), procs) from None
+            if timeout is not None and time.monotonic() - start > timeout:
+                raise JobFailed(f"timeout: the job ran longer than {timeout:g} s and was stopped",
+                                procs)
+            time.sleep(POLL_S)
+    except KeyboardInterrupt:
+        raise JobInterrupted("interrupted") from None
+    finally:
+        stop(procs)
+        _finish_pumps(pumps)
+        for log in logs:
+            log.close()
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _finish_pumps(pumps: Sequence[threading.Thread]) -> None:
+    for t in pumps:
+        t.join(timeout=2)
+
+
+# What a process prints when a *peer* went away: not the cause of a failure.
+_PEER_LOST = ("UnavailableError", "Socket closed", "unhealthy", "Connection reset", "aborted")
+
+
+def _blame_order(pr: Proc, tail: Sequence[str]) -> int:
+    """When several processes are found failed at once, the one to name: killed by a signal, then
+    a failure of its own, then one that only reports a lost peer."""
+    if pr.returncode is not None and pr.returncode < 0:
+        return 0
+    return 2 if any(m in "".join(tail[-8:]) for m in _PEER_LOST) else 1
+
+
+def _describe(rc: int) -> str:
+    if rc < 0:
+        try:
+            return f"was killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"was killed by signal {-rc}"
+    return f"exited with code {rc}"
+
+
+# TensorFlow's C++ log lines (glog/absl: "I0000 00:00:17.. 1234 port.cc:153] ...") say nothing
+# about why a process failed.
+_NATIVE_LOG = re.compile(r"^([IWEF]\d{4} \d\d:\d\d|WARNING: All log messages before absl)")
+
+
+def _last_error(lines: Sequence[str], rc: Optional[int] = None) -> str:
+    """The most telling line of a failed process's output: our own error line, else the last
+    Python line (a process killed by a signal: the signal says why, its output does not)."""
+    for line in reversed(lines):
+        if line.startswith("distexp: error:"):
+            return ": " + line[len("distexp: error:"):].strip()
+    if rc is not None and rc < 0:
+        return ""
+    for line in reversed(lines):
+        s = line.strip()
+        if s and not s.startswith(("File ", "^", "~")) and not _NATIVE_LOG.match(s):
+            return f": {s[:300]}"
+    return ""
+
+
+def trainer_cmd(config_path: Path, *extra: str) -> List[str]:
+    return [sys.executable, "-u", "-m", "distexp.train.trainer", "--config", str(config_path), *extra]

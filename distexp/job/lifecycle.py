@@ -1,0 +1,264 @@
+"""One Hydra job, from the job process (no TensorFlow here): prepare -> execute -> conclude.
+
+Separation of concerns:
+- distexp.config.schema   the schema and the checks that run before anything starts
+- distexp.job.lifecycle      (this) one job's life: check, open the MLflow run, launch, close the run,
+                   and the one place an outcome becomes an exit code (``exit_code``)
+- distexp.job.launch   the training processes, their logs, their clean-up
+- distexp.cluster.plan  which processes a strategy/cluster needs and each one's TF_CONFIG
+- distexp.train.trainer  inside a training process: devices, strategy, data, model, loop
+- distexp.tracking MLflow: the store, the job's run, the chief's sink, the offline file
+- distexp.sweeps    a multirun as a parent run with a child run per job (Hydra callback)
+- distexp.errors   user errors as one line; the file a trainer leaves its user error in
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from distexp.config import checks
+from distexp.config import schema as C
+from distexp import errors, tracking
+from distexp.job import launch
+from distexp.sweeps import callback as sweep
+from distexp.config import resolved
+
+# Training finished but MLflow stopped answering: what it missed is in the job's offline file.
+TRACKING_LOST_EXIT = 3
+
+
+class JobError(Exception):
+    """A job of a multirun failed. Raised (not sys.exit) so that Hydra records the job as failed
+    and runs the rest of the sweep; the command exits non-zero at the end (distexp.sweeps)."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message, exit_code)
+        self.message, self.exit_code = message, exit_code
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass
+class Job:
+    """What `prepare` decided: everything `execute` needs to run the job."""
+    cfg: DictConfig
+    job_dir: Path
+    plan: object                      # distexp.cluster.plan.Plan
+    env: dict                         # the trainers' environment (on top of the job's own)
+    config_path: Path
+    overrides_path: Path
+    forwarder: Optional[tracking.Forwarder]
+    multirun: bool
+    t_start: float
+
+
+@dataclass
+class Outcome:
+    """How a job ended, as `execute` saw it; `exit_code` maps it to the command's exit code."""
+    status: str = "FAILED"            # the run's final status: FINISHED, FAILED or KILLED
+    error: Optional[str] = None       # why it did not finish: one line, without "distexp: error: "
+    user_error: bool = False          # `error` is the chief trainer's own user error (bad input)
+    lost: Optional[dict] = None       # MLflow stopped answering (tracking.offline_summary)
+    result: dict = field(default_factory=dict)   # the chief's result.json
+    logs: List[Path] = field(default_factory=list)
+
+
+def run_job(cfg: DictConfig) -> Optional[float]:
+    """Check `cfg`, train it in fresh processes, return the final `objective` figure
+    (eval/accuracy by default): what Hydra hands to a sweeper such as Optuna.
+
+    A user error raises config.UserError (one line, exit 2). A failed or interrupted job ends its
+    MLflow run FAILED / KILLED and exits non-zero; in a multirun a failed job raises JobError
+    instead, so the other jobs still run (Ctrl-C still stops the whole sweep).
+    """
+    job = prepare(cfg)
+    return conclude(job, execute(job))
+
+
+def exit_code(out: Outcome) -> int:
+    """The one place an outcome becomes an exit code: 0 success, 1 failed job, 2 bad input,
+    3 trained but MLflow stopped answering, 130 interrupted."""
+    if out.status == "KILLED":
+        return 130
+    if out.user_error:
+        return 2
+    if out.status == "FAILED":
+        return 1
+    return TRACKING_LOST_EXIT if out.lost else 0
+
+
+# --- prepare: everything that can be checked or written before a training process starts -------
+
+def prepare(cfg: DictConfig) -> Job:
+    """Validate (UserError: one line, exit 2), store the config without credentials, probe the
+    tracking store and set up the run's creation. Starts nothing."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from distexp.cluster import plan as cluster
+    from distexp.data import datasets
+
+    t_start = time.time()
+    checks.validate(cfg)
+    gpus = resolved.check_gpus(cfg.gpus, resolved.visible_gpus())
+    checks.validate_devices(cfg, gpus)
+    from distexp.models import check_factory
+
+    if cfg.model.name == "custom":
+        check_factory("model.factory", cfg.model.factory)
+    if cfg.task.factory:
+        check_factory("task.factory", cfg.task.factory)
+    os.environ.update(tracking.http_env())  # bounded MLflow retries here and in the trainers
+    if os.environ.get("TF_CONFIG") == "":  # means "unset"; TF's resolvers crash on it (json.loads(""))
+        del os.environ["TF_CONFIG"]
+    datasets.check_available(cfg)  # TFDS data not prepared: one line, before TensorFlow
+    hc = HydraConfig.get()
+    job_dir = Path(hc.runtime.output_dir)
+    job_dir.mkdir(parents=True, exist_ok=True)
+    plan = cluster.plan(cfg, job_dir, gpus)  # raises UserError for a bad cluster setting
+    per_worker = resolved.replicas_per_worker(cfg, plan.gpus_per_worker)
+    replicas = per_worker * plan.replica_workers
+    batch = resolved.global_batch(cfg, per_worker * plan.sync_workers)
+    # What is stored and logged carries no credentials (trainers get the real URI by env).
+    stored = OmegaConf.to_container(cfg, resolve=True)
+    stored["tracking"]["uri"] = tracking.redact(cfg.tracking.uri)
+    config_path = job_dir / "config.yaml"
+    OmegaConf.save(OmegaConf.create(stored), config_path)
+    overrides = [tracking.redact_text(o) for o in hc.overrides.task]
+    overrides_path = job_dir / "overrides.yaml"
+    OmegaConf.save(OmegaConf.create(overrides), overrides_path)
+
+    multirun = sweep.in_multirun()
+    forwarder = None
+    if cfg.tracking.enabled and plan.logs_to_mlflow:
+        tracking.probe(cfg.tracking.uri)  # milliseconds: a store/server that is plainly not there
+        tags = {"distexp.job_dir": str(job_dir), "distexp.overrides": " ".join(overrides)}
+        if multirun:
+            tags.update(sweep.child_tags(str(hc.sweep.dir), cfg.tracking.uri,
+                                         cfg.tracking.experiment, int(hc.job.num)))
+        if cfg.resume:  # the chief trainer adds distexp.resumed_from_step once it has looked
+            tags["distexp.resume"] = "requested"
+        params = C.flatten(cfg)
+        params.update({"num_workers": plan.replica_workers, "global_batch_size": batch,
+                       "num_replicas": replicas})
+        if "tracking.uri" in params:
+            params["tracking.uri"] = tracking.redact(params["tracking.uri"])
+        name = tracking.run_name(cfg.strategy.name, cfg.model.name, cfg.dataset.name, replicas)
+
+        def create_run():  # in a thread, while the trainer imports TensorFlow (tracking.Forwarder)
+            return tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment, name, tags, params)
+
+        def announce(run):
+            print(f"MLflow run {run.run_id} ({tracking.redact(cfg.tracking.uri)}, experiment "
+                  f"{cfg.tracking.experiment!r})", flush=True)
+
+        interval = cfg.tracking.system_metrics_interval if cfg.tracking.system_metrics else None
+        forwarder = tracking.Forwarder(create_run, job_dir, on_ready=announce,
+                                       system_metrics_interval=interval)
+    env = {"DISTEXP_JOB_START": repr(t_start), "DISTEXP_GPUS": str(gpus),
+           "DISTEXP_NUM_WORKERS": str(plan.replica_workers),
+           "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+    return Job(cfg=cfg, job_dir=job_dir, plan=plan, env=env, config_path=config_path,
+               overrides_path=overrides_path, forwarder=forwarder, multirun=multirun,
+               t_start=t_start)
+
+
+# --- execute: the training processes and the run, whatever happens to them ---------------------
+
+def execute(job: Job) -> Outcome:
+    """Run the training processes (the cluster again on other ports after a port clash) while the
+    run is created and fed; then close the run with the outcome's status, artifacts attached."""
+    out = Outcome()
+    if not job.plan.logs_to_mlflow:
+        print(f"distexp: task {job.plan.task} of an external cluster: training without MLflow (the "
+              "chief logs the run)", flush=True)
+    if job.forwarder is not None:
+        job.forwarder.start()
+    attempts: List[list] = []
+    run = None
+    try:
+        _launch(job, attempts)
+        out.status = "FINISHED"
+    except launch.JobInterrupted:
+        out.status, out.error = "KILLED", "interrupted: every training process was stopped"
+    except launch.JobFailed as ex:
+        out.error = str(ex)
+        if out.error.startswith("timeout:"):  # the limit is the whole job's, across port retries
+            out.error = f"timeout: the job ran longer than {job.cfg.timeout:g} s and was stopped"
+        chief = attempts[-1][0]
+        user = errors.read_user_error(job.job_dir, chief.name) if chief.returncode == 2 else None
+        if user:  # the trainer's own one-line user error
+            out.error, out.user_error = user, True
+    finally:
+        run = job.forwarder.close() if job.forwarder is not None else None
+        if run is not None:
+            logs = list(dict.fromkeys(p.log for ps in attempts for p in ps))  # retries reuse logs
+            run.close(out.status, job.job_dir, [job.config_path, job.overrides_path], logs)
+    out.logs = [p.log for p in attempts[-1]] if attempts else []
+    out.result = _read_result(job.job_dir)
+    out.lost = tracking.offline_summary(job.job_dir) if run is not None else None
+    return out
+
+
+def _launch(job: Job, attempts: List[list]) -> None:
+    from distexp.cluster import plan as cluster
+
+    cfg, plan = job.cfg, job.plan
+    for attempt in range(1, cluster.PORT_ATTEMPTS + 1):
+        procs = plan.processes(job.config_path, job.env, None, cfg.tracking.uri)
+        if job.forwarder is not None:
+            procs[0].env = {**procs[0].env, **job.forwarder.env()}  # the chief only
+        attempts.append(procs)
+        try:
+            left = None if cfg.timeout is None else max(1.0, cfg.timeout - (time.time() - job.t_start))
+            launch.run(procs, timeout=left, until=plan.until)
+            return
+        except launch.JobFailed:
+            clash = [p.name for p in procs if p.returncode == errors.PORT_IN_USE_EXIT]
+            if not (clash and plan.retry_ports and attempt < cluster.PORT_ATTEMPTS):
+                raise
+            print(f"distexp: {', '.join(clash)} could not listen on its port (taken by another "
+                  f"process); starting the cluster again on other ports", flush=True)
+            plan.new_ports()
+
+
+def _read_result(job_dir: Path) -> dict:
+    try:
+        return json.loads((job_dir / "result.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+# --- conclude: what the user reads, and the exit ---------------------------------------------
+
+def conclude(job: Job, out: Outcome) -> Optional[float]:
+    """Print the outcome's line(s) and exit with `exit_code(out)`; return the objective on success.
+    In a multirun a failed job raises JobError instead (the sweep goes on)."""
+    cfg = job.cfg
+    code = exit_code(out)
+    if out.lost:
+        name = resolved.objective_name(cfg) or out.result.get("objective", "")
+        value = out.result.get(name)
+        what = f"training {out.status}" + (f" ({name} {value:.4f})" if value is not None else "")
+        lost = out.lost
+        print(f"distexp: error: tracking: MLflow at {tracking.redact(cfg.tracking.uri)} stopped "
+              f"answering during the job ({lost['reason']}); {what}; {lost['metrics']} metric values, "
+              f"{lost['artifacts']} artifacts and the run's final status are kept in {lost['path']}; "
+              f"when the server is back: {tracking.import_command(job.job_dir, cfg.tracking.uri)}",
+              file=sys.stderr, flush=True)
+        if code in (TRACKING_LOST_EXIT, 2):  # that line says it all
+            sys.exit(code)
+    if code == 0:
+        return out.result.get(resolved.objective_name(cfg) or out.result.get("objective", ""))
+    line = out.error if code == 2 else f"{out.error} (logs: {', '.join(map(str, out.logs))})"
+    print(f"distexp: error: {line}", file=sys.stderr, flush=True)
+    if job.multirun and code in (1, 2):
+        raise JobError(line, code)
+    sys.exit(code)

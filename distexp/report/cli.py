@@ -1,0 +1,320 @@
+"""`python -m distexp.report`: a sweep's scaling and accuracy table and plots, from MLflow.
+
+Reads the runs (never TensorFlow), prints a Markdown table, and writes report.md, report.csv,
+throughput.png, efficiency.png and loss.png to ``<sweep dir>/report/`` (or --out), then logs them
+as artifacts (``report/``) of the sweep's parent run.
+
+Separation of concerns:
+- distexp.report   (this) reading the runs from MLflow, the table, report.md/.csv, the command
+- distexp.report.scaling  rows per job config over its repeats, baselines, speed-ups, intervals, verdicts
+- distexp.figures.stats    the interval and the runs-needed estimate from repeated runs
+- distexp.report.plots    throughput.png, efficiency.png, loss.png
+- distexp.figures.meaning  what a figure means (random-label accuracy, where the MFU peak came from)
+Definitions: README, "The scaling report".
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from distexp.figures import meaning
+from distexp.report.plots import plots
+from distexp.report.scaling import NO_BASELINE, WITHIN_RUN, Row, add_scaling, aggregate, row_from_run
+
+KIND = "distexp.run_kind"
+SWEEP_ID = "distexp.sweep_id"
+
+
+class ReportError(Exception):
+    """One line for the user, exit 2."""
+
+
+# --- reading MLflow ----------------------------------------------------------------------------
+
+def default_uri() -> str:
+    return f"sqlite:///{os.getcwd()}/outputs/mlflow.db"
+
+
+def _client(uri: str):
+    from distexp.tracking import client as make
+
+    if uri.startswith("sqlite:///"):
+        path = Path(uri[len("sqlite:///"):])
+        if not path.is_absolute():
+            path = Path.cwd() / path
+        if not path.exists():
+            raise ReportError(f"--tracking-uri: no MLflow store at {path}; run a sweep first "
+                              "(python -m distexp -m ...) or pass --tracking-uri URI")
+    return make(uri)
+
+
+def find(client, experiment: str, sweep_id: Optional[str], filter_string: Optional[str]):
+    """(parent run or None, the runs to report)."""
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        names = ", ".join(e.name for e in client.search_experiments()) or "(none)"
+        raise ReportError(f"--experiment: received {experiment!r}; experiments in the store: {names}")
+    ids = [exp.experiment_id]
+    parent = None
+    if sweep_id or not filter_string:
+        query = f"tags.`{KIND}` = 'sweep'"
+        if sweep_id:
+            query += f" and tags.`{SWEEP_ID}` = '{sweep_id}'"
+        found = client.search_runs(ids, query, order_by=["attributes.start_time DESC"],
+                                   max_results=1)
+        if not found:
+            what = f"sweep {sweep_id!r}" if sweep_id else "a sweep (a parent run)"
+            raise ReportError(f"--sweep-id: found no {what} in experiment {experiment!r}; run "
+                              "`python -m distexp -m ...` or pass --filter to report any runs")
+        parent = found[0]
+        sid = parent.data.tags[SWEEP_ID]
+        query = f"tags.`{SWEEP_ID}` = '{sid}' and tags.`{KIND}` = 'job'"
+        if filter_string:
+            query += f" and {filter_string}"
+    else:
+        query = filter_string
+    try:
+        runs = client.search_runs(ids, query, max_results=5000)
+    except Exception as ex:  # noqa: BLE001  (a bad --filter)
+        raise ReportError(f"--filter: received {filter_string!r}; MLflow says: "
+                          f"{str(ex).strip().splitlines()[0][:300]}") from None
+    runs = [r for r in runs if r.data.tags.get(KIND) != "sweep"]
+    if not runs:
+        raise ReportError(f"no runs to report (query: {query})")
+    return parent, runs
+
+
+def loss_curve(client, run_id: str) -> Tuple[List[Tuple[int, float]], str]:
+    """Per-step losses from the run's steps.csv artifact, else per-epoch `train/loss` history."""
+    import tempfile
+
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = client.download_artifacts(run_id, "steps.csv", tmp)
+            with open(path) as f:
+                pts = [(int(r["step"]), float(r["loss"])) for r in csv.DictReader(f)]
+        if pts:
+            return pts, "step"
+    except Exception:  # noqa: BLE001  (no such artifact: a failed run, or logged elsewhere)
+        pass
+    return loss_history(client, run_id), "epoch"
+
+
+def loss_history(client, run_id: str) -> List[Tuple[int, float]]:
+    seen: Dict[int, float] = {}
+    for h in sorted(client.get_metric_history(run_id, "train/loss"),
+                    key=lambda h: (h.step, h.timestamp)):
+        seen.setdefault(h.step, h.value)  # the final value is logged again at the last step
+    return sorted(seen.items())
+
+
+# --- writing -----------------------------------------------------------------------------------
+
+def _fmt(v: Optional[float], spec: str, missing: str = "-") -> str:
+    return missing if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+
+
+def _speed(r: Row) -> str:
+    if r.speedup is None:
+        return NO_BASELINE if r.baseline == NO_BASELINE else "-"
+    if r.verdict == "baseline":
+        return "1.00x (baseline)"
+    mark = "" if r.significant else "~ "  # benchstat's mark: no significant difference
+    if r.verdict == WITHIN_RUN:
+        spread = f" ± {r.speedup_ci95:.2f}" if r.speedup_ci95 is not None else ""
+        return f"{mark}{r.speedup:.2f}x{spread} (within run)"
+    return f"{mark}{r.speedup:.2f}x [{r.speedup_low:.2f}, {r.speedup_high:.2f}]"
+
+
+def _verdict(r: Row) -> str:
+    if r.verdict == "~":
+        if r.repeats_needed is None:
+            return "~ no difference visible (not resolvable in 1000 runs)"
+        return f"~ not significant: ~{r.repeats_needed} runs each would resolve it"
+    if r.verdict == WITHIN_RUN:
+        return f"{WITHIN_RUN}: no significance (use repeats>=2)"
+    return r.verdict or "-"
+
+
+def _rate(r: Row) -> str:
+    if r.rate is None:
+        return "-"
+    if len(r.rates) > 1:
+        return f"{r.rate:,.1f} ({min(r.rates):,.0f}-{max(r.rates):,.0f})"
+    return f"{r.rate:,.1f}" + (f" ± {r.ci95:,.1f}" if r.ci95 is not None else "")
+
+
+def _eval_head(rows: Sequence[Row]) -> str:
+    """The eval column is the task's figure: `eval acc`, `eval token_accuracy`, `eval mae` ..."""
+    names = {r.eval_metric for r in rows}
+    if names == {"eval/accuracy"}:
+        return "eval acc"
+    return f"eval {names.pop()[5:]}" if len(names) == 1 else "eval (each task's figure)"
+
+
+def _accuracy(r: Row) -> str:
+    if r.eval_accuracy is not None and not meaning.accuracy_meaningful(r.dataset):
+        return meaning.NOT_MEANINGFUL
+    return _fmt(r.eval_accuracy, ".4f")
+
+
+def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
+    groups = {r.group for r in rows}
+    head = (["model/dataset/loop"] if len(groups) > 1 else []) + [
+        "strategy", "workers", "replicas", "global batch", "runs",
+        "examples/s (median; range, or ±95% CI of 1 run)", "speed-up [95% CI]", "verdict",
+        "efficiency", "baseline", _eval_head(rows), "MFU", "first step (s)", "status"]
+    body = []
+    for r in rows:
+        eff = f"{100 * r.efficiency:.0f}%" if r.efficiency is not None else (
+            NO_BASELINE if r.baseline == NO_BASELINE else
+            "n/a (1 replica)" if r.speedup is not None else "-")
+        body.append(([f"{r.model}/{r.dataset}/{r.loop}"] if len(groups) > 1 else []) + [
+            r.strategy, _fmt(r.workers, "d"), _fmt(r.replicas, "d"), _fmt(r.global_batch, "d"),
+            str(len(r.rates) or 1), _rate(r), _speed(r), _verdict(r) if r.speedup is not None
+            else "-", eff, r.baseline, _accuracy(r),
+            "-" if r.mfu is None else f"{100 * r.mfu:.2f}%",
+            _fmt(r.time_to_first_step, ".1f"), r.shown_status])
+    return head, body
+
+
+def markdown(rows: Sequence[Row], title: str) -> str:
+    head, body = table_rows(rows)
+    lines = [f"# {title}", "", "| " + " | ".join(head) + " |",
+             "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(b) + " |" for b in body]
+    lines += ["", "examples/s: warm-up steps excluded; the median over a job's runs (`repeats`), "
+              "with their range; a single run shows ± its 95 % interval over 10-step windows. "
+              "speed-up = examples/s / the baseline's (the 1-replica runs of the same job; weak = "
+              "same per-replica batch, strong = same global batch); efficiency = speed-up / "
+              "replicas. [95% CI] from the variation between runs (Welch's t on log examples/s, "
+              ">= 2 runs a side); \"~\" = not significantly different from the baseline (the "
+              "interval contains 1), with the runs per job that would resolve the observed "
+              "difference at 80 % power; \"within run\" = one run a side: the interval only sees "
+              "noise inside that run, not between runs, and no significance is claimed. "
+              "See README, \"The scaling report\"."]
+    one_rep = [r for r in rows if r.replicas == 1 and r.significant and (r.speedup or 0) > 1]
+    if one_rep:
+        lines += ["", "Note: " + ", ".join(sorted({r.strategy for r in one_rep})) + " with 1 "
+                  "replica measured significantly faster than one_device: the same work on one "
+                  "device, so this is not a scaling gain (check the input pipeline and what else "
+                  "ran on the machine)."]
+    if any(r.eval_accuracy is not None and not meaning.accuracy_meaningful(r.dataset)
+           for r in rows):
+        lines += ["", f"eval acc {meaning.NOT_MEANINGFUL}: the dataset's labels are random "
+                  "(dataset=synthetic), so accuracy is chance level by construction and says "
+                  "nothing about training; use it for throughput only."]
+    sources = sorted({meaning.peak_source(r.peak_source) for r in rows if r.mfu is not None})
+    if sources:
+        lines += ["", "MFU = model FLOPs/example x examples/s / peak FLOP/s; peak: "
+                  + "; ".join(sources) + "."]
+    failed = [r for r in rows if r.diverged or r.status in ("FAILED", "KILLED")]
+    if failed:
+        lines += ["", f"{len(failed)} run(s) failed or diverged: listed with no throughput and "
+                  "never used as a baseline."]
+    lines.append("")
+    return "\n".join(lines)
+
+
+CSV_FIELDS = ["run_id", "run_name", "job_num", "status", "model", "dataset", "loop", "strategy",
+              "workers", "replicas", "global_batch", "runs", "run_ids", "examples_per_sec",
+              "examples_per_sec_runs", "examples_per_sec_ci95", "speedup", "speedup_low",
+              "speedup_high", "significant", "verdict", "repeats_needed", "speedup_ci95",
+              "efficiency", "baseline", "eval_accuracy", "eval_metric", "accuracy_meaningful", "mfu",
+              "peak_source", "time_to_first_step_s"]
+
+
+def write_csv(rows: Sequence[Row], path: Path) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_FIELDS)
+        for r in rows:
+            w.writerow([r.run_id, r.run_name, r.job_num, r.shown_status, r.model, r.dataset,
+                        r.loop, r.strategy, r.workers, r.replicas, r.global_batch,
+                        len(r.run_ids), " ".join(r.run_ids), r.rate,
+                        " ".join(f"{x:.6g}" for x in r.rates), r.ci95, r.speedup, r.speedup_low,
+                        r.speedup_high, r.significant, r.verdict, r.repeats_needed,
+                        r.speedup_ci95, r.efficiency, r.baseline, r.eval_accuracy, r.eval_metric,
+                        meaning.accuracy_meaningful(r.dataset), r.mfu,
+                        meaning.peak_source(r.peak_source) if r.mfu is not None else None,
+                        r.time_to_first_step])
+
+
+# --- the command -------------------------------------------------------------------------------
+
+def build(uri: str, experiment: str = "distexp", sweep_id: Optional[str] = None,
+          filter_string: Optional[str] = None, out: Optional[Path] = None,
+          log: bool = True) -> Tuple[List[Row], Path, str]:
+    """Make the report; return (rows, output dir, markdown)."""
+    client = _client(uri)
+    parent, runs = find(client, experiment, sweep_id, filter_string)
+    rows = aggregate([row_from_run(r) for r in runs])
+    for r in rows:  # a job's first run stands for its repeats in the loss plot
+        r.loss, r.loss_x = loss_curve(client, r.run_id)
+    add_scaling(rows)
+    from distexp import strategies
+
+    order = {name: i for i, name in enumerate(strategies.names())}  # the contract's order
+    rows.sort(key=lambda r: (r.group, order.get(r.strategy, len(order)), r.strategy,
+                             r.replicas or 0, r.job_num if r.job_num is not None else 0))
+    if parent is not None:
+        sid = parent.data.tags[SWEEP_ID]
+        title = f"Sweep {sid}"
+        sweep_dir = parent.data.tags.get("distexp.sweep_dir")
+        default_out = (Path(sweep_dir) / "report" if sweep_dir and Path(sweep_dir).is_dir()
+                       else Path("outputs") / "reports" / sid)
+    else:
+        title = f"Runs matching {filter_string}"
+        default_out = Path("outputs") / "reports" / time.strftime("%Y-%m-%d_%H-%M-%S")
+    out = Path(out) if out is not None else default_out
+    out.mkdir(parents=True, exist_ok=True)
+    md = markdown(rows, title)
+    if parent is not None and parent.data.params.get("launcher", "").startswith("Joblib"):
+        md += ("\nNote: this sweep ran with the joblib launcher: jobs ran at the same time and "
+               "shared the CPU, so their examples/s are not comparable with each other.\n")
+    (out / "report.md").write_text(md)
+    write_csv(rows, out / "report.csv")
+    files = [out / "report.md", out / "report.csv", *plots(rows, out, title)]
+    if log and parent is not None:
+        for f in files:
+            client.log_artifact(parent.info.run_id, str(f), "report")
+    return rows, out, md
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m distexp.report",
+        description="Scaling and accuracy table + plots of a sweep, from MLflow (default: the "
+                    "latest sweep in experiment 'distexp' of ./outputs/mlflow.db).")
+    p.add_argument("--tracking-uri", default=None, help="MLflow URI (default: "
+                   "sqlite:///<cwd>/outputs/mlflow.db, or $MLFLOW_TRACKING_URI)")
+    p.add_argument("--experiment", default="distexp", help="MLflow experiment (default: distexp)")
+    p.add_argument("--sweep-id", default=None, help="a sweep's id (tag distexp.sweep_id; "
+                   "printed when the sweep starts); default: the latest sweep")
+    p.add_argument("--filter", default=None, help="an MLflow filter string, e.g. "
+                   "\"params.`model.name` = 'cnn'\"; with --sweep-id it narrows the sweep's runs, "
+                   "alone it reports any matching runs")
+    p.add_argument("--out", type=Path, default=None,
+                   help="output directory (default: <sweep dir>/report)")
+    p.add_argument("--no-log", action="store_true", help="do not log the files to the parent run")
+    a = p.parse_args(argv)
+    uri = a.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_uri()
+    try:
+        rows, out, md = build(uri, a.experiment, a.sweep_id, a.filter, a.out, log=not a.no_log)
+    except ReportError as ex:
+        print(f"distexp.report: error: {ex}", file=sys.stderr)
+        return 2
+    print(md)
+    print(f"Written to {out}: report.md, report.csv, throughput.png, efficiency.png, loss.png"
+          + ("" if a.no_log else " (also logged to the sweep's parent run under report/)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

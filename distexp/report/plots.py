@@ -1,0 +1,108 @@
+"""The report's figures: throughput.png, efficiency.png and loss.png (matplotlib, Agg)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+from distexp.report.scaling import NO_BASELINE, Row
+
+
+def plots(rows: Sequence[Row], out: Path, title: str) -> List[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    several = len({r.group for r in rows}) > 1
+
+    def label(key):
+        (model, dataset, loop), strategy = key
+        return f"{strategy} ({model}/{dataset}/{loop})" if several else strategy
+
+    series: Dict[tuple, List[Row]] = {}
+    for r in rows:
+        if r.measured:
+            series.setdefault((r.group, r.strategy), []).append(r)
+    paths = []
+
+    def figure(name, ylabel, value, band, ideal=None, hollow=lambda r: False, note=""):
+        """One line per strategy; error bars = band(r) -> (low, high) or None; hollow markers
+        for the points `hollow` picks (not significant)."""
+        fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+        drawn = False
+        for key, rs in sorted(series.items()):
+            pts = sorted((r for r in rs if value(r) is not None), key=lambda r: r.replicas or 0)
+            if not pts:
+                continue
+            xs, ys = [r.replicas for r in pts], [value(r) for r in pts]
+            bands = [band(r) for r in pts]
+            yerr = None
+            if any(b is not None for b in bands):
+                yerr = [[y - b[0] if b else 0 for y, b in zip(ys, bands)],
+                        [b[1] - y if b else 0 for y, b in zip(ys, bands)]]
+            line = ax.errorbar(xs, ys, yerr=yerr, marker="o", capsize=3, label=label(key))
+            open_pts = [(x, y) for x, y, r in zip(xs, ys, pts) if hollow(r)]
+            if open_pts:
+                color = line.lines[0].get_color()
+                ax.scatter(*zip(*open_pts), s=60, facecolors="white", edgecolors=color, zorder=3)
+            drawn = True
+        if ideal is not None and drawn:
+            ax.axhline(ideal, color="grey", linestyle="--", linewidth=1, label="ideal")
+        if not drawn:
+            ax.text(0.5, 0.5, NO_BASELINE if name == "efficiency" else "no measured run",
+                    ha="center", va="center", transform=ax.transAxes)
+        ax.set_xlabel("replicas")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{title}: {ylabel}{note}", fontsize=10)
+        xs_all = sorted({r.replicas for r in rows if r.replicas})
+        if xs_all:
+            ax.set_xticks(xs_all)
+        if drawn:
+            ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        path = out / f"{name}.png"
+        fig.savefig(path)
+        plt.close(fig)
+        paths.append(path)
+
+    def rate_band(r):  # the runs' range with repeats, the within-run 95 % interval with one
+        if len(r.rates) > 1:
+            return (min(r.rates), max(r.rates))
+        return None if r.ci95 is None else (r.rate - r.ci95, r.rate + r.ci95)
+
+    def eff_band(r):
+        if r.speedup_low is None or r.speedup_high is None:
+            return None
+        return (100 * r.speedup_low / r.replicas, 100 * r.speedup_high / r.replicas)
+
+    figure("throughput", "examples/s", lambda r: r.rate, rate_band)
+    figure("efficiency", "scaling efficiency (%)",
+           lambda r: None if r.efficiency is None else 100 * r.efficiency, eff_band,
+           ideal=100.0, hollow=lambda r: r.verdict not in ("significant", "baseline"),
+           note="\n(bars: speed-up's 95 % interval; open marker: not significant)")
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    drawn = False
+    xlabels = set()
+    for r in rows:
+        if r.loss:
+            xs, ys = zip(*r.loss)
+            ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, linewidth=1,
+                    label=f"{r.run_name}" + (f" #{r.job_num}" if r.job_num is not None else ""))
+            xlabels.add(r.loss_x)
+            drawn = True
+    if not drawn:
+        ax.text(0.5, 0.5, "no train/loss logged", ha="center", va="center", transform=ax.transAxes)
+    else:
+        ax.legend(fontsize=7)
+    ax.set_xlabel(" / ".join(sorted(xlabels)) or "epoch")
+    ax.set_ylabel("training loss")
+    ax.set_title(f"{title}: training loss", fontsize=10)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = out / "loss.png"
+    fig.savefig(path)
+    plt.close(fig)
+    paths.append(path)
+    return paths

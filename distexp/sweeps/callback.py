@@ -1,0 +1,313 @@
+"""A Hydra multirun as one thing in MLflow: a parent run for the sweep, a child run per job.
+
+Driven by Hydra's Callback API (``hydra.callbacks.sweep`` in conf/config.yaml), so it works with
+any sweeper (basic, Optuna) and launcher (basic, joblib, submitit):
+
+- ``on_multirun_start`` (the sweep process): opens the parent run (tags ``distexp.sweep_id``,
+  ``distexp.run_kind=sweep``, ``distexp.sweep_dir``; params: the overrides, sweeper, launcher)
+  and writes ``<sweep dir>/sweep.json``. Jobs find their parent there: a file on the sweep dir
+  reaches joblib workers and Slurm nodes alike, an environment variable would not.
+- each job (distexp.job.lifecycle) reads sweep.json and opens its run as a child (``mlflow.parentRunId``,
+  ``distexp.sweep_id``, ``distexp.job_num``, ``distexp.repeat``).
+- ``sweep.resume=<id>``: ``on_multirun_start`` reopens that sweep's parent run (RUNNING again)
+  and writes its id and run to the new sweep.json; distexp.sweeps.planning decides which jobs run.
+- ``on_job_end`` (wherever the job ran): writes ``<sweep dir>/sweep_jobs/<num>.json`` (status,
+  returned value, error).
+- ``on_multirun_end`` (the sweep process): ends the parent FINISHED, or FAILED if any job failed,
+  with the job counts (params ``job_count``; metrics ``sweep/jobs``, ``sweep/failed_jobs``) and,
+  for Optuna, the best trial.
+
+A failed job does not stop the sweep: in a multirun distexp.job.lifecycle raises instead of exiting, Hydra
+records the job as failed and the launcher runs the remaining jobs. Hydra's BasicSweeper then
+re-raises the first failure after its batch (skipping ``on_multirun_end``), so ``distexp.__main__``
+calls `finish` itself: the parent is always ended, and the command exits 1 if any job failed
+(130 if interrupted; Ctrl-C stops the whole sweep). This module-level `_OPEN` is the one piece of
+state Hydra's API could not carry: callbacks cannot set the exit code.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import threading
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from distexp.sweeps.records import JOBS_DIR, RUN_KIND, SWEEP_FILE, SWEEP_ID, records
+
+
+_OPEN: Optional["_Sweep"] = None  # the sweep this process opened and has not ended yet
+_LAST_CODE = 0  # the exit code of the last sweep this process ended
+
+
+class _Sweep:
+    def __init__(self, sweep_dir: Path, sweep_id: str, run=None,
+                 resumed_status: Optional[str] = None):
+        self.sweep_dir, self.sweep_id, self.run = sweep_dir, sweep_id, run
+        self.exit_code: Optional[int] = None
+        self.resumed_status = resumed_status  # the reopened parent's status before this resume
+
+
+class SweepCallback(Callback):
+    """Hydra callback: see the module docstring."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        global _OPEN
+        from distexp.errors import UserError
+
+        try:  # Hydra turns a callback's exception into a warning: refuse here, in one line
+            _check_sweeper(config)
+            if OmegaConf.select(config, "sweep.resume"):
+                from distexp.sweeps import planning as sweeper
+
+                sweeper.find_parent(config, str(config.sweep.resume))
+        except UserError as ex:
+            print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
+        sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        sweep_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        info: Dict[str, Any] = {"sweep_id": sweep_id, "sweep_dir": str(sweep_dir)}
+        run, resumed_status = None, None
+        resume = OmegaConf.select(config, "sweep.resume")
+        if resume:  # the same sweep id and parent run: reopened, not a second parent
+            from distexp.sweeps import planning as sweeper
+            from distexp import tracking
+
+            parent = sweeper.find_parent(config, str(resume))
+            sweep_id = str(resume)
+            resumed_status = parent.info.status
+            run = _Reopened(config.tracking.uri, parent.info.run_id)
+            run.set_tag("distexp.resumed_in", str(sweep_dir))
+            info.update(sweep_id=sweep_id, parent_run_id=run.run_id,
+                        tracking_uri=config.tracking.uri, experiment=config.tracking.experiment,
+                        resumes=parent.data.tags.get("distexp.sweep_dir"))
+            print(f"Sweep {sweep_id} (resumed): MLflow parent run {run.run_id} reopened "
+                  f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
+        elif config.tracking.enabled:
+            from distexp import tracking
+
+            overrides = " ".join(config.hydra.overrides.task)
+            params = {"overrides": overrides or "(none)",
+                      "sweeper": _target(config, "sweeper"),
+                      "launcher": _target(config, "launcher")}
+            swept = OmegaConf.select(config, "hydra.sweeper.params")
+            if swept:
+                params["sweeper.params"] = json.dumps(OmegaConf.to_container(swept, resolve=False))
+            tags = {SWEEP_ID: sweep_id, RUN_KIND: "sweep", "distexp.sweep_dir": str(sweep_dir),
+                    "distexp.overrides": overrides}
+            run = tracking.JobRun(config.tracking.uri, config.tracking.experiment,
+                                  f"sweep-{sweep_id}", tags, params)
+            info.update(parent_run_id=run.run_id, tracking_uri=config.tracking.uri,
+                        experiment=config.tracking.experiment)
+            print(f"Sweep {sweep_id}: MLflow parent run {run.run_id} "
+                  f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
+        (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=1))
+        _OPEN = _Sweep(sweep_dir, sweep_id, run, resumed_status)
+        atexit.register(_at_exit)
+        if threading.current_thread() is threading.main_thread():
+            # SIGTERM (scancel of a sweep running in a batch job, kill) ends the sweep as Ctrl-C
+            # does, parent run KILLED, instead of killing the process with the parent RUNNING
+            signal.signal(signal.SIGTERM, _interrupt)
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        from hydra.types import RunMode
+
+        if config.hydra.mode != RunMode.MULTIRUN:
+            return
+        sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
+        if not (sweep_dir / SWEEP_FILE).exists():
+            return  # not a distexp sweep (e.g. a single run)
+        if OmegaConf.select(config, "cluster.name") == "slurm" and \
+                os.environ.get("SLURM_PROCID", "0") != "0":
+            return  # one record per job: task 0 (the chief) writes it, the other tasks do not
+        value = job_return._return_value  # .return_value would re-raise a failure here
+        failed = job_return.status.name != "COMPLETED"
+        record = {"num": int(config.hydra.job.num),
+                  "overrides": list(config.hydra.overrides.task),
+                  "status": "FAILED" if failed else "COMPLETED",
+                  "value": None if failed else _number(value),
+                  "error": _first_line(value) if failed else None,
+                  "job_dir": str(config.hydra.runtime.output_dir)}
+        jobs = sweep_dir / JOBS_DIR
+        jobs.mkdir(exist_ok=True)
+        (jobs / f"{record['num']}.json").write_text(json.dumps(record, indent=1))
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        finish()
+
+
+def _check_sweeper(config: DictConfig) -> None:
+    """repeats and sweep.resume are distexp's sweeper's (hydra/sweeper=basic, the default)."""
+    target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
+    if target.endswith(".DistexpSweeper"):
+        return
+    from distexp.errors import UserError
+
+    name = target.rsplit(".", 1)[-1] or "?"
+    if (OmegaConf.select(config, "repeats") or 1) > 1:
+        raise UserError(f"repeats: received {config.repeats} with the {name}; repeats are run by "
+                        "distexp's sweeper (hydra/sweeper=distexp, the default): drop repeats")
+    if OmegaConf.select(config, "sweep.resume"):
+        raise UserError(f"sweep.resume: received {config.sweep.resume!r} with the {name}; only "
+                        "distexp's sweeper (hydra/sweeper=distexp, the default) resumes a sweep")
+
+
+class _Reopened:
+    """The parent run of a sweep being resumed: the original run, set RUNNING again."""
+
+    def __new__(cls, uri: str, run_id: str):
+        from distexp import tracking
+
+        class Reopened(tracking.JobRun):
+            def __init__(self):  # noqa: D401  (no new run: attach to run_id)
+                self.uri, self.offline, self.run_id = uri, None, run_id
+                self.client = tracking.client(uri)
+                self.experiment_id = self.client.get_run(run_id).info.experiment_id
+                self.client.update_run(run_id, status="RUNNING")
+
+        return Reopened()
+
+
+def _target(config: DictConfig, what: str) -> str:
+    t = OmegaConf.select(config, f"hydra.{what}._target_") or "?"
+    return t.rsplit(".", 1)[-1]
+
+
+def _number(v) -> Optional[float]:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _first_line(ex) -> str:
+    text = str(ex).strip()
+    return (text.splitlines()[0] if text else type(ex).__name__)[:500]
+
+
+def child_tags(cfg_sweep_dir: str, uri: str, experiment: str, job_num: int) -> Dict[str, str]:
+    """Tags that make a job's run a child of its sweep (called by distexp.job.lifecycle in the job process)."""
+    try:
+        info = json.loads((Path(cfg_sweep_dir).absolute() / SWEEP_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    tags = {SWEEP_ID: info["sweep_id"], RUN_KIND: "job", "distexp.job_num": str(job_num),
+            "distexp.repeat": _repeat()}
+    if info.get("parent_run_id") and info.get("tracking_uri") == uri and \
+            info.get("experiment") == experiment:
+        tags["mlflow.parentRunId"] = info["parent_run_id"]
+    return tags
+
+
+def _repeat() -> str:
+    """This job's `repeat` (the sweeper's override; 0 when the job is not repeated)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        for o in HydraConfig.get().overrides.task:
+            if o.startswith("repeat="):
+                return o.split("=", 1)[1]
+    except Exception:  # noqa: BLE001
+        pass
+    return "0"
+
+
+def active() -> bool:
+    return _OPEN is not None
+
+
+def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> int:
+    """End the open sweep's parent run (idempotent) and return the command's exit code:
+    0 every job finished, 1 a job failed (or the sweep itself failed), 130 interrupted."""
+    global _OPEN, _LAST_CODE
+    sweep = _OPEN
+    if sweep is None:
+        return _LAST_CODE
+    _OPEN = None
+    jobs = records(sweep.sweep_dir)
+    failed = [j for j in jobs if j["status"] != "COMPLETED"]
+    if interrupted:
+        status, code = "KILLED", 130
+    elif failed or error is not None:
+        status, code = "FAILED", 1
+    else:
+        status, code = "FINISHED", 0
+    if sweep.resumed_status and not jobs:  # the resume stopped before any job: as it was
+        status = sweep.resumed_status
+    best = _best_trial(sweep.sweep_dir, jobs)
+    if failed:
+        first = failed[0]
+        print(f"distexp: error: sweep {sweep.sweep_id}: {len(failed)} of {len(jobs)} jobs failed "
+              f"(the others ran to the end); first: job {first['num']} "
+              f"[{' '.join(first['overrides'])}]: {first['error']}", file=sys.stderr, flush=True)
+    elif status == "FINISHED":
+        print(f"Sweep {sweep.sweep_id}: {len(jobs)} jobs finished. Report: python -m "
+              f"distexp.report --sweep-id {sweep.sweep_id}", flush=True)
+    if best:
+        print(f"Best trial: job {best['num']} [{' '.join(best['overrides'])}] "
+              f"objective {best['value']:.6g}", flush=True)
+    if sweep.run is not None and sweep.resumed_status and not jobs:
+        sweep.run.end(status)
+    elif sweep.run is not None:
+        try:
+            run = sweep.run
+            try:
+                run.log_params({"job_count": len(jobs)})
+            except Exception:  # noqa: BLE001  (a resumed sweep that grew: params are immutable)
+                run.set_tag("distexp.job_count", str(len(jobs)))
+            run.log_metrics(
+                {"sweep/jobs": len(jobs), "sweep/failed_jobs": len(failed),
+                 **({"sweep/best_value": best["value"]} if best else {})}, step=0)
+            if best:
+                run.set_tag("distexp.best_job", str(best["num"]))
+                run.set_tag("distexp.best_overrides", " ".join(best["overrides"]))
+            if error is not None and not failed:
+                run.set_tag("distexp.error", _first_line(error))
+            run.log_artifacts([sweep.sweep_dir / SWEEP_FILE, sweep.sweep_dir / "multirun.yaml",
+                               sweep.sweep_dir / "optimization_results.yaml"])
+            run.log_artifacts(sorted((sweep.sweep_dir / JOBS_DIR).glob("*.json")),
+                              artifact_path=JOBS_DIR)
+        finally:
+            sweep.run.end(status)
+    _LAST_CODE = sweep.exit_code = code
+    return code
+
+
+def _best_trial(sweep_dir: Path, jobs: List[dict]) -> Optional[dict]:
+    """Optuna's best trial (its optimization_results.yaml), matched to the job that ran it."""
+    path = sweep_dir / "optimization_results.yaml"
+    if not path.exists():
+        return None
+    res = OmegaConf.to_container(OmegaConf.load(path))
+    if "best_value" not in res:
+        return None
+    best = {f"{k}={v}" for k, v in (res.get("best_params") or {}).items()}
+    for j in jobs:
+        if j["status"] == "COMPLETED" and best <= set(j["overrides"]) and \
+                j["value"] == res["best_value"]:
+            return j
+    return {"num": "?", "overrides": sorted(best), "value": float(res["best_value"])}
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _at_exit() -> None:  # the process ends with the parent still open: never leave it RUNNING
+    if _OPEN is not None:
+        finish(error=RuntimeError("the sweep process exited before the sweep ended"))
+
+
+def in_multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN

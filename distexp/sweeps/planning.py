@@ -1,0 +1,199 @@
+"""Which jobs a sweep runs, in which order: repeats interleaved, and `sweep.resume`.
+
+The logic behind distexp's Hydra sweeper (``hydra/sweeper=distexp``, the default; the plugin
+class lives in ``hydra_plugins/distexp_sweeper`` because Hydra only loads plugins from there).
+It is Hydra's BasicSweeper (cartesian product of ``key=a,b`` overrides) plus:
+
+- ``repeats=N``: every job runs N times, interleaved round-robin (job1#0, job2#0, ..., job1#1,
+  job2#1, ...), never N in a row, so a slow period of a shared machine hits every job rather than
+  one; each run gets the override ``repeat=i`` (its own child run, tag ``distexp.repeat``).
+- ``sweep.resume=<sweep id>``: each job's config is composed and compared (resolved, flattened as
+  the job logs it) with the runs of that sweep in MLflow: a job with a FINISHED run is skipped
+  (its record keeps that run's objective), one whose runs FAILED or were KILLED re-runs with
+  ``resume=true`` from its own checkpoint dir under its original job number, a job the sweep
+  never ran runs fresh. The sweep keeps its id and its one parent run (distexp.sweeps reopens it).
+
+No TensorFlow here; MLflow only with sweep.resume.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from omegaconf import DictConfig, OmegaConf
+
+from distexp.errors import UserError
+
+# Keys that may differ between a job's first run and its re-run: not part of its identity.
+NOT_IDENTITY = ("resume", "sweep.resume", "tracking.uri", "checkpoint.dir")
+# Params the job logs with the value it computed when the config leaves them null.
+COMPUTED = ("global_batch_size",)
+
+
+def interleave(jobs: Sequence[Sequence[str]], repeats: int) -> List[List[str]]:
+    """Round-robin: [j1 + repeat=0, j2 + repeat=0, ..., j1 + repeat=1, ...]."""
+    if repeats <= 1:
+        return [list(j) for j in jobs]
+    return [[*j, f"repeat={i}"] for i in range(repeats) for j in jobs]
+
+
+def repeats(config: DictConfig, overrides) -> int:
+    """The sweep's `repeats`: from its overrides (command line or hydra.sweeper.params), else the
+    config; `repeats` is one number for the whole sweep and `repeat` is the sweeper's to set."""
+    check_overrides(overrides)
+    for o in overrides:
+        if o.get_key_element() == "repeats":
+            return int(o.value())
+    return int(OmegaConf.select(config, "repeats", default=1) or 1)
+
+
+def check_overrides(overrides) -> None:
+    for o in overrides:
+        key = o.get_key_element()
+        if key == "repeat":
+            raise UserError("repeat: set by the sweeper for each run; use repeats=N for N runs "
+                            "of every job")
+        if key == "repeats" and o.is_sweep_override():
+            raise UserError(f"repeats: received a sweep ({o.input_line}); expected one number "
+                            "for the whole sweep, e.g. repeats=3")
+
+
+def identity(cfg: DictConfig) -> Dict[str, str]:
+    """A job's resolved config as the params its run logs, without what a re-run may change."""
+    from distexp.config.schema import flatten
+
+    with_hydra = OmegaConf.to_container(cfg, resolve=False)
+    with_hydra.pop("hydra", None)
+    flat = flatten(OmegaConf.create(with_hydra))
+    return {k: v for k, v in flat.items() if k not in NOT_IDENTITY}
+
+
+def _matches(ident: Dict[str, str], params: Dict[str, str]) -> bool:
+    from distexp.tracking.sink import clip
+
+    return all(params.get(k) == clip(v) for k, v in ident.items()
+               if not (k in COMPUTED and v == "null"))
+
+
+@dataclass
+class Plan:
+    launch: List[Tuple[int, List[str]]] = field(default_factory=list)  # (job num, overrides)
+    skipped: List[dict] = field(default_factory=list)                # sweep_jobs records
+    reruns: int = 0
+
+
+def plan(jobs: Sequence[Sequence[str]], config: DictConfig,
+         compose: Callable[[List[str]], DictConfig]) -> Plan:
+    """Job numbers and overrides to launch (everything, unless sweep.resume is set)."""
+    sweep_id = OmegaConf.select(config, "sweep.resume")
+    if not sweep_id:
+        return Plan(launch=[(n, list(j)) for n, j in enumerate(jobs)])
+    runs = _sweep_runs(config, str(sweep_id))
+    out = Plan()
+    taken = {r["num"] for r in runs if r["num"] is not None}
+    next_num = max(taken, default=-1) + 1
+    used = set()
+    for job in jobs:
+        ident = identity(compose(list(job)))
+        mine = [r for r in runs if r["run_id"] not in used and _matches(ident, r["params"])]
+        done = [r for r in mine if r["status"] == "FINISHED"]
+        if done:
+            r = done[0]
+            used.add(r["run_id"])
+            out.skipped.append({"num": r["num"], "overrides": list(job), "status": "COMPLETED",
+                                "value": r["objective"], "error": None, "job_dir": r["job_dir"],
+                                "skipped": f"FINISHED in run {r['run_id']}"})
+            continue
+        tried = [r for r in mine if r["status"] in ("FAILED", "KILLED") and r["num"] is not None]
+        if tried:
+            r = tried[-1]  # the latest attempt (runs come oldest first)
+            used.update(x["run_id"] for x in mine)
+            extra = ["resume=true"]
+            if r["params"].get("checkpoint.dir"):
+                extra.append(f"checkpoint.dir={_quote(r['params']['checkpoint.dir'])}")
+            out.launch.append((r["num"], [*job, *extra]))
+            out.reruns += 1
+            continue
+        while next_num in taken:
+            next_num += 1
+        out.launch.append((next_num, list(job)))
+        taken.add(next_num)
+    if not out.skipped and not out.reruns:
+        raise UserError(f"sweep.resume: received {sweep_id!r}; none of this command's "
+                        f"{len(jobs)} jobs matches a run of that sweep (run the sweep's own "
+                        f"command again, plus sweep.resume=...: {_original_command(config, sweep_id)})")
+    out.launch.sort()
+    print(f"Resuming sweep {sweep_id}: {len(out.skipped)} job(s) FINISHED there (skipped), "
+          f"{out.reruns} re-run with resume=true, {len(out.launch) - out.reruns} new", flush=True)
+    return out
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _parent(client, config: DictConfig, sweep_id: str):
+    from distexp.sweeps.records import RUN_KIND, SWEEP_ID
+
+    exp = client.get_experiment_by_name(config.tracking.experiment)
+    found = [] if exp is None else client.search_runs(
+        [exp.experiment_id], f"tags.`{SWEEP_ID}` = '{sweep_id}' and tags.`{RUN_KIND}` = 'sweep'",
+        order_by=["attributes.start_time ASC"], max_results=1)
+    if not found:
+        raise UserError(f"sweep.resume: received {sweep_id!r}; no such sweep in experiment "
+                        f"{config.tracking.experiment!r} of the tracking store (the id is printed "
+                        "when a sweep starts: 'Sweep <id>: MLflow parent run ...')")
+    return exp.experiment_id, found[0]
+
+
+def find_parent(config: DictConfig, sweep_id: str):
+    """The original sweep's parent run (raises UserError when there is none)."""
+    from distexp.tracking import client as _client
+
+    if not config.tracking.enabled:
+        raise UserError("sweep.resume: received a sweep id with tracking.enabled=false; resuming "
+                        "reads the sweep's runs from MLflow")
+    return _parent(_client(config.tracking.uri), config, sweep_id)[1]
+
+
+def _sweep_runs(config: DictConfig, sweep_id: str) -> List[dict]:
+    from distexp.sweeps.records import RUN_KIND, SWEEP_ID
+    from distexp.tracking import client as _client
+
+    if not config.tracking.enabled:
+        find_parent(config, sweep_id)  # raises the one-line refusal
+    client = _client(config.tracking.uri)
+    exp_id, _ = _parent(client, config, sweep_id)
+    runs = client.search_runs([exp_id], f"tags.`{SWEEP_ID}` = '{sweep_id}' and "
+                              f"tags.`{RUN_KIND}` = 'job'", order_by=["attributes.start_time ASC"],
+                              max_results=50000)
+    out = []
+    for r in runs:
+        # the job's objective: as configured, else its task's (written by the trainer)
+        objective = str(config.objective or r.data.params.get("task.eval_metric")
+                        or "eval/accuracy")
+        num = r.data.tags.get("distexp.job_num")
+        out.append({"run_id": r.info.run_id, "status": r.info.status,
+                    "num": int(num) if num is not None and num.isdigit() else None,
+                    "params": dict(r.data.params), "job_dir": r.data.tags.get("distexp.job_dir"),
+                    "objective": r.data.metrics.get(objective)})
+    return out
+
+
+def _original_command(config: DictConfig, sweep_id: str) -> str:
+    parent = find_parent(config, sweep_id)
+    return f"python -m distexp -m {parent.data.params.get('overrides', '')}".strip()
+
+
+def batches(launch: Sequence[Tuple[int, List[str]]],
+            max_batch_size: Optional[int]) -> List[Tuple[int, List[List[str]]]]:
+    """(first job num, overrides) batches: consecutive job numbers (a launcher numbers a batch's
+    jobs first, first + 1, ...), at most max_batch_size each."""
+    out: List[Tuple[int, List[List[str]]]] = []
+    for num, job in launch:
+        if out and out[-1][0] + len(out[-1][1]) == num and \
+                (not max_batch_size or max_batch_size < 0 or len(out[-1][1]) < max_batch_size):
+            out[-1][1].append(job)
+        else:
+            out.append((num, [job]))
+    return out

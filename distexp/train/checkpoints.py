@@ -1,0 +1,129 @@
+"""Checkpoints of the custom loops (tf.train.CheckpointManager) and `resume=true`.
+
+- What is saved: the model, the optimizer (slots and iterations) and the training step count.
+  The data order is a function of the step (seeded shuffle, repeated), so a resumed job skips the
+  batches already trained and sees exactly the batches an uninterrupted job would.
+- Where: the chief writes `checkpoint.dir` (stable across invocations, unlike the Hydra run dir,
+  so a later `resume=true` finds it); every other worker must take part in the save under
+  MultiWorkerMirroredStrategy and writes a throwaway directory, deleted at the end (the TF
+  multi-worker tutorial's pattern). Under ps only the coordinator saves.
+- When: every `checkpoint.every_steps` steps (null = at every epoch's end, 0 = never) and at the end.
+- A fresh job (resume=false) deletes the checkpoints a previous job left in `checkpoint.dir`, so a
+  later resume can never continue someone else's training.
+- One job at a time: the chief holds an exclusive lock on `checkpoint.dir` while it trains (the
+  kernel drops it when the process dies, so a crashed job's directory is free for its resume).
+  Concurrent jobs of the same strategy/model/dataset (parallel or concurrent sweeps) would
+  otherwise overwrite each other's files: a fresh job that finds the directory busy writes to
+  `<checkpoint.dir>.<pid>` instead and says so; a resume that finds it busy is a user error.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+
+class Checkpoints:
+    def __init__(self, cfg, *, model, optimizer, step, chief: bool, steps_per_epoch: int,
+                 saves: bool = True, say=print, logger=None):
+        import tensorflow as tf
+
+        every = cfg.checkpoint.every_steps
+        self.every = steps_per_epoch if every is None else int(every)
+        self.real = Path(cfg.checkpoint.dir)
+        self.resume = bool(cfg.resume)
+        self.step = step  # a tf.Variable (int64) the loop owns
+        self.chief = chief
+        self.saves = saves and self.every > 0
+        self.say = say
+        self.logger = logger  # tracking.RunLogger: the run says whether and whence it resumed
+        self.ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
+        self._tmp: Optional[str] = None
+        self._lock = None
+        self.manager = None
+        if self.saves:
+            if chief:
+                self._lock = _take(self.real)
+                if self._lock is None:
+                    if self.resume:
+                        from distexp.errors import UserError
+
+                        raise UserError(f"checkpoint.dir: received {str(self.real)!r}; another "
+                                        "running job is using it, so there is nothing safe to "
+                                        "resume from: wait for it, or set checkpoint.dir")
+                    busy, self.real = self.real, Path(f"{self.real}.{os.getpid()}")
+                    self._lock = _take(self.real)
+                    say(f"checkpoint: {busy} is in use by another running job; this job's "
+                        f"checkpoints go to {self.real}")
+                if not self.resume:
+                    clear(self.real)
+                where = str(self.real)
+            else:
+                where = self._tmp = tempfile.mkdtemp(prefix="distexp-ckpt-")
+            self.manager = tf.train.CheckpointManager(self.ckpt, where,
+                                                      max_to_keep=int(cfg.checkpoint.keep))
+
+    def restore(self) -> int:
+        """With resume=true: the latest checkpoint of checkpoint.dir (every worker reads the
+        chief's), returning the step it was taken at; 0 = fresh start."""
+        import tensorflow as tf
+
+        if not self.resume:
+            return 0
+        latest = tf.train.latest_checkpoint(str(self.real))
+        if latest is None:
+            self.say(f"resume: no checkpoint in {self.real}; starting fresh")
+            self._tag("no checkpoint: fresh start", 0, "")
+            return 0
+        self.ckpt.restore(latest).expect_partial()
+        step = int(self.step.numpy())
+        self.say(f"resume: restored {latest} (step {step})")
+        self._tag("restored", step, latest)
+        return step
+
+    def _tag(self, what: str, step: int, path: str) -> None:
+        if self.logger is not None and self.chief:
+            self.logger.set_tags({"distexp.resume": what, "distexp.resumed_from_step": step,
+                                  "distexp.resumed_from": path or "-"})
+
+    def after_step(self, step: int, last: bool = False, since: Optional[int] = None) -> bool:
+        """Save when a multiple of every_steps was reached in (since, step] (default: the step
+        before) or at the last step; True when something was written."""
+        since = step - 1 if since is None else since
+        if not self.saves or not (last or step // self.every > since // self.every):
+            return False
+        self.step.assign(step)
+        self.manager.save(checkpoint_number=step)
+        return True
+
+    def close(self) -> None:
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+        if self._lock is not None:
+            self._lock.close()  # releases the flock
+            self._lock = None
+
+
+def _take(directory: Path):
+    """An open file holding an exclusive flock on `directory`, or None when another process has it."""
+    import fcntl
+
+    directory.mkdir(parents=True, exist_ok=True)
+    f = open(directory / ".distexp.lock", "a")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        return None
+    return f
+
+
+def clear(directory: Path) -> None:
+    """Remove what tf.train.CheckpointManager wrote in `directory` (and nothing else)."""
+    if not directory.is_dir():
+        return
+    for p in directory.iterdir():
+        if p.name == "checkpoint" or p.name.startswith("ckpt-"):
+            p.unlink(missing_ok=True)

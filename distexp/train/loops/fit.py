@@ -1,0 +1,85 @@
+"""The Keras loop: compile/fit inside the strategy's scope. A callback times each step (it fetches
+the batch's logs, so the step has finished) and hands epochs to the shared reporter, which also
+runs the shared evaluation: both loops' eval figures come from the same code.
+
+`steps_per_execution` and `jit_compile` go to `compile`; with k steps per execution Keras calls the
+callback once per k steps, so the interval is shared by those k steps (one steps.csv row each call).
+`steps_per_execution=auto`: Keras takes k once, at compile time, and it must divide the steps per
+epoch, so no measurement: the largest divisor of the steps per epoch <= 16, <= the progress
+line interval and <= the steps after the warm-up (distexp.train.autotune.fit_k); 1 with several
+replicas (Keras 3's multi-step fit fails under MirroredStrategy here).
+Only tasks whose figures Keras computes exactly (`Task.fit_ok`: classification) train here; the
+config check refuses the others before TensorFlow starts. A non-finite loss stops fit as Keras'
+TerminateOnNaN does (distexp.train.loops.custom.Diverged).
+"""
+from __future__ import annotations
+
+from distexp.train import autotune
+from distexp.errors import UserError
+from distexp.train.loops.context import Context
+from distexp.train.loops.custom import Diverged
+
+
+def train(ctx: Context) -> None:
+    import keras
+
+    rep = ctx.reporter
+    auto = ctx.cfg.steps_per_execution == "auto"
+    # auto: leave at least one call after the warm-up, else nothing would be timed. Several
+    # replicas: 1, because Keras 3's multi-step fit fails here under MirroredStrategy
+    # (InvalidArgumentError: "You must feed a value for placeholder tensor 'while/cond/
+    # Placeholder'" in multi_step_on_iterator, seen with 2 logical CPUs, optimizer pre-built).
+    after_warmup = max(1, ctx.epochs * ctx.steps_per_epoch - rep.meter.warmup_steps)
+    several = int(ctx.strategy.num_replicas_in_sync) > 1
+    k = (1 if several else autotune.fit_k(ctx.steps_per_epoch, rep.log_every, after_warmup)
+         ) if auto else int(ctx.cfg.steps_per_execution)
+    if ctx.steps_per_epoch % k:
+        divisors = [d for d in range(1, ctx.steps_per_epoch + 1) if ctx.steps_per_epoch % d == 0]
+        raise UserError(f"steps_per_execution: received {k}; with loop=fit it must divide the "
+                        f"{ctx.steps_per_epoch} steps per epoch (Keras would run extra steps): "
+                        f"try one of {', '.join(map(str, divisors[-6:]))} or set steps_per_epoch")
+
+    rep.logger.log_params({"steps_per_execution_resolved": k})
+    why = ("as configured" if not auto else
+           "auto with loop=fit and several replicas: Keras 3's multi-step fit fails under "
+           "MirroredStrategy" if several else
+           f"auto with loop=fit: the largest divisor of {ctx.steps_per_epoch} steps per epoch "
+           f"<= {autotune.FIT_MAX_K} and the caps")
+    rep.print(f"steps_per_execution: {k} ({why})")
+
+    class Timing(keras.callbacks.Callback):
+        diverged = None
+
+        def on_epoch_begin(self, epoch, logs=None):
+            rep.start_epoch(epoch + 1)
+            self.next_step = 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            # Keras reports the epoch's running mean loss, not the batch's; `batch` is the index of
+            # the execution's last step.
+            steps = batch + 1 - self.next_step
+            self.next_step = batch + 1
+            loss = float(logs["loss"])
+            rep.end_step([loss], kind="running_mean", steps=steps)
+            if not (loss == loss and abs(loss) != float("inf")) and self.diverged is None:
+                self.diverged = (rep.epoch, rep.step_in_epoch, rep.meter.step, loss)
+                rep.diverged(*self.diverged)
+                if ctx.cfg.terminate_on_nan:
+                    self.model.stop_training = True
+
+        def on_epoch_end(self, epoch, logs=None):
+            if self.diverged is not None and ctx.cfg.terminate_on_nan:
+                return
+            rep.end_epoch({"train/loss": float(logs["loss"]),
+                           "train/accuracy": float(logs["accuracy"])})
+
+    with ctx.strategy.scope():
+        ctx.model.compile(optimizer=ctx.optimizer,
+                          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                          metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+                          steps_per_execution=k, jit_compile=bool(ctx.cfg.jit_compile))
+    timing = Timing()
+    ctx.model.fit(ctx.train_ds, epochs=ctx.epochs, steps_per_epoch=ctx.steps_per_epoch,
+                  callbacks=[timing], verbose=0, shuffle=False)
+    if timing.diverged is not None and ctx.cfg.terminate_on_nan:
+        raise Diverged()

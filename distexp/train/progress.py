@@ -1,0 +1,167 @@
+"""What a training process says about its progress: console lines, steps.csv, MLflow metrics.
+
+Only the chief reports; on other workers every method still keeps time (cheap) but prints and
+logs nothing. Loops call start_epoch / end_step / end_epoch; evaluation runs in end_epoch, after
+the epoch's timing window has closed. Figures are named by the task (train/loss, eval/accuracy,
+eval/token_accuracy, ...): the Reporter knows no loss or metric of its own.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Callable, Dict, Optional, Sequence, Union
+
+from distexp.figures.meter import Meter
+from distexp.tracking import RunLogger
+
+
+class Reporter:
+    def __init__(self, *, meter: Meter, logger: RunLogger, chief: bool, job_dir: Path,
+                 epochs: int, steps_per_epoch: int, log_every: int,
+                 evaluate: Callable[[], Dict[str, float]],
+                 target_accuracy: Optional[float] = None, target_metric: Optional[str] = None):
+        self.meter, self.logger, self.chief = meter, logger, chief
+        self.epochs, self.steps_per_epoch = epochs, steps_per_epoch
+        # Long epochs get a progress line ~10 times per epoch unless told otherwise.
+        self.log_every = log_every or (steps_per_epoch // 10 if steps_per_epoch >= 200 else 0)
+        self.evaluate = evaluate
+        self.epoch = 0
+        self.step_in_epoch = 0
+        self.step_offset = 0
+        self.final: Dict[str, Optional[float]] = {}
+        self.target_accuracy, self.target_metric = target_accuracy, target_metric
+        self.time_to_accuracy: Optional[float] = None
+        self.diverged_at: Optional[tuple] = None
+        self._csv = open(job_dir / "steps.csv", "w") if chief else None
+        if self._csv:
+            self._csv.write("step,epoch,loss,loss_kind,step_time_ms\n")
+
+    def print(self, *args) -> None:
+        if self.chief:
+            print(*args, flush=True)
+
+    def start_epoch(self, epoch: int) -> None:
+        self.epoch, self.step_in_epoch = epoch, 0
+        self.meter.start_epoch()
+
+    def input_wait(self, seconds: float) -> None:
+        self.meter.input_wait(seconds)
+
+    def resume_at(self, step: int) -> None:
+        """Training continues after `step` steps restored from a checkpoint: steps.csv numbers the
+        steps of the whole training (warm-up is counted again from this process's first step)."""
+        self.step_offset = step
+
+    def end_steps(self, losses) -> None:
+        """Several steps finished together (e.g. asynchronous ps steps fetched after a join): they
+        share the interval equally; each gets its own steps.csv row."""
+        if losses:
+            self.end_step(list(losses), steps=len(losses))
+
+    def end_step(self, loss: Union[float, Sequence[float]], kind: str = "step",
+                 steps: int = 1, units: Optional[float] = None) -> None:
+        """`steps` steps just finished; `loss` is each one's loss (one row each in steps.csv) or a
+        single value measured at the last of them (one row); `units`: e.g. their real tokens."""
+        losses = [loss] if isinstance(loss, (int, float)) else list(loss)
+        first = self.meter.step + 1
+        dt = self.meter.end_step(steps, units)
+        self.step_in_epoch += steps
+        if self._csv:
+            start = self.step_offset + (first if len(losses) == steps else self.meter.step)
+            for i, value in enumerate(losses):
+                self._csv.write(f"{start + i},{self.epoch},{value!r},{kind},{dt * 1000:.4f}\n")
+            self._csv.flush()  # a failed job keeps every step it trained
+        self._progress(losses[-1], dt, steps)
+
+    def diverged(self, epoch: int, step_in_epoch: int, step: int, value: float) -> None:
+        """The training loss became non-finite at this step: tag the run, say it once."""
+        self.diverged_at = (epoch, step_in_epoch, step, value)
+        self.logger.set_tags({"distexp.diverged": "true",
+                              "distexp.diverged_at": f"epoch {epoch} step {step_in_epoch}"})
+
+    def diverged_line(self, stopped: bool) -> str:
+        epoch, in_epoch, step, value = self.diverged_at
+        what = ("training stopped there; set terminate_on_nan=false to keep training" if stopped
+                else "training went on (terminate_on_nan=false); its figures are not valid")
+        return (f"training diverged: train/loss is {value} at epoch {epoch} step {in_epoch} "
+                f"(step {self.step_offset + step} of the run); {what}")
+
+    def _progress(self, loss: float, dt: float, steps: int = 1) -> None:
+        if self.log_every and self.step_in_epoch % self.log_every < steps:
+            done = self.step_in_epoch / self.steps_per_epoch
+            bar = "=" * int(20 * done)
+            self.print(f"  epoch {self.epoch}/{self.epochs} [{bar:<20}] step "
+                       f"{self.step_in_epoch}/{self.steps_per_epoch}  loss {loss:.4f}  "
+                       f"{self.meter.global_batch / dt:,.0f} ex/s")
+
+    def end_epoch(self, train: Dict[str, Optional[float]]) -> None:
+        """`train`: the epoch's training figures (train/loss, train/<metric> ...)."""
+        figures = self.meter.epoch_figures()  # before evaluation: eval is not training time
+        ev = self.evaluate()
+        metrics = {**train, **ev, **figures}
+        target = ev.get(self.target_metric) if self.target_metric else None
+        if (self.target_accuracy is not None and self.time_to_accuracy is None
+                and target is not None and target >= self.target_accuracy):
+            self.time_to_accuracy = time.perf_counter() - self.meter.train_start
+            metrics["perf/time_to_accuracy_s"] = self.time_to_accuracy
+            self.print(f"target {self.target_metric} {self.target_accuracy} reached after "
+                       f"{self.time_to_accuracy:.2f} s of training")
+        self.logger.log_metrics(metrics, step=self.epoch)
+        rate = figures["perf/examples_per_sec"]
+        shown = "  ".join(f"{_short(k)} {v:.4f}" for k, v in {**train, **ev}.items()
+                          if v is not None)
+        self.print(f"epoch {self.epoch}/{self.epochs}  {shown}  "
+                   f"{'%.1f ex/s' % rate if rate else 'warm-up (not timed)'}  "
+                   f"epoch {figures['perf/epoch_time_s']:.2f} s")
+        self.final = {**train, **ev}
+
+    def finish(self, extra: Optional[Dict[str, Optional[float]]] = None) -> Dict[str, Optional[float]]:
+        """Log the run's final figures (at the last epoch's step, so they are MLflow's latest).
+        `extra`: figures measured after training (FLOPs, peak FLOP/s, MFU, memory)."""
+        perf = self.meter.final_figures()
+        perf["perf/time_to_accuracy_s"] = self.time_to_accuracy  # None (not logged) if not reached
+        final = {**self.final, **perf, **(extra or {})}
+        self.logger.log_metrics(final, step=self.epoch)
+        if self._csv:
+            self._csv.close()
+        rate, ci = perf["perf/examples_per_sec"], perf["perf/examples_per_sec_ci95"]
+        units = next((k for k in perf if k.endswith("_per_sec") and k not in
+                      ("perf/examples_per_sec", "perf/examples_per_sec_ci95")), None)
+        if rate:
+            spread = f" +/- {ci:.1f} (95% CI)" if ci else ""
+            self.print(f"throughput: {rate:.1f} examples/s{spread} over {len(self.meter.timed)} timed "
+                       f"steps ({self.meter.warmup_steps} warm-up steps excluded); step time p50 "
+                       f"{perf['perf/step_time_ms_p50']:.2f} ms, p90 "
+                       f"{perf['perf/step_time_ms_p90']:.2f} ms")
+            if units and perf[units]:
+                self.print(f"throughput: {perf[units]:.1f} {units[5:-8]}/s")
+        else:
+            self.print(f"throughput: not measured: all {self.meter.step} steps were warm-up "
+                       f"(warmup_steps={self.meter.warmup_steps})")
+        share = perf.get("perf/input_wait_share")
+        if share is not None:
+            self.print(f"input: {100 * share:.1f}% of the timed step time was spent waiting for "
+                       "batches")
+        if final.get("perf/mfu") is not None:
+            self.print(f"MFU: {100 * final['perf/mfu']:.2f}% ({final['perf/flops_per_example']:.3g} "
+                       f"FLOPs/example, peak {final['perf/peak_flops'] / 1e9:.1f} GFLOP/s measured)")
+        shown = "  ".join(f"{_short(k)} {v:.4f}" for k, v in self.final.items()
+                          if k.startswith("eval/") and v is not None)
+        self.print(f"final: {shown}  time to first step {perf['perf/time_to_first_step_s']:.2f} s")
+        return final
+
+    def close(self) -> None:
+        """On failure: keep what was written."""
+        if self._csv and not self._csv.closed:
+            self._csv.close()
+
+
+def _short(name: str) -> str:
+    """train/loss -> loss, eval/accuracy -> eval_accuracy (the console's compact names)."""
+    kind, _, metric = name.partition("/")
+    return metric if kind == "train" else f"{kind}_{metric}"
+
+
+def write_result(job_dir: Path, final: Dict[str, Optional[float]]) -> None:
+    (job_dir / "result.json").write_text(json.dumps(final, indent=1))

@@ -1,0 +1,248 @@
+"""One training step for every strategy, and the two ways it is dispatched (Orbit's split).
+
+- `replica_step` (one per job): forward, the task's loss divided by the *global* weight
+  (see distexp.tasks.base), `optimizer.scale_loss` (identity unless mixed_float16's
+  LossScaleOptimizer, which unscales in apply_gradients and skips non-finite steps), gradients
+  summed over replicas by the optimizer, the task's training metrics as (sum, count).
+- `steps(iterator, n)`: n replica steps in one `tf.function` call, in a `tf.range` loop
+  (Orbit's standard_runner), returning the n per-step losses stacked, so every step's loss still
+  reaches steps.csv; metric sums and units (tokens) summed over the n steps.
+- `SyncDispatch`: `strategy.run` on a distributed iterator (one_device, mirrored, central,
+  multiworker). With n = 1 the batch is taken on the host and that wait is timed as input.
+- `PSDispatch`: the same `steps` function scheduled on the workers by a ClusterCoordinator
+  (per-worker datasets, worker i reads shard i), joined every window; steps counted by a
+  tf.Variable on the ps that each call increments (Keras' optimizer.iterations undercounts
+  under ps, FACTS.md).
+The outer loop (epochs, evaluation, checkpoints, reporting) is distexp.train.loops.custom, once.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+PS_WINDOW = 10  # calls scheduled between joins under ps (at least 2 per worker)
+
+
+@dataclass
+class Steps:
+    """What n steps returned, on the host."""
+
+    losses: List[float]
+    sums: List[float] = field(default_factory=list)   # [sum, count] per train metric, flat
+    units: Optional[float] = None                      # e.g. real target tokens
+
+
+def replica_loss(task, labels, outputs, global_batch: int):
+    """This replica's share of the global mean loss (exact: see distexp.tasks.base)."""
+    import tensorflow as tf
+
+    out = task.loss(labels, outputs)
+    if not isinstance(out, (tuple, list)):  # the task reduced it itself: taken as is
+        return tf.cast(out, tf.float32)
+    total, weight = (tf.cast(v, tf.float32) for v in out)
+    if getattr(task, "unit_weight", False):
+        return total / float(global_batch)
+    ctx = tf.distribute.get_replica_context()
+    return total / tf.maximum(ctx.all_reduce(tf.distribute.ReduceOp.SUM, weight), 1.0)
+
+
+class Step:
+    """The replica step and the k-step function of one job (built once, traced once)."""
+
+    def __init__(self, strategy, task, model, optimizer, global_batch: int, jit: bool = False):
+        import tensorflow as tf
+
+        self.strategy, self.task, self.global_batch = strategy, task, global_batch
+        self.names = tuple(task.train_metrics)
+        self.counts_units = getattr(task, "units", None) is not None
+        variables = model.trainable_variables
+
+        def replica_step(x, y):
+            with tf.GradientTape() as tape:
+                outputs = model(x, training=True)
+                loss = replica_loss(task, y, outputs, global_batch)
+                if model.losses:
+                    loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+                scaled = optimizer.scale_loss(loss)
+            grads = tape.gradient(scaled, variables)
+            optimizer.apply_gradients(zip(grads, variables))
+            stats = task.metrics(y, outputs)
+            flat = [tf.cast(v, tf.float32) for m in self.names for v in stats[m]]
+            units = task.units_in(y) if self.counts_units else 0.0
+            return loss, flat, tf.cast(units, tf.float32)
+
+        self.replica_step = tf.function(replica_step, jit_compile=True) if jit else replica_step
+        self.one = tf.function(self._one_step)
+
+        @tf.function
+        def steps(iterator, n):
+            losses = tf.TensorArray(tf.float32, size=n)
+            sums = [tf.constant(0.0) for _ in range(2 * len(self.names))]
+            units = tf.constant(0.0)
+            for i in tf.range(n):
+                loss, flat, u = self._one_step(*next(iterator))
+                losses = losses.write(i, loss)
+                sums = [a + b for a, b in zip(sums, flat)]
+                units += u
+            return losses.stack(), sums, units
+
+        self.steps = steps
+
+    def _one_step(self, x, y):
+        import tensorflow as tf
+
+        loss, flat, units = self.strategy.run(self.replica_step, args=(x, y))
+
+        def total(v):
+            return self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
+
+        return total(loss), [total(v) for v in flat], total(units)
+
+    def host(self, losses, sums, units) -> Steps:
+        vals = losses.numpy() if hasattr(losses, "numpy") else losses
+        losses = [float(v) for v in (vals.reshape(-1) if hasattr(vals, "reshape") else [vals])]
+        return Steps(losses, [float(s) for s in sums],
+                     float(units) if self.counts_units else None)
+
+
+class SyncDispatch:
+    """strategy.run on a distributed iterator; the step count lives outside the strategy (each
+    multiworker worker keeps its own, they agree)."""
+
+    def __init__(self, step: Step, train_ds, *, k: int, on_device: bool, input_wait):
+        import tensorflow as tf
+
+        self.step, self.train_ds, self.k = step, train_ds, k
+        self.on_device, self.input_wait = on_device, input_wait
+        self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="distexp_step")
+        self.iterator = self.fixed = None
+
+    @property
+    def max_steps(self) -> int:
+        """Steps in the next call (k may change while steps_per_execution=auto tunes it)."""
+        return self.k
+
+    def begin(self, start: int) -> None:
+        # The data order depends only on the step: skip what a restored checkpoint trained.
+        ds = self.train_ds.skip(start) if start else self.train_ds
+        self.iterator = iter(self.step.strategy.experimental_distribute_dataset(ds))
+        self.fixed = next(self.iterator) if self.on_device else None
+
+    def run(self, n: int) -> Steps:
+        import tensorflow as tf
+
+        if self.fixed is not None:  # on-device data: the same batch, one call per step
+            out = [self.step.host(*self.step.one(*self.fixed)) for _ in range(n)]
+            return _merge(out)
+        if n == 1 and self.k == 1:  # k > 1: the k-step function (traced in warm-up) runs it
+            t0 = time.perf_counter()
+            x, y = next(self.iterator)
+            self.input_wait(time.perf_counter() - t0)
+            return self.step.host(*self.step.one(x, y))  # fetched: finished on every replica
+        return self.step.host(*self.step.steps(self.iterator, tf.constant(n)))
+
+
+class PSDispatch:
+    """ClusterCoordinator.schedule of the k-step function; joins every window of calls."""
+
+    def __init__(self, step: Step, cfg, data, global_batch: int, *, k: int):
+        import tensorflow as tf
+
+        from distexp.data import datasets
+
+        strategy = step.strategy
+        self.step, self.k = step, k
+        self.coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+        workers = int(os.environ.get("DISTEXP_NUM_WORKERS", "1"))
+
+        def dataset_fn():
+            index = tf.distribute.coordinator.experimental_get_current_worker_index()
+            train, _ = datasets.pipelines(cfg, data, global_batch, shard=(workers, index))
+            return train
+
+        self.dataset_fn = dataset_fn
+        with strategy.scope():
+            self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="distexp_step")
+        counter = self.step_var
+
+        @tf.function
+        def scheduled(iterator, n):
+            out = step.steps.python_function(iterator, n)
+            counter.assign_add(tf.cast(n, tf.int64))
+            return out
+
+        self.scheduled = scheduled
+        self.window = max(PS_WINDOW, 2 * workers)  # k-step calls per join
+        self.workers = workers
+        self.iterator = None
+
+    @property
+    def max_steps(self) -> int:
+        """Steps in the next window (k may change while steps_per_execution=auto tunes it)."""
+        return self.window * self.k
+
+    def begin(self, start: int) -> None:
+        self.iterator = iter(self.coordinator.create_per_worker_dataset(self.dataset_fn))
+
+    def run(self, n: int) -> Steps:
+        import tensorflow as tf
+
+        sizes = [self.k] * (n // self.k) + ([n % self.k] if n % self.k else [])
+        before = int(self.step_var.numpy())
+        results = [self.coordinator.schedule(self.scheduled,
+                                             args=(self.iterator, tf.constant(s)))
+                   for s in sizes]
+        self.coordinator.join()
+        finished = int(self.step_var.numpy()) - before
+        if finished != n:
+            from distexp.errors import UserFailure
+
+            if finished > n:  # ClusterCoordinator re-ran a lost worker's calls on another one
+                raise UserFailure(f"ps: a worker stopped answering during a window of {n} steps; "
+                                  f"TensorFlow re-ran its calls on another worker ({finished} "
+                                  "steps completed), so this run's figures are not valid")
+            raise RuntimeError(f"ps: {n} steps scheduled, {finished} completed")
+        return _merge([self.step.host(*r.fetch()) for r in results])
+
+
+def _merge(parts: List[Steps]) -> Steps:
+    losses = [v for p in parts for v in p.losses]
+    sums = [sum(vals) for vals in zip(*(p.sums for p in parts))] if parts[0].sums else []
+    units = None if parts[0].units is None else sum(p.units for p in parts)
+    return Steps(losses, sums, units)
+
+
+def gradient_norm(step: Step, model, batch) -> float:
+    """The global norm of the first step's gradient as the optimizer would apply it (summed over
+    replicas, loss scaling undone), without applying it: what `distexp.parity` compares."""
+    import tensorflow as tf
+
+    strategy, task = step.strategy, step.task
+
+    def replica(x, y):
+        with tf.GradientTape() as tape:
+            loss = replica_loss(task, y, model(x, training=True), step.global_batch)
+            if model.losses:
+                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+        grads = tape.gradient(loss, model.trainable_variables)
+        grads = [tf.cast(g, tf.float32) if g is not None else tf.zeros_like(v, tf.float32)
+                 for g, v in zip(grads, model.trainable_variables)]
+        ctx = tf.distribute.get_replica_context()
+        return tf.linalg.global_norm(ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads))
+
+    norm = tf.function(lambda x, y: strategy.run(replica, args=(x, y)))(*batch)
+    values = strategy.experimental_local_results(norm)
+    return float(values[0])
+
+
+def finite(values) -> bool:
+    return all(math.isfinite(v) for v in values)
+
+
+def metric_figures(names, sums, prefix: str) -> Dict[str, Optional[float]]:
+    """{prefix/name: sum / count} from a flat [sum, count, ...] list."""
+    return {f"{prefix}/{m}": (sums[2 * i] / sums[2 * i + 1] if sums[2 * i + 1] else None)
+            for i, m in enumerate(names)}

@@ -1,0 +1,216 @@
+"""Inside one training process (`python -m distexp.train.trainer --config <job_dir>/config.yaml`).
+
+The order is the one TensorFlow needs, kept in one place: devices (before the runtime starts),
+the strategy, the data, then model and optimizer inside ``strategy.scope()``, then the loop.
+A user error prints one line and exits 2; anything else is a traceback and exit 1.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from distexp import strategies
+from distexp.errors import PORT_IN_USE_EXIT
+from distexp.errors import UserError, UserFailure
+from distexp.train.loops.custom import Diverged
+
+PARITY_ENV = "DISTEXP_PARITY"  # set by distexp.parity: write the first step's gradient norm
+
+
+def train(cfg, job_dir: Path) -> dict:
+    import keras
+    import tensorflow as tf
+
+    from distexp.data import datasets
+    from distexp.train import devices, loops
+    from distexp.figures import meaning
+    from distexp import models, strategies, tasks
+    from distexp.config.resolved import global_batch
+    from distexp.train.loops.context import Context
+    from distexp.train.loops.evaluate import make_evaluate
+    from distexp.figures.meter import Meter
+    from distexp.train.progress import Reporter, write_result
+    from distexp.tracking import RunLogger
+
+    gpus = int(os.environ.get("DISTEXP_GPUS", "0"))
+    job_start = float(os.environ.get("DISTEXP_JOB_START", time.time()))
+    record = strategies.get(cfg.strategy.name)
+    resolver = record.resolver(cfg, gpus)  # before devices: it may set the GPUs
+    is_ps = record.dispatch == "ps"
+    if resolver is not None and resolver.task_type in record.server_roles:
+        strategies.serve(resolver)  # blocks until the job process (or the engine) stops it
+        return {}
+    configured = devices.configure(cfg, gpus)
+    strategy = strategies.build(cfg, configured, resolver)
+    replica_devices = record.replica_devices(strategy, configured)
+    chief = strategies.is_chief(strategy)
+    say = print if chief else (lambda *a, **k: None)
+    workers = int(os.environ.get("DISTEXP_NUM_WORKERS", "1"))
+    replicas = int(strategy.num_replicas_in_sync)  # in one global batch (per worker under ps)
+    G = global_batch(cfg, replicas)
+    if is_ps:
+        replicas *= workers  # replicas computing at once: a step on every worker
+    if G % int(strategy.num_replicas_in_sync):
+        raise UserError(f"global_batch_size: received {G}; it must divide evenly over {replicas} "
+                        "replicas")
+
+    keras.utils.set_random_seed(int(cfg.seed))
+    keras.mixed_precision.set_global_policy(cfg.precision)  # before any layer is built
+    task = tasks.get(cfg)
+    data = datasets.load(cfg)
+    steps = datasets.steps_per_epoch(cfg, data.n_train, G)
+    train_ds, eval_ds = datasets.pipelines(cfg, data, G)
+    # The job process creates the MLflow run while this process starts (tracking.Forwarder);
+    # wait for it before any user code or training runs: an unreachable server stops us here.
+    logger = RunLogger()  # the chief's sink (the job forwards it); a no-op on the other tasks
+    logger.wait_ready()
+    with strategy.scope():
+        model = task.build_model(cfg, data)
+        optimizer = models.optimizer(cfg, model)
+
+    say(f"Strategy: {cfg.strategy.name} ({type(strategy).__name__})")
+    say(f"Number of devices: {replicas}  ({', '.join(replica_devices)}; workers: {workers})")
+    say(f"Global batch: {G}  (per replica: {G // int(strategy.num_replicas_in_sync)})  "
+        f"steps per epoch: {steps}  "
+        f"epochs: {cfg.epochs}  loop: {cfg.loop.name}")
+    say(f"Model: {cfg.model.name} ({model.count_params():,} parameters)  dataset: "
+        f"{cfg.dataset.name} ({data.describe()})  task: {task.describe()}")
+
+    if task.name == "classification" and not meaning.accuracy_meaningful(cfg.dataset.name):
+        say(f"Note: dataset={cfg.dataset.name} has random labels: accuracy is chance level and "
+            "not meaningful here (throughput is)")
+    logger.log_params({"devices": ",".join(replica_devices), "tf_version": tf.__version__,
+                       "keras_version": keras.__version__, "steps_per_epoch_resolved": steps,
+                       "warmup_steps_resolved": min(cfg.warmup_steps, steps * cfg.epochs),
+                       "task": task.name, **data.params(),
+                       # the report's eval column: the task's headline evaluation figure
+                       "task.eval_metric": task.target_metric or task.objective})
+    meter = Meter(global_batch=G, replicas=replicas, warmup_steps=int(cfg.warmup_steps),
+                  job_start=job_start, units_name=getattr(task, "units", None))
+    evaluate = make_evaluate(task, model, eval_ds, None if is_ps else strategy)
+    reporter = Reporter(meter=meter, logger=logger, chief=chief, job_dir=job_dir,
+                        epochs=int(cfg.epochs), steps_per_epoch=steps,
+                        log_every=int(cfg.log_every_steps), evaluate=evaluate,
+                        target_accuracy=cfg.target_accuracy,
+                        target_metric=getattr(task, "target_metric", None))
+    ctx = Context(cfg=cfg, strategy=strategy, task=task, model=model, optimizer=optimizer,
+                  data=data, train_ds=train_ds, eval_ds=eval_ds, global_batch=G,
+                  steps_per_epoch=steps, epochs=int(cfg.epochs), reporter=reporter, is_ps=is_ps)
+    if os.environ.get(PARITY_ENV) and not is_ps:  # every worker: the norm is all-reduced
+        _write_parity(job_dir if chief else None, ctx)
+    try:
+        loops.get(cfg.loop.name)(ctx)
+    except Diverged:
+        reporter.close()
+        logger.close()
+        raise UserFailure(reporter.diverged_line(stopped=True)) from None
+    final = reporter.finish(after_training(cfg, model, data.input_shape, replica_devices,
+                                           meter.final_figures()["perf/examples_per_sec"], chief,
+                                           logger))
+    if reporter.diverged_at is not None:
+        say(f"distexp: warning: {reporter.diverged_line(stopped=False)}")
+    logger.close()
+    if chief:
+        write_result(job_dir, {**final, "first_step_unix": meter.first_step_unix,
+                               "cpu_seconds_timed": meter.cpu_timed,
+                               "diverged": reporter.diverged_at is not None,
+                               "objective": cfg.objective or task.objective})
+    return final
+
+
+def _write_parity(job_dir, ctx) -> None:
+    """`python -m distexp.parity`: the gradient norm of the first batch before training, in every
+    process of the job (it is a collective); the chief writes it to parity.json."""
+    import json
+
+    from distexp.data import datasets
+    from distexp.train.step import Step, gradient_norm
+
+    step = Step(ctx.strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch)
+    # A pipeline of its own: iterating the training pipeline here would use up its first
+    # shuffled pass; a new one with the same seed yields the same first batch.
+    first, _ = datasets.pipelines(ctx.cfg, ctx.data, ctx.global_batch)
+    batch = next(iter(ctx.strategy.experimental_distribute_dataset(first.take(1))))
+    state = [v.numpy() for v in ctx.model.non_trainable_variables]
+    norm = gradient_norm(step, ctx.model, batch)
+    for v, value in zip(ctx.model.non_trainable_variables, state):  # BatchNorm stats, seeds
+        v.assign(value)
+    if job_dir is None:
+        return
+    (job_dir / "parity.json").write_text(json.dumps(
+        {"grad_norm": norm, "replicas": int(ctx.strategy.num_replicas_in_sync),
+         "global_batch": ctx.global_batch}))
+
+
+def after_training(cfg, model, input_shape, replica_devices, examples_per_sec, chief,
+                   logger) -> dict:
+    """Figures measured once training is over, so they cost nothing before the first step:
+    FLOPs per example, the devices' peak FLOP/s (a known GPU's datasheet figure, tagged
+    distexp.peak_source; else measured) and MFU, peak host (and GPU) memory."""
+    import resource
+
+    import tensorflow as tf
+
+    from distexp.figures import flops
+    from distexp.figures.meter import mfu
+
+    out = {"perf/peak_host_memory_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    gpus = [d for d in replica_devices if d.startswith("/gpu")]
+    if gpus:
+        out["perf/peak_gpu_memory_mb"] = sum(
+            tf.config.experimental.get_memory_info(d.replace("/gpu", "GPU"))["peak"]
+            for d in gpus) / 2 ** 20
+    if not chief:
+        return out
+    try:
+        per_example = flops.train_flops_per_example(model, input_shape)
+    except Exception as ex:  # noqa: BLE001  (a user model the profiler cannot trace)
+        print(f"FLOPs not counted ({type(ex).__name__}: {ex}); perf/mfu not logged", flush=True)
+        per_example = None
+    peak = None
+    if gpus:  # a known GPU's datasheet peak (distexp.figures.peaks); an unknown one is measured
+        from distexp.figures import peaks
+
+        names = [tf.config.experimental.get_device_details(d).get("device_name", "")
+                 for d in tf.config.list_physical_devices("GPU")[:len(gpus)]]
+        sheet = peaks.datasheet_peak(names, cfg.precision)
+        if sheet is not None:
+            peak = sheet[0]
+            logger.set_tags({"distexp.peak_source": sheet[1]})
+    if peak is None and cfg.measure_peak_flops:
+        peak = flops.peak_flops(replica_devices)
+    out.update({"perf/flops_per_example": per_example, "perf/peak_flops": peak,
+                "perf/mfu": mfu(per_example, examples_per_sec, peak)})
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m distexp.train.trainer")
+    p.add_argument("--config", required=True, type=Path)
+    args = p.parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    cfg = OmegaConf.load(args.config)
+    try:
+        train(cfg, args.config.parent)
+    except UserError as ex:
+        from distexp.errors import report_user_error
+
+        print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        report_user_error(args.config.parent, str(ex))  # the job reads it there (exit 2)
+        return 2
+    except UserFailure as ex:
+        print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        return 1
+    except strategies.PortInUse as ex:
+        print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        return PORT_IN_USE_EXIT
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

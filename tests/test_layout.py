@@ -1,0 +1,148 @@
+"""The house rules, computed from the code (no distexp module is imported here):
+
+- no import circle between distexp's modules, function-level (lazy) imports included;
+- TensorFlow/Keras at module level only on the train side (distexp/train/, and the model
+  definitions in distexp/models/seq2seq.py that only the train side imports);
+- the processes that must not start TensorFlow (the job, the sweep, the report) reach no such
+  module through their module-level imports, and never import distexp.train at all.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Dict, Set, Tuple
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "distexp"
+TF = ("tensorflow", "keras", "tensorflow_datasets")
+TRAIN_SIDE = ("distexp.train", "distexp.models.seq2seq")
+# Entry modules of the processes without TensorFlow.
+NO_TF_ENTRIES = ("distexp.__main__", "distexp.job.lifecycle", "distexp.sweeps.callback",
+                 "distexp.sweeps.planning", "distexp.sweeps.slurm", "distexp.report.cli",
+                 "distexp.tracking.offline", "distexp.parity")
+
+
+def modules() -> Dict[str, Path]:
+    out = {}
+    for p in PKG.rglob("*.py"):
+        if "conf" in p.relative_to(PKG).parts:
+            continue
+        name = ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        out[name[: -len(".__init__")] if name.endswith(".__init__") else name] = p
+    return out
+
+
+def imports(name: str, path: Path, mods: Dict[str, Path]) -> Tuple[Set[str], Set[str], bool]:
+    """(distexp modules imported at module level, ... inside functions, TF at module level)."""
+    tree = ast.parse(path.read_text())
+    pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    top, lazy, tf_top = set(), set(), False
+
+    def resolve(n: str):
+        while n and n not in mods:
+            n = n.rpartition(".")[0]
+        return n or None
+
+    def visit(node, in_function: bool):
+        nonlocal tf_top
+        for child in ast.iter_child_nodes(node):
+            inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                      ast.Lambda))
+            names = []
+            if isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                base = pkg
+                for _ in range(max(child.level - 1, 0)):
+                    base = base.rpartition(".")[0]
+                src = (f"{base}.{child.module}" if child.module else base) if child.level \
+                    else (child.module or "")
+                names = [f"{src}.{a.name}" if f"{src}.{a.name}" in mods else src
+                         for a in child.names]
+            for n in names:
+                if n.split(".")[0] in TF and not in_function:
+                    tf_top = True
+                t = resolve(n) if n.startswith("distexp") else None
+                if t and t != name:
+                    (lazy if in_function else top).add(t)
+            visit(child, inner)
+
+    visit(tree, False)
+    return top, lazy, tf_top
+
+
+def graph():
+    mods = modules()
+    info = {m: imports(m, p, mods) for m, p in mods.items()}
+    return mods, info
+
+
+def circles(edges: Dict[str, Set[str]]):
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def strong(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in edges:
+        if v not in index:
+            strong(v)
+    return out
+
+
+def test_no_import_circles_lazy_imports_included():
+    _, info = graph()
+    edges = {m: top | lazy for m, (top, lazy, _) in info.items()}
+    assert circles(edges) == []
+
+
+def test_a_planted_circle_is_found():
+    """The detector itself: a lazy import back is a circle."""
+    assert circles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_tensorflow_at_module_level_only_on_the_train_side():
+    _, info = graph()
+    outside = [m for m, (_, _, tf_top) in info.items()
+               if tf_top and not m.startswith(TRAIN_SIDE)]
+    assert outside == []
+
+
+def test_processes_without_tensorflow_never_reach_the_train_side():
+    mods, info = graph()
+    for entry in NO_TF_ENTRIES:
+        assert entry in mods, entry
+        seen, todo = set(), [entry]
+        while todo:  # module-level imports: what importing the entry runs
+            m = todo.pop()
+            if m in seen:
+                continue
+            seen.add(m)
+            todo += info[m][0]
+            # a package's __init__ runs when any of its modules is imported
+            parent = m.rpartition(".")[0]
+            if parent in mods:
+                todo.append(parent)
+        bad = sorted(m for m in seen if m.startswith(TRAIN_SIDE) or info[m][2])
+        assert bad == [], f"{entry} imports {bad} at module level"
+        lazy_train = sorted(t for m in seen for t in info[m][1] if t.startswith("distexp.train"))
+        assert lazy_train == [], f"{entry} reaches the train side lazily: {lazy_train}"
