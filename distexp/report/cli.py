@@ -25,7 +25,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from distexp.figures import meaning
 from distexp.report.plots import plots
-from distexp.report.scaling import NO_BASELINE, WITHIN_RUN, Row, add_scaling, aggregate, row_from_run
+from distexp.report import verdict
+from distexp.report.scaling import (NO_BASELINE, PARTS, WITHIN_RUN, Row, add_scaling, aggregate,
+                                    bottleneck, end_to_end_gap, row_from_run)
 
 KIND = "distexp.run_kind"
 SWEEP_ID = "distexp.sweep_id"
@@ -106,6 +108,16 @@ def loss_curve(client, run_id: str) -> Tuple[List[Tuple[int, float]], str]:
     return loss_history(client, run_id), "epoch"
 
 
+def steps_to_target(client, r: Row) -> Optional[int]:
+    """Optimizer steps when the job first reached target_accuracy: the epoch of the evaluation
+    that reached it (the step perf/time_to_accuracy_s was first logged at) x steps per epoch.
+    The job's first run (as for the loss plot)."""
+    if r.time_to_target is None or r.steps_per_epoch is None:
+        return None
+    hist = client.get_metric_history(r.run_id, "perf/time_to_accuracy_s")
+    return min(h.step for h in hist) * r.steps_per_epoch if hist else None
+
+
 def loss_history(client, run_id: str) -> List[Tuple[int, float]]:
     seen: Dict[int, float] = {}
     for h in sorted(client.get_metric_history(run_id, "train/loss"),
@@ -142,6 +154,24 @@ def _verdict(r: Row) -> str:
     return r.verdict or "-"
 
 
+def _strong(r: Row) -> str:
+    """The strong comparison (1 replica at the same global batch), or why there is none."""
+    if not r.measured:
+        return "-"
+    c = r.strong
+    if c is None:
+        return "not measured (no 1-replica job at this global batch)" if (r.replicas or 0) > 1 \
+            else "-"
+    return "baseline" if c.is_base else verdict.ratio(c)
+
+
+def _mfu(r: Row) -> Optional[float]:
+    """MFU only over a peak that can be vouched for: one the trainer tagged with its source (a
+    processor's theoretical peak, a GPU datasheet). Older runs divided by a matmul benchmark
+    measured under whatever load there was: not shown."""
+    return r.mfu if r.mfu is not None and r.peak_source else None
+
+
 def _rate(r: Row) -> str:
     if r.rate is None:
         return "-"
@@ -169,7 +199,8 @@ def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
     head = (["model/dataset/loop"] if len(groups) > 1 else []) + [
         "strategy", "workers", "replicas", "global batch", "runs",
         "examples/s (median; range, or ±95% CI of 1 run)", "speed-up [95% CI]", "verdict",
-        "efficiency", "baseline", _eval_head(rows), "MFU", "first step (s)", "status"]
+        "efficiency", "baseline", "at equal global batch (vs 1 replica)", "steps",
+        _eval_head(rows), "MFU", "bottleneck", "first step (s)", "status"]
     body = []
     for r in rows:
         eff = f"{100 * r.efficiency:.0f}%" if r.efficiency is not None else (
@@ -178,15 +209,17 @@ def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
         body.append(([f"{r.model}/{r.dataset}/{r.loop}"] if len(groups) > 1 else []) + [
             r.strategy, _fmt(r.workers, "d"), _fmt(r.replicas, "d"), _fmt(r.global_batch, "d"),
             str(len(r.rates) or 1), _rate(r), _speed(r), _verdict(r) if r.speedup is not None
-            else "-", eff, r.baseline, _accuracy(r),
-            "-" if r.mfu is None else f"{100 * r.mfu:.2f}%",
+            else "-", eff, r.baseline, _strong(r), _fmt(r.optimizer_steps, "d"), _accuracy(r),
+            "-" if _mfu(r) is None else f"{100 * _mfu(r):.2f}%", _bottleneck(r) or "-",
             _fmt(r.time_to_first_step, ".1f"), r.shown_status])
     return head, body
 
 
 def markdown(rows: Sequence[Row], title: str) -> str:
     head, body = table_rows(rows)
-    lines = [f"# {title}", "", "| " + " | ".join(head) + " |",
+    lines = [f"# {title}", "", "## Verdict", ""]
+    lines += [f"- {line}" for line in verdict.verdict_lines(rows)]
+    lines += ["", "## Jobs", "", "| " + " | ".join(head) + " |",
              "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(b) + " |" for b in body]
     lines += ["", "examples/s: warm-up steps excluded; the median over a job's runs (`repeats`), "
@@ -210,10 +243,19 @@ def markdown(rows: Sequence[Row], title: str) -> str:
         lines += ["", f"eval acc {meaning.NOT_MEANINGFUL}: the dataset's labels are random "
                   "(dataset=synthetic), so accuracy is chance level by construction and says "
                   "nothing about training; use it for throughput only."]
-    sources = sorted({meaning.peak_source(r.peak_source) for r in rows if r.mfu is not None})
+    notes = verdict.accuracy_notes(rows) + verdict.end_to_end_notes(rows)
+    lines += [x for n in notes for x in ("", n)]
+    if any(r.breakdown for r in rows):
+        lines += ["", "bottleneck: the largest part of the mean step time (perf/step_input_ms, "
+                  "_compute_ms, _sync_ms, _other_ms; other = unattributed) and its share."]
+    sources = sorted({meaning.peak_source(r.peak_source) for r in rows if _mfu(r) is not None})
     if sources:
         lines += ["", "MFU = model FLOPs/example x examples/s / peak FLOP/s; peak: "
-                  + "; ".join(sources) + "."]
+                  + "; ".join(sources) + ". A constant of the machine: it does not rank jobs "
+                  "(examples/s does), and it moves only with the job's own throughput."]
+    if any(r.mfu is not None and _mfu(r) is None for r in rows):
+        lines += ["", "MFU not shown for runs whose peak was a matmul benchmark measured during "
+                  "the run (it moved with the machine's load, not with the job)."]
     failed = [r for r in rows if r.diverged or r.status in ("FAILED", "KILLED")]
     if failed:
         lines += ["", f"{len(failed)} run(s) failed or diverged: listed with no throughput and "
@@ -222,12 +264,70 @@ def markdown(rows: Sequence[Row], title: str) -> str:
     return "\n".join(lines)
 
 
-CSV_FIELDS = ["run_id", "run_name", "job_num", "status", "model", "dataset", "loop", "strategy",
-              "workers", "replicas", "global_batch", "runs", "run_ids", "examples_per_sec",
-              "examples_per_sec_runs", "examples_per_sec_ci95", "speedup", "speedup_low",
-              "speedup_high", "significant", "verdict", "repeats_needed", "speedup_ci95",
-              "efficiency", "baseline", "eval_accuracy", "eval_metric", "accuracy_meaningful", "mfu",
-              "peak_source", "time_to_first_step_s"]
+def _runs(r: Row) -> str:
+    return " ".join(f"{x:.6g}" for x in r.rates)
+
+
+def _cmp(which: str, attr: str):
+    """A getter of one field of a row's weak/strong Comparison (None without one)."""
+    def get(r: Row):
+        c = getattr(r, which)
+        if c is None:
+            return None
+        if attr == "significant":
+            return c.significant if not c.is_base else False
+        return None if c.is_base and attr in ("low", "high") else getattr(c, attr)
+    return get
+
+
+def _bottleneck(r: Row) -> Optional[str]:
+    b = bottleneck(r)
+    return None if b is None else f"{b[0]} {100 * b[1]:.0f} %"
+
+
+def _e2e_flag(r: Row) -> Optional[str]:
+    gap = end_to_end_gap(r) if r.measured else None
+    return None if gap is None else f"{gap[0]:.2f}x steady state: {gap[1]}"
+
+
+# report.csv: every column and the value of each row, in one place (name, getter).
+COLUMNS = [
+    ("run_id", lambda r: r.run_id), ("run_name", lambda r: r.run_name),
+    ("job_num", lambda r: r.job_num), ("status", lambda r: r.shown_status),
+    ("model", lambda r: r.model), ("dataset", lambda r: r.dataset), ("loop", lambda r: r.loop),
+    ("strategy", lambda r: r.strategy), ("workers", lambda r: r.workers),
+    ("replicas", lambda r: r.replicas), ("global_batch", lambda r: r.global_batch),
+    ("runs", lambda r: len(r.run_ids)), ("run_ids", lambda r: " ".join(r.run_ids)),
+    ("examples_per_sec", lambda r: r.rate), ("examples_per_sec_runs", _runs),
+    ("examples_per_sec_ci95", lambda r: r.ci95),
+    # v2: the weak speed-up where there is a weak baseline, else the strong one
+    ("speedup", lambda r: r.speedup), ("speedup_low", lambda r: r.speedup_low),
+    ("speedup_high", lambda r: r.speedup_high), ("significant", lambda r: r.significant),
+    ("verdict", lambda r: r.verdict), ("repeats_needed", lambda r: r.repeats_needed),
+    ("speedup_ci95", lambda r: r.speedup_ci95), ("efficiency", lambda r: r.efficiency),
+    ("baseline", lambda r: r.baseline),
+    # v3: both equal-work comparisons and the split weak = batch effect x replica effect
+    ("speedup_weak", _cmp("weak", "value")), ("speedup_weak_low", _cmp("weak", "low")),
+    ("speedup_weak_high", _cmp("weak", "high")),
+    ("speedup_weak_significant", _cmp("weak", "significant")),
+    ("speedup_strong", _cmp("strong", "value")), ("speedup_strong_low", _cmp("strong", "low")),
+    ("speedup_strong_high", _cmp("strong", "high")),
+    ("speedup_strong_significant", _cmp("strong", "significant")),
+    ("batch_effect", lambda r: r.batch_effect), ("replica_effect", lambda r: r.replica_effect),
+    ("eval_accuracy", lambda r: r.eval_accuracy), ("eval_metric", lambda r: r.eval_metric),
+    ("accuracy_meaningful", lambda r: meaning.accuracy_meaningful(r.dataset)),
+    ("optimizer_steps", lambda r: r.optimizer_steps),
+    ("steps_to_target", lambda r: r.steps_to_target),
+    ("time_to_target_s", lambda r: r.time_to_target),
+    ("mfu", lambda r: _mfu(r)),
+    ("peak_source", lambda r: meaning.peak_source(r.peak_source) if _mfu(r) is not None else None),
+    ("time_to_first_step_s", lambda r: r.time_to_first_step),
+    ("examples_per_sec_end_to_end", lambda r: r.rate_end_to_end),
+    ("end_to_end_flag", _e2e_flag),
+    *[(f"step_{part}_ms", (lambda p: lambda r: r.breakdown.get(p))(part)) for part in PARTS],
+    ("bottleneck", _bottleneck),
+]
+CSV_FIELDS = [n for n, _ in COLUMNS]
 
 
 def write_csv(rows: Sequence[Row], path: Path) -> None:
@@ -235,15 +335,7 @@ def write_csv(rows: Sequence[Row], path: Path) -> None:
         w = csv.writer(f)
         w.writerow(CSV_FIELDS)
         for r in rows:
-            w.writerow([r.run_id, r.run_name, r.job_num, r.shown_status, r.model, r.dataset,
-                        r.loop, r.strategy, r.workers, r.replicas, r.global_batch,
-                        len(r.run_ids), " ".join(r.run_ids), r.rate,
-                        " ".join(f"{x:.6g}" for x in r.rates), r.ci95, r.speedup, r.speedup_low,
-                        r.speedup_high, r.significant, r.verdict, r.repeats_needed,
-                        r.speedup_ci95, r.efficiency, r.baseline, r.eval_accuracy, r.eval_metric,
-                        meaning.accuracy_meaningful(r.dataset), r.mfu,
-                        meaning.peak_source(r.peak_source) if r.mfu is not None else None,
-                        r.time_to_first_step])
+            w.writerow([get(r) for _, get in COLUMNS])
 
 
 # --- the command -------------------------------------------------------------------------------
@@ -257,6 +349,7 @@ def build(uri: str, experiment: str = "distexp", sweep_id: Optional[str] = None,
     rows = aggregate([row_from_run(r) for r in runs])
     for r in rows:  # a job's first run stands for its repeats in the loss plot
         r.loss, r.loss_x = loss_curve(client, r.run_id)
+        r.steps_to_target = steps_to_target(client, r)
     add_scaling(rows)
     from distexp import strategies
 
