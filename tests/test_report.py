@@ -91,7 +91,7 @@ def test_speedup_and_efficiency_are_exact(store):
 
     from PIL import Image
 
-    for name in ("throughput", "efficiency", "loss"):
+    for name in ("throughput", "efficiency", "speedup", "loss"):
         path = out / f"{name}.png"
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         with Image.open(path) as im:
@@ -99,7 +99,7 @@ def test_speedup_and_efficiency_are_exact(store):
             assert im.size[0] > 100 and im.size[1] > 100
     logged = {a.path for a in client.list_artifacts(pid, "report")}
     assert logged == {f"report/{n}" for n in ("report.md", "report.csv", "throughput.png",
-                                              "efficiency.png", "loss.png")}
+                                              "efficiency.png", "speedup.png", "loss.png")}
 
 
 def test_strong_scaling_baseline_and_filter(store):

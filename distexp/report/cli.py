@@ -1,14 +1,15 @@
 """`python -m distexp.report`: a sweep's scaling and accuracy table and plots, from MLflow.
 
-Reads the runs (never TensorFlow), prints a Markdown table, and writes report.md, report.csv,
-throughput.png, efficiency.png and loss.png to ``<sweep dir>/report/`` (or --out), then logs them
-as artifacts (``report/``) of the sweep's parent run.
+Reads the runs (never TensorFlow), prints a verdict and a Markdown table, and writes report.md,
+report.csv, throughput.png, efficiency.png, speedup.png and loss.png to ``<sweep dir>/report/``
+(or --out), then logs them as artifacts (``report/``) of the sweep's parent run.
 
 Separation of concerns:
 - distexp.report   (this) reading the runs from MLflow, the table, report.md/.csv, the command
-- distexp.report.scaling  rows per job config over its repeats, baselines, speed-ups, intervals, verdicts
+- distexp.report.scaling  rows per job config over its repeats, weak/strong comparisons, intervals, split
+- distexp.report.verdict  the verdict the report opens with, the accuracy and end-to-end notes
 - distexp.figures.stats    the interval and the runs-needed estimate from repeated runs
-- distexp.report.plots    throughput.png, efficiency.png, loss.png
+- distexp.report.plots    throughput.png, efficiency.png, speedup.png, loss.png
 - distexp.figures.meaning  what a figure means (random-label accuracy, where the MFU peak came from)
 Definitions: README, "The scaling report".
 """
@@ -404,7 +405,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"distexp.report: error: {ex}", file=sys.stderr)
         return 2
     print(md)
-    print(f"Written to {out}: report.md, report.csv, throughput.png, efficiency.png, loss.png"
+    print(f"Written to {out}: report.md, report.csv, throughput.png, efficiency.png, "
+          "speedup.png, loss.png"
           + ("" if a.no_log else " (also logged to the sweep's parent run under report/)"))
     return 0
 

@@ -22,17 +22,18 @@ def name(r: Row) -> str:
     return f"{r.strategy} x{r.replicas}"
 
 
-def ratio(c: Comparison) -> str:
+def ratio(c: Comparison, of: str = "") -> str:
     """0.60x [0.55, 0.66], significant | ~ 0.95x [0.80, 1.12], not significant | 0.60x ± 0.05
-    (one run each: within-run only)."""
+    (one run each: within-run only); `of` names the baseline after the ratio."""
+    of = f" {of}" if of else ""
     if c.verdict == WITHIN_RUN:
         spread = f" ± {c.ci95:.2f}" if c.ci95 is not None else ""
-        return f"{c.value:.2f}x{spread} (one run each: within-run only, no significance)"
+        return f"{c.value:.2f}x{of}{spread} (one run each: within-run only, no significance)"
     if c.verdict == "~":
         more = (f"; ~{c.repeats_needed} runs each would resolve it" if c.repeats_needed
                 else "")
-        return f"~ {c.value:.2f}x [{c.low:.2f}, {c.high:.2f}], not significant{more}"
-    return f"{c.value:.2f}x [{c.low:.2f}, {c.high:.2f}], significant"
+        return f"~ {c.value:.2f}x{of} [{c.low:.2f}, {c.high:.2f}], not significant{more}"
+    return f"{c.value:.2f}x{of} [{c.low:.2f}, {c.high:.2f}], significant"
 
 
 def _equal_work(base: str, batch: int, rs: Sequence[Row]) -> str:
@@ -48,7 +49,7 @@ def _equal_work(base: str, batch: int, rs: Sequence[Row]) -> str:
         head = "no winner can be claimed from one run each (use repeats>=2)"
     else:
         head = f"no set-up significantly faster than {base} x1"
-    parts = [f"{name(r)} {ratio(r.strong)} of {base} x1" for r in rs]
+    parts = [f"{name(r)} {ratio(r.strong, f'of {base} x1')}" for r in rs]
     return f"At equal global batch {batch}: {head}; " + "; ".join(parts) + "."
 
 
@@ -101,8 +102,8 @@ def accuracy_notes(rows: Sequence[Row]) -> List[str]:
     for rs in groups.values():
         kinds = {(r.optimizer_steps, r.global_batch) for r in rs}
         if len(kinds) > 1:
-            parts = sorted({f"{r.optimizer_steps if r.optimizer_steps is not None else '?'} steps "
-                            f"at global batch {r.global_batch}" for r in rs})
+            parts = [f"{steps if steps is not None else '?'} steps at global batch {batch}"
+                     for steps, batch in sorted(kinds, key=lambda k: (k[1] or 0, k[0] or 0))]
             out.append(f"Eval figures ({rs[0].eval_metric}) compare different training: "
                        + "; ".join(parts) + ". The same epochs at a bigger global batch take "
                        "fewer optimizer steps, so a lower accuracy there is not the replicas' "
