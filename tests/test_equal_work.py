@@ -60,6 +60,14 @@ def test_controls_add_one_device_at_each_global_batch(tmp_path, capsys):
         got[6][-1] == "global_batch_size=128"
 
 
+def test_controls_with_another_sweeper_is_one_line(cli):
+    r = cli("-m", "hparams_search=optuna", "sweep.controls=true", timeout=120)
+    assert r.returncode == 2, r
+    assert r.stderr.strip().splitlines()[-1] == (
+        "distexp: error: sweep.controls: received true with the OptunaSweeper; control jobs are "
+        "added by distexp's sweeper (hydra/sweeper=distexp, the default): drop sweep.controls")
+
+
 # --- the report's numbers ----------------------------------------------------------------------
 
 OD64 = [1000.0, 1100.0, 900.0]     # one_device, batch 64 (the weak baseline)
