@@ -14,7 +14,7 @@ def _mark(verdict: str) -> str:
     return "1 run" if verdict == WITHIN_RUN else "~"
 
 
-def speedups(plt, series, label, out: Path, title: str) -> Path:
+def speedups(plt, series, label, colors, out: Path, title: str) -> Path:
     """speedup.png: weak (same per-replica batch) and strong (same global batch) speed-up over
     one replica, against replicas; ideal = replicas; open markers: not significant."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), dpi=100, sharey=True)
@@ -31,8 +31,9 @@ def speedups(plt, series, label, out: Path, title: str) -> Path:
             ys = [c.value for _, c in pts]
             lo = [c.value - c.low if c.low is not None else 0 for _, c in pts]
             hi = [c.high - c.value if c.high is not None else 0 for _, c in pts]
-            line = ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=label(key))
-            color = line.lines[0].get_color()
+            color = colors[key]
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=label(key),
+                        color=color)
             for (r, c), x, y in zip(pts, xs, ys):
                 if c.verdict in ("~", WITHIN_RUN):
                     ax.scatter([x], [y], s=60, facecolors="white", edgecolors=color, zorder=3)
@@ -66,15 +67,20 @@ def plots(rows: Sequence[Row], out: Path, title: str) -> List[Path]:
     import matplotlib.pyplot as plt
 
     several = len({r.group for r in rows}) > 1
+    # one line per strategy and per-replica batch (a control at another batch is its own line)
+    batches = len({r.per_replica for r in rows if r.measured}) > 1
 
     def label(key):
-        (model, dataset, loop), strategy = key
-        return f"{strategy} ({model}/{dataset}/{loop})" if several else strategy
+        (model, dataset, loop), strategy, per_replica = key
+        name = f"{strategy} ({model}/{dataset}/{loop})" if several else strategy
+        return name + (f", {per_replica:g}/replica" if batches and per_replica else "")
 
     series: Dict[tuple, List[Row]] = {}
     for r in rows:
         if r.measured:
-            series.setdefault((r.group, r.strategy), []).append(r)
+            series.setdefault((r.group, r.strategy, r.per_replica or 0), []).append(r)
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = {key: cycle[i % len(cycle)] for i, key in enumerate(sorted(series))}
     paths = []
 
     def figure(name, ylabel, value, band, ideal=None, hollow=lambda r: False, note=""):
@@ -92,7 +98,8 @@ def plots(rows: Sequence[Row], out: Path, title: str) -> List[Path]:
             if any(b is not None for b in bands):
                 yerr = [[y - b[0] if b else 0 for y, b in zip(ys, bands)],
                         [b[1] - y if b else 0 for y, b in zip(ys, bands)]]
-            line = ax.errorbar(xs, ys, yerr=yerr, marker="o", capsize=3, label=label(key))
+            line = ax.errorbar(xs, ys, yerr=yerr, marker="o", capsize=3, label=label(key),
+                               color=colors[key])
             open_pts = [(x, y, r) for x, y, r in zip(xs, ys, pts) if hollow(r)]
             if open_pts:
                 color = line.lines[0].get_color()
@@ -134,13 +141,12 @@ def plots(rows: Sequence[Row], out: Path, title: str) -> List[Path]:
 
     unsure = lambda r: r.verdict in ("~", WITHIN_RUN)  # noqa: E731
     figure("throughput", "examples/s", lambda r: r.rate, rate_band, hollow=unsure,
-           note="\n(bars: runs' range or 1 run's 95 % CI; open: not significantly different "
-                "from its baseline)")
+           note="\n(bars: runs' range or 1 run's 95 % CI; open: not significant)")
     figure("efficiency", "scaling efficiency (%)",
            lambda r: None if r.efficiency is None else 100 * r.efficiency, eff_band,
            ideal=100.0, hollow=lambda r: r.verdict not in ("significant", "baseline"),
            note="\n(bars: speed-up's 95 % interval; open marker: not significant)")
-    paths.append(speedups(plt, series, label, out, title))
+    paths.append(speedups(plt, series, label, colors, out, title))
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
     drawn = False

@@ -79,16 +79,25 @@ def with_controls(jobs: Sequence[Sequence[str]],
     (module docstring); and one line per control saying what it is for."""
     out = [list(j) for j in jobs]
     seen, controls = set(), {}
-    cfgs = [compose(list(j)) for j in jobs]
-    for cfg in cfgs:
-        seen.add(_work(cfg))
-    for job, cfg in zip(jobs, cfgs):
-        replicas, batch, _ = _work(cfg)
-        if replicas <= 1:
+
+    def work_of(overrides):  # None for a job that cannot be composed: it fails as a job, alone
+        try:
+            cfg = compose(list(overrides))
+            return cfg, _work(cfg)
+        except Exception:  # noqa: BLE001  (a bad job stays the sweep's failed job, as without)
+            return None, None
+
+    done = [work_of(j) for j in jobs]
+    seen.update(w for _, w in done if w is not None)
+    for job, (cfg, known) in zip(jobs, done):
+        if known is None or known[0] <= 1:
             continue
+        replicas, batch, _ = known
         kept = [o for o in job if _override_key(o).split(".", 1)[0] not in CONTROL_DROPS]
         control = ["strategy=one_device", *kept, f"global_batch_size={batch}"]
-        work = _work(compose(control))
+        work = work_of(control)[1]
+        if work is None:
+            continue
         name = f"{cfg.strategy.name} x{replicas}"
         if work in seen:
             if work in controls:
