@@ -239,6 +239,7 @@ def test_without_controls_the_replica_effect_is_not_measured(tmp_path):
     assert any(line.startswith("[cnn/synthetic/custom] Replica effect not measured at global "
                                "batch 128") for line in lines), lines
     assert not any("fastest" in line for line in lines)
+    assert lines[-1].startswith("One run per job: every interval above is within-run only")
 
 
 # --- the CPU's peak, from its own description ----------------------------------------------------
@@ -305,6 +306,7 @@ def test_sweep_with_controls_end_to_end(cli):
     assert mir.replica_effect == pytest.approx(mir.rate / control.rate)
     assert mir.batch_effect == pytest.approx(control.rate / weak_base.rate)
     assert mir.strong.verdict == report.WITHIN_RUN and not mir.strong.significant
-    assert verdict.verdict_lines(rows)[0].startswith(
-        "At equal global batch 128: no winner can be claimed from one run each")
+    lines = verdict.verdict_lines(rows)
+    assert lines[0].startswith("At equal global batch 128: no winner can be claimed from one run "
+                               "each") and lines[-1].startswith("One run per job")
     assert all(not math.isnan(x.rate) for x in rows)

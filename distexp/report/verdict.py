@@ -90,6 +90,11 @@ def verdict_lines(rows: Sequence[Row]) -> List[str]:
                        + (" The weak speed-ups (" + "; ".join(weak) + ") mix a bigger global "
                           "batch with more replicas: they do not show that more replicas are "
                           "faster at equal work." if weak else ""))
+    comparisons = [c for r in multi for c in (r.weak, r.strong) if c is not None]
+    if comparisons and all(c.verdict == WITHIN_RUN for c in comparisons):
+        out.append("One run per job: every interval above is within-run only (it cannot see "
+                   "the run-to-run variation of a shared machine), so no difference is claimed "
+                   "significant; run the sweep with repeats>=2 (e.g. repeats=3).")
     return out
 
 
