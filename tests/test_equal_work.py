@@ -223,7 +223,7 @@ def test_mfu_over_a_constant_peak(equal_work):
              {"perf/examples_per_sec": 500.0, "perf/mfu": 0.4}, {})
     rows, _, md = report.build(uri, filter_string=f"attributes.run_id = '{r}'",
                                out=tmp_path / "old", log=False)
-    assert rows[0].mfu == 0.4 and report._mfu(rows[0]) is None
+    assert rows[0].mfu == 0.4 and report.shown_mfu(rows[0]) is None
     assert "MFU not shown for runs whose peak was a matmul benchmark" in md
 
 

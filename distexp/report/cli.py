@@ -5,9 +5,11 @@ report.csv, throughput.png, efficiency.png, speedup.png and loss.png to ``<sweep
 (or --out), then logs them as artifacts (``report/``) of the sweep's parent run.
 
 Separation of concerns:
-- distexp.report   (this) reading the runs from MLflow, the table, report.md/.csv, the command
+- distexp.report   (this) reading the runs from MLflow, the table, report.md, the command
+- distexp.report.columns  report.csv: every column and its value per row, one definition
 - distexp.report.scaling  rows per job config over its repeats, weak/strong comparisons, intervals, split
 - distexp.report.verdict  the verdict the report opens with, the accuracy and end-to-end notes
+- distexp.report.diagnosis  a job's bottleneck, its end-to-end figure against the steady state
 - distexp.figures.stats    the interval and the runs-needed estimate from repeated runs
 - distexp.report.plots    throughput.png, efficiency.png, speedup.png, loss.png
 - distexp.figures.meaning  what a figure means (random-label accuracy, where the MFU peak came from)
@@ -27,8 +29,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from distexp.figures import meaning
 from distexp.report.plots import plots
 from distexp.report import verdict
-from distexp.report.scaling import (NO_BASELINE, PARTS, WITHIN_RUN, Row, add_scaling, aggregate,
-                                    bottleneck, end_to_end_gap, row_from_run)
+from distexp.report.columns import CSV_FIELDS, bottleneck_text, shown_mfu, write_csv  # noqa: F401
+from distexp.report.scaling import NO_BASELINE, WITHIN_RUN, Row, add_scaling, aggregate, row_from_run
 
 KIND = "distexp.run_kind"
 SWEEP_ID = "distexp.sweep_id"
@@ -166,13 +168,6 @@ def _strong(r: Row) -> str:
     return "baseline" if c.is_base else verdict.ratio(c)
 
 
-def _mfu(r: Row) -> Optional[float]:
-    """MFU only over a peak that can be vouched for: one the trainer tagged with its source (a
-    processor's theoretical peak, a GPU datasheet). Older runs divided by a matmul benchmark
-    measured under whatever load there was: not shown."""
-    return r.mfu if r.mfu is not None and r.peak_source else None
-
-
 def _rate(r: Row) -> str:
     if r.rate is None:
         return "-"
@@ -211,7 +206,8 @@ def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
             r.strategy, _fmt(r.workers, "d"), _fmt(r.replicas, "d"), _fmt(r.global_batch, "d"),
             str(len(r.rates) or 1), _rate(r), _speed(r), _verdict(r) if r.speedup is not None
             else "-", eff, r.baseline, _strong(r), _fmt(r.optimizer_steps, "d"), _accuracy(r),
-            "-" if _mfu(r) is None else f"{100 * _mfu(r):.2f}%", _bottleneck(r) or "-",
+            "-" if shown_mfu(r) is None else f"{100 * shown_mfu(r):.2f}%",
+            bottleneck_text(r) or "-",
             _fmt(r.time_to_first_step, ".1f"), r.shown_status])
     return head, body
 
@@ -249,12 +245,13 @@ def markdown(rows: Sequence[Row], title: str) -> str:
     if any(r.breakdown for r in rows):
         lines += ["", "bottleneck: the largest part of the mean step time (perf/step_input_ms, "
                   "_compute_ms, _sync_ms, _other_ms; other = unattributed) and its share."]
-    sources = sorted({meaning.peak_source(r.peak_source) for r in rows if _mfu(r) is not None})
+    sources = sorted({meaning.peak_source(r.peak_source) for r in rows
+                      if shown_mfu(r) is not None})
     if sources:
         lines += ["", "MFU = model FLOPs/example x examples/s / peak FLOP/s; peak: "
                   + "; ".join(sources) + ". A constant of the machine: it does not rank jobs "
                   "(examples/s does), and it moves only with the job's own throughput."]
-    if any(r.mfu is not None and _mfu(r) is None for r in rows):
+    if any(r.mfu is not None and shown_mfu(r) is None for r in rows):
         lines += ["", "MFU not shown for runs whose peak was a matmul benchmark measured during "
                   "the run (it moved with the machine's load, not with the job)."]
     failed = [r for r in rows if r.diverged or r.status in ("FAILED", "KILLED")]
@@ -263,80 +260,6 @@ def markdown(rows: Sequence[Row], title: str) -> str:
                   "never used as a baseline."]
     lines.append("")
     return "\n".join(lines)
-
-
-def _runs(r: Row) -> str:
-    return " ".join(f"{x:.6g}" for x in r.rates)
-
-
-def _cmp(which: str, attr: str):
-    """A getter of one field of a row's weak/strong Comparison (None without one)."""
-    def get(r: Row):
-        c = getattr(r, which)
-        if c is None:
-            return None
-        if attr == "significant":
-            return c.significant if not c.is_base else False
-        return None if c.is_base and attr in ("low", "high") else getattr(c, attr)
-    return get
-
-
-def _bottleneck(r: Row) -> Optional[str]:
-    b = bottleneck(r)
-    return None if b is None else f"{b[0]} {100 * b[1]:.0f} %"
-
-
-def _e2e_flag(r: Row) -> Optional[str]:
-    gap = end_to_end_gap(r) if r.measured else None
-    return None if gap is None else f"{gap[0]:.2f}x steady state: {gap[1]}"
-
-
-# report.csv: every column and the value of each row, in one place (name, getter).
-COLUMNS = [
-    ("run_id", lambda r: r.run_id), ("run_name", lambda r: r.run_name),
-    ("job_num", lambda r: r.job_num), ("status", lambda r: r.shown_status),
-    ("model", lambda r: r.model), ("dataset", lambda r: r.dataset), ("loop", lambda r: r.loop),
-    ("strategy", lambda r: r.strategy), ("workers", lambda r: r.workers),
-    ("replicas", lambda r: r.replicas), ("global_batch", lambda r: r.global_batch),
-    ("runs", lambda r: len(r.run_ids)), ("run_ids", lambda r: " ".join(r.run_ids)),
-    ("examples_per_sec", lambda r: r.rate), ("examples_per_sec_runs", _runs),
-    ("examples_per_sec_ci95", lambda r: r.ci95),
-    # v2: the weak speed-up where there is a weak baseline, else the strong one
-    ("speedup", lambda r: r.speedup), ("speedup_low", lambda r: r.speedup_low),
-    ("speedup_high", lambda r: r.speedup_high), ("significant", lambda r: r.significant),
-    ("verdict", lambda r: r.verdict), ("repeats_needed", lambda r: r.repeats_needed),
-    ("speedup_ci95", lambda r: r.speedup_ci95), ("efficiency", lambda r: r.efficiency),
-    ("baseline", lambda r: r.baseline),
-    # v3: both equal-work comparisons and the split weak = batch effect x replica effect
-    ("speedup_weak", _cmp("weak", "value")), ("speedup_weak_low", _cmp("weak", "low")),
-    ("speedup_weak_high", _cmp("weak", "high")),
-    ("speedup_weak_significant", _cmp("weak", "significant")),
-    ("speedup_strong", _cmp("strong", "value")), ("speedup_strong_low", _cmp("strong", "low")),
-    ("speedup_strong_high", _cmp("strong", "high")),
-    ("speedup_strong_significant", _cmp("strong", "significant")),
-    ("batch_effect", lambda r: r.batch_effect), ("replica_effect", lambda r: r.replica_effect),
-    ("eval_accuracy", lambda r: r.eval_accuracy), ("eval_metric", lambda r: r.eval_metric),
-    ("accuracy_meaningful", lambda r: meaning.accuracy_meaningful(r.dataset)),
-    ("optimizer_steps", lambda r: r.optimizer_steps),
-    ("steps_to_target", lambda r: r.steps_to_target),
-    ("time_to_target_s", lambda r: r.time_to_target),
-    ("mfu", lambda r: _mfu(r)),
-    ("peak_source", lambda r: meaning.peak_source(r.peak_source) if _mfu(r) is not None else None),
-    ("time_to_first_step_s", lambda r: r.time_to_first_step),
-    ("examples_per_sec_end_to_end", lambda r: r.rate_end_to_end),
-    ("end_to_end_flag", _e2e_flag),
-    *[(f"step_{part}_ms", (lambda p: lambda r: r.breakdown.get(p))(part)) for part in PARTS],
-    ("bottleneck", _bottleneck),
-]
-CSV_FIELDS = [n for n, _ in COLUMNS]
-
-
-def write_csv(rows: Sequence[Row], path: Path) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(CSV_FIELDS)
-        for r in rows:
-            w.writerow([get(r) for _, get in COLUMNS])
 
 
 # --- the command -------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from distexp.report.scaling import WITHIN_RUN, Comparison, Row, end_to_end_gap
+from distexp.report.diagnosis import end_to_end_gap
+from distexp.report.scaling import WITHIN_RUN, Comparison, Row
 
 
 def name(r: Row) -> str:
