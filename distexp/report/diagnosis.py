@@ -74,7 +74,7 @@ def end_to_end_gap(r: Row) -> Optional[Tuple[float, str]]:
     b = bottleneck(r)
     if b and b[0] == "input":
         causes.insert(0, f"input ({100 * b[1]:.0f} % of the step time)")
-    if r.checkpoint_every not in (None, "0"):
+    if r.loop == "custom" and r.checkpoint_every not in (None, "0"):  # fit never checkpoints
         causes.append("checkpoint saves (excluded from step times)")
     if not causes:
         causes.append("warm-up steps (excluded from the steady state)")
