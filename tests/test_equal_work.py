@@ -88,7 +88,7 @@ def equal_work(tmp_path):
     num = iter(range(100))
     peak = cpu_peak.cpu_peak(ZEN4)
 
-    def job(strategy, replicas, gb, rates, overrides, steps, extra=None, e2e=None):
+    def job(strategy, replicas, gb, rates, overrides, steps, extra=None, e2e=None, epochs=()):
         for i, rate in enumerate(rates):
             n = next(num)
             tags = {"distexp.sweep_id": "w", "distexp.run_kind": "job",
@@ -106,11 +106,15 @@ def equal_work(tmp_path):
                        **(extra or {})}
             if e2e is not None:
                 metrics["perf/examples_per_sec_end_to_end"] = e2e
-            _run(client, exp, f"{strategy}-r{replicas}-{gb}", "FINISHED", params, metrics, tags)
+            rid = _run(client, exp, f"{strategy}-r{replicas}-{gb}", "FINISHED", params, metrics,
+                       tags)
+            for epoch, seconds in enumerate(epochs, start=1):
+                client.log_metric(rid, "perf/epoch_time_s", seconds, step=epoch)
 
     job("one_device", 1, 64, OD64, "strategy=one_device cpu_replicas=2", 22)
     job("one_device", 1, 128, OD128,
-        "strategy=one_device cpu_replicas=2 global_batch_size=128", 11, e2e=1000.0)
+        "strategy=one_device cpu_replicas=2 global_batch_size=128", 11, e2e=1000.0,
+        epochs=[0.608] * 5)
     job("mirrored", 2, 128, MIR, "strategy=mirrored cpu_replicas=2", 11, e2e=1990.0,
         extra={"perf/step_input_ms": 1.0, "perf/step_compute_ms": 2.9,
                "perf/step_sync_ms": 6.1, "perf/step_other_ms": 0.0})
@@ -194,11 +198,37 @@ def test_accuracy_end_to_end_and_bottleneck_notes(equal_work):
     e2e = verdict.end_to_end_notes(rows)
     assert len(e2e) == 1 and e2e[0].startswith("one_device x1 (job 3): end to end 1,000 "
                                                "examples/s is 0.33x its steady state 3,000")
-    wall, steady = 55 * 128 / 1000, 55 * 128 / 3000
-    assert f"~{wall - steady:.2f} s beyond steady speed" in e2e[0]
-    assert "input fill or tracing in the 5 warm-up steps" in e2e[0]
+    # its wall time 55 x 128 / 1000 = 7.04 s: 2.35 s of steps at the steady rate, 3.04 s of
+    # epochs' training (0.69 s beyond steady speed: warm-up), 4.00 s between epochs' training
+    wall, steady, training = 55 * 128 / 1000, 55 * 128 / 3000, 5 * 0.608
+    assert e2e[0].endswith(f"likely cause: evaluation between epochs ({wall - training:.2f} s); "
+                           f"input fill or tracing in the warm-up steps "
+                           f"({training - steady:.2f} s beyond steady speed).")
     assert e2e[0] in md and acc[0] in md
     assert "| sync 61 % |" in md
+
+
+def test_end_to_end_cause_without_epoch_times_and_with_an_input_bottleneck():
+    """The issue's case: a 1-epoch job whose input cost lands in its warm-up steps (24,474
+    examples/s steady, ~280 end to end), with and without the step split."""
+    from distexp.report.diagnosis import bottleneck, end_to_end_gap
+    from distexp.report.scaling import Row
+
+    r = Row(run_id="a", run_name="a", status="FINISHED", strategy="one_device", model="cnn",
+            dataset="digits", loop="custom", workers=1, replicas=1, global_batch=64,
+            rate=24474.0, ci95=500.0, eval_accuracy=None, time_to_first_step=None,
+            rates=[24474.0], epochs=1, steps_per_epoch=25, warmup_steps=5,
+            checkpoint_every="0", rate_end_to_end=280.0)
+    ratio, cause = end_to_end_gap(r)
+    assert ratio == pytest.approx(280 / 24474)
+    gap = 25 * 64 / 280 - 25 * 64 / 24474
+    assert cause == (f"input fill or tracing in the 5 warm-up steps (excluded from the steady "
+                     f"state; ~{gap:.2f} s beyond steady speed)")
+    r.breakdown = {"input": 30.0, "compute": 10.0, "sync": 0.0, "other": 2.0}
+    assert bottleneck(r) == ("input", pytest.approx(30 / 42))
+    assert end_to_end_gap(r)[1].startswith("input (71 % of the step time); input fill")
+    r.rate_end_to_end = 24000.0  # within 10 %: not flagged
+    assert end_to_end_gap(r) is None
 
 
 def test_mfu_over_a_constant_peak(equal_work):

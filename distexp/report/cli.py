@@ -122,10 +122,15 @@ def steps_to_target(client, r: Row) -> Optional[int]:
 
 
 def loss_history(client, run_id: str) -> List[Tuple[int, float]]:
+    return metric_by_step(client, run_id, "train/loss")
+
+
+def metric_by_step(client, run_id: str, key: str) -> List[Tuple[int, float]]:
+    """(step, value) of a per-epoch metric, once per step (the final value is logged again at
+    the last step)."""
     seen: Dict[int, float] = {}
-    for h in sorted(client.get_metric_history(run_id, "train/loss"),
-                    key=lambda h: (h.step, h.timestamp)):
-        seen.setdefault(h.step, h.value)  # the final value is logged again at the last step
+    for h in sorted(client.get_metric_history(run_id, key), key=lambda h: (h.step, h.timestamp)):
+        seen.setdefault(h.step, h.value)
     return sorted(seen.items())
 
 
@@ -274,6 +279,8 @@ def build(uri: str, experiment: str = "distexp", sweep_id: Optional[str] = None,
     for r in rows:  # a job's first run stands for its repeats in the loss plot
         r.loss, r.loss_x = loss_curve(client, r.run_id)
         r.steps_to_target = steps_to_target(client, r)
+        if r.rate_end_to_end is not None:  # what the end-to-end note splits its wall time by
+            r.epoch_times = [v for _, v in metric_by_step(client, r.run_id, "perf/epoch_time_s")]
     add_scaling(rows)
     from distexp import strategies
 

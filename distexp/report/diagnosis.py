@@ -47,10 +47,15 @@ def steady_interval(r: Row) -> Optional[Tuple[float, float]]:
 
 def end_to_end_gap(r: Row) -> Optional[Tuple[float, str]]:
     """(end-to-end / steady state, the likely cause) when the end-to-end examples/s lies outside
-    the steady-state interval by more than E2E_GAP; else None. The cause is read from what the
-    run logged: a step split dominated by input, or warm-up steps far slower than the steady ones
-    (input fill: a shuffle buffer or cache filled in the first steps; tracing), else the phases
-    that are in the epochs' wall time but not in the timed steps (warm-up, checkpoint saves)."""
+    the steady-state interval by more than E2E_GAP; else None.
+
+    The end-to-end wall time (steps x global batch / end-to-end examples/s) splits into: every
+    step at the steady rate; the epochs' training time beyond that (the sum of perf/epoch_time_s
+    minus the steady time: warm-up steps, i.e. tracing and input fill, e.g. a shuffle buffer or
+    cache filled in the first steps); and the time between epochs' training (the wall time minus
+    the epochs' training time: evaluation and checkpoint saves). The larger of the last two is
+    the likely cause; a step split dominated by input is named first. Without the epoch times,
+    the gap is put on the warm-up steps when it exceeds 5 steady steps per warm-up step."""
     e2e, band = r.rate_end_to_end, steady_interval(r)
     if e2e is None or band is None or r.rate is None or band[0] <= e2e <= band[1] or \
             abs(e2e / r.rate - 1) <= E2E_GAP:
@@ -59,25 +64,26 @@ def end_to_end_gap(r: Row) -> Optional[Tuple[float, str]]:
     if ratio > 1:
         return ratio, "above the steady state: the timed steps were slower than the run as a whole"
     causes = []
-    total_steps = r.optimizer_steps
-    if total_steps and r.global_batch:
-        wall = total_steps * r.global_batch / e2e              # the epochs' wall time
-        timed_like = total_steps * r.global_batch / r.rate     # all steps at the steady rate
-        gap = wall - timed_like
-        warm = r.warmup_steps or 0
-        if warm and gap > 0:
-            per_warm = gap / warm * 1000
-            steady_ms = r.global_batch / r.rate * 1000
-            if per_warm > 5 * steady_ms:
-                causes.append(f"input fill or tracing in the {warm} warm-up steps (excluded from "
-                              f"the steady state; ~{gap:.2f} s beyond steady speed)")
     b = bottleneck(r)
     if b and b[0] == "input":
-        causes.insert(0, f"input ({100 * b[1]:.0f} % of the step time)")
-    if r.loop == "custom" and r.checkpoint_every not in (None, "0"):  # fit never checkpoints
-        causes.append("checkpoint saves (excluded from step times)")
-    if not causes:
-        causes.append("warm-up steps (excluded from the steady state)")
+        causes.append(f"input ({100 * b[1]:.0f} % of the step time)")
+    steps, batch, warm = r.optimizer_steps, r.global_batch, r.warmup_steps or 0
+    between = ("evaluation and checkpoint saves" if r.loop == "custom" and
+               r.checkpoint_every not in (None, "0") else "evaluation")
+    if steps and batch:
+        wall = steps * batch / e2e
+        steady = steps * batch / r.rate
+        if r.epoch_times:
+            training = sum(r.epoch_times)
+            warmup_s, between_s = training - steady, wall - training
+            parts = sorted([(warmup_s, f"input fill or tracing in the warm-up steps "
+                                       f"({warmup_s:.2f} s beyond steady speed)"),
+                            (between_s, f"{between} between epochs ({between_s:.2f} s)")],
+                           reverse=True)
+            causes += [text for secs, text in parts if secs > 0.1 * (wall - steady)]
+        elif warm and (wall - steady) / warm > 5 * batch / r.rate:
+            causes.append(f"input fill or tracing in the {warm} warm-up steps (excluded from "
+                          f"the steady state; ~{wall - steady:.2f} s beyond steady speed)")
+    if len(causes) == (1 if b and b[0] == "input" else 0):
+        causes.append(f"warm-up steps or {between} (the run logged no epoch times to tell)")
     return ratio, "; ".join(causes)
-
-

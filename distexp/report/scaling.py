@@ -73,6 +73,7 @@ class Row:
     epochs: Optional[int] = None
     steps_per_epoch: Optional[int] = None    # param steps_per_epoch_resolved
     rate_end_to_end: Optional[float] = None  # perf/examples_per_sec_end_to_end (when logged)
+    epoch_times: List[float] = field(default_factory=list)  # perf/epoch_time_s history (first run)
     breakdown: Dict[str, float] = field(default_factory=dict)  # input/compute/sync/other -> ms
     warmup_steps: Optional[int] = None
     checkpoint_every: Optional[str] = None   # param checkpoint.every_steps ("null" = each epoch)
