@@ -18,7 +18,7 @@ def speedups(plt, series, label, colors, out: Path, title: str) -> Path:
     """speedup.png: weak (same per-replica batch) and strong (same global batch) speed-up over
     one replica, against replicas; ideal = replicas; open markers: not significant."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), dpi=100, sharey=True)
-    top = 1
+    top, values = 1, [1.0]
     for ax, mode, what in ((axes[0], "weak", "same per-replica batch"),
                            (axes[1], "strong", "same global batch")):
         drawn = False
@@ -40,6 +40,7 @@ def speedups(plt, series, label, colors, out: Path, title: str) -> Path:
                     ax.annotate(_mark(c.verdict), (x, y), textcoords="offset points",
                                 xytext=(6, 4), fontsize=7, color=color)
             top = max(top, *xs)
+            values += ys
             drawn = True
         ax.plot([1, top], [1, top], color="grey", linestyle="--", linewidth=1, label="ideal")
         ax.axhline(1, color="grey", linestyle=":", linewidth=1)
@@ -48,10 +49,20 @@ def speedups(plt, series, label, colors, out: Path, title: str) -> Path:
                     + ("\n(sweep.controls=true adds them)" if mode == "strong" else ""),
                     ha="center", va="center", transform=ax.transAxes, fontsize=8)
         ax.set_xlabel("replicas")
+        ax.set_xticks(sorted({r.replicas for rs in series.values() for r in rs if r.replicas}))
         ax.set_title(f"{mode} speed-up ({what})", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    axes[0].set_ylabel("speed-up over 1 replica (95 % CI; open: not significant)")
+    # ratios on a log scale (the intervals are symmetric in log); a bar wider than the view
+    # (few runs on a noisy machine) runs off it rather than squashing every point
+    axes[0].set_yscale("log")
+    axes[0].set_ylim(min(values) / 2, 2 * max(top, *values))
+    from matplotlib.ticker import FuncFormatter
+
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    axes[0].yaxis.set_major_formatter(plain)
+    axes[0].yaxis.set_minor_formatter(plain)
+    axes[0].set_ylabel("speed-up over 1 replica (log; 95 % CI; open: not significant)")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path = out / "speedup.png"

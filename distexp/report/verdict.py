@@ -59,6 +59,9 @@ def _split(r: Row) -> str:
     why = ("the gain is the bigger batch, not the replicas" if r.replica_effect < 1 <= w.value
            else "both effects add up" if r.replica_effect > 1 and r.batch_effect > 1
            else "")
+    if not r.strong.significant:  # say nothing the intervals do not support
+        why = (f"the replica effect is not significant ({r.strong.verdict}: see above), so "
+               f"the split is not established")
     return (f"{name(r)}: weak speed-up x{w.value:.2f} (over {w.base_strategy} x1 at batch "
             f"{w.base_global_batch}) = batch effect x{r.batch_effect:.2f} ({r.strong.base_strategy} "
             f"x1 at batch {r.global_batch} vs {w.base_global_batch}) x replica effect "
