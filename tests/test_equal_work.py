@@ -257,6 +257,30 @@ def test_mfu_over_a_constant_peak(equal_work):
     assert "MFU not shown for runs whose peak was a matmul benchmark" in md
 
 
+def test_split_is_not_claimed_when_the_replica_effect_is_not_significant():
+    from distexp.report.scaling import Row, add_scaling
+
+    def row(strategy, replicas, gb, rates, overrides):
+        return Row(run_id=strategy, run_name=strategy, status="FINISHED", strategy=strategy,
+                   model="cnn", dataset="digits", loop="custom", workers=1, replicas=replicas,
+                   global_batch=gb, rate=stats.median(rates), ci95=None, eval_accuracy=None,
+                   time_to_first_step=None, rates=rates, overrides=overrides)
+
+    rows = [row("one_device", 1, 64, [900.0, 1000.0, 1100.0], "strategy=one_device"),
+            row("one_device", 1, 128, [1500.0, 2500.0, 3500.0],
+                "strategy=one_device global_batch_size=128"),
+            row("mirrored", 2, 128, [1800.0, 2000.0, 2200.0], "strategy=mirrored")]
+    add_scaling(rows)
+    mir = rows[2]
+    assert mir.strong.verdict == "~" and mir.strong.value == pytest.approx(0.8)
+    assert mir.batch_effect == pytest.approx(2.5) and mir.weak.value == pytest.approx(2.0)
+    lines = verdict.verdict_lines(rows)
+    assert lines[0].startswith("At equal global batch 128: no set-up significantly faster than "
+                               "one_device x1; mirrored x2 ~ 0.80x of one_device x1 [")
+    assert lines[1].endswith("x replica effect x0.80: the replica effect is not significant (~: "
+                             "see above), so the split is not established.")
+
+
 def test_without_controls_the_replica_effect_is_not_measured(tmp_path):
     from test_report import store as make_store
 
