@@ -1,9 +1,16 @@
-"""The bad-input matrix: wrong inputs through the CLI, as users type them.
+"""The bad-input matrix: wrong inputs as users type them.
 
 Each must give exactly one line on stderr that names the key, repeats what was received and says
-what is valid (or expected), a non-zero exit, no traceback, and no MLflow run left RUNNING. Most
-fail before TensorFlow starts (about a second each); the few marked TRAINER fail inside the
-training process (a TensorFlow start each).
+what is valid (or expected), a non-zero exit (2), no traceback, and no MLflow run left RUNNING.
+
+Two tiers share the table:
+- unit: every case that fails before a process starts runs in this process through the CLI's own
+  entry point (distexp.__main__.cli: Hydra composes, the checks run, the one line is printed),
+  with any process start refused (helpers.run_in_process): no store may even be created.
+- integration: a handful of cases through a real `python -m distexp` subprocess, one per way a
+  line is made (Hydra's compose error, OmegaConf's type error, a check, the tracking probe, an
+  unwritable output dir, a driver missing from the Python path), and the cases marked TRAINER,
+  which fail inside the training process (a TensorFlow start each): their run must end FAILED.
 """
 from __future__ import annotations
 
@@ -11,7 +18,7 @@ import re
 
 import pytest
 
-from conftest import ROOT, mlflow_runs
+from helpers import ROOT, mlflow_runs, processes_mentioning, run_in_process
 from servers import free_port
 
 TRAINER = "trainer"  # fails inside the training process: the run exists and must end FAILED
@@ -165,11 +172,19 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("args,expected", [pytest.param(a, e, id=i) for i, a, e in CASES])
-def test_bad_input(cli, args, expected):
-    (cli.cwd / "afile").write_text("a file where a directory is expected\n")
-    fill = {"cwd": str(cli.cwd), "port": str(free_port()), "root": str(ROOT)}
-    trainer = TRAINER in args
+# Through a real subprocess as well (integration): one case per way the line is made, plus every
+# case that needs a process of its own (TRAINER; a PYTHONPATH without the driver).
+CLI = {"strategy-option", "epochs-type", "gpus-beyond-visible", "outputs-unwritable",
+       "tracking-server-down", "postgres-without-driver"}
+IN_PROCESS = [pytest.param(a, e, id=i) for i, a, e in CASES
+              if TRAINER not in a and not any(x.startswith("env:PYTHONPATH") for x in a)]
+THROUGH_CLI = [pytest.param(a, e, id=i) for i, a, e in CASES if i in CLI or TRAINER in a]
+
+
+def _case(cwd, args, expected):
+    """(the command's args, its environment, the expected start of the line) for a table row."""
+    (cwd / "afile").write_text("a file where a directory is expected\n")
+    fill = {"cwd": str(cwd), "port": str(free_port()), "root": str(ROOT)}
     env = {"CUDA_VISIBLE_DEVICES": ""}
     env.update(a[4:].split("=", 1) for a in args if a.startswith("env:"))
     if "PYTHONPATH" in env:
@@ -177,9 +192,11 @@ def test_bad_input(cli, args, expected):
     args = [a if "TF_CONFIG" in a else a.format(**fill) for a in args
             if a != TRAINER and not a.startswith("env:")]
     expected = expected.format(**fill) if "{cwd}" in expected or "{port}" in expected else expected
-    r = cli(*args, "epochs=1" if not any(a.startswith("epochs") for a in args) else "seed=0",
-            env=env, timeout=120)
-    assert r.returncode not in (0, None), r
+    args.append("epochs=1" if not any(a.startswith("epochs") for a in args) else "seed=0")
+    return args, env, expected
+
+
+def _assert_one_line(r, expected):
     assert r.returncode == 2, r
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, r
@@ -190,17 +207,37 @@ def test_bad_input(cli, args, expected):
     # say it otherwise ("needs", "try", "use", a user function that raised) are checked there too
     assert re.match(rf"distexp: error: {re.escape(key)}: (received |unknown key|factories:)", line)
     assert "Traceback" not in r.out
+
+
+@pytest.mark.parametrize("args,expected", IN_PROCESS)
+def test_bad_input(tmp_path, args, expected):
+    """compose -> checks -> the one line, in this process; starting a process fails the test."""
+    args, env, expected = _case(tmp_path, args, expected)
+    r = run_in_process(args, tmp_path, env=env)
+    _assert_one_line(r, expected)
+    # rejected before the run is created: not even the default store exists
+    assert not (tmp_path / "outputs" / "mlflow.db").exists()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("args,expected", THROUGH_CLI)
+def test_bad_input_through_the_cli(cli, args, expected):
+    trainer = TRAINER in args
+    args, env, expected = _case(cli.cwd, args, expected)
+    r = cli(*args, env=env, timeout=120)
+    _assert_one_line(r, expected)
     _, runs = mlflow_runs(cli.uri)
     assert [run.info.status for run in runs] == (["FAILED"] if trainer else []), \
         "a rejected job leaves no run; a job failed in the trainer leaves a FAILED one"
     if not trainer:
         assert "Strategy:" not in r.stdout, "no training process may start"
+    assert processes_mentioning(str(cli.cwd)) == [], "a process was left behind"
 
 
-def test_outputs_dir_that_is_a_file(cli):
+def test_outputs_dir_that_is_a_file(tmp_path):
     """Run from a directory whose outputs/ is a file: the default run dir cannot be made."""
-    (cli.cwd / "outputs").write_text("not a directory\n")
-    r = cli("epochs=1", timeout=60)
+    (tmp_path / "outputs").write_text("not a directory\n")
+    r = run_in_process(["epochs=1"], tmp_path)
     assert r.returncode == 2, r
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("distexp: error: outputs: received '"), r

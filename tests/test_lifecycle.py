@@ -11,38 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, mlflow_runs
+from helpers import ROOT, mlflow_runs, processes_mentioning
+from helpers import processes_with  # noqa: F401  (tests/test_slurm.py imports both from here)
 
 pytestmark = pytest.mark.slow
-
-
-def processes_mentioning(text: str):
-    """PIDs whose command line contains `text` (the job's unique directory)."""
-    pids = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == os.getpid():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if text in cmd:
-            pids.append(int(d.name))
-    return pids
-
-
-def processes_with(text: str, cmd_part: bytes, env_part: bytes = b""):
-    """PIDs mentioning `text` whose command line holds `cmd_part` and environment `env_part`."""
-    pids = []
-    for pid in processes_mentioning(text):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            env = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if cmd_part in cmd and env_part in env:
-            pids.append(pid)
-    return pids
 
 
 def _only_run(cli):
@@ -108,3 +80,4 @@ def test_interrupt_kills_the_run_and_its_processes(cli, sig, status, code):
 def _trainer_started(job: Path) -> bool:
     return any("distexp.train.trainer" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
                for pid in processes_mentioning(str(job)))
+

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, mlflow_runs
+from helpers import ROOT, mlflow_runs, processes_mentioning
 from servers import MlflowServer, Rest, free_port, metrics, tags
-from test_lifecycle import processes_mentioning
 
 pytestmark = pytest.mark.slow
 

@@ -9,10 +9,9 @@ import math
 
 import pytest
 
-from conftest import CONF
+from helpers import CONF, job_params as _job, perf_metrics as _perf, store_run as _run
 from distexp.figures import meaning, peaks, stats
 from distexp.report import cli as report
-from test_report import _job, _perf, _run
 
 
 class RecordingLauncher:
@@ -92,6 +91,7 @@ def test_batches_keep_job_numbers():
     assert batches(launch, 2) == [(1, [["a"], ["b"]]), (5, [["c"], ["d"]]), (7, [["e"]])]
 
 
+@pytest.mark.integration
 def test_repeats_with_another_sweeper_is_one_line(cli):
     r = cli("-m", "hparams_search=optuna", "repeats=3", timeout=120)
     assert r.returncode == 2, r

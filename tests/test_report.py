@@ -8,30 +8,7 @@ import sys
 import pytest
 
 from distexp.report import cli as report
-
-
-def _run(client, exp, name, status, params, metrics, tags, loss=()):
-    from mlflow.entities import Metric, Param
-
-    run = client.create_run(exp, run_name=name, tags=tags)
-    rid = run.info.run_id
-    client.log_batch(rid, params=[Param(k, str(v)) for k, v in params.items()],
-                     metrics=[Metric(k, v, 1000, 1) for k, v in metrics.items()])
-    for step, value in loss:
-        client.log_metric(rid, "train/loss", value, step=step)
-    client.set_terminated(rid, status)
-    return rid
-
-
-def _job(strategy, replicas, gb, model="cnn", workers=1):
-    return {"strategy.name": strategy, "model.name": model, "dataset.name": "synthetic",
-            "loop.name": "custom", "num_replicas": replicas, "num_workers": workers,
-            "global_batch_size": gb}
-
-
-def _perf(rate, ci, acc=0.5, ttfs=7.0):
-    return {"perf/examples_per_sec": rate, "perf/examples_per_sec_ci95": ci,
-            "eval/accuracy": acc, "perf/time_to_first_step_s": ttfs}
+from helpers import job_params as _job, perf_metrics as _perf, store_run as _run
 
 
 @pytest.fixture
@@ -137,6 +114,7 @@ def test_report_cli_unknown_sweep(store, capsys):
                    "'distexp'; run `python -m distexp -m ...` or pass --filter to report any runs")
 
 
+@pytest.mark.integration
 def test_report_and_sweeps_do_not_import_tensorflow():
     """In a fresh interpreter (the test process itself may have imported TensorFlow earlier)."""
     import subprocess

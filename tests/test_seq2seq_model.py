@@ -10,13 +10,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-tf = pytest.importorskip("tensorflow")
-import keras  # noqa: E402
-
-from distexp.models.seq2seq import END, GruSeq2Seq, build_gru_seq2seq, greedy_decode  # noqa: E402
+pytestmark = pytest.mark.integration  # TensorFlow in this process
 
 SRC_V, TGT_V, T = 23, 17, 7
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def setup_module():
+    """TensorFlow is imported when these tests run, not when the suite is collected (the unit
+    tier collects this file too)."""
+    global tf, keras, END, GruSeq2Seq, build_gru_seq2seq, greedy_decode
+    tf = pytest.importorskip("tensorflow")
+    import keras
+    from distexp.models.seq2seq import END, GruSeq2Seq, build_gru_seq2seq, greedy_decode
 
 
 def _model(seed=0, **kw):

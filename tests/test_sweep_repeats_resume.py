@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import mlflow_runs
+from helpers import mlflow_runs
 
 pytestmark = pytest.mark.slow
 

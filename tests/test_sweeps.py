@@ -7,8 +7,7 @@ import sys
 
 import pytest
 
-from conftest import mlflow_runs
-from test_lifecycle import processes_mentioning
+from helpers import mlflow_runs, processes_mentioning
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, mlflow_runs
+from helpers import ROOT, mlflow_runs, run_in_process
 
 SEQ = ["model=gru_seq2seq", "dataset=synthetic_pairs"]
 
@@ -24,6 +24,7 @@ def _probe(**env):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.integration
 def test_ps_mixed_float16_scales_the_loss():
     """One ps step with SGD behind a LossScaleOptimizer updates the weights by lr x gradient:
     the loss was scaled before the gradient and unscaled in apply_gradients. The control skips
@@ -72,10 +73,10 @@ def test_task_is_implied_by_the_dataset(compose):
     assert tasks.name_of(compose("task.factory=factories:mse_task")) == "custom"
 
 
-def test_pair_file_errors_are_one_line_before_tensorflow(cli):
-    bad = cli.cwd / "pairs.txt"
+def test_pair_file_errors_are_one_line_before_tensorflow(tmp_path):
+    bad = tmp_path / "pairs.txt"
     bad.write_text("Hi.\t嗨。\tCC-BY\nno tab on this line\n", encoding="utf-8")
-    r = cli(*SEQ[:1], "dataset=text_pairs", f"dataset.path={bad}", timeout=120)
+    r = run_in_process([*SEQ[:1], "dataset=text_pairs", f"dataset.path={bad}"], tmp_path)
     assert r.returncode == 2, r
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("distexp: error: dataset.path: received "), r

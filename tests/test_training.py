@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import mlflow_runs
+from helpers import mlflow_runs
 
 pytestmark = pytest.mark.slow
 
