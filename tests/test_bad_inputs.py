@@ -79,6 +79,8 @@ CASES = [
      "model.factory: received 'factories:nosuchfunction'; cannot import it"),
     ("factory-raises", ["model=custom", "model.factory=factories:explode", TRAINER],
      "model.factory: factories:explode raised RuntimeError: factory exploded on purpose"),
+    ("factory-not-a-model", ["model=custom", "model.factory=factories:not_a_model", TRAINER],
+     "model.factory: factories:not_a_model returned a list ([<Flatten"),
     # where things are written
     ("outputs-unwritable", ["hydra.run.dir={cwd}/afile/run"],
      "outputs: received '{cwd}/afile/run', which cannot be written (Not a directory)"),
@@ -243,3 +245,45 @@ def test_outputs_dir_that_is_a_file(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("distexp: error: outputs: received '"), r
     assert "(Not a directory); valid: a writable directory" in lines[0]
     assert "Traceback" not in r.out
+
+
+@pytest.mark.parametrize("what", ["file", "directory"])
+def test_report_on_a_store_that_is_not_a_database(tmp_path, what):
+    """`python -m distexp.report` on outputs/mlflow.db that is a text file (MLflow: "file is not a
+    database", a traceback) or a directory: one line naming the store's path, exit 2, the file
+    untouched and nothing written beside it (MLflow would leave a lock file)."""
+    store = tmp_path / "outputs" / "mlflow.db"
+    store.parent.mkdir()
+    if what == "file":
+        store.write_text("notes, not a database\n")
+    else:
+        store.mkdir()
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    r = run_in_process(["--no-log"], tmp_path, module="report")
+    assert r.returncode == 2, r
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    uri = f"sqlite:///{store}"
+    why = ("is not a database (file is not a database: no SQLite header)" if what == "file"
+           else "is a directory, not a database file")
+    assert lines == [f"distexp.report: error: --tracking-uri: received {uri!r}; {store} {why}; "
+                     "valid: the MLflow store a sweep wrote (default outputs/mlflow.db where it "
+                     "ran), or a tracking server's URL"], r
+    assert "Traceback" not in r.out
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+    if what == "file":
+        assert store.read_text() == "notes, not a database\n"
+
+
+def test_job_on_a_store_that_is_not_a_database(tmp_path):
+    """The same store given to a job: one line before any process starts (the probe reads the
+    file's header), the file untouched."""
+    store = tmp_path / "notes.db"
+    store.write_text("notes, not a database\n")
+    r = run_in_process([f"tracking.uri=sqlite:///{store}", "epochs=1"], tmp_path)
+    assert r.returncode == 2, r
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert lines == [f"distexp: error: tracking.uri: received 'sqlite:///{store}'; {store} is not a "
+                     "database (file is not a database: no SQLite header); valid: an MLflow SQLite "
+                     "store (a new path is created), a tracking server, or tracking.enabled=false"], r
+    assert store.read_text() == "notes, not a database\n"
+    assert [p.name for p in tmp_path.glob("notes.db*")] == ["notes.db"]  # no lock, no journal
