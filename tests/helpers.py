@@ -4,8 +4,8 @@ another test file). No TensorFlow here.
 - `run_cli`: the CLI as a user runs it, a subprocess in a directory (tiers integration and slow)
 - `run_in_process`: the same CLI entry point called in this process, for the unit tier: compose
   -> checks -> the one line, with no process started (`NoProcess` fails a test that would start one)
-- `mlflow_runs`, `db_uri`: read a store; `store_run`, `job_params`, `perf_metrics`: write runs
-  straight into one (the report's tests)
+- `mlflow_runs`, `db_uri`: read a store; `new_store` (a copy of an empty one), `store_run`,
+  `job_params`, `perf_metrics`, `report_store`: write runs straight into one (the report's tests)
 - `processes_mentioning`, `processes_with`: what is still running for a job (nothing may be left)
 - `Clock`: a fake clock for the throughput arithmetic
 """
@@ -94,7 +94,7 @@ def run_in_process(args, cwd: Path, env=None, module: str = "distexp") -> Result
         os.environ.update(env or {})
         os.chdir(cwd)
         sys.argv = [f"python -m {module}", *args]
-        with no_process() as refused, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with no_process(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 if module == "distexp":
                     from distexp.__main__ import cli
@@ -173,6 +173,55 @@ def store_run(client, exp, name, status, params, metrics, tags, loss=()):
         client.log_metric(rid, "train/loss", value, step=step)
     client.set_terminated(rid, status)
     return rid
+
+
+def report_store(tmp_path):
+    """A sweep s1 of five jobs (one failed, one of another model) and a run of another sweep,
+    written straight into a new store: (client, uri, parent run id, sweep dir)."""
+    client, uri = new_store(tmp_path)
+    exp = client.create_experiment("distexp", artifact_location=(tmp_path / "art").as_uri())
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    parent = client.create_run(exp, run_name="sweep-s1", tags={
+        "distexp.sweep_id": "s1", "distexp.run_kind": "sweep", "distexp.sweep_dir": str(sweep_dir)})
+    pid = parent.info.run_id
+    tags = lambda n: {"distexp.sweep_id": "s1", "distexp.run_kind": "job",  # noqa: E731
+                      "mlflow.parentRunId": pid, "distexp.job_num": str(n)}
+    store_run(client, exp, "one_device-r1", "FINISHED", job_params("one_device", 1, 64), perf_metrics(1000.0, 30.0),
+         tags(0), loss=[(1, 2.0), (2, 1.5), (2, 1.5)])
+    store_run(client, exp, "mirrored-r2", "FINISHED", job_params("mirrored", 2, 128), perf_metrics(1800.0, 40.0),
+         tags(1), loss=[(1, 2.1), (2, 1.4)])
+    store_run(client, exp, "central-r2", "FINISHED", job_params("central", 2, 128), perf_metrics(1500.0, 0.0), tags(2))
+    store_run(client, exp, "mirrored-r4", "FAILED", job_params("mirrored", 4, 256), {}, tags(3))
+    store_run(client, exp, "resnet-r2", "FINISHED", job_params("mirrored", 2, 128, model="resnet50"),
+         perf_metrics(90.0, 5.0), tags(4))
+    # another sweep's run and an older sweep: must not be picked up
+    client.create_run(exp, run_name="old", tags={"distexp.sweep_id": "s0",
+                                                 "distexp.run_kind": "job"})
+    client.set_terminated(pid, "FINISHED")
+    return client, uri, pid, sweep_dir
+
+
+_TEMPLATE: list = []
+
+
+def new_store(directory: Path, name: str = "mlflow.db"):
+    """(client, uri) of a new, empty MLflow SQLite store in `directory`: a copy of one made once
+    per test process (MLflow's schema migrations take seconds per new store)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from mlflow.tracking import MlflowClient
+
+    if not _TEMPLATE:
+        tmp = Path(tempfile.mkdtemp(prefix="distexp-store-"))
+        atexit.register(shutil.rmtree, tmp, True)
+        MlflowClient(tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}").search_experiments()
+        _TEMPLATE.append(tmp / "mlflow.db")
+    shutil.copyfile(_TEMPLATE[0], Path(directory) / name)
+    uri = f"sqlite:///{Path(directory) / name}"
+    return MlflowClient(tracking_uri=uri), uri
 
 
 def job_params(strategy, replicas, gb, model="cnn", workers=1):

@@ -8,36 +8,12 @@ import sys
 import pytest
 
 from distexp.report import cli as report
-from helpers import job_params as _job, perf_metrics as _perf, store_run as _run
+from helpers import job_params as _job, perf_metrics as _perf, report_store, store_run as _run
 
 
 @pytest.fixture
 def store(tmp_path):
-    from mlflow.tracking import MlflowClient
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.create_experiment("distexp", artifact_location=(tmp_path / "art").as_uri())
-    sweep_dir = tmp_path / "sweep"
-    sweep_dir.mkdir()
-    parent = client.create_run(exp, run_name="sweep-s1", tags={
-        "distexp.sweep_id": "s1", "distexp.run_kind": "sweep", "distexp.sweep_dir": str(sweep_dir)})
-    pid = parent.info.run_id
-    tags = lambda n: {"distexp.sweep_id": "s1", "distexp.run_kind": "job",  # noqa: E731
-                      "mlflow.parentRunId": pid, "distexp.job_num": str(n)}
-    _run(client, exp, "one_device-r1", "FINISHED", _job("one_device", 1, 64), _perf(1000.0, 30.0),
-         tags(0), loss=[(1, 2.0), (2, 1.5), (2, 1.5)])
-    _run(client, exp, "mirrored-r2", "FINISHED", _job("mirrored", 2, 128), _perf(1800.0, 40.0),
-         tags(1), loss=[(1, 2.1), (2, 1.4)])
-    _run(client, exp, "central-r2", "FINISHED", _job("central", 2, 128), _perf(1500.0, 0.0), tags(2))
-    _run(client, exp, "mirrored-r4", "FAILED", _job("mirrored", 4, 256), {}, tags(3))
-    _run(client, exp, "resnet-r2", "FINISHED", _job("mirrored", 2, 128, model="resnet50"),
-         _perf(90.0, 5.0), tags(4))
-    # another sweep's run and an older sweep: must not be picked up
-    client.create_run(exp, run_name="old", tags={"distexp.sweep_id": "s0",
-                                                 "distexp.run_kind": "job"})
-    client.set_terminated(pid, "FINISHED")
-    return client, uri, pid, sweep_dir
+    return report_store(tmp_path)
 
 
 def test_speedup_and_efficiency_are_exact(store):
