@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, mlflow_runs
+from helpers import ROOT, mlflow_runs
 
 pytestmark = pytest.mark.slow
 

@@ -48,14 +48,18 @@ def default_uri() -> str:
 
 def _client(uri: str):
     from distexp.tracking import client as make
+    from distexp.tracking.store import not_a_database, sqlite_path
 
     if uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///"):])
-        if not path.is_absolute():
-            path = Path.cwd() / path
+        path = sqlite_path(uri)
         if not path.exists():
             raise ReportError(f"--tracking-uri: no MLflow store at {path}; run a sweep first "
                               "(python -m distexp -m ...) or pass --tracking-uri URI")
+        bad = not_a_database(path)  # checked before MLflow opens it (and leaves a lock file)
+        if bad:
+            raise ReportError(f"--tracking-uri: received {uri!r}; {bad}; valid: the MLflow store "
+                              "a sweep wrote (default outputs/mlflow.db where it ran), or a "
+                              "tracking server's URL")
     return make(uri)
 
 
