@@ -60,6 +60,7 @@ def test_controls_add_one_device_at_each_global_batch(tmp_path, capsys):
         got[6][-1] == "global_batch_size=128"
 
 
+@pytest.mark.integration
 def test_controls_with_another_sweeper_is_one_line(cli):
     r = cli("-m", "hparams_search=optuna", "sweep.controls=true", timeout=120)
     assert r.returncode == 2, r
