@@ -19,8 +19,11 @@ def tf_cluster_resolver(cfg, gpus: int):
 
         from distexp.cluster.slurm_env import slurm_jobs, slurm_port_base, slurm_step
 
+        from distexp.config.resolved import strategy_record
+
         _, ntasks = slurm_step(os.environ)
-        kw = dict(jobs=slurm_jobs(cfg, ntasks), port_base=slurm_port_base(cfg, os.environ))
+        layout = strategy_record(cfg).layout
+        kw = dict(jobs=slurm_jobs(cfg, ntasks, layout), port_base=slurm_port_base(cfg, os.environ))
         if gpus == 0:
             # The resolver hands out one GPU range per task and finds none on a CPU node (nor
             # nvidia-smi): give it one pretend GPU per task and tell it not to set
