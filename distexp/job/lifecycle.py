@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -139,7 +140,10 @@ def prepare(cfg: DictConfig) -> Job:
     forwarder = None
     if cfg.tracking.enabled and plan.logs_to_mlflow:
         tracking.probe(cfg.tracking.uri)  # milliseconds: a store/server that is plainly not there
-        tags = {"distexp.job_dir": str(job_dir), "distexp.overrides": " ".join(overrides)}
+        tags = {"distexp.job_dir": str(job_dir), "distexp.overrides": " ".join(overrides),
+                "distexp.host": socket.gethostname()}
+        if plan.hosts:  # where each task of an external cluster runs (srun, TF_CONFIG)
+            tags["distexp.task_hosts"] = ", ".join(f"{n}={h}" for n, h in plan.hosts.items())
         if multirun:
             tags.update(sweep.child_tags(str(hc.sweep.dir), cfg.tracking.uri,
                                          cfg.tracking.experiment, int(hc.job.num)))
@@ -160,8 +164,10 @@ def prepare(cfg: DictConfig) -> Job:
                   f"{cfg.tracking.experiment!r})", flush=True)
 
         interval = cfg.tracking.system_metrics_interval if cfg.tracking.system_metrics else None
+        # several hosts: the chief's system metrics are system/<its host>/... (MLflow's node_id)
+        node = socket.gethostname() if plan.several_hosts() else None
         forwarder = tracking.Forwarder(create_run, job_dir, on_ready=announce,
-                                       system_metrics_interval=interval)
+                                       system_metrics_interval=interval, system_metrics_node=node)
     env = {"DISTEXP_JOB_START": repr(t_start), "DISTEXP_GPUS": str(gpus),
            "DISTEXP_NUM_WORKERS": str(plan.replica_workers),
            "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}

@@ -10,7 +10,7 @@ from distexp.errors import UserError
 from distexp.strategies.record import Record, register
 
 
-def tf_cluster_resolver(cfg, gpus: int):
+def tf_cluster_resolver(cfg, gpus: int, layout: str):
     """TF_CONFIG's resolver, or SlurmClusterResolver inside `srun` (cluster=slurm)."""
     import tensorflow as tf
 
@@ -19,10 +19,7 @@ def tf_cluster_resolver(cfg, gpus: int):
 
         from distexp.cluster.slurm_env import slurm_jobs, slurm_port_base, slurm_step
 
-        from distexp.config.resolved import strategy_record
-
         _, ntasks = slurm_step(os.environ)
-        layout = strategy_record(cfg).layout
         kw = dict(jobs=slurm_jobs(cfg, ntasks, layout), port_base=slurm_port_base(cfg, os.environ))
         if gpus == 0:
             # The resolver hands out one GPU range per task and finds none on a CPU node (nor
@@ -50,7 +47,7 @@ class MultiWorker(Record):
                             "trains on CPU: use auto or ring")
 
     def resolver(self, cfg, gpus):
-        return tf_cluster_resolver(cfg, gpus)
+        return tf_cluster_resolver(cfg, gpus, self.layout)
 
     def build(self, cfg, devices, resolver=None):
         import tensorflow as tf
