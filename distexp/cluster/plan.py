@@ -32,7 +32,7 @@ from omegaconf import DictConfig
 from distexp.job import launch
 from distexp import tracking
 from distexp.cluster.liveness import ChiefWatch, ServerWatch
-from distexp.cluster.slurm_env import slurm_addresses, slurm_jobs, slurm_step
+from distexp.cluster.slurm_env import check_placement, slurm_addresses, slurm_jobs, slurm_step
 from distexp.errors import UserError
 
 PORT_ATTEMPTS = 3
@@ -224,6 +224,7 @@ def _slurm_task(cfg: DictConfig, env):
     alphabetical order of the job names (chief, ps, worker), whatever order `jobs` lists them."""
     rank, ntasks = slurm_step(env)
     counts = slurm_jobs(cfg, ntasks, _layout(cfg))
+    check_placement(env, rank)
     start = 0
     for kind in sorted(counts):
         if rank < start + counts[kind]:

@@ -88,6 +88,25 @@ def slurm_addresses(cfg: DictConfig, env, layout: str) -> Dict[str, str]:
              for i in range(jobs[kind])]
     return dict(zip(names, addrs))
 
+def check_placement(env, rank: int) -> None:
+    """The resolver numbers tasks node by node (block): a task placed otherwise (srun -m cyclic,
+    plane, arbitrary) would be given another node's address. One line instead of a hang."""
+    here = env.get("SLURMD_NODENAME")
+    if not here:
+        return
+    hosts = slurm_hosts(env["SLURM_STEP_NODELIST"])
+    per_host = []
+    for part in env["SLURM_STEP_TASKS_PER_NODE"].split(","):
+        n, _, times = part.partition("(x")
+        per_host += [int(n)] * int(times.rstrip(")") or 1)
+    block = [h for h, n in sorted(zip(hosts, per_host)) for _ in range(n)]
+    if rank < len(block) and block[rank] != here:
+        raise UserError(f"SLURM_PROCID: received task {rank} on node {here}; TensorFlow's "
+                        f"SlurmClusterResolver places it on {block[rank]} (tasks numbered node by "
+                        f"node): start the step with srun --distribution=block (not "
+                        f"{env.get('SLURM_DISTRIBUTION') or 'another layout'})")
+
+
 def slurm_hosts(nodelist: str) -> List[str]:
     """A Slurm node list (`n[1-3],m5`) as host names, as the resolver expands it."""
     if "[" not in nodelist:

@@ -33,6 +33,34 @@ def tf_cluster_resolver(cfg, gpus: int, layout: str):
     return tf.distribute.cluster_resolver.TFConfigClusterResolver()
 
 
+# TensorFlow's coordination service (which MultiWorkerMirroredStrategy starts with no timeouts set)
+# with bounds of our own: a peer that stops sending heartbeats (killed, or its link cut) fails every
+# task's next collective after HEARTBEAT_S; a peer that never registers (its job process stopped
+# before TensorFlow, e.g. on bad input) fails the others after REGISTER_S instead of a wait with no
+# end (seen on two Slurm nodes: worker-1 waited for good for a chief that had exited with code 2).
+HEARTBEAT_S = 10
+REGISTER_S = 180
+
+
+def coordination_service(resolver) -> None:
+    """Configure the coordination service as MultiWorkerMirroredStrategy would (it keeps one that
+    is already configured), with HEARTBEAT_S and REGISTER_S set."""
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.distribute import multi_worker_util
+    from tensorflow.python.eager import context
+
+    spec = resolver.cluster_spec() if resolver is not None else None
+    if not spec or not spec.jobs or resolver.task_type not in ("chief", "worker") or \
+            context.context().coordination_service is not None:
+        return
+    jobs = [coordination_config_pb2.CoordinatedJob(name=j, num_tasks=spec.num_tasks(j))
+            for j in ("chief", "worker") if j in spec.jobs]
+    context.context().configure_coordination_service(
+        service_type="standalone", service_leader=multi_worker_util.coordination_leader(spec),
+        coordinated_jobs=jobs, heartbeat_timeout_in_ms=HEARTBEAT_S * 1000,
+        cluster_register_timeout_in_ms=REGISTER_S * 1000)
+
+
 @register
 class MultiWorker(Record):
     name = "multiworker"
@@ -58,6 +86,7 @@ class MultiWorker(Record):
                 not all(d.startswith("/gpu") for d in devices):
             raise UserError("strategy.communication: received 'nccl'; NCCL needs GPUs and this "
                             "worker trains on CPU: use auto or ring")
+        coordination_service(resolver)
         return tf.distribute.MultiWorkerMirroredStrategy(
             cluster_resolver=resolver,
             communication_options=tf.distribute.experimental.CommunicationOptions(
