@@ -138,8 +138,12 @@ def prepare(cfg: DictConfig) -> Job:
 
     multirun = sweep.in_multirun()
     forwarder = None
+    if cfg.tracking.enabled:
+        # milliseconds: a store/server that is plainly not there. Every task of an external cluster
+        # probes, not only the chief: a node that cannot reach the store stops with the one line,
+        # instead of its peers waiting for a chief that stopped (tests/test_slurm_nodes.py)
+        tracking.probe(cfg.tracking.uri)
     if cfg.tracking.enabled and plan.logs_to_mlflow:
-        tracking.probe(cfg.tracking.uri)  # milliseconds: a store/server that is plainly not there
         tags = {"distexp.job_dir": str(job_dir), "distexp.overrides": " ".join(overrides),
                 "distexp.host": socket.gethostname()}
         if plan.hosts:  # where each task of an external cluster runs (srun, TF_CONFIG)
