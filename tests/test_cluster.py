@@ -222,6 +222,19 @@ def test_slurm_addresses_follow_the_resolver(compose):
                                                  "worker-0": "b:20000", "worker-1": "b:20001"}
 
 
+def test_a_task_placed_off_the_resolvers_block_order_is_one_line():
+    """srun -N2 -n4 -m cyclic with 3,1 tasks per node: rank 1 runs on b, the resolver (node by
+    node) would give it a's address; rank 2 is on a either way."""
+    env = {"SLURM_STEP_NODELIST": "a,b", "SLURM_STEP_TASKS_PER_NODE": "3,1",
+           "SLURM_DISTRIBUTION": "cyclic"}
+    slurm_env.check_placement({**env, "SLURMD_NODENAME": "a"}, 2)
+    slurm_env.check_placement({**env, "SLURMD_NODENAME": "b"}, 3)
+    with pytest.raises(errors.UserError, match=r"^SLURM_PROCID: received task 1 on node b; TensorFlow's "
+                       r"SlurmClusterResolver places it on a .*srun --distribution=block \(not "
+                       r"cyclic\)$"):
+        slurm_env.check_placement({**env, "SLURMD_NODENAME": "b"}, 1)
+
+
 def test_server_watch_fails_the_coordinator_when_a_server_is_gone(monkeypatch):
     import socket
 
