@@ -179,7 +179,8 @@ srun {sys.executable} -m distexp {common} hydra.run.dir={tmp_path}/mw2
 
     t0 = time.monotonic()
     p = _srun(tmp_path, ["-N2", "--ntasks-per-node=2"], "ps", "strategy=ps", "cluster=slurm",
-              "workers=2", "ps=1", "epochs=1", "steps_per_epoch=4", "warmup_steps=1")
+              "workers=2", "ps=1", "epochs=1", "steps_per_epoch=4", "warmup_steps=1",
+              "tracking.system_metrics_interval=1")
     out = p.communicate(timeout=400)[0]
     print(f"srun -N2 ps: exit {p.returncode} after {time.monotonic() - t0:.1f} s")
     assert p.returncode == 0, out[-3000:]
@@ -203,9 +204,12 @@ srun {sys.executable} -m distexp {common} hydra.run.dir={tmp_path}/mw2
     for r in runs.values():
         assert r.data.tags["distexp.host"] == "dx-n1"  # the chief's task ran on the first node
         assert r.data.params["num_workers"] in ("2", "4")
-    # the chief's system metrics carry MLflow's node id (its host): system/dx-n1/...
-    system = [k for k in runs["mw2"].data.metrics if k.startswith("system/")]
-    assert system and all(k.startswith("system/dx-n1/") for k in system), system
+    # system metrics per node, under MLflow's node id (the host): system/dx-n1/... from the
+    # chief's job process, system/dx-n2/... from the first task on dx-n2
+    for name, r in runs.items():
+        system = [k for k in r.data.metrics if k.startswith("system/")]
+        assert {k.split("/")[1] for k in system} == {"dx-n1", "dx-n2"}, (name, system)
+        assert "system/dx-n2/cpu_utilization_percentage" in system, (name, system)
 
 
 def test_sweep_with_two_nodes(nodes, tmp_path):

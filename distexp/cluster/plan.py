@@ -61,6 +61,10 @@ class Plan:
     # task name -> the host it runs on (external clusters: as the resolver computes it; the chief's
     # run records it as the tag distexp.task_hosts)
     hosts: Dict[str, str] = field(default_factory=dict)
+    # Slurm: the step's id, tagged on the chief's run (distexp.tracking.node_metrics finds it)
+    cluster_id: Optional[str] = None
+    # the first task on a node without the chief: samples that node's system metrics into the run
+    samples_node: bool = False
 
     def several_hosts(self) -> bool:
         return len(set(self.hosts.values())) > 1
@@ -108,7 +112,14 @@ def plan(cfg: DictConfig, job_dir: Path, gpus: int) -> Plan:
                                for i, a in enumerate(addrs)})
     if cl == "slurm":
         p = _external(cfg, job_dir, gpus, *_slurm_task(cfg, os.environ))
-        return _watch(cfg, p, slurm_addresses(cfg, os.environ, _layout(cfg)))
+        p = _watch(cfg, p, slurm_addresses(cfg, os.environ, _layout(cfg)))
+        env = os.environ
+        if env.get("SLURM_JOB_ID") and env.get("SLURM_STEP_ID"):
+            p.cluster_id = f"slurm:{env['SLURM_JOB_ID']}.{env['SLURM_STEP_ID']}"
+        chief = "chief" if "chief" in p.hosts else "worker-0"
+        p.samples_node = (not p.logs_to_mlflow and env.get("SLURM_LOCALID") == "0"
+                          and p.hosts.get(p.names[0]) != p.hosts.get(chief))
+        return p
     raise UserError(f"cluster: received {cl!r}; valid: local, tf_config, slurm")
 
 

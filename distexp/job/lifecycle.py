@@ -28,6 +28,7 @@ from distexp.config import checks
 from distexp.config import schema as C
 from distexp import errors, tracking
 from distexp.job import launch
+from distexp.tracking.node_metrics import CLUSTER_ID, NodeMetrics
 from distexp.sweeps import callback as sweep
 from distexp.config import resolved
 
@@ -148,6 +149,8 @@ def prepare(cfg: DictConfig) -> Job:
                 "distexp.host": socket.gethostname()}
         if plan.hosts:  # where each task of an external cluster runs (srun, TF_CONFIG)
             tags["distexp.task_hosts"] = ", ".join(f"{n}={h}" for n, h in plan.hosts.items())
+        if plan.cluster_id:  # the other nodes' first tasks find the run by it (node_metrics)
+            tags[CLUSTER_ID] = plan.cluster_id
         if multirun:
             tags.update(sweep.child_tags(str(hc.sweep.dir), cfg.tracking.uri,
                                          cfg.tracking.experiment, int(hc.job.num)))
@@ -191,6 +194,11 @@ def execute(job: Job) -> Outcome:
               "chief logs the run)", flush=True)
     if job.forwarder is not None:
         job.forwarder.start()
+    cfg = job.cfg
+    node = None
+    if job.plan.samples_node and cfg.tracking.enabled and cfg.tracking.system_metrics:
+        node = NodeMetrics(cfg.tracking.uri, cfg.tracking.experiment, job.plan.cluster_id,
+                           socket.gethostname(), cfg.tracking.system_metrics_interval).start()
     attempts: List[list] = []
     run = None
     try:
@@ -207,6 +215,8 @@ def execute(job: Job) -> Outcome:
         if user:  # the trainer's own one-line user error
             out.error, out.user_error = user, True
     finally:
+        if node is not None:
+            node.stop()
         run = job.forwarder.close() if job.forwarder is not None else None
         if run is not None:
             logs = list(dict.fromkeys(p.log for ps in attempts for p in ps))  # retries reuse logs
