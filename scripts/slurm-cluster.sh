@@ -189,7 +189,7 @@ remove_hosts() {
 
 remove_network() {  # whatever exists of it, in any state
   local ns
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^dxs-(ctl|n[0-9]+)$"); do
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | { grep -E "^dxs-(ctl|n[0-9]+)$" || true; }); do
     ip netns delete "$ns" 2>/dev/null || say "could not delete network namespace $ns"
   done
   remove_hosts
@@ -262,9 +262,10 @@ up() {
   [ "$(id -u)" = 0 ] || die "must run as root (it installs packages and starts daemons); received uid $(id -u)"
   [ -f /etc/debian_version ] || die "needs Debian (apt, slurm-wlm); this machine has no /etc/debian_version"
   [[ "$NODES" =~ ^[1-9]$ ]] || die "--nodes: received '$NODES'; expected 1 to 9"
-  local t0 all=1 other running
+  local t0 ti all=1 other running
   t0=$(date +%s.%N)
   install_packages
+  ti=$(date +%s.%N)
   other=$(foreign_ctld)
   if [ -n "$other" ]; then  # a Slurm someone else started: use it as is, or one line
     local name; name=$(scontrol show config 2>/dev/null | awk '$1 == "ClusterName" {print $3}')
@@ -286,7 +287,7 @@ up() {
     say "already up ($NODES node(s): $(ctl sinfo -h -N -o '%N %T' | paste -sd, -))"
     return
   fi
-  if [ "$running" != 0 ] && [ "$running" != "$NODES" ]; then
+  if alive "$RUN/slurmctld.pid" && [ "$running" != 0 ] && [ "$running" != "$NODES" ]; then
     say "a cluster of $running node(s) from this script is up: stopping it for one of $NODES"
     down >/dev/null
   fi
@@ -300,7 +301,7 @@ up() {
   local t2
   t2=$(date +%s.%N)
   printf 'slurm-cluster: up in %.1f s (install %.1f s, start %.1f s): %s, %s CPUs each, cluster %s\n' \
-    "$(secs "$t0" "$t2")" "$(secs "$t0" "$t1")" "$(secs "$t1" "$t2")" \
+    "$(secs "$t0" "$t2")" "$(secs "$t0" "$ti")" "$(secs "$t1" "$t2")" \
     "$(ctl sinfo -h -N -o '%N' | paste -sd' ' -)" "$CPUS" "$CLUSTER"
   [ "$NODES" -gt 1 ] && say "Slurm's clients reach it from the controller's namespace: $0 exec srun -N$NODES hostname"
   return 0
@@ -338,20 +339,22 @@ down() {
   stop_pid /run/munge/munged.pid munged
   # what a node's jobs left in its namespace (a task whose node was cut off), then the namespaces
   local ns pid
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^dxs-(ctl|n[0-9]+)$"); do
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | { grep -E "^dxs-(ctl|n[0-9]+)$" || true; }); do
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
   done
   remove_network
   say "down"
 }
 
-status() {
+status() {  # informational: its own exit code (1 = something stopped), no ERR lines
+  trap - ERR
+  set +e
   local rc=0
   for p in "${PIDS[@]}" $(slurmd_pids); do
     if alive "$p"; then echo "running  $(basename "$p" .pid) (pid $(cat "$p"))"
     else echo "stopped  $(basename "$p" .pid)"; rc=1; fi
   done
-  ip netns list 2>/dev/null | grep -E "^dxs-" | sed 's/^/netns    /'
+  ip netns list 2>/dev/null | { grep -E "^dxs-" || true; } | sed "s/^/netns    /"
   [ $rc = 0 ] && ctl sinfo -N
   return $rc
 }
