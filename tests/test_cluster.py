@@ -222,6 +222,25 @@ def test_slurm_addresses_follow_the_resolver(compose):
                                                  "worker-0": "b:20000", "worker-1": "b:20001"}
 
 
+def test_a_task_placed_off_the_resolvers_block_order_is_one_line():
+    """srun -N2 -n4 -m cyclic with 3,1 tasks per node (seen: ranks on a, b, a, a): the resolver
+    (node by node: a, a, a, b) would give ranks 1 and 3 the wrong node's address. Every task says
+    so, also rank 2 whose own node happens to match (else ranks 0 and 2 would wait on the others);
+    cyclic with 1 task per node is block and passes."""
+    env = {"SLURM_STEP_NODELIST": "a,b", "SLURM_STEP_TASKS_PER_NODE": "3,1",
+           "SLURM_DISTRIBUTION": "cyclic"}
+    for rank, node in enumerate("abaa"):
+        with pytest.raises(errors.UserError, match=r"^SLURM_DISTRIBUTION: received 'cyclic', "
+                           r"which places .*srun --distribution=block$"):
+            slurm_env.check_placement({**env, "SLURMD_NODENAME": node}, rank)
+    one_each = {**env, "SLURM_STEP_TASKS_PER_NODE": "1(x2)"}
+    slurm_env.check_placement({**one_each, "SLURMD_NODENAME": "b"}, 1)
+    # a placement the variable does not explain (e.g. arbitrary): the task's own node decides
+    with pytest.raises(errors.UserError, match=r"^SLURM_PROCID: received task 1 on node b; "
+                       r"TensorFlow's SlurmClusterResolver places it on a "):
+        slurm_env.check_placement({**env, "SLURM_DISTRIBUTION": "block", "SLURMD_NODENAME": "b"}, 1)
+
+
 def test_server_watch_fails_the_coordinator_when_a_server_is_gone(monkeypatch):
     import socket
 

@@ -32,7 +32,7 @@ from omegaconf import DictConfig
 from distexp.job import launch
 from distexp import tracking
 from distexp.cluster.liveness import ChiefWatch, ServerWatch
-from distexp.cluster.slurm_env import slurm_addresses, slurm_jobs, slurm_step
+from distexp.cluster.slurm_env import check_placement, slurm_addresses, slurm_jobs, slurm_step
 from distexp.errors import UserError
 
 PORT_ATTEMPTS = 3
@@ -58,6 +58,16 @@ class Plan:
     # coordinator is gone (stop the server, exit 0); the coordinator's ServerWatch, raises when a
     # server it saw is gone (the job fails)
     until: Optional[Callable[[], bool]] = None
+    # task name -> the host it runs on (external clusters: as the resolver computes it; the chief's
+    # run records it as the tag distexp.task_hosts)
+    hosts: Dict[str, str] = field(default_factory=dict)
+    # Slurm: the step's id, tagged on the chief's run (distexp.tracking.node_metrics finds it)
+    cluster_id: Optional[str] = None
+    # the first task on a node without the chief: samples that node's system metrics into the run
+    samples_node: bool = False
+
+    def several_hosts(self) -> bool:
+        return len(set(self.hosts.values())) > 1
 
     def processes(self, config_path: Path, env: Dict[str, str], run_id: Optional[str],
                   uri: str) -> List[launch.Proc]:
@@ -97,12 +107,19 @@ def plan(cfg: DictConfig, job_dir: Path, gpus: int) -> Plan:
     if cl == "tf_config":
         raw = os.environ.get("TF_CONFIG")
         p = _external(cfg, job_dir, gpus, *_tf_config_task(cfg, raw))
-        return _watch(cfg, p, lambda: {("chief" if job == "chief" else f"{job}-{i}"): a
-                                       for job, addrs in json.loads(raw)["cluster"].items()
-                                       for i, a in enumerate(addrs)})
+        return _watch(cfg, p, {("chief" if job == "chief" else f"{job}-{i}"): a
+                               for job, addrs in json.loads(raw)["cluster"].items()
+                               for i, a in enumerate(addrs)})
     if cl == "slurm":
         p = _external(cfg, job_dir, gpus, *_slurm_task(cfg, os.environ))
-        return _watch(cfg, p, lambda: slurm_addresses(cfg, os.environ, _layout(cfg)))
+        p = _watch(cfg, p, slurm_addresses(cfg, os.environ, _layout(cfg)))
+        env = os.environ
+        if env.get("SLURM_JOB_ID") and env.get("SLURM_STEP_ID"):
+            p.cluster_id = f"slurm:{env['SLURM_JOB_ID']}.{env['SLURM_STEP_ID']}"
+        chief = "chief" if "chief" in p.hosts else "worker-0"
+        p.samples_node = (not p.logs_to_mlflow and env.get("SLURM_LOCALID") == "0"
+                          and p.hosts.get(p.names[0]) != p.hosts.get(chief))
+        return p
     raise UserError(f"cluster: received {cl!r}; valid: local, tf_config, slurm")
 
 
@@ -218,6 +235,7 @@ def _slurm_task(cfg: DictConfig, env):
     alphabetical order of the job names (chief, ps, worker), whatever order `jobs` lists them."""
     rank, ntasks = slurm_step(env)
     counts = slurm_jobs(cfg, ntasks, _layout(cfg))
+    check_placement(env, rank)
     start = 0
     for kind in sorted(counts):
         if rank < start + counts[kind]:
@@ -255,12 +273,12 @@ def _external(cfg: DictConfig, job_dir: Path, gpus: int, kind: str, index: int,
                 logs_to_mlflow=chief, job_dir=job_dir, task=f"{kind}:{index}")
 
 
-def _watch(cfg: DictConfig, p: Plan, addresses) -> Plan:
-    """ps on an external cluster: server tasks stop when the coordinator is gone (ChiefWatch); the
-    coordinator fails when a server it saw is gone (ServerWatch)."""
+def _watch(cfg: DictConfig, p: Plan, addrs: Dict[str, str]) -> Plan:
+    """The tasks' hosts; ps on an external cluster: server tasks stop when the coordinator is gone
+    (ChiefWatch); the coordinator fails when a server it saw is gone (ServerWatch)."""
+    p.hosts = {name: a.rpartition(":")[0] for name, a in addrs.items()}
     if _layout(cfg) != "ps":
         return p
-    addrs = addresses()
     if p.names[0] == "chief":
         p.until = ServerWatch({n: a for n, a in addrs.items() if n != "chief"})
     else:

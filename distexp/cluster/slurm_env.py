@@ -3,7 +3,7 @@ hosts, ports. A leaf: the caller passes the strategy record's process layout."""
 from __future__ import annotations
 
 import subprocess
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from omegaconf import DictConfig
 
@@ -87,6 +87,48 @@ def slurm_addresses(cfg: DictConfig, env, layout: str) -> Dict[str, str]:
     names = [("chief" if kind == "chief" else f"{kind}-{i}") for kind in sorted(jobs)
              for i in range(jobs[kind])]
     return dict(zip(names, addrs))
+
+def check_placement(env, rank: int) -> None:
+    """The resolver numbers tasks node by node (block): a task placed otherwise (srun -m cyclic,
+    plane, arbitrary) would be given another node's address. One line instead of a hang."""
+    here = env.get("SLURMD_NODENAME")
+    if not here:
+        return
+    hosts = slurm_hosts(env["SLURM_STEP_NODELIST"])
+    per_host = []
+    for part in env["SLURM_STEP_TASKS_PER_NODE"].split(","):
+        n, _, times = part.partition("(x")
+        per_host += [int(n)] * int(times.rstrip(")") or 1)
+    nodes = sorted(zip(hosts, per_host))
+    block = [h for h, n in nodes for _ in range(n)]
+    dist = str(env.get("SLURM_DISTRIBUTION") or "block").split(":")[0]
+    if dist not in ("block", "") and len(nodes) > 1 and _layout(dist, nodes) != block:
+        # every task computes the same answer, so all stop (a task that alone stopped would leave
+        # the others waiting on it)
+        raise UserError(f"SLURM_DISTRIBUTION: received {dist!r}, which places this step's tasks "
+                        f"other than node by node; TensorFlow's SlurmClusterResolver assumes node "
+                        f"by node and would give tasks another node's address: start the step with "
+                        f"srun --distribution=block")
+    if rank < len(block) and block[rank] != here:
+        raise UserError(f"SLURM_PROCID: received task {rank} on node {here}; TensorFlow's "
+                        f"SlurmClusterResolver places it on {block[rank]} (tasks numbered node by "
+                        f"node): start the step with srun --distribution=block (not "
+                        f"{env.get('SLURM_DISTRIBUTION') or 'another layout'})")
+
+
+def _layout(dist: str, nodes) -> Optional[List[str]]:
+    """The node of each rank under Slurm's `cyclic` distribution (round robin over the nodes that
+    still have tasks); None for a layout not computed here (plane, arbitrary)."""
+    if dist != "cyclic":
+        return None
+    left, order = dict(nodes), []
+    while any(left.values()):
+        for h, _ in nodes:
+            if left[h]:
+                order.append(h)
+                left[h] -= 1
+    return order
+
 
 def slurm_hosts(nodelist: str) -> List[str]:
     """A Slurm node list (`n[1-3],m5`) as host names, as the resolver expands it."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from distexp.config import checks
 from distexp.config import schema as C
 from distexp import errors, tracking
 from distexp.job import launch
+from distexp.tracking.node_metrics import CLUSTER_ID, NodeMetrics
 from distexp.sweeps import callback as sweep
 from distexp.config import resolved
 
@@ -137,9 +139,18 @@ def prepare(cfg: DictConfig) -> Job:
 
     multirun = sweep.in_multirun()
     forwarder = None
+    if cfg.tracking.enabled:
+        # milliseconds: a store/server that is plainly not there. Every task of an external cluster
+        # probes, not only the chief: a node that cannot reach the store stops with the one line,
+        # instead of its peers waiting for a chief that stopped (tests/test_slurm_nodes.py)
+        tracking.probe(cfg.tracking.uri)
     if cfg.tracking.enabled and plan.logs_to_mlflow:
-        tracking.probe(cfg.tracking.uri)  # milliseconds: a store/server that is plainly not there
-        tags = {"distexp.job_dir": str(job_dir), "distexp.overrides": " ".join(overrides)}
+        tags = {"distexp.job_dir": str(job_dir), "distexp.overrides": " ".join(overrides),
+                "distexp.host": socket.gethostname()}
+        if plan.hosts:  # where each task of an external cluster runs (srun, TF_CONFIG)
+            tags["distexp.task_hosts"] = ", ".join(f"{n}={h}" for n, h in plan.hosts.items())
+        if plan.cluster_id:  # the other nodes' first tasks find the run by it (node_metrics)
+            tags[CLUSTER_ID] = plan.cluster_id
         if multirun:
             tags.update(sweep.child_tags(str(hc.sweep.dir), cfg.tracking.uri,
                                          cfg.tracking.experiment, int(hc.job.num)))
@@ -160,8 +171,10 @@ def prepare(cfg: DictConfig) -> Job:
                   f"{cfg.tracking.experiment!r})", flush=True)
 
         interval = cfg.tracking.system_metrics_interval if cfg.tracking.system_metrics else None
+        # several hosts: the chief's system metrics are system/<its host>/... (MLflow's node_id)
+        node = socket.gethostname() if plan.several_hosts() else None
         forwarder = tracking.Forwarder(create_run, job_dir, on_ready=announce,
-                                       system_metrics_interval=interval)
+                                       system_metrics_interval=interval, system_metrics_node=node)
     env = {"DISTEXP_JOB_START": repr(t_start), "DISTEXP_GPUS": str(gpus),
            "DISTEXP_NUM_WORKERS": str(plan.replica_workers),
            "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
@@ -181,6 +194,11 @@ def execute(job: Job) -> Outcome:
               "chief logs the run)", flush=True)
     if job.forwarder is not None:
         job.forwarder.start()
+    cfg = job.cfg
+    node = None
+    if job.plan.samples_node and cfg.tracking.enabled and cfg.tracking.system_metrics:
+        node = NodeMetrics(cfg.tracking.uri, cfg.tracking.experiment, job.plan.cluster_id,
+                           socket.gethostname(), cfg.tracking.system_metrics_interval).start()
     attempts: List[list] = []
     run = None
     try:
@@ -197,6 +215,8 @@ def execute(job: Job) -> Outcome:
         if user:  # the trainer's own one-line user error
             out.error, out.user_error = user, True
     finally:
+        if node is not None:
+            node.stop()
         run = job.forwarder.close() if job.forwarder is not None else None
         if run is not None:
             logs = list(dict.fromkeys(p.log for ps in attempts for p in ps))  # retries reuse logs

@@ -10,7 +10,7 @@ from distexp.errors import UserError
 from distexp.strategies.record import Record, register
 
 
-def tf_cluster_resolver(cfg, gpus: int):
+def tf_cluster_resolver(cfg, gpus: int, layout: str):
     """TF_CONFIG's resolver, or SlurmClusterResolver inside `srun` (cluster=slurm)."""
     import tensorflow as tf
 
@@ -20,7 +20,7 @@ def tf_cluster_resolver(cfg, gpus: int):
         from distexp.cluster.slurm_env import slurm_jobs, slurm_port_base, slurm_step
 
         _, ntasks = slurm_step(os.environ)
-        kw = dict(jobs=slurm_jobs(cfg, ntasks), port_base=slurm_port_base(cfg, os.environ))
+        kw = dict(jobs=slurm_jobs(cfg, ntasks, layout), port_base=slurm_port_base(cfg, os.environ))
         if gpus == 0:
             # The resolver hands out one GPU range per task and finds none on a CPU node (nor
             # nvidia-smi): give it one pretend GPU per task and tell it not to set
@@ -31,6 +31,34 @@ def tf_cluster_resolver(cfg, gpus: int):
         resolver.cluster_spec()  # task_type / task_id stay None until the spec is computed
         return resolver
     return tf.distribute.cluster_resolver.TFConfigClusterResolver()
+
+
+# TensorFlow's coordination service (which MultiWorkerMirroredStrategy starts with no timeouts set)
+# with bounds of our own: a peer that stops sending heartbeats (killed, or its link cut) fails every
+# task's next collective after HEARTBEAT_S; a peer that never registers (its job process stopped
+# before TensorFlow, e.g. on bad input) fails the others after REGISTER_S instead of a wait with no
+# end (seen on two Slurm nodes: worker-1 waited for good for a chief that had exited with code 2).
+HEARTBEAT_S = 10
+REGISTER_S = 180
+
+
+def coordination_service(resolver) -> None:
+    """Configure the coordination service as MultiWorkerMirroredStrategy would (it keeps one that
+    is already configured), with HEARTBEAT_S and REGISTER_S set."""
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.distribute import multi_worker_util
+    from tensorflow.python.eager import context
+
+    spec = resolver.cluster_spec() if resolver is not None else None
+    if not spec or not spec.jobs or resolver.task_type not in ("chief", "worker") or \
+            context.context().coordination_service is not None:
+        return
+    jobs = [coordination_config_pb2.CoordinatedJob(name=j, num_tasks=spec.num_tasks(j))
+            for j in ("chief", "worker") if j in spec.jobs]
+    context.context().configure_coordination_service(
+        service_type="standalone", service_leader=multi_worker_util.coordination_leader(spec),
+        coordinated_jobs=jobs, heartbeat_timeout_in_ms=HEARTBEAT_S * 1000,
+        cluster_register_timeout_in_ms=REGISTER_S * 1000)
 
 
 @register
@@ -47,7 +75,7 @@ class MultiWorker(Record):
                             "trains on CPU: use auto or ring")
 
     def resolver(self, cfg, gpus):
-        return tf_cluster_resolver(cfg, gpus)
+        return tf_cluster_resolver(cfg, gpus, self.layout)
 
     def build(self, cfg, devices, resolver=None):
         import tensorflow as tf
@@ -58,6 +86,7 @@ class MultiWorker(Record):
                 not all(d.startswith("/gpu") for d in devices):
             raise UserError("strategy.communication: received 'nccl'; NCCL needs GPUs and this "
                             "worker trains on CPU: use auto or ring")
+        coordination_service(resolver)
         return tf.distribute.MultiWorkerMirroredStrategy(
             cluster_resolver=resolver,
             communication_options=tf.distribute.experimental.CommunicationOptions(

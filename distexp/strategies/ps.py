@@ -31,7 +31,7 @@ class ParameterServer(Record):
             raise UserError(f"ps: received {cfg.ps}; strategy=ps needs at least 1 parameter server")
 
     def resolver(self, cfg, gpus):
-        return tf_cluster_resolver(cfg, gpus)
+        return tf_cluster_resolver(cfg, gpus, self.layout)
 
     def build(self, cfg, devices, resolver=None):
         import tensorflow as tf

@@ -38,9 +38,10 @@ def job_tasks(cfg, nodes: int) -> int:
 
     from distexp.config.resolved import strategy_record
 
-    if cfg.cluster.name != "slurm" or strategy_record(cfg).layout == "single":
+    layout = strategy_record(cfg).layout
+    if cfg.cluster.name != "slurm" or layout == "single":
         return 1
-    n = slurm_tasks(cfg)
+    n = slurm_tasks(cfg, layout)
     if n % nodes:
         raise UserError(f"hydra.launcher.nodes: received {nodes}; strategy={cfg.strategy.name} "
                         f"workers={cfg.workers} needs {n} Slurm tasks, which do not split evenly "

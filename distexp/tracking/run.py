@@ -96,8 +96,9 @@ class JobRun:
             for k, v in record["tags"].items():
                 self.set_tag(k, str(v))
 
-    def system_metrics(self, interval: float):
-        """MLflow's own system-metrics monitor (psutil; GPUs via NVML when present) on this run."""
+    def system_metrics(self, interval: float, node_id: Optional[str] = None):
+        """MLflow's own system-metrics monitor (psutil; GPUs via NVML when present) on this run;
+        with `node_id` its metrics are system/<node_id>/... (MLflow's way to tell nodes apart)."""
         import logging
 
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
@@ -105,7 +106,7 @@ class JobRun:
         # best effort: a dead server must not print MLflow's warnings on every sample
         logging.getLogger("mlflow.system_metrics").setLevel(logging.CRITICAL)
         monitor = SystemMetricsMonitor(self.run_id, sampling_interval=interval,
-                                       tracking_uri=self.uri)
+                                       tracking_uri=self.uri, node_id=node_id)
         monitor.start()
         return monitor
 

@@ -227,5 +227,24 @@ def main(argv=None) -> int:
     return 0
 
 
+def _exit_now(code: int) -> None:
+    """Exit without Python's and TensorFlow's exit handlers: after a failed multi-worker step they
+    wait on the coordination service of a peer that may be unreachable (a cut link kept the task on
+    the far node alive for good, seen on the two-node Slurm cluster). The job process and the
+    files it reads are written and flushed before this."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        code = main()
+    except Exception:  # printed as Python would, then out at once (see _exit_now)
+        import traceback
+
+        traceback.print_exc()
+        _exit_now(1)
+    if code != 0:
+        _exit_now(code)
+    sys.exit(code)
