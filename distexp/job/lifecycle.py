@@ -150,7 +150,8 @@ def prepare(cfg: DictConfig) -> Job:
                        "num_replicas": replicas})
         if "tracking.uri" in params:
             params["tracking.uri"] = tracking.redact(params["tracking.uri"])
-        name = tracking.run_name(cfg.strategy.name, cfg.model.name, cfg.dataset.name, replicas)
+        name = tracking.run_name(cfg.strategy.name, cfg.model.name, cfg.dataset.name, replicas,
+                                 in_sweep=multirun)
 
         def create_run():  # in a thread, while the trainer imports TensorFlow (tracking.Forwarder)
             return tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment, name, tags, params)
