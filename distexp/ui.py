@@ -148,6 +148,23 @@ def serve(uri: str, host: str, port: int) -> subprocess.Popen:
                              "--host", host, "--port", str(port), "--workers", "1"])
 
 
+def _ready(proc: subprocess.Popen, health: str, timeout: float = 180.0) -> bool:
+    """Wait until the server answers (it takes ~10-20 s to start): the printed URL then works."""
+    import urllib.request
+
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(health, timeout=2) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            time.sleep(0.5)
+    return True  # slow, but running: print the URL anyway
+
+
 def who(host: str) -> str:
     if host in ("127.0.0.1", "localhost", "::1"):
         return "only this machine can open it"
@@ -196,6 +213,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(link, flush=True)
         return 0
     proc = serve(uri, a.host, a.port)
+    if not _ready(proc, f"http://{shown}:{a.port}/health"):
+        print(f"distexp.ui: error: mlflow server exited with {proc.returncode} before it "
+              "answered (its output is above)", file=sys.stderr)
+        return 1
     print(f"MLflow UI on {uri} at http://{a.host}:{a.port} ({who(a.host)}); Ctrl-C stops it.\n"
           f"Open {what}:\n  {link}", flush=True)
     try:

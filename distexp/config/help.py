@@ -52,8 +52,8 @@ def schema_comments() -> Dict[str, str]:
         if m and not line.startswith("     "):
             text = " ".join(block)
             inline = _inline(line)
-            if inline:
-                text = f"{text} {inline}".strip()
+            if inline:  # a field's own comment; the block above belongs to an earlier field
+                text = inline if after_field else f"{text} {inline}".strip()
             key = f"{GROUP_OF[cls]}.{m.group(1)}".lstrip(".")
             if text:
                 out[key] = text
@@ -129,10 +129,10 @@ def render(root: DictConfig) -> str:
             applies = _applies(doc, option) if group in GROUPS else True
             if group in GROUPS and key not in own and key != "name" and not applies:
                 continue  # another option's key (embedding_dim under cnn)
-            text = own.get(key) or doc or (f"the chosen option ({group}=...)" if key == "name"
-                                           else "")
             if group in GROUPS and applies:
-                text = re.sub(r"^[\w/ ,=]+:\s", "", text)
+                doc = re.sub(r"^[\w/ ,=]+:\s", "", doc)
+            text = "; ".join(t.rstrip(".") for t in (doc, own.get(key)) if t) or (
+                f"the chosen option ({group}=...)" if key == "name" else "")
             rows.append((f"{group}.{key}", _value(node[key]) if not OmegaConf.is_missing(node, key)
                          else "???", text))
     width = max(len(f"{k}={v}") for k, v, _ in rows if len(f"{k}={v}") <= 44) + 2

@@ -257,6 +257,12 @@ def conclude(job: Job, out: Outcome) -> Optional[float]:
         if code in (TRACKING_LOST_EXIT, 2):  # that line says it all
             sys.exit(code)
     if code == 0:
+        if not job.multirun:  # a sweep prints its own ending (distexp.sweeps.callback.finish)
+            from distexp import ui
+
+            print(f"Job directory: {job.job_dir}", flush=True)
+            if job.forwarder is not None:
+                print(f"Browse it: {ui.command(cfg.tracking.uri)}", flush=True)
         return out.result.get(resolved.objective_name(cfg) or out.result.get("objective", ""))
     line = out.error if code == 2 else f"{out.error} (logs: {', '.join(map(str, out.logs))})"
     print(f"distexp: error: {line}", file=sys.stderr, flush=True)

@@ -54,7 +54,7 @@ def verdict(rows: Sequence) -> str:
     if not best:
         return ("Verdict: no speed-up measured (the sweep has no multi-replica job with a "
                 "1-replica baseline)")
-    parts = [f"{s} x{r.replicas}: {speed_text(r)} vs {r.baseline.split(' (')[0]}"
+    parts = [f"{s} x{r.replicas}: {speed_text(r)} vs {r.baseline}"
              for s, r in sorted(best.items(), key=lambda kv: -(kv[1].speedup or 0))]
     return "Verdict: " + "; ".join(parts)
 
@@ -89,7 +89,7 @@ def summarise(run, sweep_id: str, uri: str, experiment: str) -> Optional[str]:
     client = run.client
     run.set_tag(NOTE, clip(f"{line}\n\n{md}", RUN_NOTE_MAX))
     client.set_experiment_tag(run.experiment_id, NOTE, clip(
-        f"{line} (sweep {sweep_id}; the latest sweep of this experiment)\n\n{md}",
+        f"{line}\n\nThe latest sweep of this experiment: {sweep_id}.\n\n{md}",
         EXPERIMENT_NOTE_MAX))
     for r in rows:
         text = speed_text(r)
