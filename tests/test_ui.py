@@ -126,7 +126,8 @@ def test_display_tags_round_and_describe():
 
 def test_verdict_line_names_each_strategy_best_speedup():
     from distexp.report.scaling import Row
-    from distexp.sweeps.summary import clip, scaling_metrics, verdict
+    from distexp.report.console import verdict
+    from distexp.sweeps.summary import clip, scaling_metrics
 
     def row(strategy, replicas, rate, speedup=None, verdict_="", low=None, high=None):
         return Row(run_id=f"{strategy}{replicas}", run_name="", status="FINISHED",
@@ -146,6 +147,34 @@ def test_verdict_line_names_each_strategy_best_speedup():
     assert ("scaling/mirrored/speedup", 1.62, 2) in scaling_metrics(rows)
     assert ("scaling/one_device/examples_per_sec", 100.0, 1) in scaling_metrics(rows)
     assert len(clip("x" * 6000, 5000)) == 5000
+
+
+def test_report_console_table_fits_120_columns_and_tells_rows_apart():
+    from distexp.report.console import table
+    from distexp.report.scaling import Row, add_scaling, aggregate
+
+    def run(strategy, replicas, cpu, rate, job):
+        return Row(run_id=f"id{job}", run_name="", status="FINISHED", strategy=strategy,
+                   model="cnn", dataset="digits", loop="custom", workers=1, replicas=replicas,
+                   global_batch=64 * replicas, rate=rate, ci95=rate * 0.03,
+                   eval_accuracy=0.913888, time_to_first_step=1.0, job_num=job,
+                   overrides=f"strategy={strategy} cpu_replicas={cpu}", rates=[rate],
+                   run_ids=[f"id{job}"])
+
+    rows = aggregate([run("one_device", 1, 1, 20000.0, 0), run("one_device", 1, 2, 19000.0, 1),
+                      run("mirrored", 1, 1, 21000.0, 2), run("mirrored", 2, 2, 33000.0, 3),
+                      run("central", 2, 2, 30123.4, 4)])
+    add_scaling(rows)
+    text = table(rows)
+    lines = text.splitlines()
+    assert max(len(ln) for ln in lines) <= 120, text
+    assert lines[0].split()[:3] == ["strategy", "replicas", "global"]
+    # the two one_device rows differ in cpu_replicas: the set-up column says so
+    od = [ln for ln in lines if ln.startswith("one_device")]
+    assert len(od) == 2 and "cpu_replicas=1" in od[0] and "cpu_replicas=2" in od[1], text
+    mir = next(ln for ln in lines if ln.startswith("mirrored") and " 128 " in ln)
+    assert "33,000 ±990" in mir and "0.914" in mir and "one run a side" in mir, mir
+    assert "1.74x [" in mir  # 33,000 / 19,000: the same cpu_replicas=2 set-up is the baseline
 
 
 def test_help_describes_each_key_for_the_chosen_options(tmp_path):

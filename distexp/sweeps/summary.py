@@ -19,6 +19,8 @@ import os
 import sys
 from typing import List, Optional, Sequence
 
+from distexp.report.console import speed_text, verdict  # noqa: F401  (the verdict line)
+
 NOTE = "mlflow.note.content"
 EXPERIMENT_NOTE_MAX = 5000
 RUN_NOTE_MAX = 8000
@@ -29,34 +31,6 @@ def clip(text: str, limit: int) -> str:
         return text
     tail = "\n\n(cut to MLflow's tag limit: the whole table is in report/report.md)"
     return text[: limit - len(tail)] + tail
-
-
-def speed_text(r) -> Optional[str]:
-    if r.speedup is None:
-        return None
-    if r.verdict == "baseline":
-        return "1.00x (baseline)"
-    interval = (f" [{r.speedup_low:.2f}, {r.speedup_high:.2f}]"
-                if r.speedup_low is not None and r.speedup_high is not None else "")
-    word = {"significant": "significant", "~": "not significant"}.get(r.verdict, r.verdict)
-    return f"{r.speedup:.2f}x{interval} {word}".strip()
-
-
-def verdict(rows: Sequence) -> str:
-    """One line: each strategy's largest-replica speed-up over its baseline, with the verdict."""
-    best = {}
-    for r in rows:
-        if r.speedup is None or r.verdict == "baseline" or (r.replicas or 0) < 2:
-            continue
-        if r.strategy not in best or (r.replicas, r.speedup) > (best[r.strategy].replicas,
-                                                                best[r.strategy].speedup):
-            best[r.strategy] = r
-    if not best:
-        return ("Verdict: no speed-up measured (the sweep has no multi-replica job with a "
-                "1-replica baseline)")
-    parts = [f"{s} x{r.replicas}: {speed_text(r)} vs {r.baseline}"
-             for s, r in sorted(best.items(), key=lambda kv: -(kv[1].speedup or 0))]
-    return "Verdict: " + "; ".join(parts)
 
 
 def scaling_metrics(rows: Sequence) -> List[tuple]:
