@@ -47,14 +47,21 @@ def row_verdict(r) -> str:
 
 
 def speed_text(r) -> Optional[str]:
+    """The speed-up, number first (MLflow's column shows ~13 characters; the rest on hover)."""
     if r.speedup is None:
         return None
     if r.verdict == "baseline":
-        return "1.00x (baseline)"
+        return "1.00x baseline"
     interval = (f" [{r.speedup_low:.2f}, {r.speedup_high:.2f}]"
                 if r.speedup_low is not None and r.speedup_high is not None else "")
-    word = {"significant": "significant", "~": "not significant"}.get(r.verdict, r.verdict)
-    return f"{r.speedup:.2f}x{interval} {word}".strip()
+    return f"{r.speedup:.2f}x{interval} {VERDICT.get(r.verdict, r.verdict)}".strip()
+
+
+def _baseline(r) -> str:
+    """The baseline's strategies and mode: 'one_device r1 (weak)'."""
+    who, _, rest = r.baseline.partition(" (")
+    mode = rest.split(",")[0].split(")")[0]
+    return f"{who} ({mode})" if mode else who
 
 
 def verdict(rows: Sequence) -> str:
@@ -69,9 +76,11 @@ def verdict(rows: Sequence) -> str:
     if not best:
         return ("Verdict: no speed-up measured (the sweep has no multi-replica job with a "
                 "1-replica baseline)")
-    parts = [f"{s} x{r.replicas}: {speed_text(r)} vs {r.baseline}"
-             for s, r in sorted(best.items(), key=lambda kv: -(kv[1].speedup or 0))]
-    return "Verdict: " + "; ".join(parts)
+    ranked = sorted(best.items(), key=lambda kv: -(kv[1].speedup or 0))
+    bases = {_baseline(r) for _, r in ranked}
+    parts = [f"{s} x{r.replicas} {speed_text(r)}" + ("" if len(bases) == 1 else
+                                                    f" vs {_baseline(r)}") for s, r in ranked]
+    return "Verdict: " + "; ".join(parts) + (f" vs {bases.pop()}" if len(bases) == 1 else "")
 
 
 def table(rows: Sequence, width: int = WIDTH) -> str:
