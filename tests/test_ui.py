@@ -151,6 +151,56 @@ def test_verdict_line_names_each_strategy_best_speedup():
     assert len(clip("x" * 6000, 5000)) == 5000
 
 
+def test_sweep_summary_puts_the_verdict_where_the_ui_shows_it(tmp_path):
+    """distexp.sweeps.summary on a store written by hand: descriptions, speed-up tags, the
+    scaling metrics keyed by replicas, the report's images, the shared view. No TensorFlow."""
+    from mlflow.entities import Metric, Param
+
+    from distexp import tracking
+    from distexp.sweeps.summary import summarise
+
+    uri = f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}"
+    (tmp_path / "sweep").mkdir()
+    parent = tracking.JobRun(uri, "distexp", "sweep-s1", {
+        "distexp.sweep_id": "s1", "distexp.run_kind": "sweep",
+        "distexp.sweep_dir": str(tmp_path / "sweep")}, {"overrides": "x"})
+    client = parent.client
+    ids = {}
+    for job, (strategy, replicas, rate) in enumerate([("one_device", 1, 1000.0),
+                                                      ("mirrored", 2, 1800.0)]):
+        run = client.create_run(parent.experiment_id, run_name=f"{strategy}-r{replicas}", tags={
+            "distexp.sweep_id": "s1", "distexp.run_kind": "job", "distexp.job_num": str(job),
+            "mlflow.parentRunId": parent.run_id, "distexp.overrides": f"strategy={strategy}"})
+        rid = ids[strategy] = run.info.run_id
+        client.log_batch(rid, params=[Param(k, str(v)) for k, v in {
+            "strategy.name": strategy, "model.name": "cnn", "dataset.name": "digits",
+            "loop.name": "custom", "num_replicas": replicas, "num_workers": 1,
+            "global_batch_size": 64 * replicas}.items()], metrics=[
+            Metric(k, v, 1000, 1) for k, v in {"perf/examples_per_sec": rate,
+                                               "perf/examples_per_sec_ci95": rate * 0.02,
+                                               "eval/accuracy": 0.9}.items()])
+        client.set_terminated(rid, "FINISHED")
+    line = summarise(parent, "s1", uri, "distexp")
+    # 1800 / 1000 = 1.8; one run a side: 1.8 +- 1.8 * hypot(0.02, 0.02) = 1.8 +- 0.051
+    assert line == "Verdict: mirrored x2 1.80x [1.75, 1.85] one run a side vs one_device r1 (weak)"
+    got = client.get_run(parent.run_id).data
+    assert got.tags["mlflow.note.content"].splitlines()[0] == line
+    assert "| mirrored |" in got.tags["mlflow.note.content"]  # the report's table below it
+    exp = client.get_experiment(parent.experiment_id)
+    assert exp.tags["mlflow.note.content"].startswith(line + "\n")
+    assert "mlflow.sharedViewState.distexp-sweep-s1" in exp.tags
+    assert client.get_run(ids["mirrored"]).data.tags["speed-up"].startswith("1.80x [1.75, 1.85]")
+    assert client.get_run(ids["one_device"]).data.tags["speed-up"] == "1.00x baseline"
+    hist = client.get_metric_history(parent.run_id, "scaling/mirrored/speedup")
+    assert [(h.step, round(h.value, 6)) for h in hist] == [(2, 1.8)]
+    assert [h.step for h in client.get_metric_history(
+        parent.run_id, "scaling/one_device/examples_per_sec")] == [1]
+    arts = {a.path for a in client.list_artifacts(parent.run_id, "report")}
+    assert {"report/report.md", "report/throughput.png"} <= arts
+    images = client.list_artifacts(parent.run_id, "images")
+    assert images  # log_image's files: the run page's image grid
+
+
 def test_report_console_table_fits_120_columns_and_tells_rows_apart():
     from distexp.report.console import table
     from distexp.report.scaling import Row, add_scaling, aggregate

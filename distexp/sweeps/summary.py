@@ -56,10 +56,24 @@ def summarise(run, sweep_id: str, uri: str, experiment: str) -> Optional[str]:
 
         rows, out, md = report.build(uri, experiment, sweep_id, log=True)
     except Exception as ex:  # noqa: BLE001  (e.g. every job failed: no runs to report)
-        print(f"distexp: the sweep's report was not made ({str(ex).splitlines()[0][:200]}); "
-              "its runs are in MLflow", file=sys.stderr, flush=True)
+        print(f"distexp: the sweep's report was not made ({_first(ex)}); its runs are in "
+              "MLflow", file=sys.stderr, flush=True)
         return None
     line = verdict(rows)
+    try:
+        _publish(run, sweep_id, rows, md, line, out)
+    except Exception as ex:  # noqa: BLE001  (the sweep's runs are logged; this is its summary)
+        print(f"distexp: the sweep's summary in MLflow is incomplete ({_first(ex)})",
+              file=sys.stderr, flush=True)
+    return line
+
+
+def _first(ex: BaseException) -> str:
+    text = str(ex).strip()
+    return text.splitlines()[0][:200] if text else type(ex).__name__
+
+
+def _publish(run, sweep_id: str, rows, md: str, line: str, out) -> None:
     client = run.client
     run.set_tag(NOTE, clip(f"{line}\n\n{md}", RUN_NOTE_MAX))
     client.set_experiment_tag(run.experiment_id, NOTE, clip(
@@ -79,7 +93,6 @@ def summarise(run, sweep_id: str, uri: str, experiment: str) -> Optional[str]:
     from distexp import ui
 
     ui.publish_view(client, run.experiment_id, sweep_id, run.run_id)
-    return line
 
 
 def _images(client, run_id: str, out) -> None:
