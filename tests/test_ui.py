@@ -121,6 +121,7 @@ def test_display_tags_round_and_describe():
     seq = job_tags({"eval/token_accuracy": 0.5}, {**params, "task.eval_metric":
                                                    "eval/token_accuracy", "num_replicas": "1"})
     assert seq["accuracy"] == "0.500 token_accuracy" and "examples/s" not in seq
+    assert job_tags({"perf/examples_per_sec": 2563.4}, params)["examples/s"] == "2,563 (no CI)"
     assert seq["mlflow.note.content"].startswith("mirrored, 1 replica, ")
 
 

@@ -4,7 +4,8 @@ MLflow's runs table shows metrics as raw floats (0.9138888888) and cuts run name
 carry the rounded figures a comparison needs, so that the columns distexp.ui picks read at
 once. They repeat the metrics (the metrics stay the numbers to compute with):
 
-- ``examples/s``: perf/examples_per_sec rounded, with its 95 % interval ("20,586 [19,800, 21,300]")
+- ``examples/s``: perf/examples_per_sec rounded, with its 95 % interval ("20,586 [19,800, 21,300]";
+  "(no CI)" when the run had under 20 timed steps: then the figure is one noisy window)
 - ``accuracy``: the task's eval figure (task.eval_metric; eval/accuracy by default), 3 decimals,
   named when it is not accuracy ("0.52 token_accuracy")
 - ``mlflow.note.content`` (the run's Description): "mirrored, 2 replicas, global batch 128"
@@ -20,8 +21,8 @@ NOTE = "mlflow.note.content"
 def rate_text(rate: Optional[float], ci95: Optional[float]) -> Optional[str]:
     if rate is None or not math.isfinite(rate):
         return None
-    if ci95 is None or not math.isfinite(ci95):
-        return f"{rate:,.0f}"
+    if ci95 is None or not math.isfinite(ci95):  # under 2 windows of 10 timed steps
+        return f"{rate:,.0f} (no CI)"
     return f"{rate:,.0f} [{rate - ci95:,.0f}, {rate + ci95:,.0f}]"
 
 
