@@ -18,6 +18,7 @@ TF = ("tensorflow", "keras", "tensorflow_datasets")
 TRAIN_SIDE = ("distexp.train", "distexp.models.seq2seq")
 # Entry modules of the processes without TensorFlow.
 NO_TF_ENTRIES = ("distexp.__main__", "distexp.job.lifecycle", "distexp.sweeps.callback",
+                 "distexp.ui", "distexp.sweeps.summary", "distexp.config.help",
                  "distexp.sweeps.planning", "distexp.sweeps.slurm", "distexp.report.cli",
                  "distexp.tracking.offline", "distexp.parity")
 

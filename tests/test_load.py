@@ -156,8 +156,8 @@ def look_at_runs(url: str, experiment_id: str, run_name: str, n_runs: int, scree
             # screen, and "N matching runs" above counted parents and children
             assert page.get_by_text(re.compile(r"^sweep-\d{8}-")).count() >= 2
             # expanded: the jobs' rows (child runs) are listed under their sweeps
-            page.get_by_text(re.compile(r"^one_device-mlp")).first.wait_for(timeout=30_000)
-            assert page.get_by_text(re.compile(r"^one_device-mlp")).count() >= 10
+            page.get_by_text(re.compile(r"^one_device-r1-mlp")).first.wait_for(timeout=30_000)
+            assert page.get_by_text(re.compile(r"^one_device-r1-mlp")).count() >= 10
             page.wait_for_timeout(500)
             screenshot.parent.mkdir(exist_ok=True)
             page.screenshot(path=str(screenshot))

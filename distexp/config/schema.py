@@ -47,8 +47,8 @@ class StrategyConfig:
 @dataclass
 class ModelConfig:
     name: str = MISSING
-    optimizer: str = "adam"
-    learning_rate: float = 1e-3
+    optimizer: str = "adam"  # a Keras optimizer name
+    learning_rate: float = 1e-3  # used when the top-level learning_rate is null
     # Smallest spatial size the architecture accepts; smaller inputs are resized up to it
     # (resize=true) or refused (resize=false). 0 = no minimum.
     min_size: int = 0
@@ -247,6 +247,9 @@ def register() -> None:
         OmegaConf.register_new_resolver("distexp.cwd", _cwd)
     if not OmegaConf.has_resolver("distexp.checkpoint_dir"):
         OmegaConf.register_new_resolver("distexp.checkpoint_dir", _checkpoint_dir)
+    from distexp.config import help as config_help
+
+    config_help.register()  # ${distexp.help:} in hydra.help.template
     ConfigStore.instance().store(name="base_config", node=Config)
 
 

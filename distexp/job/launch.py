@@ -58,15 +58,42 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         pass
 
 
+# Known, harmless lines a trainer prints that the console does not repeat (the process's log
+# keeps every line): TensorFlow's start-up banner (absl's pre-init warning and the oneDNN notice,
+# printed by each TF library that loads: twice per process), and lines marked for the log only.
+LOG_ONLY = ("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+            "distexp: detail: ")
+LOG_ONLY_RE = re.compile(r"^I0000 .*\] oneDNN custom operations are on")
+# ... and a known, harmless error-level line, said once in words instead.
+IN_WORDS = [(re.compile(r"^E0000 .*oneDNN supports DT_BOOL only"),
+             "TensorFlow: a boolean op ran on TensorFlow's own kernels, not oneDNN's (harmless; "
+             "TensorFlow's E0000 line is in the process's log)\n")]
+
+
+def console_line(line: str, said: set) -> Optional[str]:
+    """What the console shows of a trainer's output line (None: nothing)."""
+    if line.startswith(LOG_ONLY) or LOG_ONLY_RE.match(line) or line.startswith("distexp: error:"):
+        return None  # distexp: error: the job process reports it
+    for pattern, words in IN_WORDS:
+        if pattern.match(line):
+            if words in said:
+                return None
+            said.add(words)
+            return words
+    return line
+
+
 def _pump(stream: IO[bytes], log: IO[bytes], console: bool, last_lines: List[str]) -> None:
+    said: set = set()
     for raw in iter(stream.readline, b""):
         log.write(raw)
         log.flush()
         line = raw.decode("utf-8", "replace")
         last_lines.append(line)
         del last_lines[:-20]
-        if console and not line.startswith("distexp: error:"):  # the job process reports it
-            sys.stdout.write(line)
+        shown = console_line(line, said) if console else None
+        if shown:
+            sys.stdout.write(shown)
             sys.stdout.flush()
     stream.close()
 

@@ -161,7 +161,8 @@ def prepare(cfg: DictConfig) -> Job:
                        "num_replicas": replicas})
         if "tracking.uri" in params:
             params["tracking.uri"] = tracking.redact(params["tracking.uri"])
-        name = tracking.run_name(cfg.strategy.name, cfg.model.name, cfg.dataset.name, replicas)
+        name = tracking.run_name(cfg.strategy.name, cfg.model.name, cfg.dataset.name, replicas,
+                                 in_sweep=multirun)
 
         def create_run():  # in a thread, while the trainer imports TensorFlow (tracking.Forwarder)
             return tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment, name, tags, params)
@@ -276,6 +277,12 @@ def conclude(job: Job, out: Outcome) -> Optional[float]:
         if code in (TRACKING_LOST_EXIT, 2):  # that line says it all
             sys.exit(code)
     if code == 0:
+        if not job.multirun:  # a sweep prints its own ending (distexp.sweeps.callback.finish)
+            from distexp import ui
+
+            print(f"Job directory: {job.job_dir}", flush=True)
+            if job.forwarder is not None:
+                print(f"Browse it: {ui.command(cfg.tracking.uri)}", flush=True)
         return out.result.get(resolved.objective_name(cfg) or out.result.get("objective", ""))
     line = out.error if code == 2 else f"{out.error} (logs: {', '.join(map(str, out.logs))})"
     print(f"distexp: error: {line}", file=sys.stderr, flush=True)

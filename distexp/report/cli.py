@@ -1,8 +1,9 @@
 """`python -m distexp.report`: a sweep's scaling and accuracy table and plots, from MLflow.
 
-Reads the runs (never TensorFlow), prints a verdict and a Markdown table, and writes report.md,
-report.csv, throughput.png, efficiency.png, speedup.png and loss.png to ``<sweep dir>/report/``
-(or --out), then logs them as artifacts (``report/``) of the sweep's parent run.
+Reads the runs (never TensorFlow), prints a table that fits 120 columns (distexp.report.console)
+and the verdict, and writes the full Markdown table report.md, report.csv,
+throughput.png, efficiency.png, speedup.png and loss.png to ``<sweep dir>/report/`` (or --out), then logs them
+as artifacts (``report/``) of the sweep's parent run.
 
 Separation of concerns:
 - distexp.report   (this) reading the runs from MLflow, the table, report.md, the command
@@ -333,12 +334,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--no-log", action="store_true", help="do not log the files to the parent run")
     a = p.parse_args(argv)
     uri = a.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_uri()
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # a quiet console
     try:
         rows, out, md = build(uri, a.experiment, a.sweep_id, a.filter, a.out, log=not a.no_log)
     except ReportError as ex:
         print(f"distexp.report: error: {ex}", file=sys.stderr)
         return 2
-    print(md)
+    from distexp.report.console import table
+
+    print(md.splitlines()[0].lstrip("# "))
+    print("\n".join(["Verdict:"] + [f"- {line}" for line in verdict.verdict_lines(rows)]))
+    print(table(rows))
     print(f"Written to {out}: report.md, report.csv, throughput.png, efficiency.png, "
           "speedup.png, loss.png"
           + ("" if a.no_log else " (also logged to the sweep's parent run under report/)"))

@@ -255,6 +255,7 @@ def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> 
     elif status == "FINISHED":
         print(f"Sweep {sweep.sweep_id}: {len(jobs)} jobs finished. Report: python -m "
               f"distexp.report --sweep-id {sweep.sweep_id}", flush=True)
+    line = None
     if best:
         print(f"Best trial: job {best['num']} [{' '.join(best['overrides'])}] "
               f"objective {best['value']:.6g}", flush=True)
@@ -279,10 +280,27 @@ def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> 
                                sweep.sweep_dir / "optimization_results.yaml"])
             run.log_artifacts(sorted((sweep.sweep_dir / JOBS_DIR).glob("*.json")),
                               artifact_path=JOBS_DIR)
+            if not interrupted and len(failed) < len(jobs) and run.offline is None:
+                from distexp.sweeps.summary import summarise
+
+                line = summarise(run, sweep.sweep_id, run.uri, _experiment(sweep.sweep_dir))
         finally:
             sweep.run.end(status)
+    if sweep.run is not None and not interrupted:
+        from distexp import ui
+
+        if line:
+            print(line, flush=True)
+        print(f"Browse it: {ui.command(sweep.run.uri)}", flush=True)
     _LAST_CODE = sweep.exit_code = code
     return code
+
+
+def _experiment(sweep_dir: Path) -> str:
+    try:
+        return json.loads((sweep_dir / SWEEP_FILE).read_text())["experiment"]
+    except (OSError, ValueError, KeyError):
+        return "distexp"
 
 
 def _best_trial(sweep_dir: Path, jobs: List[dict]) -> Optional[dict]:

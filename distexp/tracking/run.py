@@ -16,7 +16,12 @@ from distexp.tracking.offline import Offline, offline_summary
 from distexp.tracking.sink import clip
 
 
-def run_name(strategy: str, model: str, dataset: str, replicas: int) -> str:
+def run_name(strategy: str, model: str, dataset: str, replicas: int, in_sweep: bool = False) -> str:
+    """`<strategy>-<model>-<dataset>-r<replicas>`; in a sweep, what a distexp sweep varies
+    (strategy, replicas) comes first, `<strategy>-r<replicas>-<model>-<dataset>`, so that the
+    part the UI's name column shows (~16 characters) tells the jobs apart."""
+    if in_sweep:
+        return f"{strategy}-r{replicas}-{model}-{dataset}"
     return f"{strategy}-{model}-{dataset}-r{replicas}"
 
 
@@ -126,6 +131,7 @@ class JobRun:
                  # a process that died before printing a word: its empty log says so
                  lambda: self.log_artifacts(logs, artifact_path="logs", keep_empty=True),
                  lambda: self.log_artifacts([job_dir / "distexp.log", job_dir / "steps.csv"]),
+                 self.describe,
                  lambda: self.end(status)]
         i = 0
         while i < len(steps):
@@ -136,6 +142,16 @@ class JobRun:
                 if self.offline is not None:
                     raise
                 self.go_offline(job_dir, ex)
+
+    def describe(self) -> None:
+        """The rounded figures and the description the UI shows (distexp.tracking.display)."""
+        if self.offline is not None:
+            return
+        from distexp.tracking.display import job_tags
+
+        data = self.client.get_run(self.run_id).data
+        for k, v in job_tags(data.metrics, data.params).items():
+            self.set_tag(k, v)
 
     def end(self, status: str) -> None:
         self._call({"kind": "end", "status": status},

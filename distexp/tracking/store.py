@@ -160,15 +160,16 @@ def client(uri: str):
     # Two processes opening a new SQLite store at once both run MLflow's schema migrations and
     # one fails ("Online migration expected to match one row", "table runs already exists"):
     # concurrent sweeps into a fresh store hit it. MlflowClient() opens (creates, migrates) the
-    # store, so construct it under an exclusive file lock beside the database.
+    # store, so construct it under an exclusive lock on the database's directory (flock on the
+    # directory itself: no lock file is left behind in outputs/).
     import fcntl
 
-    with open(store_dir / (Path(uri[len("sqlite:///"):]).name + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            return MlflowClient(tracking_uri=uri)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    fd = os.open(store_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return MlflowClient(tracking_uri=uri)
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def experiment_id(mlflow_client, name: str, uri: str) -> str:

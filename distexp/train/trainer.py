@@ -174,7 +174,10 @@ def after_training(cfg, model, input_shape, replica_devices, examples_per_sec, c
     try:
         per_example = flops.train_flops_per_example(model, input_shape)
     except Exception as ex:  # noqa: BLE001  (a user model the profiler cannot trace)
-        print(f"FLOPs not counted ({type(ex).__name__}: {ex}); perf/mfu not logged", flush=True)
+        print("FLOPs not counted: TensorFlow's profiler could not trace this model, so perf/mfu "
+              "is not logged (the reason is in the chief's log)", flush=True)
+        print("distexp: detail: FLOPs: " + f"{type(ex).__name__}: {ex}".replace("\n", " | "),
+              flush=True)  # log only (distexp.job.launch.LOG_ONLY)
         per_example = None
     peak, why_not = None, None
     if gpus:  # a known GPU's datasheet peak (distexp.figures.peaks)

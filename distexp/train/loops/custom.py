@@ -96,7 +96,7 @@ def train(ctx: Context) -> None:
             rep.start_epoch(ctx.epochs)
             rep.end_epoch({"train/loss": float("nan")})
         if tuner is not None:  # training ended before the tuner decided
-            tuner.stop("training ended while tuning")
+            tuner.stop("auto kept it: the run ended before a larger value could be measured against it")
             _announce(rep, tuner.k, tuner.reason)
     finally:
         ckpts.close()

@@ -1,0 +1,103 @@
+"""The report as a terminal reads it: one table that fits 120 columns, with what a decision needs.
+
+Takes the report's rows (distexp.report.scaling.Row) and returns text; report.md and report.csv
+keep every column. Shown: the parts of the job that vary across the sweep (strategy, replicas,
+global batch, the workload when there are several, and the device set-up overrides such as
+cpu_replicas when two rows would otherwise read the same), examples/s with its interval, the
+speed-up with its interval, the task's accuracy and the verdict, in short words.
+"""
+from __future__ import annotations
+
+import math
+from typing import List, Optional, Sequence
+
+WIDTH = 120
+VERDICT = {"significant": "significant", "~": "not significant", "baseline": "baseline",
+           "within-run only": "one run a side"}
+
+
+def _num(v: Optional[float], spec: str) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+
+
+def rate(r) -> str:
+    if r.rate is None:
+        return "-"
+    if len(r.rates) > 1:
+        return f"{r.rate:,.0f} ({min(r.rates):,.0f}-{max(r.rates):,.0f})"
+    return f"{r.rate:,.0f}" + (f" ±{r.ci95:,.0f}" if r.ci95 is not None else "")
+
+
+def speedup(r) -> str:
+    if r.speedup is None:
+        return "-"
+    if r.verdict == "baseline":
+        return "1.00x"
+    if r.speedup_low is not None and r.speedup_high is not None:
+        return f"{r.speedup:.2f}x [{r.speedup_low:.2f}, {r.speedup_high:.2f}]"
+    return f"{r.speedup:.2f}x"
+
+
+def row_verdict(r) -> str:
+    if r.status != "FINISHED" or r.diverged:
+        return r.shown_status.lower()
+    if r.speedup is None:
+        return "no baseline"
+    return VERDICT.get(r.verdict, r.verdict or "-")
+
+
+def speed_text(r) -> Optional[str]:
+    """The speed-up, number first (MLflow's column shows ~13 characters; the rest on hover)."""
+    if r.speedup is None:
+        return None
+    if r.verdict == "baseline":
+        return "1.00x baseline"
+    interval = (f" [{r.speedup_low:.2f}, {r.speedup_high:.2f}]"
+                if r.speedup_low is not None and r.speedup_high is not None else "")
+    return f"{r.speedup:.2f}x{interval} {VERDICT.get(r.verdict, r.verdict)}".strip()
+
+
+def verdict(rows: Sequence) -> str:
+    """One line for the places that show one (the console's last line, the first line of the
+    sweep's description in MLflow): the first line of the report's verdict
+    (distexp.report.verdict: the equal-work comparison), and how many more lines it has."""
+    from distexp.report.verdict import verdict_lines
+
+    lines = verdict_lines(rows)
+    if not lines:
+        return "Verdict: no comparison (the sweep has no multi-replica job with a baseline)"
+    more = f" (+{len(lines) - 1} more in the report)" if len(lines) > 1 else ""
+    return f"Verdict: {lines[0]}{more}"
+
+
+def table(rows: Sequence, width: int = WIDTH) -> str:
+    several = len({r.group for r in rows}) > 1
+    setups = {r.device_setup for r in rows}
+    head = (["workload"] if several else []) + ["strategy", "replicas", "global batch"]
+    head += ["set-up"] if len(setups) > 1 else []
+    head += ["examples/s", "speed-up [95% CI]", "accuracy", "verdict"]
+    body: List[List[str]] = []
+    for r in rows:
+        line = ([f"{r.model}/{r.dataset}"] if several else []) + [
+            r.strategy, _num(r.replicas, "d"), _num(r.global_batch, "d")]
+        line += [r.device_setup or "-"] if len(setups) > 1 else []
+        line += [rate(r), speedup(r), _num(r.eval_accuracy, ".3f"), row_verdict(r)]
+        body.append(line)
+    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
+              for i, h in enumerate(head)]
+    # numbers right-aligned, words left; the widest column gives way if the line is too long
+    right = {"replicas", "global batch", "examples/s", "accuracy"}
+    over = sum(widths) + 2 * (len(widths) - 1) - width
+    if over > 0:
+        i = widths.index(max(widths))
+        widths[i] = max(len(head[i]), widths[i] - over)
+
+    def fmt(cells):
+        out = []
+        for h, c, w in zip(head, cells, widths):
+            c = c if len(c) <= w else c[: w - 1] + "…"
+            out.append(c.rjust(w) if h in right else c.ljust(w))
+        return "  ".join(out).rstrip()
+
+    lines = [fmt(head), "  ".join("-" * w for w in widths)] + [fmt(b) for b in body]
+    return "\n".join(lines)

@@ -1,0 +1,234 @@
+"""`python -m distexp.ui`: the MLflow UI, opened on the latest sweep's comparison with no click.
+
+It serves `mlflow server` on the store the jobs in this directory used (the default
+sqlite:///<cwd>/outputs/mlflow.db, or --tracking-uri) on 127.0.0.1, or, for an http(s) tracking
+server, serves nothing and names that server; either way it prints one URL:
+
+    http://HOST:PORT/#/experiments/<id>/runs?workflowType=machine_learning&viewStateShareKey=<key>
+
+- ``workflowType=machine_learning`` opens MLflow 3's "Model training" runs table instead of the
+  GenAI overview (FACTS.md, "The MLflow 3.17.2 UI").
+- ``viewStateShareKey=<key>`` is MLflow's own shared table view (3.15+): the UI reads the
+  experiment tag ``mlflow.sharedViewState.<key>`` and applies its search facets (filter, sort) and
+  UI state (visible columns, expanded parent runs). The tag's value is the envelope the 3.17.2
+  bundle parses (`{"name", "createdAt", "updatedAt", "state"}` with `state` a JSON string; read
+  from `server/js/build/static/js/3448.*.chunk.js` and `3878.*.chunk.js`); `VIEW_KEYS` below are
+  the keys that bundle picks (`57637` search facets, `1395` UI state). Nothing here is a private
+  API of the Python package: it is one experiment tag, written with the public client.
+
+No TensorFlow, no Hydra: this answers in about a second.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from distexp.sweeps.records import RUN_KIND, SWEEP_ID
+
+VIEW_TAG = "mlflow.sharedViewState."
+# Display tags a job's run carries (distexp.tracking.display): what the table shows, rounded.
+COLUMNS = ["params.`strategy.name`", "params.`num_replicas`", "params.`global_batch_size`",
+           "tags.`examples/s`", "tags.`accuracy`", "tags.`speed-up`"]
+SORT = "tags.`mlflow.runName`"  # in a sweep a run's name starts with what varies (README)
+
+
+def default_uri() -> str:
+    return f"sqlite:///{os.getcwd()}/outputs/mlflow.db"
+
+
+def command(uri: Optional[str] = None, sweep_id: Optional[str] = None) -> str:
+    """The command a job or sweep prints at its end."""
+    cmd = "python -m distexp.ui"
+    if uri and uri != default_uri():
+        from distexp.tracking import redact
+
+        cmd += f" --tracking-uri {redact(uri)}"
+    return cmd + (f" --sweep-id {sweep_id}" if sweep_id else "")
+
+
+def view_key(sweep_id: str) -> str:
+    return f"distexp-sweep-{sweep_id}"
+
+
+def view_state(sweep_id: str, parent_run_id: Optional[str]) -> dict:
+    """The shared view of one sweep: its runs only, sorted by name, the figures as columns, the
+    parent expanded so that its jobs are rows at once."""
+    return {
+        "searchFilter": f"tags.`{SWEEP_ID}` = '{sweep_id}'",
+        "orderByKey": SORT,
+        "orderByAsc": True,
+        "startTime": "ALL",
+        "lifecycleFilter": "Active",
+        "datasetsFilter": [],
+        "modelVersionFilter": "All Runs",
+        "selectedColumns": COLUMNS,
+        "runsExpanded": {parent_run_id: True} if parent_run_id else {},
+        "runsHiddenMode": "SHOW_ALL",  # charts draw every job, not the first 10
+        "viewMaximized": False,
+        "runListHidden": False,
+        "hideEmptyCharts": True,
+    }
+
+
+def publish_view(client, experiment_id: str, sweep_id: str, parent_run_id: Optional[str]) -> str:
+    """Write the sweep's shared view as an experiment tag; return its key."""
+    key = view_key(sweep_id)
+    now = int(time.time() * 1000)
+    envelope = {"name": f"distexp sweep {sweep_id}", "createdAt": now, "updatedAt": now,
+                "state": json.dumps(view_state(sweep_id, parent_run_id))}
+    client.set_experiment_tag(experiment_id, VIEW_TAG + key, json.dumps(envelope))
+    return key
+
+
+def url(base: str, experiment_id: str, key: Optional[str]) -> str:
+    q = "workflowType=machine_learning" + (f"&viewStateShareKey={key}" if key else "")
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?{q}"
+
+
+class UiError(Exception):
+    """One line for the user, exit 2."""
+
+
+def sweep_view(uri: str, experiment: Optional[str], sweep_id: Optional[str]):
+    """(experiment id, view key or None, sweep id or None) of the latest sweep (or `sweep_id`)
+    in `experiment` (default: wherever the latest sweep is)."""
+    from distexp.tracking import client as make
+
+    if uri.startswith("sqlite:///"):
+        path = Path(uri[len("sqlite:///"):])
+        if not path.exists():
+            raise UiError(f"--tracking-uri: no MLflow store at {path}; run a job first "
+                          "(python -m distexp) or pass --tracking-uri URI")
+    client = make(uri)
+    if experiment:
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            names = ", ".join(e.name for e in client.search_experiments()) or "(none)"
+            raise UiError(f"--experiment: received {experiment!r}; experiments in the store: {names}")
+        ids = [exp.experiment_id]
+    else:
+        ids = [e.experiment_id for e in client.search_experiments()]
+    if not ids:
+        raise UiError(f"--tracking-uri: the store at {uri} has no experiment; run a job first")
+    query = f"tags.`{RUN_KIND}` = 'sweep'" + (f" and tags.`{SWEEP_ID}` = '{sweep_id}'"
+                                               if sweep_id else "")
+    found = client.search_runs(ids, query, order_by=["attributes.start_time DESC"], max_results=1)
+    if not found:
+        if sweep_id:
+            raise UiError(f"--sweep-id: received {sweep_id!r}; no such sweep in the store (a "
+                          "sweep prints its id when it starts)")
+        latest = client.search_runs(ids, "", order_by=["attributes.start_time DESC"], max_results=1)
+        return (latest[0].info.experiment_id if latest else ids[0]), None, None
+    parent = found[0]
+    sid = parent.data.tags[SWEEP_ID]
+    key = publish_view(client, parent.info.experiment_id, sid, parent.info.run_id)
+    return parent.info.experiment_id, key, sid
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def serve(uri: str, host: str, port: int) -> subprocess.Popen:
+    """`mlflow server` on the store (the jobs' artifact locations are absolute file URIs)."""
+    return subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
+                             "--host", host, "--port", str(port), "--workers", "1"])
+
+
+def _ready(proc: subprocess.Popen, health: str, timeout: float = 180.0) -> bool:
+    """Wait until the server answers (it takes ~10-20 s to start): the printed URL then works."""
+    import urllib.request
+
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(health, timeout=2) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            time.sleep(0.5)
+    return True  # slow, but running: print the URL anyway
+
+
+def who(host: str) -> str:
+    if host in ("127.0.0.1", "localhost", "::1"):
+        return "only this machine can open it"
+    if host in ("0.0.0.0", "::"):
+        return ("every machine that can reach this one on that port can open it, with no "
+                "login: the runs, their parameters and artifacts are readable and editable")
+    return f"every machine that can reach {host} can open it, with no login"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m distexp.ui",
+        description="Serve the MLflow UI on this directory's store and print the URL that opens "
+                    "the latest sweep's runs (Model training view, filtered, columns chosen).")
+    p.add_argument("--port", type=int, default=5000, help="port to listen on (default: 5000)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1,"
+                   " this machine only; 0.0.0.0 = every interface, no login)")
+    p.add_argument("--sweep-id", default=None, help="a sweep's id (default: the latest sweep)")
+    p.add_argument("--tracking-uri", default=None, help="MLflow URI (default: "
+                   "sqlite:///<cwd>/outputs/mlflow.db, or $MLFLOW_TRACKING_URI)")
+    p.add_argument("--experiment", default=None, help="MLflow experiment (default: the one that "
+                   "holds the latest sweep)")
+    p.add_argument("--print-url", action="store_true", help="print the URL and exit (serve nothing)")
+    a = p.parse_args(argv)
+    uri = a.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_uri()
+    remote = uri.startswith(("http://", "https://"))
+    if not remote and not a.print_url and not _port_free(a.host, a.port):
+        print(f"distexp.ui: error: --port: received {a.port}; it is in use on {a.host} (another "
+              f"MLflow UI?); pass a free one, e.g. --port {a.port + 1}", file=sys.stderr)
+        return 2
+    try:
+        exp_id, key, sid = sweep_view(uri, a.experiment, a.sweep_id)
+    except UiError as ex:
+        print(f"distexp.ui: error: {ex}", file=sys.stderr)
+        return 2
+    if remote:
+        from distexp.tracking import redact
+
+        print(f"MLflow tracking server in use: {redact(uri)} (nothing to serve here)")
+        print(url(redact(uri), exp_id, key), flush=True)
+        return 0
+    shown = "127.0.0.1" if a.host in ("0.0.0.0", "::") else a.host
+    link = url(f"http://{shown}:{a.port}", exp_id, key)
+    what = f"sweep {sid}" if sid else "the latest runs (no sweep in the store yet)"
+    if a.print_url:
+        print(link, flush=True)
+        return 0
+    proc = serve(uri, a.host, a.port)
+    if not _ready(proc, f"http://{shown}:{a.port}/health"):
+        print(f"distexp.ui: error: mlflow server exited with {proc.returncode} before it "
+              "answered (its output is above)", file=sys.stderr)
+        return 1
+    print(f"MLflow UI on {uri} at http://{a.host}:{a.port} ({who(a.host)}); Ctrl-C stops it.\n"
+          f"Open {what}:\n  {link}", flush=True)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
