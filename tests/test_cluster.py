@@ -11,6 +11,7 @@ from distexp.cluster import plan as cluster
 from distexp.config import checks
 from distexp import errors
 from distexp.cluster import liveness, slurm_env
+from distexp import strategies
 
 
 def _plan(compose, *overrides, visible=0, tmp=Path("/tmp")):
@@ -218,7 +219,7 @@ def test_slurm_addresses_follow_the_resolver(compose):
     cfg = compose("strategy=ps", "cluster=slurm", "workers=2", "ps=1", "cluster.port=20000")
     env = {"SLURM_STEP_NODELIST": "b,a", "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}
     # hosts sorted (a, b), ports base + k per host, ranks chief, ps, worker
-    assert slurm_env.slurm_addresses(cfg, env, 'ps') == {"chief": "a:20000", "ps-0": "a:20001",
+    assert slurm_env.slurm_addresses(cfg, env, strategies.get('ps')) == {"chief": "a:20000", "ps-0": "a:20001",
                                                  "worker-0": "b:20000", "worker-1": "b:20001"}
 
 

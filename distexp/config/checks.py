@@ -171,6 +171,7 @@ def _validate_strategy(cfg: DictConfig, rec) -> None:
                             f"applies to strategy={' or '.join(users)} only: leave it at "
                             f"{'null' if default is None else default}")
     rec.check(cfg)
+    rec.check_devices(cfg, cfg.gpus if cfg.gpus is not None else visible_gpus())
 
 
 def _strategy_names():
@@ -226,10 +227,8 @@ def _validate_task(cfg: DictConfig) -> None:
 
 
 def validate_devices(cfg: DictConfig, gpus: int) -> None:
-    """Checks that need the resolved GPU count (still before TensorFlow)."""
-    if cfg.strategy.cross_device_ops == "nccl" and gpus == 0:
-        raise UserError("strategy.cross_device_ops: received 'nccl'; NCCL needs GPUs and this job "
-                        "trains on CPU: use hierarchical_copy or reduction_to_one_device")
+    """Checks that need the resolved GPU count (still before TensorFlow): the record's."""
+    strategy_record(cfg).check_devices(cfg, gpus)
 
 
 SEED_MAX = 2 ** 32 - 1  # keras.utils.set_random_seed seeds NumPy: np.random.seed takes 0..2**32-1
@@ -280,12 +279,7 @@ def local_processes(cfg: DictConfig) -> int:
     """Training processes a job starts on this machine (cluster=local), or 1 (one per task)."""
     if cfg.cluster.name != "local":
         return 1
-    layout = strategy_record(cfg).layout
-    if layout == "multiworker":
-        return cfg.workers
-    if layout == "ps":
-        return 1 + cfg.workers + cfg.ps
-    return 1
+    return strategy_record(cfg).tasks(cfg)
 
 
 def machine() -> tuple:
@@ -313,7 +307,7 @@ def _check_machine(cfg: DictConfig, processes: int) -> None:
                             "per core; more only slow the start-up and the all-reduce)")
     if processes <= 1:
         return
-    key = "ps" if strategy_record(cfg).layout == "ps" and cfg.ps > cfg.workers else "workers"
+    key = max(strategy_record(cfg).count_keys(), key=lambda k: cfg[k])  # the largest: a tie -> workers
     need_mb = processes * TRAINER_MB
     said = (f"cluster=local would start {processes} TensorFlow processes (~{TRAINER_MB} MB each, "
             f"~{need_mb} MB in all) on this machine's {cores} core(s)"
@@ -339,7 +333,7 @@ def _check_data_size(cfg: DictConfig) -> None:
         key = "global_batch_size" if cfg.global_batch_size is not None else "batch_size_per_replica"
     else:
         return
-    sharded = strategy_record(cfg).dispatch == "ps"
+    sharded = strategy_record(cfg).coordinated
     if sharded:
         n //= cfg.workers  # each ps worker reads its own shard
     batch = global_batch(cfg, replicas_per_worker(cfg) * sync_workers(cfg))
@@ -356,7 +350,7 @@ def _check_checkpoint_dir(cfg: DictConfig) -> None:
     """The chief's checkpoint.dir must be creatable and writable (a probe directory is made in it and removed)."""
     saves = cfg.loop.name == "custom" and cfg.checkpoint.every_steps != 0
     # the chief's job process runs here: a local cluster, or a strategy of one process
-    chief_here = cfg.cluster.name == "local" or strategy_record(cfg).layout == "single"
+    chief_here = cfg.cluster.name == "local" or not strategy_record(cfg).cluster_jobs
     if not saves or not chief_here:
         return
     path = os.path.abspath(str(cfg.checkpoint.dir))

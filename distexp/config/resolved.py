@@ -13,7 +13,7 @@ from distexp.errors import UserError
 
 def strategy_record(cfg: DictConfig):
     """The strategy's record (distexp.strategies: layout, loops, knobs, devices, builder)."""
-    return strategies.get(cfg.strategy.name)
+    return strategies.of(cfg)
 
 def objective_name(cfg: DictConfig) -> Optional[str]:
     """The figure a job returns: `objective`, else the task's (None for a user's task: the

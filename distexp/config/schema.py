@@ -42,6 +42,9 @@ class StrategyConfig:
     # cores (replicas; checked against the TPU's own count).
     tpu: Optional[str] = None
     tpu_cores: int = 8
+    # A strategy defined outside distexp: the module that registers its record
+    # (distexp.strategies.register), imported before `name` is looked up. null for the built-ins.
+    record: Optional[str] = None
 
 
 @dataclass

@@ -39,9 +39,9 @@ def train(cfg, job_dir: Path) -> dict:
 
     gpus = int(os.environ.get("DISTEXP_GPUS", "0"))
     job_start = float(os.environ.get("DISTEXP_JOB_START", time.time()))
-    record = strategies.get(cfg.strategy.name)
+    record = strategies.of(cfg)
     resolver = record.resolver(cfg, gpus)  # before devices: it may set the GPUs
-    is_ps = record.dispatch == "ps"
+    is_ps = record.coordinated
     if resolver is not None and resolver.task_type in record.server_roles:
         strategies.serve(resolver)  # blocks until the job process (or the engine) stops it
         return {}

@@ -109,7 +109,7 @@ def _resolve(ctx, dispatch, every: int):
     window = getattr(dispatch, "window", 1)
     cap = autotune.cap_for(*(max(1, v // window) if v else v
                              for v in (ctx.steps_per_epoch, every, rep.log_every)))
-    if strategies.get(cfg.strategy.name).layout == "multiworker":  # workers must agree on k
+    if strategies.of(cfg).lockstep:  # workers must agree on k
         k = min(autotune.FIXED_K, cap)
         dispatch.k = k
         return _fixed(rep, k, f"auto under multiworker: the fixed rule min({autotune.FIXED_K}, "
