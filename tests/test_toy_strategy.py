@@ -81,8 +81,8 @@ def test_a_toy_strategy_plans_validates_and_builds_its_processes(toy, tmp_path):
     assert "DISTEXP_RUN_ID" in procs[0].env and all("DISTEXP_RUN_ID" not in p.env
                                                      for p in procs[1:])
 
-    facts = resolved.resolve(cfg, 0, plan) if hasattr(resolved, "resolve") else None
-    assert facts is None or (facts["replicas"], facts["global_batch"], facts["workers"]) == (6, 6 * 64, 3)
+    facts = resolved.resolve(cfg, 0, plan)
+    assert (facts["replicas"], facts["global_batch"], facts["workers"]) == (6, 6 * 64, 3)
 
     # Slurm: four tasks (chief + 2 workers + monitor), ranks over the job names alphabetically
     assert checks.local_processes(cfg) == 4

@@ -48,6 +48,7 @@ class Plan:
     replica_workers: int = 1              # processes that hold replicas (num_workers)
     sync_workers: int = 1                 # workers whose replicas share one global batch
     gpus_per_worker: int = 0
+    task_gpus: Dict[str, int] = field(default_factory=dict)  # local processes without replicas: 0
     logs_to_mlflow: bool = True           # false for a non-chief task of an external cluster
     extra_env: Dict[str, Dict[str, str]] = field(default_factory=dict)
     servers: List[str] = field(default_factory=list)
@@ -118,18 +119,18 @@ def _local(cfg: DictConfig, rec, job_dir: Path, visible: int) -> Plan:
         else free_ports(len(names))
     addrs = iter(f"127.0.0.1:{p}" for p in ports)
     cluster = {job: [next(addrs) for _ in range(count)] for job, count in jobs.items()}
-    extra, i = {}, 0
+    extra, gpus, i = {}, {}, 0
     for name in names:
-        env = {"DISTEXP_GPUS": "0", "CUDA_VISIBLE_DEVICES": ""}
+        env, gpus[name] = {"CUDA_VISIBLE_DEVICES": ""}, 0
         if name.rpartition("-")[0] in rec.replica_jobs and per_worker:  # the i-th replica worker
-            env = {"DISTEXP_GPUS": str(per_worker),
-                   "CUDA_VISIBLE_DEVICES": ",".join(visible_ids[i * per_worker:(i + 1) * per_worker])}
+            env = {"CUDA_VISIBLE_DEVICES": ",".join(visible_ids[i * per_worker:(i + 1) * per_worker])}
+            gpus[name] = per_worker
             i += 1
         if visible == 0 and "CUDA_VISIBLE_DEVICES" not in os.environ:
             env.pop("CUDA_VISIBLE_DEVICES")  # CPU machine: leave the environment alone
         extra[name] = env
     return Plan(names=names, replica_workers=n, sync_workers=rec.sync_of(n),
-                gpus_per_worker=per_worker, extra_env=extra, servers=rec.servers(cfg),
+                gpus_per_worker=per_worker, task_gpus=gpus, extra_env=extra, servers=rec.servers(cfg),
                 job_dir=job_dir, cluster=cluster, retry_ports=True)
 
 

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from distexp.config.schema import CLUSTERS, COMMUNICATIONS, CROSS_DEVICE_OPS, LOOPS, MODELS, OPTIMIZERS, PERF_OBJECTIVES, PRECISIONS, PREPROCESSING, TOKENS, StrategyConfig
 from distexp.errors import UserError
-from distexp.config.resolved import _multirun, global_batch, replicas_per_worker, strategy_record, sync_workers, visible_gpus
+from distexp.config.resolved import _multirun, resolve, strategy_record, visible_gpus
 
 
 def _choice(key: str, value: Any, valid) -> None:
@@ -140,7 +140,7 @@ def validate(cfg: DictConfig) -> None:
 
     _validate_strategy(cfg, rec)
 
-    replicas = replicas_per_worker(cfg) * sync_workers(cfg)
+    replicas = resolve(cfg)["sync_replicas"]
     if cfg.global_batch_size is not None and cfg.global_batch_size % replicas:
         raise UserError(
             f"global_batch_size: received {cfg.global_batch_size}; it must divide evenly over "
@@ -336,7 +336,7 @@ def _check_data_size(cfg: DictConfig) -> None:
     sharded = strategy_record(cfg).coordinated
     if sharded:
         n //= cfg.workers  # each ps worker reads its own shard
-    batch = global_batch(cfg, replicas_per_worker(cfg) * sync_workers(cfg))
+    batch = resolve(cfg)["global_batch"]
     if n < batch:
         what = f"{n} training examples" + (" per ps worker" if sharded else "")
         raise UserError(f"{key}: received {cfg[key] if '.' not in key else ds.size}; dataset="

@@ -123,12 +123,12 @@ def prepare(cfg: DictConfig) -> Job:
     job_dir = Path(hc.runtime.output_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
     plan = cluster.plan(cfg, job_dir, gpus)  # raises UserError for a bad cluster setting
-    per_worker = resolved.replicas_per_worker(cfg, plan.gpus_per_worker)
-    replicas = per_worker * plan.replica_workers
-    batch = resolved.global_batch(cfg, per_worker * plan.sync_workers)
+    # The job's facts, computed once; the trainers read them from config.yaml's `resolved:`.
+    facts = resolved.resolve(cfg, gpus, plan, job_dir=job_dir, job_start=t_start)
     # What is stored and logged carries no credentials (trainers get the real URI by env).
     stored = OmegaConf.to_container(cfg, resolve=True)
     stored["tracking"]["uri"] = tracking.redact(cfg.tracking.uri)
+    stored["resolved"] = facts
     config_path = job_dir / "config.yaml"
     OmegaConf.save(OmegaConf.create(stored), config_path)
     overrides = [tracking.redact_text(o) for o in hc.overrides.task]
@@ -146,11 +146,12 @@ def prepare(cfg: DictConfig) -> Job:
         if cfg.resume:  # the chief trainer adds distexp.resumed_from_step once it has looked
             tags["distexp.resume"] = "requested"
         params = C.flatten(cfg)
-        params.update({"num_workers": plan.replica_workers, "global_batch_size": batch,
-                       "num_replicas": replicas})
+        params.update({"num_workers": facts["workers"], "global_batch_size": facts["global_batch"],
+                       "num_replicas": facts["replicas"]})
         if "tracking.uri" in params:
             params["tracking.uri"] = tracking.redact(params["tracking.uri"])
-        name = tracking.run_name(cfg.strategy.name, cfg.model.name, cfg.dataset.name, replicas)
+        name = tracking.run_name(cfg.strategy.name, cfg.model.name, cfg.dataset.name,
+                                 facts["replicas"])
 
         def create_run():  # in a thread, while the trainer imports TensorFlow (tracking.Forwarder)
             return tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment, name, tags, params)
@@ -162,9 +163,7 @@ def prepare(cfg: DictConfig) -> Job:
         interval = cfg.tracking.system_metrics_interval if cfg.tracking.system_metrics else None
         forwarder = tracking.Forwarder(create_run, job_dir, on_ready=announce,
                                        system_metrics_interval=interval)
-    env = {"DISTEXP_JOB_START": repr(t_start), "DISTEXP_GPUS": str(gpus),
-           "DISTEXP_NUM_WORKERS": str(plan.replica_workers),
-           "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+    env = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
     return Job(cfg=cfg, job_dir=job_dir, plan=plan, env=env, config_path=config_path,
                overrides_path=overrides_path, forwarder=forwarder, multirun=multirun,
                t_start=t_start)

@@ -18,7 +18,6 @@ The outer loop (epochs, evaluation, checkpoints, reporting) is distexp.train.loo
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
@@ -148,7 +147,7 @@ class SyncDispatch:
 class PSDispatch:
     """ClusterCoordinator.schedule of the k-step function; joins every window of calls."""
 
-    def __init__(self, step: Step, cfg, data, global_batch: int, *, k: int):
+    def __init__(self, step: Step, cfg, data, global_batch: int, *, k: int, workers: int):
         import tensorflow as tf
 
         from distexp.data import datasets
@@ -156,7 +155,6 @@ class PSDispatch:
         strategy = step.strategy
         self.step, self.k = step, k
         self.coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
-        workers = int(os.environ.get("DISTEXP_NUM_WORKERS", "1"))
 
         def dataset_fn():
             index = tf.distribute.coordinator.experimental_get_current_worker_index()

@@ -36,7 +36,7 @@ def train(ctx: Context) -> None:
     step = Step(ctx.strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch,
                 jit=bool(cfg.jit_compile))
     if ctx.is_ps:
-        dispatch = PSDispatch(step, cfg, ctx.data, ctx.global_batch, k=k)
+        dispatch = PSDispatch(step, cfg, ctx.data, ctx.global_batch, k=k, workers=ctx.workers)
     else:
         dispatch = SyncDispatch(step, ctx.train_ds, k=k, on_device=bool(cfg.dataset.on_device),
                                 input_wait=rep.input_wait)
