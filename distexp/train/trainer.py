@@ -29,12 +29,17 @@ def train(cfg, job_dir: Optional[Path] = None) -> dict:
     A plain function (lightning-hydra-template's `train(cfg)`): the CLI's training processes call
     it with the config the job process wrote, and a test may call it in-process with any config
     that has a `resolved:` node (distexp.config.resolved.resolve): the facts (GPUs, workers,
-    replicas, global batch, objective) come from there, never from the environment."""
-    from distexp.config.resolved import facts_of
+    replicas, global batch, objective) come from there, never from the environment. A composed
+    config of a one-process strategy without one is resolved here as the job would resolve it."""
+    from distexp.config import resolved
 
-    facts = facts_of(cfg)
-    job_dir = Path(job_dir if job_dir is not None else facts.job_dir or ".")
     record = strategies.of(cfg)
+    if cfg.get("resolved") is None and not record.cluster_jobs:
+        # A composed config of a one-process strategy: resolved here exactly as the job would.
+        gpus = resolved.check_gpus(cfg.gpus, resolved.visible_gpus())
+        resolved.attach(cfg, resolved.resolve(cfg, gpus, job_dir=job_dir))
+    facts = resolved.facts_of(cfg)  # a cluster's facts need the job's plan: its config.yaml
+    job_dir = Path(job_dir if job_dir is not None else facts.job_dir or ".")
     resolver = record.resolver(cfg, facts.gpus)  # before devices: it may set the GPUs
     if resolver is not None and resolver.task_type in record.server_roles:
         strategies.serve(resolver)  # blocks until the job process (or the engine) stops it
