@@ -59,9 +59,26 @@ def _unknown_keys(node: DictConfig, prefix: str = "") -> None:
 
 
 def validate(cfg: DictConfig) -> None:
-    """Raise UserError for values the schema's types accept but that make no sense."""
+    """Raise UserError for values the schema's types accept but that make no sense (the first
+    one found, in this order)."""
     _unknown_keys(cfg)
     rec = strategy_record(cfg)
+    _validate_ranges(cfg)
+    _validate_knobs(cfg, rec)
+    _validate_dataset(cfg)
+    _validate_task(cfg)
+    _validate_repeats(cfg)
+    _validate_strategy(cfg, rec)
+    replicas = resolve(cfg)["sync_replicas"]
+    if cfg.global_batch_size is not None and cfg.global_batch_size % replicas:
+        raise UserError(
+            f"global_batch_size: received {cfg.global_batch_size}; it must divide evenly over "
+            f"{replicas} replicas (try {max(replicas, cfg.global_batch_size // replicas * replicas)})")
+    validate_limits(cfg)
+
+
+def _validate_ranges(cfg: DictConfig) -> None:
+    """Names from a fixed list, and numbers in their range."""
     _choice("model", cfg.model.name, MODELS)
     _choice("loop", cfg.loop.name, LOOPS)
     _choice("cluster", cfg.cluster.name, CLUSTERS)
@@ -86,6 +103,10 @@ def validate(cfg: DictConfig) -> None:
     if cfg.target_accuracy is not None and not 0 < cfg.target_accuracy <= 1:
         raise UserError(f"target_accuracy: received {cfg.target_accuracy}; expected 0 < x <= 1 "
                         "or null")
+
+
+def _validate_knobs(cfg: DictConfig, rec) -> None:
+    """Knobs that rule each other out (XLA, on-device data, resume, checkpoints, factories)."""
     if (cfg.jit_compile and rec.cpu_replicas and cfg.cpu_replicas > 1
             and (cfg.gpus == 0 or visible_gpus() == 0)):
         raise UserError(f"jit_compile: received true with cpu_replicas={cfg.cpu_replicas}; XLA "
@@ -108,6 +129,9 @@ def validate(cfg: DictConfig) -> None:
                                        not cfg.model.factory):
         raise UserError("model.factory: received null; model=custom needs "
                         "model.factory=package.module:function")
+
+
+def _validate_dataset(cfg: DictConfig) -> None:
     ds = cfg.dataset
     if ds.name == "synthetic":
         if len(ds.shape) not in (1, 3) or any(d < 1 for d in ds.shape):
@@ -127,7 +151,10 @@ def validate(cfg: DictConfig) -> None:
         if ds.image_size is not None and (len(ds.image_size) != 2 or min(ds.image_size) < 1):
             raise UserError(f"dataset.image_size: received {list(ds.image_size)}; expected [h, w] "
                             "with sizes >= 1, or null")
-    _validate_task(cfg)
+
+
+def _validate_repeats(cfg: DictConfig) -> None:
+    ds = cfg.dataset
     _at_least("repeats", cfg.repeats, 1)
     if cfg.repeats > 1 and not _multirun():
         raise UserError(f"repeats: received {cfg.repeats} for a single run; repeats are runs of "
@@ -137,15 +164,6 @@ def validate(cfg: DictConfig) -> None:
                         f"{cfg.repeats}); the sweeper sets it, set repeats=N instead")
     if not 0 < ds.test_fraction < 1:
         raise UserError(f"dataset.test_fraction: received {ds.test_fraction}; expected 0 < x < 1")
-
-    _validate_strategy(cfg, rec)
-
-    replicas = resolve(cfg)["sync_replicas"]
-    if cfg.global_batch_size is not None and cfg.global_batch_size % replicas:
-        raise UserError(
-            f"global_batch_size: received {cfg.global_batch_size}; it must divide evenly over "
-            f"{replicas} replicas (try {max(replicas, cfg.global_batch_size // replicas * replicas)})")
-    validate_limits(cfg)
 
 
 def _validate_strategy(cfg: DictConfig, rec) -> None:
