@@ -27,8 +27,8 @@ def main(cfg: DictConfig) -> float | None:
     except errors.UserError as ex:  # one line, not Hydra's "Error executing job" report
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
         if sweep.in_multirun():  # the other jobs of the sweep still run
-            raise JobError(str(ex), 2) from None
-        sys.exit(2)
+            raise JobError(str(ex), errors.BAD_INPUT) from None
+        sys.exit(errors.BAD_INPUT)
 
 
 def cli() -> None:
@@ -38,12 +38,12 @@ def cli() -> None:
         main()
     except SystemExit as ex:  # a single job's exit code, or Ctrl-C inside a sweep's job
         if sweep.active():
-            sweep.finish(interrupted=ex.code == 130, error=ex if ex.code else None)
+            sweep.finish(interrupted=ex.code == errors.INTERRUPTED, error=ex if ex.code else None)
         raise
     except KeyboardInterrupt:
         if sweep.active():
             sweep.finish(interrupted=True)
-        sys.exit(130)
+        sys.exit(errors.INTERRUPTED)
     except Exception as ex:  # noqa: BLE001
         from distexp.errors import one_line
         from distexp.job.lifecycle import JobError
@@ -52,12 +52,12 @@ def cli() -> None:
             # Hydra's sweeper re-raised a failed job after running the others (distexp.sweeps)
             code = sweep.finish(error=ex)
             if isinstance(ex, JobError) and not user_wants_trace:
-                sys.exit(code or 1)
+                sys.exit(code or errors.FAILED)
         msg = one_line(ex)
         if msg is None or user_wants_trace:
             raise
         print(f"distexp: error: {msg}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(errors.BAD_INPUT)
     sys.exit(sweep.finish())
 
 

@@ -31,7 +31,7 @@ from distexp.sweeps import callback as sweep
 from distexp.config import resolved
 
 # Training finished but MLflow stopped answering: what it missed is in the job's offline file.
-TRACKING_LOST_EXIT = 3
+TRACKING_LOST_EXIT = errors.TRACKING_LOST
 
 
 class JobError(Exception):
@@ -87,12 +87,12 @@ def exit_code(out: Outcome) -> int:
     """The one place an outcome becomes an exit code: 0 success, 1 failed job, 2 bad input,
     3 trained but MLflow stopped answering, 130 interrupted."""
     if out.status == "KILLED":
-        return 130
+        return errors.INTERRUPTED
     if out.user_error:
-        return 2
+        return errors.BAD_INPUT
     if out.status == "FAILED":
-        return 1
-    return TRACKING_LOST_EXIT if out.lost else 0
+        return errors.FAILED
+    return errors.TRACKING_LOST if out.lost else errors.OK
 
 
 # --- prepare: everything that can be checked or written before a training process starts -------
@@ -192,7 +192,7 @@ def execute(job: Job) -> Outcome:
         if out.error.startswith("timeout:"):  # the limit is the whole job's, across port retries
             out.error = f"timeout: the job ran longer than {job.cfg.timeout:g} s and was stopped"
         chief = attempts[-1][0]
-        user = errors.read_user_error(job.job_dir, chief.name) if chief.returncode == 2 else None
+        user = errors.read_user_error(job.job_dir, chief.name) if chief.returncode == errors.BAD_INPUT else None
         if user:  # the trainer's own one-line user error
             out.error, out.user_error = user, True
     finally:
@@ -252,12 +252,12 @@ def conclude(job: Job, out: Outcome) -> Optional[float]:
               f"{lost['artifacts']} artifacts and the run's final status are kept in {lost['path']}; "
               f"when the server is back: {tracking.import_command(job.job_dir, cfg.tracking.uri)}",
               file=sys.stderr, flush=True)
-        if code in (TRACKING_LOST_EXIT, 2):  # that line says it all
+        if code in (errors.TRACKING_LOST, errors.BAD_INPUT):  # that line says it all
             sys.exit(code)
     if code == 0:
         return out.result.get(resolved.objective_name(cfg) or out.result.get("objective", ""))
-    line = out.error if code == 2 else f"{out.error} (logs: {', '.join(map(str, out.logs))})"
+    line = out.error if code == errors.BAD_INPUT else f"{out.error} (logs: {', '.join(map(str, out.logs))})"
     print(f"distexp: error: {line}", file=sys.stderr, flush=True)
-    if job.multirun and code in (1, 2):
+    if job.multirun and code in (errors.FAILED, errors.BAD_INPUT):
         raise JobError(line, code)
     sys.exit(code)

@@ -15,7 +15,7 @@ from typing import Optional
 
 from omegaconf import OmegaConf
 
-from distexp import strategies
+from distexp import errors, strategies
 from distexp.errors import PORT_IN_USE_EXIT
 from distexp.errors import UserError, UserFailure
 from distexp.train.loops.custom import Diverged
@@ -245,14 +245,14 @@ def main(argv=None) -> int:
 
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
         report_user_error(args.config.parent, str(ex))  # the job reads it there (exit 2)
-        return 2
+        return errors.BAD_INPUT
     except UserFailure as ex:
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
-        return 1
+        return errors.FAILED
     except strategies.PortInUse as ex:
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
         return PORT_IN_USE_EXIT
-    return 0
+    return errors.OK
 
 
 if __name__ == "__main__":
