@@ -18,12 +18,18 @@ from distexp.sweeps import callback as sweep
 schema.register()  # the schema Hydra composes onto, and the distexp.* resolvers
 
 
+_SINGLE_JOB_DONE = False  # a single run (not a sweep) ended normally: cli may exit at once
+
+
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
+    global _SINGLE_JOB_DONE
     from distexp.job.lifecycle import JobError, run_job
 
     try:
-        return run_job(cfg)
+        value = run_job(cfg)
+        _SINGLE_JOB_DONE = not sweep.in_multirun()
+        return value
     except errors.UserError as ex:  # one line, not Hydra's "Error executing job" report
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
         if sweep.in_multirun():  # the other jobs of the sweep still run
@@ -58,7 +64,12 @@ def cli() -> None:
             raise
         print(f"distexp: error: {msg}", file=sys.stderr)
         sys.exit(errors.BAD_INPUT)
-    sys.exit(sweep.finish())
+    code = sweep.finish()
+    if _SINGLE_JOB_DONE:
+        # A single job that is over (run closed, lines printed): exit without the interpreter's
+        # teardown. A sweep exits normally (a launcher's workers may still be winding down).
+        errors.exit_now(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -240,6 +240,11 @@ def main(argv=None) -> int:
     cfg = OmegaConf.load(args.config)
     try:
         train(cfg, args.config.parent)
+        if not strategies.of(cfg).cluster_jobs:
+            # One process, its result and logs written: exit without TensorFlow's teardown
+            # (seconds, paid by every job). A cluster's processes exit normally: TensorFlow's
+            # coordination service winds down with them.
+            errors.exit_now(errors.OK)
     except UserError as ex:
         from distexp.errors import report_user_error
 
