@@ -138,35 +138,42 @@ def prepare(cfg: DictConfig) -> Job:
     multirun = sweep.in_multirun()
     forwarder = None
     if cfg.tracking.enabled and plan.logs_to_mlflow:
-        tracking.probe(cfg.tracking.uri)  # milliseconds: a store/server that is plainly not there
-        tags = {"distexp.job_dir": str(job_dir), "distexp.overrides": " ".join(overrides)}
-        if multirun:
-            tags.update(sweep.child_tags(str(hc.sweep.dir), cfg.tracking.uri,
-                                         cfg.tracking.experiment, int(hc.job.num)))
-        if cfg.resume:  # the chief trainer adds distexp.resumed_from_step once it has looked
-            tags["distexp.resume"] = "requested"
-        params = C.flatten(cfg)
-        params.update({"num_workers": facts["workers"], "global_batch_size": facts["global_batch"],
-                       "num_replicas": facts["replicas"]})
-        if "tracking.uri" in params:
-            params["tracking.uri"] = tracking.redact(params["tracking.uri"])
-        name = tracking.run_name(cfg.strategy.name, cfg.model.name, cfg.dataset.name,
-                                 facts["replicas"])
-
-        def create_run():  # in a thread, while the trainer imports TensorFlow (tracking.Forwarder)
-            return tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment, name, tags, params)
-
-        def announce(run):
-            print(f"MLflow run {run.run_id} ({tracking.redact(cfg.tracking.uri)}, experiment "
-                  f"{cfg.tracking.experiment!r})", flush=True)
-
-        interval = cfg.tracking.system_metrics_interval if cfg.tracking.system_metrics else None
-        forwarder = tracking.Forwarder(create_run, job_dir, on_ready=announce,
-                                       system_metrics_interval=interval)
+        forwarder = _forwarder(cfg, facts, job_dir, overrides, multirun, hc)
     env = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
     return Job(cfg=cfg, job_dir=job_dir, plan=plan, env=env, config_path=config_path,
                overrides_path=overrides_path, forwarder=forwarder, multirun=multirun,
                t_start=t_start)
+
+
+def _forwarder(cfg: DictConfig, facts: dict, job_dir: Path, overrides: List[str], multirun: bool,
+               hc) -> "tracking.Forwarder":
+    """The job's MLflow run, created in a thread while the trainer starts (tracking.Forwarder):
+    its name, tags and params (the flattened config and the resolved facts)."""
+    tracking.probe(cfg.tracking.uri)  # milliseconds: a store/server that is plainly not there
+    tags = {"distexp.job_dir": str(job_dir), "distexp.overrides": " ".join(overrides)}
+    if multirun:
+        tags.update(sweep.child_tags(str(hc.sweep.dir), cfg.tracking.uri,
+                                     cfg.tracking.experiment, int(hc.job.num)))
+    if cfg.resume:  # the chief trainer adds distexp.resumed_from_step once it has looked
+        tags["distexp.resume"] = "requested"
+    params = C.flatten(cfg)
+    params.update({"num_workers": facts["workers"], "global_batch_size": facts["global_batch"],
+                   "num_replicas": facts["replicas"]})
+    if "tracking.uri" in params:
+        params["tracking.uri"] = tracking.redact(params["tracking.uri"])
+    name = tracking.run_name(cfg.strategy.name, cfg.model.name, cfg.dataset.name,
+                             facts["replicas"])
+
+    def create_run():  # in a thread, while the trainer imports TensorFlow (tracking.Forwarder)
+        return tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment, name, tags, params)
+
+    def announce(run):
+        print(f"MLflow run {run.run_id} ({tracking.redact(cfg.tracking.uri)}, experiment "
+              f"{cfg.tracking.experiment!r})", flush=True)
+
+    interval = cfg.tracking.system_metrics_interval if cfg.tracking.system_metrics else None
+    return tracking.Forwarder(create_run, job_dir, on_ready=announce,
+                              system_metrics_interval=interval)
 
 
 # --- execute: the training processes and the run, whatever happens to them ---------------------
