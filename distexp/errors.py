@@ -52,19 +52,14 @@ def interrupt_on_sigterm(before=None):
 
 
 def exit_now(code: int) -> None:
-    """End this process at once with `code`, on a path where everything it must write is written:
-    MLflow's asynchronous queue (if MLflow is loaded), logging's handlers (Hydra's job log) and
-    stdio are flushed first. Skips the interpreter's teardown (TensorFlow's and MLflow's atexit
-    work and module clean-up), which took seconds after the job was over, for every job."""
+    """End this process at once with `code`, on a path where everything it must write is written
+    (distexp logs to MLflow synchronously: the run is closed by then): logging's handlers
+    (Hydra's job log) and stdio are flushed first. Skips the interpreter's teardown (TensorFlow's
+    and MLflow's atexit work and module clean-up), which took seconds after the job was over.
+    (Not mlflow.flush_async_logging: with no tracking URI set it opens ./mlflow.db.)"""
     import logging
     import sys
 
-    mlflow = sys.modules.get("mlflow")
-    if mlflow is not None:
-        try:
-            mlflow.flush_async_logging()
-        except Exception:  # noqa: BLE001  (nothing queued, or no run: nothing to flush)
-            pass
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:
