@@ -18,17 +18,23 @@ from distexp.sweeps import callback as sweep
 schema.register()  # the schema Hydra composes onto, and the distexp.* resolvers
 
 
+_SINGLE_JOB_DONE = False  # a single run (not a sweep) ended normally: cli may exit at once
+
+
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
+    global _SINGLE_JOB_DONE
     from distexp.job.lifecycle import JobError, run_job
 
     try:
-        return run_job(cfg)
+        value = run_job(cfg)
+        _SINGLE_JOB_DONE = not sweep.in_multirun()
+        return value
     except errors.UserError as ex:  # one line, not Hydra's "Error executing job" report
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
         if sweep.in_multirun():  # the other jobs of the sweep still run
-            raise JobError(str(ex), 2) from None
-        sys.exit(2)
+            raise JobError(str(ex), errors.BAD_INPUT) from None
+        sys.exit(errors.BAD_INPUT)
 
 
 def cli() -> None:
@@ -38,12 +44,12 @@ def cli() -> None:
         main()
     except SystemExit as ex:  # a single job's exit code, or Ctrl-C inside a sweep's job
         if sweep.active():
-            sweep.finish(interrupted=ex.code == 130, error=ex if ex.code else None)
+            sweep.finish(interrupted=ex.code == errors.INTERRUPTED, error=ex if ex.code else None)
         raise
     except KeyboardInterrupt:
         if sweep.active():
             sweep.finish(interrupted=True)
-        sys.exit(130)
+        sys.exit(errors.INTERRUPTED)
     except Exception as ex:  # noqa: BLE001
         from distexp.errors import one_line
         from distexp.job.lifecycle import JobError
@@ -52,13 +58,18 @@ def cli() -> None:
             # Hydra's sweeper re-raised a failed job after running the others (distexp.sweeps)
             code = sweep.finish(error=ex)
             if isinstance(ex, JobError) and not user_wants_trace:
-                sys.exit(code or 1)
+                sys.exit(code or errors.FAILED)
         msg = one_line(ex)
         if msg is None or user_wants_trace:
             raise
         print(f"distexp: error: {msg}", file=sys.stderr)
-        sys.exit(2)
-    sys.exit(sweep.finish())
+        sys.exit(errors.BAD_INPUT)
+    code = sweep.finish()
+    if _SINGLE_JOB_DONE:
+        # A single job that is over (run closed, lines printed): exit without the interpreter's
+        # teardown. A sweep exits normally (a launcher's workers may still be winding down).
+        errors.exit_now(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -116,9 +116,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             raise errors.UserError(f"workers: received {cfg.workers} with strategy={name}; its steps "
                               "update asynchronously, so per-step losses of several workers are "
                               "not comparable with one device: use workers=1")
-        replicas = resolved.replicas_per_worker(cfg, resolved.check_gpus(cfg.gpus, resolved.visible_gpus())) \
-            * resolved.sync_workers(cfg)
-        batch = resolved.global_batch(cfg, replicas)
+        facts = resolved.resolve(cfg, resolved.check_gpus(cfg.gpus, resolved.visible_gpus()))
+        replicas, batch = facts["sync_replicas"], facts["global_batch"]
     except errors.UserError as ex:
         print(f"distexp.parity: error: {ex}", file=sys.stderr)
         return 2

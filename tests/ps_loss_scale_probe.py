@@ -11,7 +11,6 @@ import os
 import socket
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ["DISTEXP_NUM_WORKERS"] = "1"
 
 
 def port() -> int:
@@ -27,6 +26,7 @@ def main() -> None:
     from omegaconf import OmegaConf
 
     from distexp.data.datasets import Arrays, pipelines
+    from distexp.train.autotune import Schedule
     from distexp.train.step import PSDispatch, Step
     from distexp.tasks import Classification
 
@@ -61,7 +61,7 @@ def main() -> None:
     grads = [g.numpy() for g in tape.gradient(loss, model.trainable_variables)]
 
     step = Step(strategy, task, model, opt, global_batch=64)
-    dispatch = PSDispatch(step, cfg, data, 64, k=1)
+    dispatch = PSDispatch(step, cfg, data, 64, schedule=Schedule(1), workers=1)
     dispatch.begin(0)
     out = dispatch.run(1)
     after = [v.numpy() for v in model.trainable_variables]

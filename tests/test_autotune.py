@@ -117,3 +117,53 @@ def test_welch_interval():
     diff, half = autotune.welch([1.0, 1.1, 0.9, 1.0], [0.5, 0.6, 0.4, 0.5])
     assert diff == pytest.approx(0.5) and 0 < half < 0.2
     assert autotune.t975(1) == 12.706 and autotune.t975(1000) == pytest.approx(1.9624)
+
+
+def _schedule(configured, **kw):
+    said = []
+    s = autotune.Schedule(configured)
+    args = dict(steps_per_epoch=100, every=0, log_every=0, warmup=5, lockstep=False,
+                on_device=False, strategy="mirrored")
+    args.update(kw)
+    s.begin(announce=lambda k, why: said.append((k, why)), **args)
+    return s, said
+
+
+def test_schedule_is_the_one_owner_of_k():
+    s, said = _schedule(6)
+    assert s.k == 6 and said == [(6, "as configured")] and s.warmup_left() == 0
+    s.observe(6, 1.0, full=True, cost=1.0)  # a fixed k does not move
+    assert s.k == 6 and len(said) == 1
+    s, said = _schedule("auto", lockstep=True, strategy="multiworker", steps_per_epoch=5)
+    assert s.k == 5 and said[0][1].startswith("auto under multiworker: the fixed rule min(8, cap 5)")
+    s, said = _schedule("auto", on_device=True)
+    assert (s.k, said) == (1, [(1, "auto with dataset.on_device: one call per step")])
+    # ps: a window of 10 calls per dispatch, so an epoch of 100 steps caps k at 10
+    s, said = _schedule("auto", window=10)
+    assert s.tuner is not None and s.tuner.cap == 10 and said == []
+    # auto: the tuner's sizes, until it decides; then the decision is announced once
+    s, said = _schedule("auto", warmup=3)
+    sizes = []
+    while s.tuner is not None and len(sizes) < 1000:
+        k = s.k
+        n = min(k, s.warmup_left()) if s.warmup_left() else k
+        sizes.append(n)
+        s.observe(n, 0.01 * n + 0.05, full=n == k, cost=0.01 * n + 0.05)  # a 50 ms call overhead
+    assert sizes[:3] == [1, 2] + sizes[2:3] and len(said) == 1 and s.k == said[0][0] > 1
+    s, said = _schedule("auto")
+    s.finish()
+    assert said == [(1, "auto kept it: the run ended before a larger value could be measured against it")] and s.k == 1
+
+
+def test_fit_k_for():
+    assert autotune.fit_k_for(4, steps_per_epoch=20, log_every=0, after_warmup=10,
+                              replicas=1) == (4, "as configured")
+    assert autotune.fit_k_for("auto", steps_per_epoch=60, log_every=0, after_warmup=100,
+                              replicas=1)[0] == 15
+    assert autotune.fit_k_for("auto", steps_per_epoch=60, log_every=0, after_warmup=100,
+                              replicas=2)[0] == 1
+    from distexp.errors import UserError
+
+    with pytest.raises(UserError, match="steps_per_execution: received 7; with loop=fit it must "
+                                        "divide the 20 steps per epoch"):
+        autotune.fit_k_for(7, steps_per_epoch=20, log_every=0, after_warmup=10, replicas=1)

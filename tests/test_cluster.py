@@ -11,6 +11,7 @@ from distexp.cluster import plan as cluster
 from distexp.config import checks
 from distexp import errors
 from distexp.cluster import liveness, slurm_env
+from distexp import strategies
 
 
 def _plan(compose, *overrides, visible=0, tmp=Path("/tmp")):
@@ -60,12 +61,13 @@ def test_gpus_are_split_between_local_workers(compose, monkeypatch):
     plan = _plan(compose, "strategy=multiworker", "workers=2", visible=4)
     procs, _ = _tf_configs(plan)
     assert plan.gpus_per_worker == 2
-    assert [(p.env["CUDA_VISIBLE_DEVICES"], p.env["DISTEXP_GPUS"]) for p in procs] == [
-        ("3,4", "2"), ("5,6", "2")]
+    assert [(p.env["CUDA_VISIBLE_DEVICES"], plan.task_gpus[p.name]) for p in procs] == [
+        ("3,4", 2), ("5,6", 2)]
     plan = _plan(compose, "strategy=ps", "workers=2", "gpus=1", visible=4)
     procs, _ = _tf_configs(plan)
     assert {p.name: p.env["CUDA_VISIBLE_DEVICES"] for p in procs} == {
         "chief": "", "worker-0": "3", "worker-1": "4", "ps-0": ""}
+    assert plan.task_gpus == {"chief": 0, "worker-0": 1, "worker-1": 1, "ps-0": 0}
     with pytest.raises(errors.UserError, match="gpus: received 3 per worker; 2 local workers need 6"):
         _plan(compose, "strategy=multiworker", "gpus=3", visible=4)
 
@@ -218,7 +220,7 @@ def test_slurm_addresses_follow_the_resolver(compose):
     cfg = compose("strategy=ps", "cluster=slurm", "workers=2", "ps=1", "cluster.port=20000")
     env = {"SLURM_STEP_NODELIST": "b,a", "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}
     # hosts sorted (a, b), ports base + k per host, ranks chief, ps, worker
-    assert slurm_env.slurm_addresses(cfg, env, 'ps') == {"chief": "a:20000", "ps-0": "a:20001",
+    assert slurm_env.slurm_addresses(cfg, env, strategies.get('ps')) == {"chief": "a:20000", "ps-0": "a:20001",
                                                  "worker-0": "b:20000", "worker-1": "b:20001"}
 
 

@@ -1,7 +1,8 @@
 """Which training processes a job needs, and what each one is told (no TensorFlow here).
 
-- the layout comes from the strategy's record (distexp.strategies): "single" (one_device, mirrored,
-  central, tpu): one trainer process, the chief.
+- the layout comes from the strategy's record (distexp.strategies: its cluster's jobs, which of
+  them train, serve or log); a strategy without a cluster (one_device, mirrored, central, tpu):
+  one trainer process, the chief.
 - multiworker, cluster=local: `workers` processes worker-0..N-1 on 127.0.0.1, each with its
   TF_CONFIG; worker-0 is the chief (MultiWorkerMirroredStrategy's convention without a chief task).
 - ps, cluster=local: chief (the ClusterCoordinator: trains, logs, prints), worker-0..N-1 and
@@ -34,6 +35,7 @@ from distexp import tracking
 from distexp.cluster.liveness import ChiefWatch, ServerWatch
 from distexp.cluster.slurm_env import check_placement, slurm_addresses, slurm_jobs, slurm_step
 from distexp.errors import UserError
+from distexp.strategies.record import task_name
 
 PORT_ATTEMPTS = 3
 
@@ -46,6 +48,7 @@ class Plan:
     replica_workers: int = 1              # processes that hold replicas (num_workers)
     sync_workers: int = 1                 # workers whose replicas share one global batch
     gpus_per_worker: int = 0
+    task_gpus: Dict[str, int] = field(default_factory=dict)  # local processes without replicas: 0
     logs_to_mlflow: bool = True           # false for a non-chief task of an external cluster
     extra_env: Dict[str, Dict[str, str]] = field(default_factory=dict)
     servers: List[str] = field(default_factory=list)
@@ -95,24 +98,21 @@ class Plan:
 
 def plan(cfg: DictConfig, job_dir: Path, gpus: int) -> Plan:
     """`gpus`: what `gpus` resolved to on this machine (check_gpus)."""
-    layout = _layout(cfg)
-    if layout == "single":
+    rec = _record(cfg)
+    if not rec.cluster_jobs:  # one training process
         return Plan(names=["chief"], job_dir=job_dir, gpus_per_worker=gpus)
-    if cfg.strategy.communication == "nccl" and layout == "multiworker" and gpus == 0:
-        raise UserError("strategy.communication: received 'nccl'; NCCL needs GPUs and this job "
-                        "trains on CPU: use auto or ring")
     cl = cfg.cluster.name
     if cl == "local":
-        return _local(cfg, job_dir, gpus)
+        return _local(cfg, rec, job_dir, gpus)
     if cl == "tf_config":
         raw = os.environ.get("TF_CONFIG")
-        p = _external(cfg, job_dir, gpus, *_tf_config_task(cfg, raw))
-        return _watch(cfg, p, {("chief" if job == "chief" else f"{job}-{i}"): a
+        p = _external(cfg, rec, job_dir, gpus, *_tf_config_task(cfg, raw))
+        return _watch(rec, p, {task_name(job, i): a
                                for job, addrs in json.loads(raw)["cluster"].items()
                                for i, a in enumerate(addrs)})
     if cl == "slurm":
-        p = _external(cfg, job_dir, gpus, *_slurm_task(cfg, os.environ))
-        p = _watch(cfg, p, slurm_addresses(cfg, os.environ, _layout(cfg)))
+        p = _external(cfg, rec, job_dir, gpus, *_slurm_task(cfg, rec, os.environ))
+        p = _watch(rec, p, slurm_addresses(cfg, os.environ, rec))
         env = os.environ
         if env.get("SLURM_JOB_ID") and env.get("SLURM_STEP_ID"):
             p.cluster_id = f"slurm:{env['SLURM_JOB_ID']}.{env['SLURM_STEP_ID']}"
@@ -125,40 +125,30 @@ def plan(cfg: DictConfig, job_dir: Path, gpus: int) -> Plan:
 
 # -- local ---------------------------------------------------------------------------------------
 
-def _local(cfg: DictConfig, job_dir: Path, visible: int) -> Plan:
-    n, host = int(cfg.workers), str(cfg.cluster.host)
+def _local(cfg: DictConfig, rec, job_dir: Path, visible: int) -> Plan:
+    n, host = rec.num_workers(cfg), str(cfg.cluster.host)
     if host not in ("127.0.0.1", "localhost"):
         raise UserError(f"cluster.host: received {host!r}; a local cluster binds to 127.0.0.1 only "
                         "(for several hosts use cluster=tf_config or cluster=slurm)")
-    workers = [f"worker-{i}" for i in range(n)]
-    ps = [f"ps-{i}" for i in range(int(cfg.ps))] if _layout(cfg) == "ps" else []
-    coordinator = ["chief"] if _layout(cfg) == "ps" else []
+    names, jobs = rec.task_names(cfg), rec.jobs(cfg)
     per_worker, visible_ids = split_gpus(cfg.gpus, visible, n)
-    count = len(coordinator) + n + len(ps)
-    ports = list(range(cfg.cluster.port, cfg.cluster.port + count)) if cfg.cluster.port \
-        else free_ports(count)
-    addrs = [f"127.0.0.1:{p}" for p in ports]
-    cluster = {}
-    if coordinator:
-        cluster["chief"] = addrs[:1]
-    cluster["worker"] = addrs[len(coordinator):len(coordinator) + n]
-    if ps:
-        cluster["ps"] = addrs[len(coordinator) + n:]
-    extra = {}
-    for name in coordinator + workers + ps:
-        env = {"DISTEXP_GPUS": "0", "CUDA_VISIBLE_DEVICES": ""}
-        if name.startswith("worker-") and per_worker:
-            i = int(name.split("-")[1])
-            env = {"DISTEXP_GPUS": str(per_worker),
-                   "CUDA_VISIBLE_DEVICES": ",".join(visible_ids[i * per_worker:(i + 1) * per_worker])}
+    ports = list(range(cfg.cluster.port, cfg.cluster.port + len(names))) if cfg.cluster.port \
+        else free_ports(len(names))
+    addrs = iter(f"127.0.0.1:{p}" for p in ports)
+    cluster = {job: [next(addrs) for _ in range(count)] for job, count in jobs.items()}
+    extra, gpus, i = {}, {}, 0
+    for name in names:
+        env, gpus[name] = {"CUDA_VISIBLE_DEVICES": ""}, 0
+        if name.rpartition("-")[0] in rec.replica_jobs and per_worker:  # the i-th replica worker
+            env = {"CUDA_VISIBLE_DEVICES": ",".join(visible_ids[i * per_worker:(i + 1) * per_worker])}
+            gpus[name] = per_worker
+            i += 1
         if visible == 0 and "CUDA_VISIBLE_DEVICES" not in os.environ:
             env.pop("CUDA_VISIBLE_DEVICES")  # CPU machine: leave the environment alone
         extra[name] = env
-    is_ps = _layout(cfg) == "ps"
-    return Plan(names=coordinator + workers + ps, replica_workers=n,
-                sync_workers=1 if is_ps else n, gpus_per_worker=per_worker,
-                extra_env=extra, servers=(workers + ps) if is_ps else [], job_dir=job_dir,
-                cluster=cluster, retry_ports=True)
+    return Plan(names=names, replica_workers=n, sync_workers=rec.sync_of(n),
+                gpus_per_worker=per_worker, task_gpus=gpus, extra_env=extra, servers=rec.servers(cfg),
+                job_dir=job_dir, cluster=cluster, retry_ports=True)
 
 
 def split_gpus(requested: Optional[int], visible: int, workers: int):
@@ -230,11 +220,11 @@ def _address(x) -> bool:
     return bool(host) and port.isdigit() and 0 < int(port) < 65536
 
 
-def _slurm_task(cfg: DictConfig, env):
+def _slurm_task(cfg: DictConfig, rec, env):
     """(task type, index, {job: count}) as SlurmClusterResolver assigns them: ranks in the
     alphabetical order of the job names (chief, ps, worker), whatever order `jobs` lists them."""
     rank, ntasks = slurm_step(env)
-    counts = slurm_jobs(cfg, ntasks, _layout(cfg))
+    counts = slurm_jobs(cfg, ntasks, rec)
     check_placement(env, rank)
     start = 0
     for kind in sorted(counts):
@@ -244,45 +234,32 @@ def _slurm_task(cfg: DictConfig, env):
     raise UserError(f"SLURM_PROCID: received {rank}; the step has {ntasks} tasks")
 
 
-def is_chief_task(layout: str, kind: str, index: int, counts: Dict[str, int]) -> bool:
-    """The task that logs: the chief, or worker 0 of a multiworker cluster without one."""
-    if kind == "chief":
-        return True
-    return layout == "multiworker" and kind == "worker" and index == 0 and "chief" not in counts
-
-
-def _layout(cfg: DictConfig) -> str:
-    """single / multiworker / ps: the strategy record's process layout (distexp.strategies)."""
+def _record(cfg: DictConfig):
+    """The strategy's record: it answers every layout question (distexp.strategies)."""
     from distexp.config.resolved import strategy_record
 
-    return strategy_record(cfg).layout
+    return strategy_record(cfg)
 
 
-def _external(cfg: DictConfig, job_dir: Path, gpus: int, kind: str, index: int,
+def _external(cfg: DictConfig, rec, job_dir: Path, gpus: int, kind: str, index: int,
               counts: Dict[str, int]) -> Plan:
-    strategy, layout = cfg.strategy.name, _layout(cfg)
-    if layout == "ps" and not {"chief", "worker", "ps"} <= set(counts):
-        raise UserError(f"strategy={strategy}: the cluster has {', '.join(counts)}; it needs chief "
-                        "(the coordinator), worker and ps jobs")
-    if layout == "multiworker" and "ps" in counts:
-        raise UserError(f"strategy={strategy}: the cluster has a ps job; use strategy=ps")
-    chief = is_chief_task(layout, kind, index, counts)
-    workers = counts.get("worker", 0) + (counts.get("chief", 0) if layout == "multiworker" else 0)
-    return Plan(names=["chief" if kind == "chief" else f"{kind}-{index}"], replica_workers=workers,
-                sync_workers=1 if layout == "ps" else workers, gpus_per_worker=gpus,
-                logs_to_mlflow=chief, job_dir=job_dir, task=f"{kind}:{index}")
+    rec.check_cluster(counts)
+    workers = rec.workers_in(counts)
+    return Plan(names=[task_name(kind, index)], replica_workers=workers,
+                sync_workers=rec.sync_of(workers), gpus_per_worker=gpus,
+                logs_to_mlflow=rec.is_chief_task(kind, index, counts), job_dir=job_dir,
+                task=f"{kind}:{index}")
 
 
-def _watch(cfg: DictConfig, p: Plan, addrs: Dict[str, str]) -> Plan:
-    """The tasks' hosts; ps on an external cluster: server tasks stop when the coordinator is gone
-    (ChiefWatch); the coordinator fails when a server it saw is gone (ServerWatch)."""
+def _watch(rec, p: Plan, addrs: Dict[str, str]) -> Plan:
+    """The tasks' hosts; a strategy with server tasks on an external cluster: they stop when the
+    coordinator is gone (ChiefWatch); the coordinator fails when a server it saw is gone
+    (ServerWatch)."""
     p.hosts = {name: a.rpartition(":")[0] for name, a in addrs.items()}
-    if _layout(cfg) != "ps":
+    if not rec.server_roles:
         return p
     if p.names[0] == "chief":
         p.until = ServerWatch({n: a for n, a in addrs.items() if n != "chief"})
     else:
         p.until = ChiefWatch(addrs["chief"])
     return p
-
-

@@ -1,5 +1,5 @@
 """Slurm's step variables, read as TensorFlow's SlurmClusterResolver reads them: ranks, task counts,
-hosts, ports. A leaf: the caller passes the strategy record's process layout."""
+hosts, ports. A leaf: the caller passes the strategy's record, which knows its cluster's jobs."""
 from __future__ import annotations
 
 import subprocess
@@ -47,33 +47,25 @@ def slurm_step(env):
         raise UserError(f"SLURM_PROCID / SLURM_STEP_NUM_TASKS: received {env['SLURM_PROCID']!r} / "
                         f"{env['SLURM_STEP_NUM_TASKS']!r}; expected integers") from None
 
-def slurm_tasks(cfg, layout: str) -> int:
-    """Slurm tasks a cluster=slurm job needs: one per worker (+ ps + 1 coordinator for ps)."""
-    if layout == "ps":
-        return 1 + int(cfg.workers) + int(cfg.ps)
-    return int(cfg.workers)
-
-def slurm_jobs(cfg: DictConfig, ntasks: int, layout: str) -> Dict[str, int]:
-    """The `jobs` argument of SlurmClusterResolver for this strategy; `workers` (and `ps`) must
-    match the tasks Slurm started, never silently train another cluster than asked."""
-    need = slurm_tasks(cfg, layout)
+def slurm_jobs(cfg: DictConfig, ntasks: int, record) -> Dict[str, int]:
+    """The `jobs` argument of SlurmClusterResolver for this strategy (its record's cluster);
+    `workers` (and `ps`) must match the tasks Slurm started, never silently train another cluster
+    than asked."""
+    jobs, need = record.jobs(cfg), record.tasks(cfg)
     if ntasks != need:
-        what = (f"workers={cfg.workers} ps={cfg.ps} (1 coordinator + {cfg.workers} workers + "
-                f"{cfg.ps} ps)" if layout == "ps" else f"workers={cfg.workers}")
-        if layout != "ps":
-            fix = f"workers={ntasks}"
-        elif ntasks - 1 - int(cfg.ps) >= 1:
-            fix = f"workers={ntasks - 1 - int(cfg.ps)}"
-        else:
-            fix = "ps=1 with at least 3 tasks"
+        keys = record.count_keys()
+        what = " ".join(f"{k}={cfg[k]}" for k in keys)
+        if len(jobs) > 1:
+            what += f" ({' + '.join(f'{n} {j}' for j, n in jobs.items())})"
+        others = need - int(cfg.workers)  # tasks that do not follow `workers`
+        fix = (f"workers={ntasks - others}" if ntasks - others >= 1 else
+               f"{' '.join(f'{k}=1' for k in keys)} with at least {len(jobs)} tasks")
         raise UserError(f"workers: received {what}, which needs {need} Slurm tasks; this step has "
                         f"{ntasks} (SLURM_STEP_NUM_TASKS). Set {fix}, or start {need} tasks "
                         f"(srun -n{need}; hydra/launcher=slurm follows workers by itself)")
-    if layout != "ps":
-        return {"worker": ntasks}
-    return {"chief": 1, "worker": int(cfg.workers), "ps": int(cfg.ps)}
+    return jobs
 
-def slurm_addresses(cfg: DictConfig, env, layout: str) -> Dict[str, str]:
+def slurm_addresses(cfg: DictConfig, env, record) -> Dict[str, str]:
     """Task name -> address, as SlurmClusterResolver.cluster_spec() computes them: hosts sorted,
     task k on a host at port_base + k, ranks over the job names in alphabetical order."""
     hosts = slurm_hosts(env["SLURM_STEP_NODELIST"])
@@ -83,7 +75,7 @@ def slurm_addresses(cfg: DictConfig, env, layout: str) -> Dict[str, str]:
         per_host += [int(n)] * int(times.rstrip(")") or 1)
     base = slurm_port_base(cfg, env)
     addrs = [f"{h}:{base + k}" for h, n in sorted(zip(hosts, per_host)) for k in range(n)]
-    jobs = slurm_jobs(cfg, len(addrs), layout)
+    jobs = slurm_jobs(cfg, len(addrs), record)
     names = [("chief" if kind == "chief" else f"{kind}-{i}") for kind in sorted(jobs)
              for i in range(jobs[kind])]
     return dict(zip(names, addrs))

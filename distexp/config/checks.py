@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from distexp.config.schema import CLUSTERS, COMMUNICATIONS, CROSS_DEVICE_OPS, LOOPS, MODELS, OPTIMIZERS, PERF_OBJECTIVES, PRECISIONS, PREPROCESSING, TOKENS, StrategyConfig
 from distexp.errors import UserError
-from distexp.config.resolved import _multirun, global_batch, replicas_per_worker, strategy_record, sync_workers, visible_gpus
+from distexp.config.resolved import _multirun, resolve, strategy_record, visible_gpus
 
 
 def _choice(key: str, value: Any, valid) -> None:
@@ -59,9 +59,26 @@ def _unknown_keys(node: DictConfig, prefix: str = "") -> None:
 
 
 def validate(cfg: DictConfig) -> None:
-    """Raise UserError for values the schema's types accept but that make no sense."""
+    """Raise UserError for values the schema's types accept but that make no sense (the first
+    one found, in this order)."""
     _unknown_keys(cfg)
     rec = strategy_record(cfg)
+    _validate_ranges(cfg)
+    _validate_knobs(cfg, rec)
+    _validate_dataset(cfg)
+    _validate_task(cfg)
+    _validate_repeats(cfg)
+    _validate_strategy(cfg, rec)
+    replicas = resolve(cfg)["sync_replicas"]
+    if cfg.global_batch_size is not None and cfg.global_batch_size % replicas:
+        raise UserError(
+            f"global_batch_size: received {cfg.global_batch_size}; it must divide evenly over "
+            f"{replicas} replicas (try {max(replicas, cfg.global_batch_size // replicas * replicas)})")
+    validate_limits(cfg)
+
+
+def _validate_ranges(cfg: DictConfig) -> None:
+    """Names from a fixed list, and numbers in their range."""
     _choice("model", cfg.model.name, MODELS)
     _choice("loop", cfg.loop.name, LOOPS)
     _choice("cluster", cfg.cluster.name, CLUSTERS)
@@ -86,6 +103,10 @@ def validate(cfg: DictConfig) -> None:
     if cfg.target_accuracy is not None and not 0 < cfg.target_accuracy <= 1:
         raise UserError(f"target_accuracy: received {cfg.target_accuracy}; expected 0 < x <= 1 "
                         "or null")
+
+
+def _validate_knobs(cfg: DictConfig, rec) -> None:
+    """Knobs that rule each other out (XLA, on-device data, resume, checkpoints, factories)."""
     if (cfg.jit_compile and rec.cpu_replicas and cfg.cpu_replicas > 1
             and (cfg.gpus == 0 or visible_gpus() == 0)):
         raise UserError(f"jit_compile: received true with cpu_replicas={cfg.cpu_replicas}; XLA "
@@ -108,6 +129,9 @@ def validate(cfg: DictConfig) -> None:
                                        not cfg.model.factory):
         raise UserError("model.factory: received null; model=custom needs "
                         "model.factory=package.module:function")
+
+
+def _validate_dataset(cfg: DictConfig) -> None:
     ds = cfg.dataset
     if ds.name == "synthetic":
         if len(ds.shape) not in (1, 3) or any(d < 1 for d in ds.shape):
@@ -127,7 +151,10 @@ def validate(cfg: DictConfig) -> None:
         if ds.image_size is not None and (len(ds.image_size) != 2 or min(ds.image_size) < 1):
             raise UserError(f"dataset.image_size: received {list(ds.image_size)}; expected [h, w] "
                             "with sizes >= 1, or null")
-    _validate_task(cfg)
+
+
+def _validate_repeats(cfg: DictConfig) -> None:
+    ds = cfg.dataset
     _at_least("repeats", cfg.repeats, 1)
     if cfg.repeats > 1 and not _multirun():
         raise UserError(f"repeats: received {cfg.repeats} for a single run; repeats are runs of "
@@ -137,15 +164,6 @@ def validate(cfg: DictConfig) -> None:
                         f"{cfg.repeats}); the sweeper sets it, set repeats=N instead")
     if not 0 < ds.test_fraction < 1:
         raise UserError(f"dataset.test_fraction: received {ds.test_fraction}; expected 0 < x < 1")
-
-    _validate_strategy(cfg, rec)
-
-    replicas = replicas_per_worker(cfg) * sync_workers(cfg)
-    if cfg.global_batch_size is not None and cfg.global_batch_size % replicas:
-        raise UserError(
-            f"global_batch_size: received {cfg.global_batch_size}; it must divide evenly over "
-            f"{replicas} replicas (try {max(replicas, cfg.global_batch_size // replicas * replicas)})")
-    validate_limits(cfg)
 
 
 def _validate_strategy(cfg: DictConfig, rec) -> None:
@@ -171,6 +189,7 @@ def _validate_strategy(cfg: DictConfig, rec) -> None:
                             f"applies to strategy={' or '.join(users)} only: leave it at "
                             f"{'null' if default is None else default}")
     rec.check(cfg)
+    rec.check_devices(cfg, cfg.gpus if cfg.gpus is not None else visible_gpus())
 
 
 def _strategy_names():
@@ -226,10 +245,8 @@ def _validate_task(cfg: DictConfig) -> None:
 
 
 def validate_devices(cfg: DictConfig, gpus: int) -> None:
-    """Checks that need the resolved GPU count (still before TensorFlow)."""
-    if cfg.strategy.cross_device_ops == "nccl" and gpus == 0:
-        raise UserError("strategy.cross_device_ops: received 'nccl'; NCCL needs GPUs and this job "
-                        "trains on CPU: use hierarchical_copy or reduction_to_one_device")
+    """Checks that need the resolved GPU count (still before TensorFlow): the record's."""
+    strategy_record(cfg).check_devices(cfg, gpus)
 
 
 SEED_MAX = 2 ** 32 - 1  # keras.utils.set_random_seed seeds NumPy: np.random.seed takes 0..2**32-1
@@ -280,12 +297,7 @@ def local_processes(cfg: DictConfig) -> int:
     """Training processes a job starts on this machine (cluster=local), or 1 (one per task)."""
     if cfg.cluster.name != "local":
         return 1
-    layout = strategy_record(cfg).layout
-    if layout == "multiworker":
-        return cfg.workers
-    if layout == "ps":
-        return 1 + cfg.workers + cfg.ps
-    return 1
+    return strategy_record(cfg).tasks(cfg)
 
 
 def machine() -> tuple:
@@ -313,7 +325,7 @@ def _check_machine(cfg: DictConfig, processes: int) -> None:
                             "per core; more only slow the start-up and the all-reduce)")
     if processes <= 1:
         return
-    key = "ps" if strategy_record(cfg).layout == "ps" and cfg.ps > cfg.workers else "workers"
+    key = max(strategy_record(cfg).count_keys(), key=lambda k: cfg[k])  # the largest: a tie -> workers
     need_mb = processes * TRAINER_MB
     said = (f"cluster=local would start {processes} TensorFlow processes (~{TRAINER_MB} MB each, "
             f"~{need_mb} MB in all) on this machine's {cores} core(s)"
@@ -339,10 +351,10 @@ def _check_data_size(cfg: DictConfig) -> None:
         key = "global_batch_size" if cfg.global_batch_size is not None else "batch_size_per_replica"
     else:
         return
-    sharded = strategy_record(cfg).dispatch == "ps"
+    sharded = strategy_record(cfg).coordinated
     if sharded:
         n //= cfg.workers  # each ps worker reads its own shard
-    batch = global_batch(cfg, replicas_per_worker(cfg) * sync_workers(cfg))
+    batch = resolve(cfg)["global_batch"]
     if n < batch:
         what = f"{n} training examples" + (" per ps worker" if sharded else "")
         raise UserError(f"{key}: received {cfg[key] if '.' not in key else ds.size}; dataset="
@@ -356,7 +368,7 @@ def _check_checkpoint_dir(cfg: DictConfig) -> None:
     """The chief's checkpoint.dir must be creatable and writable (a probe directory is made in it and removed)."""
     saves = cfg.loop.name == "custom" and cfg.checkpoint.every_steps != 0
     # the chief's job process runs here: a local cluster, or a strategy of one process
-    chief_here = cfg.cluster.name == "local" or strategy_record(cfg).layout == "single"
+    chief_here = cfg.cluster.name == "local" or not strategy_record(cfg).cluster_jobs
     if not saves or not chief_here:
         return
     path = os.path.abspath(str(cfg.checkpoint.dir))

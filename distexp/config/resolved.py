@@ -1,5 +1,11 @@
 """Facts derived from a composed config before TensorFlow starts: the strategy's record, workers,
-replicas, the global batch, the job's objective. They ask the strategy's record and the task."""
+replicas, the global batch, the job's objective. They ask the strategy's record and the task.
+
+`resolve` is the one place they are computed together. The job process calls it once (with the
+cluster plan) and writes the result into the job's config.yaml as its `resolved:` node (typed by
+distexp.config.schema.ResolvedConfig); every training process reads them from there
+(`facts_of`), so no fact travels through an environment variable and `train(cfg)` called
+in-process with a resolved config trains what the CLI would."""
 from __future__ import annotations
 
 import os
@@ -13,7 +19,7 @@ from distexp.errors import UserError
 
 def strategy_record(cfg: DictConfig):
     """The strategy's record (distexp.strategies: layout, loops, knobs, devices, builder)."""
-    return strategies.get(cfg.strategy.name)
+    return strategies.of(cfg)
 
 def objective_name(cfg: DictConfig) -> Optional[str]:
     """The figure a job returns: `objective`, else the task's (None for a user's task: the
@@ -76,3 +82,48 @@ def global_batch(cfg: DictConfig, replicas: int) -> int:
     if cfg.global_batch_size is not None:
         return int(cfg.global_batch_size)
     return int(cfg.batch_size_per_replica) * replicas
+
+
+def resolve(cfg: DictConfig, gpus: Optional[int] = None, plan=None, *, job_dir=None,
+            job_start: Optional[float] = None) -> dict:
+    """The job's facts (the `resolved:` node), computed once.
+
+    `gpus`: what `gpus` resolved to on this machine (check_gpus; default: `gpus`, else the visible
+    GPUs). `plan` (distexp.cluster.plan.Plan): the processes the job starts; without it the
+    strategy's record answers for a local cluster (the checks, parity)."""
+    rec = strategy_record(cfg)
+    if gpus is None:
+        gpus = cfg.gpus if cfg.gpus is not None else visible_gpus()
+    if plan is None:
+        workers, sync, per_gpus, task_gpus = rec.num_workers(cfg), rec.sync_workers(cfg), gpus, {}
+    else:
+        workers, sync = plan.replica_workers, plan.sync_workers
+        per_gpus, task_gpus = plan.gpus_per_worker, dict(plan.task_gpus)
+    per = rec.replicas_per_worker(cfg, per_gpus)
+    return {"gpus": per_gpus, "task_gpus": task_gpus, "replicas_per_worker": per,
+            "workers": workers, "sync_workers": sync, "replicas": per * workers,
+            "sync_replicas": per * sync, "global_batch": global_batch(cfg, per * sync),
+            "objective": objective_name(cfg), "job_dir": None if job_dir is None else str(job_dir),
+            "job_start": job_start}
+
+
+def attach(cfg: DictConfig, facts: dict) -> DictConfig:
+    """Set `cfg.resolved` to `facts` (what `resolve` returned), typed; returns `cfg`."""
+    from distexp.config.schema import ResolvedConfig
+
+    cfg.resolved = ResolvedConfig(**facts)
+    return cfg
+
+
+def facts_of(cfg: DictConfig):
+    """The `resolved:` node of a job's config, typed (distexp.config.schema.ResolvedConfig)."""
+    from omegaconf import OmegaConf
+
+    from distexp.config.schema import ResolvedConfig
+
+    node = cfg.get("resolved") if hasattr(cfg, "get") else None
+    if node is None:
+        raise ValueError("the config has no `resolved:` node: train a config the job process "
+                         "wrote (python -m distexp), or add one: "
+                         "resolved.attach(cfg, resolved.resolve(cfg, job_dir=...))")
+    return OmegaConf.merge(OmegaConf.structured(ResolvedConfig), node)

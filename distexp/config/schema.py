@@ -42,6 +42,9 @@ class StrategyConfig:
     # cores (replicas; checked against the TPU's own count).
     tpu: Optional[str] = None
     tpu_cores: int = 8
+    # A strategy defined outside distexp: the module that registers its record
+    # (distexp.strategies.register), imported before `name` is looked up. null for the built-ins.
+    record: Optional[str] = None
 
 
 @dataclass
@@ -167,6 +170,25 @@ class SweepConfig:
 
 
 @dataclass
+class ResolvedConfig:
+    """What the job process computed once (distexp.config.resolved.resolve) and wrote into the
+    job's config.yaml; the training processes read it from there. Not a setting: leave it unset."""
+    gpus: int = 0                  # GPUs per replica-holding worker
+    # GPUs of each local process by task name where they differ from `gpus` (a ps coordinator
+    # and the ps servers: 0); CUDA_VISIBLE_DEVICES says which.
+    task_gpus: Dict[str, int] = field(default_factory=dict)
+    replicas_per_worker: int = 1
+    workers: int = 1               # processes that hold replicas (num_workers)
+    sync_workers: int = 1          # workers whose replicas share one global batch
+    replicas: int = 1              # replicas computing at once (num_replicas)
+    sync_replicas: int = 1         # replicas sharing one global batch (TF's num_replicas_in_sync)
+    global_batch: int = 0
+    objective: Optional[str] = None
+    job_dir: Optional[str] = None
+    job_start: Optional[float] = None  # unix time the job process started (time to first step)
+
+
+@dataclass
 class Config:
     strategy: StrategyConfig = MISSING
     model: ModelConfig = MISSING
@@ -220,6 +242,8 @@ class Config:
     # Which of those runs this is (set by the sweeper: 0..repeats-1); tag distexp.repeat.
     repeat: int = 0
     sweep: SweepConfig = field(default_factory=SweepConfig)
+    # Written by the job process (distexp.config.resolved), read by the trainers; null here.
+    resolved: Optional[ResolvedConfig] = None
 
 
 def _cwd() -> str:
@@ -264,7 +288,9 @@ def flatten(cfg: DictConfig) -> dict:
         else:
             out[prefix] = "null" if node is None else str(node)
 
-    walk("", OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
+    tree = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    tree.pop("resolved", None)  # the job logs those facts under their own names (num_replicas...)
+    walk("", tree)
     return out
 
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Callable, List, Mapping, Optional, Sequence
 
+from distexp import errors
+
 KILL_GRACE_S = 3.0
 POLL_S = 0.1
 
@@ -134,12 +136,7 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
     Ctrl-C / SIGTERM; in every case all processes are gone when this returns or raises.
     """
     interrupted = threading.Event()
-
-    def on_term(signum, frame):  # SIGTERM to the job process: treat like Ctrl-C
-        interrupted.set()
-        raise KeyboardInterrupt
-
-    old_term = signal.signal(signal.SIGTERM, on_term) if _main_thread() else None
+    old_term = errors.interrupt_on_sigterm(before=interrupted.set)  # SIGTERM: as Ctrl-C
     pumps: List[threading.Thread] = []
     logs: List[IO[bytes]] = []
     tails = {}
@@ -194,12 +191,7 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
         _finish_pumps(pumps)
         for log in logs:
             log.close()
-        if old_term is not None:
-            signal.signal(signal.SIGTERM, old_term)
-
-
-def _main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
+        errors.restore_sigterm(old_term)
 
 
 def _finish_pumps(pumps: Sequence[threading.Thread]) -> None:

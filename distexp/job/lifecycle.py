@@ -33,7 +33,7 @@ from distexp.sweeps import callback as sweep
 from distexp.config import resolved
 
 # Training finished but MLflow stopped answering: what it missed is in the job's offline file.
-TRACKING_LOST_EXIT = 3
+TRACKING_LOST_EXIT = errors.TRACKING_LOST
 
 
 class JobError(Exception):
@@ -89,12 +89,12 @@ def exit_code(out: Outcome) -> int:
     """The one place an outcome becomes an exit code: 0 success, 1 failed job, 2 bad input,
     3 trained but MLflow stopped answering, 130 interrupted."""
     if out.status == "KILLED":
-        return 130
+        return errors.INTERRUPTED
     if out.user_error:
-        return 2
+        return errors.BAD_INPUT
     if out.status == "FAILED":
-        return 1
-    return TRACKING_LOST_EXIT if out.lost else 0
+        return errors.FAILED
+    return errors.TRACKING_LOST if out.lost else errors.OK
 
 
 # --- prepare: everything that can be checked or written before a training process starts -------
@@ -125,12 +125,12 @@ def prepare(cfg: DictConfig) -> Job:
     job_dir = Path(hc.runtime.output_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
     plan = cluster.plan(cfg, job_dir, gpus)  # raises UserError for a bad cluster setting
-    per_worker = resolved.replicas_per_worker(cfg, plan.gpus_per_worker)
-    replicas = per_worker * plan.replica_workers
-    batch = resolved.global_batch(cfg, per_worker * plan.sync_workers)
+    # The job's facts, computed once; the trainers read them from config.yaml's `resolved:`.
+    facts = resolved.resolve(cfg, gpus, plan, job_dir=job_dir, job_start=t_start)
     # What is stored and logged carries no credentials (trainers get the real URI by env).
     stored = OmegaConf.to_container(cfg, resolve=True)
     stored["tracking"]["uri"] = tracking.redact(cfg.tracking.uri)
+    stored["resolved"] = facts
     config_path = job_dir / "config.yaml"
     OmegaConf.save(OmegaConf.create(stored), config_path)
     overrides = [tracking.redact_text(o) for o in hc.overrides.task]
@@ -145,43 +145,49 @@ def prepare(cfg: DictConfig) -> Job:
         # instead of its peers waiting for a chief that stopped (tests/test_slurm_nodes.py)
         tracking.probe(cfg.tracking.uri)
     if cfg.tracking.enabled and plan.logs_to_mlflow:
-        tags = {"distexp.job_dir": str(job_dir), "distexp.overrides": " ".join(overrides),
-                "distexp.host": socket.gethostname()}
-        if plan.hosts:  # where each task of an external cluster runs (srun, TF_CONFIG)
-            tags["distexp.task_hosts"] = ", ".join(f"{n}={h}" for n, h in plan.hosts.items())
-        if plan.cluster_id:  # the other nodes' first tasks find the run by it (node_metrics)
-            tags[CLUSTER_ID] = plan.cluster_id
-        if multirun:
-            tags.update(sweep.child_tags(str(hc.sweep.dir), cfg.tracking.uri,
-                                         cfg.tracking.experiment, int(hc.job.num)))
-        if cfg.resume:  # the chief trainer adds distexp.resumed_from_step once it has looked
-            tags["distexp.resume"] = "requested"
-        params = C.flatten(cfg)
-        params.update({"num_workers": plan.replica_workers, "global_batch_size": batch,
-                       "num_replicas": replicas})
-        if "tracking.uri" in params:
-            params["tracking.uri"] = tracking.redact(params["tracking.uri"])
-        name = tracking.run_name(cfg.strategy.name, cfg.model.name, cfg.dataset.name, replicas,
-                                 in_sweep=multirun)
-
-        def create_run():  # in a thread, while the trainer imports TensorFlow (tracking.Forwarder)
-            return tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment, name, tags, params)
-
-        def announce(run):
-            print(f"MLflow run {run.run_id} ({tracking.redact(cfg.tracking.uri)}, experiment "
-                  f"{cfg.tracking.experiment!r})", flush=True)
-
-        interval = cfg.tracking.system_metrics_interval if cfg.tracking.system_metrics else None
-        # several hosts: the chief's system metrics are system/<its host>/... (MLflow's node_id)
-        node = socket.gethostname() if plan.several_hosts() else None
-        forwarder = tracking.Forwarder(create_run, job_dir, on_ready=announce,
-                                       system_metrics_interval=interval, system_metrics_node=node)
-    env = {"DISTEXP_JOB_START": repr(t_start), "DISTEXP_GPUS": str(gpus),
-           "DISTEXP_NUM_WORKERS": str(plan.replica_workers),
-           "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+        forwarder = _forwarder(cfg, facts, plan, job_dir, overrides, multirun, hc)
+    env = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
     return Job(cfg=cfg, job_dir=job_dir, plan=plan, env=env, config_path=config_path,
                overrides_path=overrides_path, forwarder=forwarder, multirun=multirun,
                t_start=t_start)
+
+
+def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: List[str],
+               multirun: bool, hc) -> "tracking.Forwarder":
+    """The job's MLflow run, created in a thread while the trainer starts (tracking.Forwarder):
+    its name, tags and params (the flattened config and the resolved facts)."""
+    tracking.probe(cfg.tracking.uri)  # milliseconds: a store/server that is plainly not there
+    tags = {"distexp.job_dir": str(job_dir), "distexp.overrides": " ".join(overrides),
+            "distexp.host": socket.gethostname()}
+    if plan.hosts:  # where each task of an external cluster runs (srun, TF_CONFIG)
+        tags["distexp.task_hosts"] = ", ".join(f"{n}={h}" for n, h in plan.hosts.items())
+    if plan.cluster_id:  # the other nodes' first tasks find the run by it (node_metrics)
+        tags[CLUSTER_ID] = plan.cluster_id
+    if multirun:
+        tags.update(sweep.child_tags(str(hc.sweep.dir), cfg.tracking.uri,
+                                     cfg.tracking.experiment, int(hc.job.num)))
+    if cfg.resume:  # the chief trainer adds distexp.resumed_from_step once it has looked
+        tags["distexp.resume"] = "requested"
+    params = C.flatten(cfg)
+    params.update({"num_workers": facts["workers"], "global_batch_size": facts["global_batch"],
+                   "num_replicas": facts["replicas"]})
+    if "tracking.uri" in params:
+        params["tracking.uri"] = tracking.redact(params["tracking.uri"])
+    name = tracking.run_name(cfg.strategy.name, cfg.model.name, cfg.dataset.name,
+                             facts["replicas"], in_sweep=multirun)
+
+    def create_run():  # in a thread, while the trainer imports TensorFlow (tracking.Forwarder)
+        return tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment, name, tags, params)
+
+    def announce(run):
+        print(f"MLflow run {run.run_id} ({tracking.redact(cfg.tracking.uri)}, experiment "
+              f"{cfg.tracking.experiment!r})", flush=True)
+
+    interval = cfg.tracking.system_metrics_interval if cfg.tracking.system_metrics else None
+    # several hosts: the chief's system metrics are system/<its host>/... (MLflow's node_id)
+    node = socket.gethostname() if plan.several_hosts() else None
+    return tracking.Forwarder(create_run, job_dir, on_ready=announce,
+                              system_metrics_interval=interval, system_metrics_node=node)
 
 
 # --- execute: the training processes and the run, whatever happens to them ---------------------
@@ -212,7 +218,7 @@ def execute(job: Job) -> Outcome:
         if out.error.startswith("timeout:"):  # the limit is the whole job's, across port retries
             out.error = f"timeout: the job ran longer than {job.cfg.timeout:g} s and was stopped"
         chief = attempts[-1][0]
-        user = errors.read_user_error(job.job_dir, chief.name) if chief.returncode == 2 else None
+        user = errors.read_user_error(job.job_dir, chief.name) if chief.returncode == errors.BAD_INPUT else None
         if user:  # the trainer's own one-line user error
             out.error, out.user_error = user, True
     finally:
@@ -274,7 +280,7 @@ def conclude(job: Job, out: Outcome) -> Optional[float]:
               f"{lost['artifacts']} artifacts and the run's final status are kept in {lost['path']}; "
               f"when the server is back: {tracking.import_command(job.job_dir, cfg.tracking.uri)}",
               file=sys.stderr, flush=True)
-        if code in (TRACKING_LOST_EXIT, 2):  # that line says it all
+        if code in (errors.TRACKING_LOST, errors.BAD_INPUT):  # that line says it all
             sys.exit(code)
     if code == 0:
         if not job.multirun:  # a sweep prints its own ending (distexp.sweeps.callback.finish)
@@ -284,8 +290,8 @@ def conclude(job: Job, out: Outcome) -> Optional[float]:
             if job.forwarder is not None:
                 print(f"Browse it: {ui.command(cfg.tracking.uri)}", flush=True)
         return out.result.get(resolved.objective_name(cfg) or out.result.get("objective", ""))
-    line = out.error if code == 2 else f"{out.error} (logs: {', '.join(map(str, out.logs))})"
+    line = out.error if code == errors.BAD_INPUT else f"{out.error} (logs: {', '.join(map(str, out.logs))})"
     print(f"distexp: error: {line}", file=sys.stderr, flush=True)
-    if job.multirun and code in (1, 2):
+    if job.multirun and code in (errors.FAILED, errors.BAD_INPUT):
         raise JobError(line, code)
     sys.exit(code)

@@ -7,6 +7,8 @@ servers), replicas per worker, sync or async, which loops it supports and why no
 it refuses and why, which `strategy.*` options apply, its device rule, its checks before
 TensorFlow starts, its cluster resolver and its builder. Nothing else in distexp compares
 strategy names as strings: adding a strategy is its record and its `conf/strategy/<name>.yaml`.
+A strategy of your own lives outside distexp: its yaml names the module that registers its
+record (`record: my_pkg.my_strategy`), imported before the name is looked up (`of`).
 
 Importing this package does not import TensorFlow (the job process validates with it); builders
 import it when called. The order that matters stays visible in distexp.train.trainer: the cluster
@@ -15,6 +17,7 @@ optimizer inside ``strategy.scope()``.
 """
 from __future__ import annotations
 
+import importlib
 from typing import List, Tuple
 
 from omegaconf import DictConfig
@@ -31,6 +34,20 @@ def get(name: str) -> Record:
             from None
 
 
+def of(cfg: DictConfig) -> Record:
+    """The record of `cfg`'s strategy; `strategy.record` (a module path) is imported first, so a
+    strategy defined outside distexp registers itself."""
+    module = cfg.strategy.get("record")
+    if module and cfg.strategy.name not in REGISTRY:
+        try:
+            importlib.import_module(str(module))
+        except ImportError as ex:
+            raise UserError(f"strategy.record: received {module!r}, which cannot be imported "
+                            f"({ex}); valid: an importable module that registers a Record "
+                            "(distexp.strategies.register)") from None
+    return get(cfg.strategy.name)
+
+
 def names() -> Tuple[str, ...]:
     """In the contract's order (one_device, mirrored, central, multiworker, ps, ...)."""
     return tuple(REGISTRY)
@@ -38,12 +55,12 @@ def names() -> Tuple[str, ...]:
 
 def build(cfg: DictConfig, devices: List[str], resolver=None):
     with grpc_errors(resolver):
-        return get(cfg.strategy.name).build(cfg, devices, resolver=resolver)
+        return of(cfg).build(cfg, devices, resolver=resolver)
 
 
 def cluster_resolver(cfg: DictConfig, gpus: int):
     """The strategy's cluster resolver (None for one-process strategies)."""
-    return get(cfg.strategy.name).resolver(cfg, gpus)
+    return of(cfg).resolver(cfg, gpus)
 
 
 class PortInUse(Exception):

@@ -3,8 +3,7 @@ CPU devices; synchronous all-reduce (`strategy.cross_device_ops`: TensorFlow's d
 GPUs, hierarchical_copy, reduction_to_one_device). Keras fit and the custom loop both work."""
 from __future__ import annotations
 
-from distexp.errors import UserError
-from distexp.strategies.record import Record, register
+from distexp.strategies.record import Record, needs_gpus, register
 
 
 def cross_device_ops(cfg, devices):
@@ -13,10 +12,7 @@ def cross_device_ops(cfg, devices):
     name = cfg.strategy.cross_device_ops
     if name is None:
         return None
-    if name == "nccl":
-        if not all(d.startswith("/gpu") for d in devices):
-            raise UserError("strategy.cross_device_ops: received 'nccl'; NCCL needs GPUs and this "
-                            "job trains on CPU: use hierarchical_copy or reduction_to_one_device")
+    if name == "nccl":  # GPUs only: checked in the job process (Mirrored.check_devices)
         return tf.distribute.NcclAllReduce()
     if name == "hierarchical_copy":
         return tf.distribute.HierarchicalCopyAllReduce()
@@ -28,6 +24,11 @@ class Mirrored(Record):
     name = "mirrored"
     cpu_replicas = True
     options = ("cross_device_ops",)
+
+    def check_devices(self, cfg, gpus):
+        if cfg.strategy.cross_device_ops == "nccl":
+            needs_gpus("strategy.cross_device_ops", "nccl", gpus,
+                       "hierarchical_copy or reduction_to_one_device")
 
     def build(self, cfg, devices, resolver=None):
         import tensorflow as tf

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import os
 
-from distexp.errors import UserError
-from distexp.strategies.record import Record, register
+from distexp.strategies.record import Record, needs_gpus, register
 
 
-def tf_cluster_resolver(cfg, gpus: int, layout: str):
+def tf_cluster_resolver(record, cfg, gpus: int):
     """TF_CONFIG's resolver, or SlurmClusterResolver inside `srun` (cluster=slurm)."""
     import tensorflow as tf
 
@@ -20,7 +19,7 @@ def tf_cluster_resolver(cfg, gpus: int, layout: str):
         from distexp.cluster.slurm_env import slurm_jobs, slurm_port_base, slurm_step
 
         _, ntasks = slurm_step(os.environ)
-        kw = dict(jobs=slurm_jobs(cfg, ntasks, layout), port_base=slurm_port_base(cfg, os.environ))
+        kw = dict(jobs=slurm_jobs(cfg, ntasks, record), port_base=slurm_port_base(cfg, os.environ))
         if gpus == 0:
             # The resolver hands out one GPU range per task and finds none on a CPU node (nor
             # nvidia-smi): give it one pretend GPU per task and tell it not to set
@@ -64,28 +63,26 @@ def coordination_service(resolver) -> None:
 @register
 class MultiWorker(Record):
     name = "multiworker"
-    layout = "multiworker"
+    cluster_jobs = (("worker", "workers"),)
+    replica_jobs = ("chief", "worker")  # on an external cluster a chief trains as worker 0 does
+    optional_jobs = ("chief",)
+    lockstep = True
     options = ("communication",)
     loops = {"custom": None,
              "fit": "Keras 3 fit cannot train it across worker processes (keras-team/keras#20585)"}
 
-    def check(self, cfg):
-        if cfg.strategy.communication == "nccl" and cfg.gpus == 0:
-            raise UserError("strategy.communication: received 'nccl'; NCCL needs GPUs and this job "
-                            "trains on CPU: use auto or ring")
+    def check_devices(self, cfg, gpus):
+        if cfg.strategy.communication == "nccl":
+            needs_gpus("strategy.communication", "nccl", gpus, "auto or ring")
 
     def resolver(self, cfg, gpus):
-        return tf_cluster_resolver(cfg, gpus, self.layout)
+        return tf_cluster_resolver(self, cfg, gpus)
 
     def build(self, cfg, devices, resolver=None):
         import tensorflow as tf
 
         impl = tf.distribute.experimental.CommunicationImplementation[
-            cfg.strategy.communication.upper()]
-        if impl == tf.distribute.experimental.CommunicationImplementation.NCCL and \
-                not all(d.startswith("/gpu") for d in devices):
-            raise UserError("strategy.communication: received 'nccl'; NCCL needs GPUs and this "
-                            "worker trains on CPU: use auto or ring")
+            cfg.strategy.communication.upper()]  # nccl: GPUs only (checked by check_devices)
         coordination_service(resolver)
         return tf.distribute.MultiWorkerMirroredStrategy(
             cluster_resolver=resolver,

@@ -13,10 +13,11 @@ from distexp.strategies.multiworker import tf_cluster_resolver
 @register
 class ParameterServer(Record):
     name = "ps"
-    layout = "ps"
-    synchronous = False
-    dispatch = "ps"
+    # a coordinator (the chief: schedules, evaluates, logs) + worker and ps servers
+    cluster_jobs = (("chief", None), ("worker", "workers"), ("ps", "ps"))
     server_roles = ("worker", "ps")
+    synchronous = False
+    coordinated = True
     loops = {"custom": None,
              "fit": "Keras 3 fit cannot train it (no ps support: keras-team/keras#18624)"}
     refuses = {
@@ -31,7 +32,7 @@ class ParameterServer(Record):
             raise UserError(f"ps: received {cfg.ps}; strategy=ps needs at least 1 parameter server")
 
     def resolver(self, cfg, gpus):
-        return tf_cluster_resolver(cfg, gpus, self.layout)
+        return tf_cluster_resolver(self, cfg, gpus)
 
     def build(self, cfg, devices, resolver=None):
         import tensorflow as tf

@@ -1,17 +1,49 @@
-"""The strategy record: what distexp knows about one strategy (see distexp.strategies)."""
+"""The strategy record: what distexp knows about one strategy (see distexp.strategies).
+
+A record answers every layout question itself (which processes a job has, which of them train,
+serve or log, how many Slurm tasks it needs, whether an external cluster fits it); the cluster,
+job, sweep and train code ask it and never compare a strategy's name or layout as a string.
+"""
 from __future__ import annotations
 
 from typing import Dict, List, Mapping, Optional, Tuple, Type
 
 from omegaconf import DictConfig
 
+from distexp.errors import UserError
+
+
+def needs_gpus(key: str, value: str, gpus: int, instead: str) -> None:
+    """The one "NCCL needs GPUs" rule (mirrored's cross_device_ops, multiworker's communication)."""
+    if gpus == 0:
+        raise UserError(f"{key}: received {value!r}; NCCL needs GPUs and this job trains on CPU: "
+                        f"use {instead}")
+
+
+def task_name(job: str, index: int) -> str:
+    """A task's process name: `chief`, `worker-1`, `ps-0` (TF_CONFIG's job and index)."""
+    return "chief" if job == "chief" else f"{job}-{index}"
+
 
 class Record:
     name: str = ""
-    # "single": one training process; "multiworker": `workers` worker processes, worker-0 the
-    # chief; "ps": a coordinator (chief) + `workers` worker servers + `ps` parameter servers.
-    layout: str = "single"
+    # The TensorFlow cluster a job of this strategy starts, in TF_CONFIG's order: (job name, the
+    # config key giving its task count, or None for one task). Empty: one training process, no
+    # cluster. multiworker: (("worker", "workers"),); ps: chief + workers + ps.
+    cluster_jobs: Tuple[Tuple[str, Optional[str]], ...] = ()
+    # Jobs whose tasks hold replicas (train); the others coordinate or serve.
+    replica_jobs: Tuple[str, ...] = ("worker",)
+    # Jobs an external cluster may have besides `cluster_jobs` (multiworker: a chief that trains
+    # as worker 0 does).
+    optional_jobs: Tuple[str, ...] = ()
+    # Task roles that only serve (run tf.distribute.Server until stopped), not train.
+    server_roles: Tuple[str, ...] = ()
     synchronous: bool = True
+    # Every worker runs the loop itself and joins collectives: all must make the same calls.
+    lockstep: bool = False
+    # Steps are scheduled onto remote workers by a ClusterCoordinator (each worker reads its own
+    # shard of the data); otherwise strategy.run on a distributed iterator (distexp.train.step).
+    coordinated: bool = False
     # Whether `cpu_replicas` splits the CPU into that many logical devices (replicas).
     cpu_replicas: bool = False
     # loop -> None (supported) or why not (one line, before TensorFlow starts).
@@ -22,10 +54,65 @@ class Record:
     options: Tuple[str, ...] = ()
     # The one-replica reference runs the report and distexp.parity compare with.
     baseline: bool = False
-    # Task roles that only serve (run tf.distribute.Server until stopped), not train.
-    server_roles: Tuple[str, ...] = ()
-    # How steps are dispatched (distexp.train.step): "sync" (strategy.run) or "ps" (ClusterCoordinator).
-    dispatch: str = "sync"
+
+    # -- the process layout (the job process, before TensorFlow) --------------------------------
+    def jobs(self, cfg: DictConfig) -> Dict[str, int]:
+        """{TF job name: task count} of this strategy's cluster ({} for one process)."""
+        return {job: 1 if key is None else int(cfg[key]) for job, key in self.cluster_jobs}
+
+    def tasks(self, cfg: DictConfig) -> int:
+        """Training processes a job starts (the Slurm tasks a cluster=slurm job needs)."""
+        return sum(self.jobs(cfg).values()) or 1
+
+    def task_names(self, cfg: DictConfig) -> List[str]:
+        """The processes of a local cluster, the chief first (the one that logs and prints)."""
+        jobs = self.jobs(cfg)
+        return [task_name(j, i) for j, n in jobs.items() for i in range(n)] or ["chief"]
+
+    def servers(self, cfg: DictConfig) -> List[str]:
+        """The processes that only serve (never exit by themselves: stopped at the end)."""
+        return [task_name(j, i) for j, n in self.jobs(cfg).items() if j in self.server_roles
+                for i in range(n)]
+
+    def count_keys(self) -> Tuple[str, ...]:
+        """The config keys that set how many processes a job starts (for messages)."""
+        return tuple(key for _, key in self.cluster_jobs if key)
+
+    def is_chief_task(self, job: str, index: int, counts: Mapping[str, int]) -> bool:
+        """The task that logs and prints: the chief, or worker 0 of a cluster without one."""
+        return job == "chief" or ("chief" not in counts and job in self.replica_jobs
+                                  and index == 0)
+
+    def workers_in(self, counts: Mapping[str, int]) -> int:
+        """Processes holding replicas in a cluster of `counts` tasks per job."""
+        if not self.cluster_jobs:
+            return 1
+        return sum(n for job, n in counts.items() if job in self.replica_jobs)
+
+    def num_workers(self, cfg: DictConfig) -> int:
+        """Processes that hold replicas."""
+        return self.workers_in(self.jobs(cfg))
+
+    def sync_of(self, workers: int) -> int:
+        """Workers whose replicas share one global batch: all of them when synchronous; one
+        otherwise (each ps step runs on one worker: TensorFlow's num_replicas_in_sync)."""
+        return workers if self.synchronous else 1
+
+    def sync_workers(self, cfg: DictConfig) -> int:
+        return self.sync_of(self.num_workers(cfg))
+
+    def check_cluster(self, counts: Mapping[str, int]) -> None:
+        """An external cluster (TF_CONFIG, Slurm) must have this strategy's jobs and no others."""
+        need = [job for job, _ in self.cluster_jobs]
+        allowed = set(need) | set(self.optional_jobs)
+        have = ", ".join(f"{j} x{n}" for j, n in counts.items())
+        if not set(need) <= set(counts):
+            raise UserError(f"strategy={self.name}: the cluster has {have}; it needs "
+                            f"{', '.join(need)} jobs")
+        extra = sorted(set(counts) - allowed)
+        if extra:
+            raise UserError(f"strategy={self.name}: the cluster has {', '.join(extra)} job(s), "
+                            f"which it does not use; valid jobs: {', '.join(sorted(allowed))}")
 
     # -- before TensorFlow (the job process) ----------------------------------------------------
     def replicas_per_worker(self, cfg: DictConfig, gpus: int) -> int:
@@ -33,16 +120,11 @@ class Record:
             return gpus
         return int(cfg.cpu_replicas) if self.cpu_replicas else 1
 
-    def num_workers(self, cfg: DictConfig) -> int:
-        """Processes that hold replicas."""
-        return int(cfg.workers) if self.layout in ("multiworker", "ps") else 1
-
-    def sync_workers(self, cfg: DictConfig) -> int:
-        """Workers whose replicas share one global batch."""
-        return int(cfg.workers) if self.layout == "multiworker" else 1
-
     def check(self, cfg: DictConfig) -> None:
         """Checks of this strategy's own settings (UserError)."""
+
+    def check_devices(self, cfg: DictConfig, gpus: int) -> None:
+        """Checks that need the GPUs each worker gets (UserError; still before TensorFlow)."""
 
     # -- in the training process ----------------------------------------------------------------
     def device_count(self, cfg: DictConfig, gpus: int) -> int:
@@ -60,7 +142,9 @@ class Record:
         """The devices the built strategy trains on (as configured, unless it found its own)."""
         return devices
 
+
 REGISTRY: Dict[str, Record] = {}
+
 
 def register(cls: Type[Record]) -> Type[Record]:
     REGISTRY[cls.name] = cls()

@@ -12,7 +12,8 @@ any sweeper (basic, Optuna) and launcher (basic, joblib, submitit):
 - ``sweep.resume=<id>``: ``on_multirun_start`` reopens that sweep's parent run (RUNNING again)
   and writes its id and run to the new sweep.json; distexp.sweeps.planning decides which jobs run.
 - ``on_job_end`` (wherever the job ran): writes ``<sweep dir>/sweep_jobs/<num>.json`` (status,
-  returned value, error).
+  returned value, error) through distexp.sweeps.records, which owns the records and what they
+  make of the sweep's outcome and exit code.
 - ``on_multirun_end`` (the sweep process): ends the parent FINISHED, or FAILED if any job failed,
   with the job counts (params ``job_count``; metrics ``sweep/jobs``, ``sweep/failed_jobs``) and,
   for Optuna, the best trial.
@@ -29,8 +30,6 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import signal
-import threading
 import sys
 import time
 import uuid
@@ -40,7 +39,9 @@ from typing import Any, Dict, List, Optional
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from distexp.sweeps.records import JOBS_DIR, RUN_KIND, SWEEP_FILE, SWEEP_ID, records
+from distexp import errors
+from distexp.sweeps.records import (JOBS_DIR, RUN_KIND, SWEEP_FILE, SWEEP_ID, outcome, records,
+                                    write_record)
 
 
 _OPEN: Optional["_Sweep"] = None  # the sweep this process opened and has not ended yet
@@ -112,10 +113,9 @@ class SweepCallback(Callback):
         (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=1))
         _OPEN = _Sweep(sweep_dir, sweep_id, run, resumed_status)
         atexit.register(_at_exit)
-        if threading.current_thread() is threading.main_thread():
-            # SIGTERM (scancel of a sweep running in a batch job, kill) ends the sweep as Ctrl-C
-            # does, parent run KILLED, instead of killing the process with the parent RUNNING
-            signal.signal(signal.SIGTERM, _interrupt)
+        # SIGTERM (scancel of a sweep running in a batch job, kill) ends the sweep as Ctrl-C
+        # does, parent run KILLED, instead of killing the process with the parent RUNNING
+        errors.interrupt_on_sigterm()
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         from hydra.types import RunMode
@@ -136,9 +136,7 @@ class SweepCallback(Callback):
                   "value": None if failed else _number(value),
                   "error": _first_line(value) if failed else None,
                   "job_dir": str(config.hydra.runtime.output_dir)}
-        jobs = sweep_dir / JOBS_DIR
-        jobs.mkdir(exist_ok=True)
-        (jobs / f"{record['num']}.json").write_text(json.dumps(record, indent=1))
+        write_record(sweep_dir, record)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         finish()
@@ -238,12 +236,7 @@ def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> 
     _OPEN = None
     jobs = records(sweep.sweep_dir)
     failed = [j for j in jobs if j["status"] != "COMPLETED"]
-    if interrupted:
-        status, code = "KILLED", 130
-    elif failed or error is not None:
-        status, code = "FAILED", 1
-    else:
-        status, code = "FINISHED", 0
+    status, code = outcome(jobs, error=error, interrupted=interrupted)
     if sweep.resumed_status and not jobs:  # the resume stopped before any job: as it was
         status = sweep.resumed_status
     best = _best_trial(sweep.sweep_dir, jobs)
@@ -317,10 +310,6 @@ def _best_trial(sweep_dir: Path, jobs: List[dict]) -> Optional[dict]:
                 j["value"] == res["best_value"]:
             return j
     return {"num": "?", "overrides": sorted(best), "value": float(res["best_value"])}
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 def _at_exit() -> None:  # the process ends with the parent still open: never leave it RUNNING

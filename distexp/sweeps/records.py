@@ -1,9 +1,14 @@
-"""What a sweep writes beside its jobs and the tags that tie its runs together."""
+"""A sweep's bookkeeping, in one place: what it writes beside its jobs (sweep.json, one record per
+job in sweep_jobs/<num>.json: written only here), the tags that tie its runs together, and how
+the records decide the sweep's outcome (its parent run's status and the command's exit code,
+from the table in distexp.errors)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Sequence
+from typing import List, Optional, Sequence, Tuple
+
+from distexp import errors
 
 SWEEP_FILE = "sweep.json"
 JOBS_DIR = "sweep_jobs"
@@ -20,8 +25,27 @@ def records(sweep_dir: Path) -> List[dict]:
     return out
 
 
+def write_record(sweep_dir: Path, record: dict, *, if_absent: bool = False) -> None:
+    """One job's record: num, overrides, status (COMPLETED/FAILED), value, error, job_dir.
+    `if_absent`: keep a record the job itself wrote (the Slurm launcher's fallback)."""
+    path = sweep_dir / JOBS_DIR / f"{record['num']}.json"
+    if if_absent and path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1))
+
+
 def write_records(sweep_dir: Path, records: Sequence[dict]) -> None:
-    jobs = sweep_dir / JOBS_DIR
-    jobs.mkdir(parents=True, exist_ok=True)
     for rec in records:
-        (jobs / f"{rec['num']}.json").write_text(json.dumps(rec, indent=1))
+        write_record(sweep_dir, rec)
+
+
+def outcome(jobs: Sequence[dict], *, error: Optional[BaseException] = None,
+            interrupted: bool = False) -> Tuple[str, int]:
+    """(the parent run's status, the command's exit code) from the jobs' records: KILLED / 130
+    when interrupted, FAILED / 1 when a job (or the sweep itself) failed, else FINISHED / 0."""
+    if interrupted:
+        return "KILLED", errors.INTERRUPTED
+    if error is not None or any(j["status"] != "COMPLETED" for j in jobs):
+        return "FAILED", errors.FAILED
+    return "FINISHED", errors.OK

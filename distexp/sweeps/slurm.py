@@ -22,11 +22,11 @@ import json
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from distexp import errors
 from distexp.errors import UserError
 
 CANCEL_WAIT_S = 90.0  # Slurm's KillWait (30 s here) plus the job processes closing their runs
@@ -34,14 +34,12 @@ CANCEL_WAIT_S = 90.0  # Slurm's KillWait (30 s here) plus the job processes clos
 
 def job_tasks(cfg, nodes: int) -> int:
     """Tasks per node for one job: a Slurm task per cluster process for cluster=slurm."""
-    from distexp.cluster.slurm_env import slurm_tasks
-
     from distexp.config.resolved import strategy_record
 
-    layout = strategy_record(cfg).layout
-    if cfg.cluster.name != "slurm" or layout == "single":
+    rec = strategy_record(cfg)
+    if cfg.cluster.name != "slurm" or not rec.cluster_jobs:
         return 1
-    n = slurm_tasks(cfg, layout)
+    n = rec.tasks(cfg)
     if n % nodes:
         raise UserError(f"hydra.launcher.nodes: received {nodes}; strategy={cfg.strategy.name} "
                         f"workers={cfg.workers} needs {n} Slurm tasks, which do not split evenly "
@@ -162,15 +160,11 @@ def _last_line(ex: BaseException) -> str:
 
 def _record_failed(sweep_dir: Path, num: int, overrides: List[str], error: str) -> None:
     """The sweep record the job's own callback could not write (distexp.sweeps reads them)."""
-    from distexp.sweeps import callback as sweep
+    from distexp.sweeps.records import write_record
 
-    path = sweep_dir.absolute() / sweep.JOBS_DIR / f"{num}.json"
-    if path.exists():
-        return
-    path.parent.mkdir(exist_ok=True)
-    record = {"num": num, "overrides": overrides, "status": "FAILED", "value": None,
-              "error": error[:500], "job_dir": str(sweep_dir / str(num))}
-    path.write_text(json.dumps(record, indent=1))
+    write_record(sweep_dir.absolute(), {"num": num, "overrides": overrides, "status": "FAILED",
+                                        "value": None, "error": error[:500],
+                                        "job_dir": str(sweep_dir / str(num))}, if_absent=True)
 
 
 class _interrupt_cancels:
@@ -181,15 +175,11 @@ class _interrupt_cancels:
         self.jobs, self.sweep_dir, self.old = jobs, sweep_dir, None
 
     def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            def on_term(signum, frame):
-                raise KeyboardInterrupt
-            self.old = signal.signal(signal.SIGTERM, on_term)
+        self.old = errors.interrupt_on_sigterm()
         return self
 
     def __exit__(self, kind, ex, tb):
-        if self.old is not None:
-            signal.signal(signal.SIGTERM, self.old)
+        errors.restore_sigterm(self.old)
         if kind is None or not issubclass(kind, KeyboardInterrupt):
             return False
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not stop the clean-up

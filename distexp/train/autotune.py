@@ -1,5 +1,13 @@
-"""`steps_per_execution=auto`: how many steps one call runs, measured at the start of the run
-(pure Python: no TensorFlow; the custom loop feeds it the wall time of each call).
+"""`steps_per_execution` (k): how many steps one call runs. This module is its one owner, for
+both loops (pure Python: no TensorFlow):
+
+- `Schedule` (loop=custom): the run's k, fixed (as configured; `auto`'s fixed rules) or measured
+  by a `Tuner`. The dispatcher is given the schedule and reads k from it for every call (Orbit
+  passes steps_per_loop into the controller); the loop only reports each call's cost to it.
+- `fit_k_for` (loop=fit): Keras takes k once, at compile time.
+
+`steps_per_execution=auto` with loop=custom: k is measured at the start of the run (the custom
+loop feeds the schedule the wall and CPU time of each call).
 
 The per-step time at k steps per call is about s + c / k (s: the step's own work, c: the cost of
 one call: Python, dispatch, fetching the losses). Going from k to 4k saves 3c / 4k per step, which
@@ -175,3 +183,92 @@ class Tuner:
             return self.stop(f"k reached the cap {self.cap}; {line}")
         if nxt * wall * self.parallel > self.budget_s:
             return self.stop(f"a call of {nxt} steps would take over {self.budget_s} s; {line}")
+
+
+class Schedule:
+    """The run's steps_per_execution for loop=custom: what every call's size comes from.
+
+    Made before the dispatcher (which is given it and reads `k` for each call); `begin` decides
+    the rule once the loop knows its caps (epoch length, checkpoint interval, progress lines):
+    a configured k; `auto` under a lockstep strategy (every worker must run the same calls, and
+    each would time differently): min(FIXED_K, cap); `auto` with on-device data: 1 (one call
+    per step); else a Tuner. `announce(k, why)` is called once k is final."""
+
+    def __init__(self, configured):
+        self.auto = configured == "auto"
+        self._k = 1 if self.auto else int(configured)
+        self.tuner: Optional[Tuner] = None
+        self._announce = None
+
+    @property
+    def k(self) -> int:
+        """Steps per call for the next call."""
+        return self.tuner.size() if self.tuner is not None else self._k
+
+    def begin(self, *, announce, steps_per_epoch: int, every: int, log_every: int,
+              warmup: int, lockstep: bool, on_device: bool, strategy: str, window: int = 1,
+              parallel: int = 1) -> None:
+        """`window`: k-step calls per dispatch (ps: a window of calls, so the caps bound it);
+        `parallel`: workers whose steps share one measured interval (ps)."""
+        self._announce = announce
+        if not self.auto:
+            return self._settle(self._k, "as configured")
+        cap = cap_for(*(max(1, v // window) if v else v for v in (steps_per_epoch, every,
+                                                                    log_every)))
+        if lockstep:
+            return self._settle(min(FIXED_K, cap), f"auto under {strategy}: the fixed rule "
+                                f"min({FIXED_K}, cap {cap}), so that every worker runs the same "
+                                "calls")
+        if on_device:
+            return self._settle(1, "auto with dataset.on_device: one call per step")
+        self.tuner = Tuner(cap, warmup, parallel=parallel, cost_name="CPU")
+
+    def warmup_left(self) -> int:
+        """Warm-up steps the tuner still runs (no timed call may hold one)."""
+        return self.tuner.warmup_left() if self.tuner is not None else 0
+
+    def observe(self, steps: int, seconds: float, *, full: bool, cost: float) -> None:
+        """A call of `k` steps ran `steps` steps (fewer when cut short) in `seconds` wall time
+        and `cost` CPU seconds."""
+        if self.tuner is None:
+            return
+        self.tuner.observe(self.tuner.size(), steps, seconds, full=full, cost=cost)
+        if self.tuner.done:
+            self._settle(self.tuner.k, self.tuner.reason)
+
+    def finish(self) -> None:
+        """Training is over: a tuner that had not decided stops where it is."""
+        if self.tuner is not None:
+            self.tuner.stop("auto kept it: the run ended before a larger value could be measured against it")
+            self._settle(self.tuner.k, self.tuner.reason)
+
+    def _settle(self, k: int, why: str) -> None:
+        self._k, self.tuner = k, None
+        self._announce(k, why)
+
+
+def fit_k_for(configured, *, steps_per_epoch: int, log_every: int, after_warmup: int,
+              replicas: int):
+    """(k, why) for loop=fit. `auto`: the largest divisor of the steps per epoch <= FIT_MAX_K,
+    the progress-line interval and the steps after the warm-up (at least one timed call); 1 with
+    several replicas (Keras 3's multi-step fit fails under MirroredStrategy here:
+    InvalidArgumentError "You must feed a value for placeholder tensor 'while/cond/Placeholder'"
+    in multi_step_on_iterator, seen with 2 logical CPUs, optimizer pre-built). A k that does not
+    divide the steps per epoch is refused (Keras would run extra steps)."""
+    from distexp.errors import UserError
+
+    if configured != "auto":
+        k, why = int(configured), "as configured"
+    elif replicas > 1:
+        k, why = 1, ("auto with loop=fit and several replicas: Keras 3's multi-step fit fails "
+                     "under MirroredStrategy")
+    else:
+        k = fit_k(steps_per_epoch, log_every, max(1, after_warmup))
+        why = (f"auto with loop=fit: the largest divisor of {steps_per_epoch} steps per epoch "
+               f"<= {FIT_MAX_K} and the caps")
+    if steps_per_epoch % k:
+        divisors = [d for d in range(1, steps_per_epoch + 1) if steps_per_epoch % d == 0]
+        raise UserError(f"steps_per_execution: received {k}; with loop=fit it must divide the "
+                        f"{steps_per_epoch} steps per epoch (Keras would run extra steps): "
+                        f"try one of {', '.join(map(str, divisors[-6:]))} or set steps_per_epoch")
+    return k, why

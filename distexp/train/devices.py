@@ -22,7 +22,7 @@ def configure(cfg: DictConfig, gpus: int) -> List[str]:
                         f"To run on CPU use gpus=0 cpu_replicas={max(gpus, 2)}")
     # The strategy's record says how many devices this process trains on (one_device: 1;
     # multiworker and ps workers: one CPU device each; mirrored/central: cpu_replicas on CPU).
-    n = strategies.get(cfg.strategy.name).device_count(cfg, gpus)
+    n = strategies.of(cfg).device_count(cfg, gpus)
     if gpus > 0:
         tf.config.set_visible_devices(physical[:gpus], "GPU")
         for d in physical[:gpus]:

@@ -18,7 +18,6 @@ The outer loop (epochs, evaluation, checkpoints, reporting) is distexp.train.loo
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
@@ -112,13 +111,18 @@ class SyncDispatch:
     """strategy.run on a distributed iterator; the step count lives outside the strategy (each
     multiworker worker keeps its own, they agree)."""
 
-    def __init__(self, step: Step, train_ds, *, k: int, on_device: bool, input_wait):
+    def __init__(self, step: Step, train_ds, *, schedule, on_device: bool, input_wait):
         import tensorflow as tf
 
-        self.step, self.train_ds, self.k = step, train_ds, k
+        self.step, self.train_ds, self.schedule = step, train_ds, schedule
         self.on_device, self.input_wait = on_device, input_wait
         self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="distexp_step")
         self.iterator = self.fixed = None
+
+    @property
+    def k(self) -> int:
+        """Steps per call: the schedule's (distexp.train.autotune, k's one owner)."""
+        return self.schedule.k
 
     @property
     def max_steps(self) -> int:
@@ -148,15 +152,14 @@ class SyncDispatch:
 class PSDispatch:
     """ClusterCoordinator.schedule of the k-step function; joins every window of calls."""
 
-    def __init__(self, step: Step, cfg, data, global_batch: int, *, k: int):
+    def __init__(self, step: Step, cfg, data, global_batch: int, *, schedule, workers: int):
         import tensorflow as tf
 
         from distexp.data import datasets
 
         strategy = step.strategy
-        self.step, self.k = step, k
+        self.step, self.schedule = step, schedule
         self.coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
-        workers = int(os.environ.get("DISTEXP_NUM_WORKERS", "1"))
 
         def dataset_fn():
             index = tf.distribute.coordinator.experimental_get_current_worker_index()
@@ -178,6 +181,11 @@ class PSDispatch:
         self.window = max(PS_WINDOW, 2 * workers)  # k-step calls per join
         self.workers = workers
         self.iterator = None
+
+    @property
+    def k(self) -> int:
+        """Steps per scheduled call: the schedule's (distexp.train.autotune, k's one owner)."""
+        return self.schedule.k
 
     @property
     def max_steps(self) -> int:

@@ -11,10 +11,11 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 from omegaconf import OmegaConf
 
-from distexp import strategies
+from distexp import errors, strategies
 from distexp.errors import PORT_IN_USE_EXIT
 from distexp.errors import UserError, UserFailure
 from distexp.train.loops.custom import Diverged
@@ -22,43 +23,56 @@ from distexp.train.loops.custom import Diverged
 PARITY_ENV = "DISTEXP_PARITY"  # set by distexp.parity: write the first step's gradient norm
 
 
-def train(cfg, job_dir: Path) -> dict:
-    import keras
-    import tensorflow as tf
+def train(cfg, job_dir: Optional[Path] = None) -> dict:
+    """Train `cfg` in this process and return its final figures (what result.json holds).
 
-    from distexp.data import datasets
-    from distexp.train import devices, loops
-    from distexp.figures import meaning
-    from distexp import models, strategies, tasks
-    from distexp.config.resolved import global_batch
-    from distexp.train.loops.context import Context
-    from distexp.train.loops.evaluate import make_evaluate
-    from distexp.figures.meter import Meter
-    from distexp.train.progress import Reporter, write_result
-    from distexp.tracking import RunLogger
+    A plain function (lightning-hydra-template's `train(cfg)`): the CLI's training processes call
+    it with the config the job process wrote, and a test may call it in-process with any config
+    that has a `resolved:` node (distexp.config.resolved.resolve): the facts (GPUs, workers,
+    replicas, global batch, objective) come from there, never from the environment. A composed
+    config of a one-process strategy without one is resolved here as the job would resolve it."""
+    from distexp.config import resolved
 
-    gpus = int(os.environ.get("DISTEXP_GPUS", "0"))
-    job_start = float(os.environ.get("DISTEXP_JOB_START", time.time()))
-    record = strategies.get(cfg.strategy.name)
-    resolver = record.resolver(cfg, gpus)  # before devices: it may set the GPUs
-    is_ps = record.dispatch == "ps"
+    record = strategies.of(cfg)
+    if cfg.get("resolved") is None and not record.cluster_jobs:
+        # A composed config of a one-process strategy: resolved here exactly as the job would.
+        gpus = resolved.check_gpus(cfg.gpus, resolved.visible_gpus())
+        resolved.attach(cfg, resolved.resolve(cfg, gpus, job_dir=job_dir))
+    facts = resolved.facts_of(cfg)  # a cluster's facts need the job's plan: its config.yaml
+    job_dir = Path(job_dir if job_dir is not None else facts.job_dir or ".")
+    resolver = record.resolver(cfg, facts.gpus)  # before devices: it may set the GPUs
     if resolver is not None and resolver.task_type in record.server_roles:
         strategies.serve(resolver)  # blocks until the job process (or the engine) stops it
         return {}
-    configured = devices.configure(cfg, gpus)
-    strategy = strategies.build(cfg, configured, resolver)
-    replica_devices = record.replica_devices(strategy, configured)
-    chief = strategies.is_chief(strategy)
-    say = print if chief else (lambda *a, **k: None)
-    workers = int(os.environ.get("DISTEXP_NUM_WORKERS", "1"))
-    replicas = int(strategy.num_replicas_in_sync)  # in one global batch (per worker under ps)
-    G = global_batch(cfg, replicas)
-    if is_ps:
-        replicas *= workers  # replicas computing at once: a step on every worker
-    if G % int(strategy.num_replicas_in_sync):
-        raise UserError(f"global_batch_size: received {G}; it must divide evenly over {replicas} "
-                        "replicas")
+    ctx, logger, replica_devices = _build(cfg, facts, record, resolver, job_dir)
+    return _run(ctx, logger, replica_devices, facts, job_dir)
 
+
+def _build(cfg, facts, record, resolver, job_dir: Path):
+    """Devices, strategy, data, then model and optimizer inside the strategy's scope (the order
+    TensorFlow needs), and the loop's Context."""
+    import keras
+
+    from distexp import models, tasks
+    from distexp.data import datasets
+    from distexp.figures.meter import Meter
+    from distexp.strategies.record import task_name
+    from distexp.tracking import RunLogger
+    from distexp.train import devices
+    from distexp.train.loops.context import Context
+    from distexp.train.loops.evaluate import make_evaluate
+    from distexp.train.progress import Reporter
+
+    me = task_name(resolver.task_type, resolver.task_id) if resolver is not None and \
+        resolver.task_type else "chief"
+    configured = devices.configure(cfg, facts.task_gpus.get(me, facts.gpus))
+    strategy = strategies.build(cfg, configured, resolver)
+    in_sync = int(strategy.num_replicas_in_sync)
+    if in_sync != facts.sync_replicas:  # the job resolved them without TensorFlow
+        raise UserFailure(f"replicas: the job resolved {facts.sync_replicas} replicas per global "
+                          f"batch; TensorFlow's {type(strategy).__name__} has {in_sync} "
+                          f"(devices: {', '.join(configured)})")
+    G = int(facts.global_batch)
     keras.utils.set_random_seed(int(cfg.seed))
     keras.mixed_precision.set_global_policy(cfg.precision)  # before any layer is built
     task = tasks.get(cfg)
@@ -72,15 +86,44 @@ def train(cfg, job_dir: Path) -> dict:
     with strategy.scope():
         model = task.build_model(cfg, data)
         optimizer = models.optimizer(cfg, model)
+    chief = strategies.is_chief(strategy)
+    replica_devices = record.replica_devices(strategy, configured)
+    _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, logger, chief)
+    meter = Meter(global_batch=G, replicas=int(facts.replicas), warmup_steps=int(cfg.warmup_steps),
+                  job_start=facts.job_start or time.time(),
+                  units_name=getattr(task, "units", None))
+    is_ps = record.coordinated
+    evaluate = make_evaluate(task, model, eval_ds, None if is_ps else strategy)
+    reporter = Reporter(meter=meter, logger=logger, chief=chief, job_dir=job_dir,
+                        epochs=int(cfg.epochs), steps_per_epoch=steps,
+                        log_every=int(cfg.log_every_steps), evaluate=evaluate,
+                        target_accuracy=cfg.target_accuracy,
+                        target_metric=getattr(task, "target_metric", None))
+    ctx = Context(cfg=cfg, strategy=strategy, task=task, model=model, optimizer=optimizer,
+                  data=data, train_ds=train_ds, eval_ds=eval_ds, global_batch=G,
+                  steps_per_epoch=steps, epochs=int(cfg.epochs), reporter=reporter, is_ps=is_ps,
+                  workers=int(facts.workers))
+    return ctx, logger, replica_devices
 
+
+def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, logger,
+              chief) -> None:
+    """The chief's opening lines and the run's params only the training process knows."""
+    import keras
+    import tensorflow as tf
+
+    from distexp.figures import meaning
+
+    say = print if chief else (lambda *a, **k: None)
+    G = int(facts.global_batch)
     say(f"Strategy: {cfg.strategy.name} ({type(strategy).__name__})")
-    say(f"Number of devices: {replicas}  ({', '.join(replica_devices)}; workers: {workers})")
-    say(f"Global batch: {G}  (per replica: {G // int(strategy.num_replicas_in_sync)})  "
+    say(f"Number of devices: {facts.replicas}  ({', '.join(replica_devices)}; workers: "
+        f"{facts.workers})")
+    say(f"Global batch: {G}  (per replica: {G // int(facts.sync_replicas)})  "
         f"steps per epoch: {steps}  "
         f"epochs: {cfg.epochs}  loop: {cfg.loop.name}")
     say(f"Model: {cfg.model.name} ({model.count_params():,} parameters)  dataset: "
         f"{cfg.dataset.name} ({data.describe()})  task: {task.describe()}")
-
     if task.name == "classification" and not meaning.accuracy_meaningful(cfg.dataset.name):
         say(f"Note: dataset={cfg.dataset.name} has random labels: accuracy is chance level and "
             "not meaningful here (throughput is)")
@@ -90,18 +133,15 @@ def train(cfg, job_dir: Path) -> dict:
                        "task": task.name, **data.params(),
                        # the report's eval column: the task's headline evaluation figure
                        "task.eval_metric": task.target_metric or task.objective})
-    meter = Meter(global_batch=G, replicas=replicas, warmup_steps=int(cfg.warmup_steps),
-                  job_start=job_start, units_name=getattr(task, "units", None))
-    evaluate = make_evaluate(task, model, eval_ds, None if is_ps else strategy)
-    reporter = Reporter(meter=meter, logger=logger, chief=chief, job_dir=job_dir,
-                        epochs=int(cfg.epochs), steps_per_epoch=steps,
-                        log_every=int(cfg.log_every_steps), evaluate=evaluate,
-                        target_accuracy=cfg.target_accuracy,
-                        target_metric=getattr(task, "target_metric", None))
-    ctx = Context(cfg=cfg, strategy=strategy, task=task, model=model, optimizer=optimizer,
-                  data=data, train_ds=train_ds, eval_ds=eval_ds, global_batch=G,
-                  steps_per_epoch=steps, epochs=int(cfg.epochs), reporter=reporter, is_ps=is_ps)
-    if os.environ.get(PARITY_ENV) and not is_ps:  # every worker: the norm is all-reduced
+
+
+def _run(ctx, logger, replica_devices, facts, job_dir: Path) -> dict:
+    """The loop, then the figures measured after training, the result (chief: result.json)."""
+    from distexp.train import loops
+    from distexp.train.progress import write_result
+
+    cfg, reporter, chief = ctx.cfg, ctx.reporter, ctx.reporter.chief
+    if os.environ.get(PARITY_ENV) and not ctx.is_ps:  # every worker: the norm is all-reduced
         _write_parity(job_dir if chief else None, ctx)
     try:
         loops.get(cfg.loop.name)(ctx)
@@ -109,18 +149,21 @@ def train(cfg, job_dir: Path) -> dict:
         reporter.close()
         logger.close()
         raise UserFailure(reporter.diverged_line(stopped=True)) from None
-    final = reporter.finish(after_training(cfg, model, data.input_shape, replica_devices,
+    meter = reporter.meter
+    final = reporter.finish(after_training(cfg, ctx.model, ctx.data.input_shape, replica_devices,
                                            meter.final_figures()["perf/examples_per_sec"], chief,
                                            logger))
     if reporter.diverged_at is not None:
-        say(f"distexp: warning: {reporter.diverged_line(stopped=False)}")
+        reporter.print(f"distexp: warning: {reporter.diverged_line(stopped=False)}")
     logger.close()
+    result = {**final, "first_step_unix": meter.first_step_unix,
+              "cpu_seconds_timed": meter.cpu_timed, "diverged": reporter.diverged_at is not None,
+              "objective": facts.objective or ctx.task.objective,
+              "num_replicas": int(facts.replicas), "num_workers": int(facts.workers),
+              "global_batch_size": ctx.global_batch}
     if chief:
-        write_result(job_dir, {**final, "first_step_unix": meter.first_step_unix,
-                               "cpu_seconds_timed": meter.cpu_timed,
-                               "diverged": reporter.diverged_at is not None,
-                               "objective": cfg.objective or task.objective})
-    return final
+        write_result(job_dir, result)
+    return result
 
 
 def _write_parity(job_dir, ctx) -> None:
@@ -215,39 +258,37 @@ def main(argv=None) -> int:
     cfg = OmegaConf.load(args.config)
     try:
         train(cfg, args.config.parent)
+        if not strategies.of(cfg).cluster_jobs:
+            # One process, its result and logs written: exit without TensorFlow's teardown
+            # (seconds, paid by every job). A cluster's processes exit normally: TensorFlow's
+            # coordination service winds down with them.
+            errors.exit_now(errors.OK)
     except UserError as ex:
         from distexp.errors import report_user_error
 
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
         report_user_error(args.config.parent, str(ex))  # the job reads it there (exit 2)
-        return 2
+        return errors.BAD_INPUT
     except UserFailure as ex:
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
-        return 1
+        return errors.FAILED
     except strategies.PortInUse as ex:
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
         return PORT_IN_USE_EXIT
-    return 0
-
-
-def _exit_now(code: int) -> None:
-    """Exit without Python's and TensorFlow's exit handlers: after a failed multi-worker step they
-    wait on the coordination service of a peer that may be unreachable (a cut link kept the task on
-    the far node alive for good, seen on the two-node Slurm cluster). The job process and the
-    files it reads are written and flushed before this."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    return errors.OK
 
 
 if __name__ == "__main__":
     try:
         code = main()
-    except Exception:  # printed as Python would, then out at once (see _exit_now)
+    except Exception:  # printed as Python would, then out at once
         import traceback
 
         traceback.print_exc()
-        _exit_now(1)
+        code = errors.FAILED
     if code != 0:
-        _exit_now(code)
+        # Without Python's and TensorFlow's exit handlers: after a failed multi-worker step they
+        # wait on the coordination service of a peer that may be unreachable (a cut link kept the
+        # task on the far node alive for good, seen on the two-node Slurm cluster).
+        errors.exit_now(code)
     sys.exit(code)

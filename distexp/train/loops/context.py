@@ -19,4 +19,5 @@ class Context:
     steps_per_epoch: int
     epochs: int
     reporter: Any          # distexp.train.progress.Reporter
-    is_ps: bool = False
+    is_ps: bool = False    # steps scheduled by a ClusterCoordinator (the record's `coordinated`)
+    workers: int = 1       # processes holding replicas (the job's resolved facts)

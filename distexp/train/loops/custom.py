@@ -4,9 +4,10 @@ distributed iterator, or ClusterCoordinator.schedule under ps.
 
 - A call runs n steps: `steps_per_execution` (k) under sync strategies, a window of k-step calls
   under ps; a call never crosses an epoch's end or a checkpoint.
-- `steps_per_execution=auto` (distexp.train.autotune): k is measured at the start of the run; under
-  multiworker it is a fixed rule instead (every worker must run the same call sizes, and each
-  would time differently); with `dataset.on_device` it stays 1 (one call per step).
+- k is owned by distexp.train.autotune.Schedule: the dispatcher is given the schedule and reads k
+  from it; this loop reports each call's cost to it. `auto`: measured at the start of the run;
+  under a lockstep strategy (multiworker) a fixed rule instead (every worker must run the same
+  call sizes, and each would time differently); with `dataset.on_device` 1 (one call per step).
 - Per epoch: train/loss = mean of the epoch's per-step losses (each the exact mean over the
   global batch); train/<metric> = the metric's sums over the epoch's steps, divided.
 - Non-finite loss (`terminate_on_nan`, default true): training stops after the call that
@@ -31,98 +32,76 @@ class Diverged(Exception):
 
 def train(ctx: Context) -> None:
     cfg, rep = ctx.cfg, ctx.reporter
-    auto = cfg.steps_per_execution == "auto"
-    k = 1 if auto else int(cfg.steps_per_execution)
+    schedule = autotune.Schedule(cfg.steps_per_execution)  # k's one owner; the dispatcher reads it
     step = Step(ctx.strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch,
                 jit=bool(cfg.jit_compile))
     if ctx.is_ps:
-        dispatch = PSDispatch(step, cfg, ctx.data, ctx.global_batch, k=k)
+        dispatch = PSDispatch(step, cfg, ctx.data, ctx.global_batch, schedule=schedule,
+                              workers=ctx.workers)
     else:
-        dispatch = SyncDispatch(step, ctx.train_ds, k=k, on_device=bool(cfg.dataset.on_device),
-                                input_wait=rep.input_wait)
+        dispatch = SyncDispatch(step, ctx.train_ds, schedule=schedule,
+                                on_device=bool(cfg.dataset.on_device), input_wait=rep.input_wait)
     ckpts = Checkpoints(cfg, model=ctx.model, optimizer=ctx.optimizer, step=dispatch.step_var,
                         chief=True if ctx.is_ps else rep.chief,
                         steps_per_epoch=ctx.steps_per_epoch, say=rep.print, logger=rep.logger)
     start = ckpts.restore()
     rep.resume_at(start)
     dispatch.begin(start)
-    total = ctx.epochs * ctx.steps_per_epoch
     every = ckpts.every if ckpts.saves else 0
-    tuner = _resolve(ctx, dispatch, every) if auto else _fixed(rep, k, "as configured")
-    diverged = None
-    at = start
+    schedule.begin(announce=lambda k, why: _announce(rep, k, why),
+                   steps_per_epoch=ctx.steps_per_epoch, every=every, log_every=rep.log_every,
+                   warmup=rep.meter.warmup_steps, lockstep=strategies.of(cfg).lockstep,
+                   on_device=bool(cfg.dataset.on_device), strategy=cfg.strategy.name,
+                   window=getattr(dispatch, "window", 1), parallel=getattr(dispatch, "workers", 1))
     try:
-        for epoch in range(start // ctx.steps_per_epoch + 1, ctx.epochs + 1):
-            rep.start_epoch(epoch)
-            first = at - (epoch - 1) * ctx.steps_per_epoch
-            rep.step_in_epoch = first
-            loss_sum, sums = 0.0, [0.0] * (2 * len(step.names))
-            end = epoch * ctx.steps_per_epoch
-            while at < end:
-                if tuner is not None:
-                    dispatch.k = tuner.size()
-                n = min(dispatch.max_steps, end - at, (every - at % every) if every else end)
-                if tuner is not None and tuner.warmup_left():
-                    n = min(n, tuner.warmup_left())  # no timed call holds a warm-up step
-                warm = rep.meter.warmup_steps - rep.meter.step
-                if warm > 0:  # for any k: warm-up ends at a call's end, never inside one
-                    n = min(n, warm)
-                t0, c0 = time.perf_counter(), time.process_time()
-                out = dispatch.run(n)
-                rep.end_step(out.losses, steps=n, units=out.units)
-                if tuner is not None:
-                    tuner.observe(dispatch.k, n, time.perf_counter() - t0,
-                                  full=n == dispatch.max_steps, cost=time.process_time() - c0)
-                    if tuner.done:
-                        _announce(rep, tuner.k, tuner.reason)
-                        tuner = None
-                loss_sum += sum(out.losses)
-                sums = [a + b for a, b in zip(sums, out.sums)]
-                if diverged is None and not finite(out.losses):
-                    bad = next(i for i, v in enumerate(out.losses) if not v == v or abs(v) == float("inf"))
-                    diverged = (epoch, at + bad + 1 - (epoch - 1) * ctx.steps_per_epoch,
-                                at - start + bad + 1, out.losses[bad])
-                    rep.diverged(*diverged)
-                    if cfg.terminate_on_nan:
-                        raise Diverged()
-                at += n
-                if ckpts.after_step(at, last=at == total, since=at - n):
-                    rep.meter.exclude_since_last_step()
-            done = ctx.steps_per_epoch - first
-            rep.end_epoch({"train/loss": loss_sum / done,
-                           **metric_figures(step.names, sums, "train")})
-        if start >= total:
-            rep.print(f"resume: the checkpoint is at the last step ({total}); nothing left to train")
-            rep.start_epoch(ctx.epochs)
-            rep.end_epoch({"train/loss": float("nan")})
-        if tuner is not None:  # training ended before the tuner decided
-            tuner.stop("auto kept it: the run ended before a larger value could be measured against it")
-            _announce(rep, tuner.k, tuner.reason)
+        _epochs(ctx, step, dispatch, schedule, ckpts, start, every)
+        schedule.finish()  # training ended before the tuner decided
     finally:
         ckpts.close()
 
 
-def _resolve(ctx, dispatch, every: int):
-    """steps_per_execution=auto: a Tuner, or None once k is fixed (multiworker, on-device)."""
+def _epochs(ctx, step, dispatch, schedule, ckpts, start: int, every: int) -> None:
     cfg, rep = ctx.cfg, ctx.reporter
-    # ps: one run is a window of k-step calls, so the caps bound the window
-    window = getattr(dispatch, "window", 1)
-    cap = autotune.cap_for(*(max(1, v // window) if v else v
-                             for v in (ctx.steps_per_epoch, every, rep.log_every)))
-    if strategies.get(cfg.strategy.name).layout == "multiworker":  # workers must agree on k
-        k = min(autotune.FIXED_K, cap)
-        dispatch.k = k
-        return _fixed(rep, k, f"auto under multiworker: the fixed rule min({autotune.FIXED_K}, "
-                              f"cap {cap}), so that every worker runs the same calls")
-    if bool(cfg.dataset.on_device):
-        return _fixed(rep, 1, "auto with dataset.on_device: one call per step")
-    workers = getattr(dispatch, "workers", 1)
-    return autotune.Tuner(cap, rep.meter.warmup_steps, parallel=workers, cost_name="CPU")
-
-
-def _fixed(rep, k: int, why: str) -> None:
-    _announce(rep, k, why)
-    return None
+    total = ctx.epochs * ctx.steps_per_epoch
+    diverged = None
+    at = start
+    for epoch in range(start // ctx.steps_per_epoch + 1, ctx.epochs + 1):
+        rep.start_epoch(epoch)
+        first = at - (epoch - 1) * ctx.steps_per_epoch
+        rep.step_in_epoch = first
+        loss_sum, sums = 0.0, [0.0] * (2 * len(step.names))
+        end = epoch * ctx.steps_per_epoch
+        while at < end:
+            n = min(dispatch.max_steps, end - at, (every - at % every) if every else end)
+            if schedule.warmup_left():
+                n = min(n, schedule.warmup_left())  # no timed call holds a warm-up step
+            warm = rep.meter.warmup_steps - rep.meter.step
+            if warm > 0:  # for any k: warm-up ends at a call's end, never inside one
+                n = min(n, warm)
+            t0, c0 = time.perf_counter(), time.process_time()
+            out = dispatch.run(n)
+            rep.end_step(out.losses, steps=n, units=out.units)
+            schedule.observe(n, time.perf_counter() - t0, full=n == dispatch.max_steps,
+                             cost=time.process_time() - c0)
+            loss_sum += sum(out.losses)
+            sums = [a + b for a, b in zip(sums, out.sums)]
+            if diverged is None and not finite(out.losses):
+                bad = next(i for i, v in enumerate(out.losses) if not v == v or abs(v) == float("inf"))
+                diverged = (epoch, at + bad + 1 - (epoch - 1) * ctx.steps_per_epoch,
+                            at - start + bad + 1, out.losses[bad])
+                rep.diverged(*diverged)
+                if cfg.terminate_on_nan:
+                    raise Diverged()
+            at += n
+            if ckpts.after_step(at, last=at == total, since=at - n):
+                rep.meter.exclude_since_last_step()
+        done = ctx.steps_per_epoch - first
+        rep.end_epoch({"train/loss": loss_sum / done,
+                       **metric_figures(step.names, sums, "train")})
+    if start >= total:
+        rep.print(f"resume: the checkpoint is at the last step ({total}); nothing left to train")
+        rep.start_epoch(ctx.epochs)
+        rep.end_epoch({"train/loss": float("nan")})
 
 
 def _announce(rep, k: int, why: str) -> None:

@@ -4,10 +4,8 @@ runs the shared evaluation: both loops' eval figures come from the same code.
 
 `steps_per_execution` and `jit_compile` go to `compile`; with k steps per execution Keras calls the
 callback once per k steps, so the interval is shared by those k steps (one steps.csv row each call).
-`steps_per_execution=auto`: Keras takes k once, at compile time, and it must divide the steps per
-epoch, so no measurement: the largest divisor of the steps per epoch <= 16, <= the progress
-line interval and <= the steps after the warm-up (distexp.train.autotune.fit_k); 1 with several
-replicas (Keras 3's multi-step fit fails under MirroredStrategy here).
+k is decided by distexp.train.autotune.fit_k_for (its one owner): Keras takes it once, at compile
+time, and it must divide the steps per epoch, so no measurement under `auto`.
 Only tasks whose figures Keras computes exactly (`Task.fit_ok`: classification) train here; the
 config check refuses the others before TensorFlow starts. A non-finite loss stops fit as Keras'
 TerminateOnNaN does (distexp.train.loops.custom.Diverged).
@@ -15,7 +13,6 @@ TerminateOnNaN does (distexp.train.loops.custom.Diverged).
 from __future__ import annotations
 
 from distexp.train import autotune
-from distexp.errors import UserError
 from distexp.train.loops.context import Context
 from distexp.train.loops.custom import Diverged
 
@@ -24,27 +21,12 @@ def train(ctx: Context) -> None:
     import keras
 
     rep = ctx.reporter
-    auto = ctx.cfg.steps_per_execution == "auto"
-    # auto: leave at least one call after the warm-up, else nothing would be timed. Several
-    # replicas: 1, because Keras 3's multi-step fit fails here under MirroredStrategy
-    # (InvalidArgumentError: "You must feed a value for placeholder tensor 'while/cond/
-    # Placeholder'" in multi_step_on_iterator, seen with 2 logical CPUs, optimizer pre-built).
-    after_warmup = max(1, ctx.epochs * ctx.steps_per_epoch - rep.meter.warmup_steps)
-    several = int(ctx.strategy.num_replicas_in_sync) > 1
-    k = (1 if several else autotune.fit_k(ctx.steps_per_epoch, rep.log_every, after_warmup)
-         ) if auto else int(ctx.cfg.steps_per_execution)
-    if ctx.steps_per_epoch % k:
-        divisors = [d for d in range(1, ctx.steps_per_epoch + 1) if ctx.steps_per_epoch % d == 0]
-        raise UserError(f"steps_per_execution: received {k}; with loop=fit it must divide the "
-                        f"{ctx.steps_per_epoch} steps per epoch (Keras would run extra steps): "
-                        f"try one of {', '.join(map(str, divisors[-6:]))} or set steps_per_epoch")
-
+    k, why = autotune.fit_k_for(ctx.cfg.steps_per_execution, steps_per_epoch=ctx.steps_per_epoch,
+                                log_every=rep.log_every,
+                                after_warmup=ctx.epochs * ctx.steps_per_epoch
+                                - rep.meter.warmup_steps,
+                                replicas=int(ctx.strategy.num_replicas_in_sync))
     rep.logger.log_params({"steps_per_execution_resolved": k})
-    why = ("as configured" if not auto else
-           "auto with loop=fit and several replicas: Keras 3's multi-step fit fails under "
-           "MirroredStrategy" if several else
-           f"auto with loop=fit: the largest divisor of {ctx.steps_per_epoch} steps per epoch "
-           f"<= {autotune.FIT_MAX_K} and the caps")
     rep.print(f"steps_per_execution: {k} ({why})")
 
     class Timing(keras.callbacks.Callback):
