@@ -139,7 +139,8 @@ def prepare(cfg: DictConfig) -> Job:
     forwarder = None
     if cfg.tracking.enabled and plan.logs_to_mlflow:
         tracking.probe(cfg.tracking.uri)  # milliseconds: a store/server that is plainly not there
-        tags = {"distexp.job_dir": str(job_dir), "distexp.overrides": " ".join(overrides)}
+        tags = {"distexp.job_dir": str(job_dir), "distexp.overrides": " ".join(overrides),
+                **tracking.owner_tags()}  # this process owns the run (tracking.owner)
         if multirun:
             tags.update(sweep.child_tags(str(hc.sweep.dir), cfg.tracking.uri,
                                          cfg.tracking.experiment, int(hc.job.num)))
@@ -153,7 +154,9 @@ def prepare(cfg: DictConfig) -> Job:
         name = tracking.run_name(cfg.strategy.name, cfg.model.name, cfg.dataset.name, replicas)
 
         def create_run():  # in a thread, while the trainer imports TensorFlow (tracking.Forwarder)
-            return tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment, name, tags, params)
+            run = tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment, name, tags, params)
+            tracking.end_dead_runs(run.client, [run.experiment_id])  # runs killed before closing
+            return run
 
         def announce(run):
             print(f"MLflow run {run.run_id} ({tracking.redact(cfg.tracking.uri)}, experiment "
