@@ -72,7 +72,7 @@ def test_a_password_in_the_uri_is_stored_and_printed_nowhere(mlflow_server, post
     assert kinds == [("job", "FINISHED"), ("job", "FINISHED"), ("single", "FINISHED"),
                      ("sweep", "FAILED")], kinds
     parent = next(r for r in runs if tags(r).get("distexp.run_kind") == "sweep")
-    assert params(parent)["overrides"].startswith(f"tracking.uri=http\\://***@127.0.0.1\\:{port}/")
+    assert params(parent)["overrides"].startswith(f"tracking.uri=http://***@127.0.0.1:{port}/ ")
     arts = api.artifacts(parent["info"]["run_id"])
     assert {"multirun.yaml", "sweep.json", "sweep_jobs/0.json", "sweep_jobs/1.json"} <= arts, arts
 
@@ -87,6 +87,79 @@ def test_a_password_in_the_uri_is_stored_and_printed_nowhere(mlflow_server, post
     assert len(hydra_files) == 3 * 5, hydra_files  # config, hydra, overrides: 4 sweep jobs + 1
     assert _hits(outputs, PW.encode()) == []
     assert len(_hits(outputs, b"***@127.0.0.1")) >= 20
+
+
+class _BasicAuthProxy:
+    """A reverse proxy on 127.0.0.1 in front of the MLflow server that answers 401 unless the
+    request carries HTTP basic auth for user/password (what an MLflow server behind an
+    authenticating proxy, or with its basic-auth app, does). Counts what it saw."""
+
+    def __init__(self, target: str, user: str, password: str):
+        import base64
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        import requests
+
+        want = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        seen = self.seen = {"ok": 0, "refused": 0}
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):  # quiet
+                pass
+
+            def _forward(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.headers.get("Authorization") != want:
+                    seen["refused"] += 1
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Basic realm="mlflow"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                seen["ok"] += 1
+                r = requests.request(self.command, target + self.path, data=body, timeout=60,
+                                     headers={k: v for k, v in self.headers.items()
+                                              if k.lower() not in ("host", "authorization")})
+                self.send_response(r.status_code)
+                self.send_header("Content-Type", r.headers.get("Content-Type", "text/plain"))
+                self.send_header("Content-Length", str(len(r.content)))
+                self.end_headers()
+                self.wfile.write(r.content)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.slow
+def test_mlflow_native_credentials_work(mlflow_server, tmp_path):
+    """The README's way: MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD in the environment,
+    a plain URI. Through a proxy that refuses requests without them, the job's run lands
+    FINISHED with its metrics; every request the job made carried them (none refused)."""
+    proxy = _BasicAuthProxy(mlflow_server.url, "bob", PW)
+    try:
+        r = run_cli([f"tracking.uri={proxy.url}", "tracking.experiment=native-auth", *TINY,
+                     "epochs=1"], tmp_path, timeout=600,
+                    env={"MLFLOW_TRACKING_USERNAME": "bob", "MLFLOW_TRACKING_PASSWORD": PW})
+        assert r.returncode == 0, r
+        assert proxy.seen["refused"] == 0 and proxy.seen["ok"] >= 5, proxy.seen
+        (run,) = Rest(mlflow_server.url).runs("native-auth")
+        assert run["info"]["status"] == "FINISHED"
+        assert {m["key"] for m in run["data"]["metrics"]} >= {"train/loss", "eval/accuracy"}
+        assert PW not in r.out and _hits(tmp_path / "outputs", PW.encode()) == []
+        before = dict(proxy.seen)
+        bad = run_cli(["--tracking-uri", proxy.url, "--experiment", "native-auth", "--no-log"],
+                      tmp_path, module="distexp.report", timeout=120)
+        assert bad.returncode != 0 and proxy.seen["refused"] > before["refused"], bad  # control
+    finally:
+        proxy.close()
 
 
 def test_an_unreachable_store_stops_a_sweep_once_before_any_job(tmp_path):

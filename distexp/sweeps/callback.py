@@ -194,6 +194,8 @@ class _Reopened:
                 self.uri, self.offline, self.run_id = uri, None, run_id
                 self.client = tracking.client(uri)
                 self.experiment_id = self.client.get_run(run_id).info.experiment_id
+                for k, v in tracking.owner_tags().items():  # this process owns it now
+                    self.client.set_tag(run_id, k, v)
                 self.client.update_run(run_id, status="RUNNING")
 
         return Reopened()

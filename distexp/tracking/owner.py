@@ -84,6 +84,18 @@ def dead(tags: Mapping[str, str], now: Optional[float] = None,
             f"(> {STALE_S:.0f} s)")
 
 
+def _offline_hint(job_dir: Optional[str]) -> str:
+    """A job that lost its server exits with its run RUNNING there and the rest in its offline
+    file: say how to give the run its real status."""
+    from pathlib import Path
+
+    from distexp.tracking.offline import OFFLINE_FILE, import_command
+
+    if job_dir and (Path(job_dir) / OFFLINE_FILE).exists():
+        return f"; its offline file holds its real status: {import_command(Path(job_dir), '')}"
+    return ""
+
+
 def end_dead_runs(client, experiment_ids, quiet: bool = False) -> list:
     """End FAILED every RUNNING run of these experiments whose owner is gone (one search); return
     their ids. Best effort: never raises (a store problem is the caller's to report)."""
@@ -96,6 +108,7 @@ def end_dead_runs(client, experiment_ids, quiet: bool = False) -> list:
             why = dead(run.data.tags, now, here)
             if why is None:
                 continue
+            why += _offline_hint(run.data.tags.get("distexp.job_dir"))
             client.set_tag(run.info.run_id, ENDED_TAG, f"distexp: {why}")
             client.set_terminated(run.info.run_id, status="FAILED")
             ended.append(run.info.run_id)
