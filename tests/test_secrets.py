@@ -175,6 +175,8 @@ def test_an_unreachable_store_stops_a_sweep_once_before_any_job(tmp_path):
                      "running tracking server or store (check the URI and the server), or "
                      "tracking.enabled=false"], r
     assert not [p for p in (tmp_path / "outputs").rglob("*") if p.is_dir() and p.name.isdigit()]
+    shown = run_cli(["--cfg", "job", f"tracking.uri='https://u:{PW}@h/?token={PW}&x=1'"], tmp_path)
+    assert "uri: https://***@h/?token=***&x=1" in shown.stdout and PW not in shown.out, shown
 
 
 def test_a_setting_every_job_rejects_stops_the_sweep_once(tmp_path):

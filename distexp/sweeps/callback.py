@@ -91,8 +91,8 @@ class SweepCallback(Callback):
             run = _Reopened(config.tracking.uri, parent.info.run_id)
             run.set_tag("distexp.resumed_in", str(sweep_dir))
             info.update(sweep_id=sweep_id, parent_run_id=run.run_id,
-                        tracking_uri=tracking.redact(config.tracking.uri), experiment=config.tracking.experiment,
-                        resumes=parent.data.tags.get("distexp.sweep_dir"))
+                        tracking_uri=tracking.redact(config.tracking.uri),
+                        experiment=config.tracking.experiment, resumes=parent.data.tags.get("distexp.sweep_dir"))
             print(f"Sweep {sweep_id} (resumed): MLflow parent run {run.run_id} reopened "
                   f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
         elif config.tracking.enabled:
@@ -104,7 +104,8 @@ class SweepCallback(Callback):
                       "launcher": _target(config, "launcher")}
             swept = OmegaConf.select(config, "hydra.sweeper.params")
             if swept:
-                params["sweeper.params"] = json.dumps(OmegaConf.to_container(swept, resolve=False))
+                params["sweeper.params"] = tracking.redact_text(
+                    json.dumps(OmegaConf.to_container(swept, resolve=False)))
             tags = {SWEEP_ID: sweep_id, RUN_KIND: "sweep", "distexp.sweep_dir": str(sweep_dir),
                     "distexp.overrides": overrides}
             try:
@@ -302,7 +303,9 @@ def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> 
                 run.set_tag("distexp.best_job", str(best["num"]))
                 run.set_tag("distexp.best_overrides", " ".join(best["overrides"]))
             if error is not None and not failed:
-                run.set_tag("distexp.error", _first_line(error))
+                from distexp.tracking.store import redact_text
+
+                run.set_tag("distexp.error", redact_text(_first_line(error)))
             from distexp.tracking.store import redact_file
 
             files = [sweep.sweep_dir / SWEEP_FILE, sweep.sweep_dir / "multirun.yaml",

@@ -91,6 +91,27 @@ def redact_file(path: Path) -> None:
         tmp.replace(path)
 
 
+class RedactingStream:
+    """sys.stdout / sys.stderr of the job and sweep process (distexp.__main__): what anything
+    writes there (Hydra's --cfg output, its "Error executing job with overrides" line, a sweeper
+    plugin's prints, the trainers' output the job relays) goes out with redact_text applied.
+    Everything else (fileno, isatty, buffer, ...) is the wrapped stream's."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact_text(text) if ("@" in text or "=" in text) else text)
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 class RedactFilter(logging.Filter):
     """A logging filter (Hydra's hydra_logging / job_logging configs put it on every handler): the
     record's message with redact_text applied, e.g. Hydra's launcher line ``#0 : tracking.uri=...``."""
