@@ -34,7 +34,16 @@ STALE_S = 600.0    # a run on another host whose heartbeat is older is ended (10
 
 def _start_ticks(pid: int) -> Optional[str]:
     """The process's start time (clock ticks after boot, /proc/<pid>/stat field 22), or None when
-    there is no such process or it is a zombie (dead, not yet reaped)."""
+    there is no such process or it is a zombie (dead, not yet reaped). Without /proc (not Linux):
+    "?" while the pid exists (no protection against a reused pid there)."""
+    if not os.path.isdir("/proc/self"):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return "?"
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
@@ -69,7 +78,7 @@ def dead(tags: Mapping[str, str], now: Optional[float] = None,
         now_start = _start_ticks(int(pid))
         if now_start is None:
             return f"its owner, process {pid} on {who}, is gone (killed without closing the run)"
-        if start != "?" and now_start != start:
+        if "?" not in (start, now_start) and now_start != start:
             return (f"its owner, process {pid} on {who}, is gone (the pid now belongs to another "
                     "process)")
         return None
