@@ -11,8 +11,8 @@ RUNNING runs, called when a job's run or a sweep's parent is created and by
 ``python -m distexp.report``) ends each run whose owner is
 
 - on this host: not running (no such pid, a zombie, or a pid whose start time differs);
-- on another host: silent, its last heartbeat older than STALE_S (a run with no heartbeat, such
-  as a sweep's parent, is never ended from another host);
+- on another host: silent, its last heartbeat older than STALE_S (a sweep's parent does not
+  beat, and a run without the tag proves nothing: neither is ended from another host);
 
 as FAILED, with the tag ``distexp.ended_by`` saying why. Runs without ``distexp.owner`` (other
 tools, older distexp) are never touched; neither is a run whose owner is alive.
