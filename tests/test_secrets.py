@@ -259,8 +259,11 @@ def test_a_sigkilled_job_is_ended_failed_by_the_next_command(tmp_path):
                             stderr=subprocess.DEVNULL)
     report = [sys.executable, "-m", "distexp.report", "--tracking-uri", uri, "--no-log"]
     try:
-        run = _wait(lambda: (mlflow_runs(uri)[1] or [None])[0] if (tmp_path / "outputs" /
-                    "mlflow.db").exists() else None, 240, "the job's run")
+        # the job writes "ok <run id>" to its gate file once the run exists (tracking.forward);
+        # the store is not opened before that (a second process migrating a new SQLite store races)
+        gate = job / "tracking.gate"
+        run_id = _wait(lambda: gate.exists() and gate.read_text().startswith("ok ") and
+                       gate.read_text().split()[1], 240, "the job's run")
         _wait(lambda: (job / "steps.csv").exists() or
               len(processes_mentioning(str(job))) >= 2, 240, "the trainer")
         trainers = [p for p in processes_mentioning(str(job)) if p != proc.pid]
@@ -277,8 +280,9 @@ def test_a_sigkilled_job_is_ended_failed_by_the_next_command(tmp_path):
 
         after = subprocess.run(report, cwd=tmp_path, env=env, capture_output=True, text=True,
                                timeout=120)
-        assert f"run {run.info.run_id}" in after.stdout and "ended FAILED" in after.stdout, after
+        assert f"run {run_id}" in after.stdout and "ended FAILED" in after.stdout, after
         (ended,) = mlflow_runs(uri)[1]
+        assert ended.info.run_id == run_id
         assert ended.info.status == "FAILED"
         why = ended.data.tags["distexp.ended_by"]
         assert why == (f"distexp: its owner, process {proc.pid} on {os.uname().nodename}, is gone "
