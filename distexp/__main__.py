@@ -38,6 +38,10 @@ def main(cfg: DictConfig) -> float | None:
 
 
 def cli() -> None:
+    from distexp.tracking.store import RedactingStream
+
+    # no console line shows a URI's credentials, whoever prints it (distexp.tracking.store)
+    sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
     user_wants_trace = "HYDRA_FULL_ERROR" in os.environ
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let errors reach us, to print them as one line
     try:

@@ -158,7 +158,8 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
     its name, tags and params (the flattened config and the resolved facts)."""
     tracking.probe(cfg.tracking.uri)  # milliseconds: a store/server that is plainly not there
     tags = {"distexp.job_dir": str(job_dir), "distexp.overrides": " ".join(overrides),
-            "distexp.host": socket.gethostname()}
+            "distexp.host": socket.gethostname(),
+            **tracking.owner_tags()}  # this process owns the run (tracking.owner)
     if plan.hosts:  # where each task of an external cluster runs (srun, TF_CONFIG)
         tags["distexp.task_hosts"] = ", ".join(f"{n}={h}" for n, h in plan.hosts.items())
     if plan.cluster_id:  # the other nodes' first tasks find the run by it (node_metrics)
@@ -177,7 +178,9 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
                              facts["replicas"], in_sweep=multirun)
 
     def create_run():  # in a thread, while the trainer imports TensorFlow (tracking.Forwarder)
-        return tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment, name, tags, params)
+        run = tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment, name, tags, params)
+        tracking.end_dead_runs(run.client, [run.experiment_id])  # runs killed before closing
+        return run
 
     def announce(run):
         print(f"MLflow run {run.run_id} ({tracking.redact(cfg.tracking.uri)}, experiment "

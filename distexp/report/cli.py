@@ -279,6 +279,11 @@ def build(uri: str, experiment: str = "distexp", sweep_id: Optional[str] = None,
           log: bool = True) -> Tuple[List[Row], Path, str]:
     """Make the report; return (rows, output dir, markdown)."""
     client = _client(uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is not None:  # a killed job's run shows FAILED, not RUNNING (distexp.tracking.owner)
+        from distexp.tracking.owner import end_dead_runs
+
+        end_dead_runs(client, [exp.experiment_id])
     parent, runs = find(client, experiment, sweep_id, filter_string)
     rows = aggregate([row_from_run(r) for r in runs])
     for r in rows:  # a job's first run stands for its repeats in the loss plot

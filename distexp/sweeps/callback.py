@@ -69,7 +69,11 @@ class SweepCallback(Callback):
                 from distexp.sweeps import planning as sweeper
 
                 sweeper.find_parent(config, str(config.sweep.resume))
-        except UserError as ex:
+            if config.tracking.enabled:  # milliseconds: a store that is plainly not there
+                from distexp import tracking
+
+                tracking.probe(config.tracking.uri)
+        except UserError as ex:  # before any job: the sweep stops once, not once per job
             print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
         sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
@@ -88,25 +92,32 @@ class SweepCallback(Callback):
             run = _Reopened(config.tracking.uri, parent.info.run_id)
             run.set_tag("distexp.resumed_in", str(sweep_dir))
             info.update(sweep_id=sweep_id, parent_run_id=run.run_id,
-                        tracking_uri=config.tracking.uri, experiment=config.tracking.experiment,
-                        resumes=parent.data.tags.get("distexp.sweep_dir"))
+                        tracking_uri=tracking.redact(config.tracking.uri),
+                        experiment=config.tracking.experiment, resumes=parent.data.tags.get("distexp.sweep_dir"))
             print(f"Sweep {sweep_id} (resumed): MLflow parent run {run.run_id} reopened "
                   f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
         elif config.tracking.enabled:
             from distexp import tracking
 
-            overrides = " ".join(config.hydra.overrides.task)
+            overrides = tracking.redact_text(" ".join(config.hydra.overrides.task))
             params = {"overrides": overrides or "(none)",
                       "sweeper": _target(config, "sweeper"),
                       "launcher": _target(config, "launcher")}
             swept = OmegaConf.select(config, "hydra.sweeper.params")
             if swept:
-                params["sweeper.params"] = json.dumps(OmegaConf.to_container(swept, resolve=False))
+                params["sweeper.params"] = tracking.redact_text(
+                    json.dumps(OmegaConf.to_container(swept, resolve=False)))
             tags = {SWEEP_ID: sweep_id, RUN_KIND: "sweep", "distexp.sweep_dir": str(sweep_dir),
                     "distexp.overrides": overrides}
-            run = tracking.JobRun(config.tracking.uri, config.tracking.experiment,
-                                  f"sweep-{sweep_id}", tags, params)
-            info.update(parent_run_id=run.run_id, tracking_uri=config.tracking.uri,
+            try:
+                run = tracking.JobRun(config.tracking.uri, config.tracking.experiment,
+                                      f"sweep-{sweep_id}", {**tags, **tracking.owner_tags()},
+                                      params)
+            except UserError as ex:  # e.g. a server that accepts connections but is no MLflow
+                print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+                raise SystemExit(2) from None
+            tracking.end_dead_runs(run.client, [run.experiment_id])
+            info.update(parent_run_id=run.run_id, tracking_uri=tracking.redact(config.tracking.uri),
                         experiment=config.tracking.experiment)
             print(f"Sweep {sweep_id}: MLflow parent run {run.run_id} "
                   f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
@@ -116,6 +127,17 @@ class SweepCallback(Callback):
         # SIGTERM (scancel of a sweep running in a batch job, kill) ends the sweep as Ctrl-C
         # does, parent run KILLED, instead of killing the process with the parent RUNNING
         errors.interrupt_on_sigterm()
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Hydra has just written the job's .hydra/{config,hydra,overrides}.yaml with the command
+        line as typed: rewrite them without credentials (single jobs and sweep jobs alike)."""
+        from distexp.tracking.store import redact_file
+
+        subdir = OmegaConf.select(config, "hydra.output_subdir")
+        out = OmegaConf.select(config, "hydra.runtime.output_dir")
+        if subdir is not None and out:
+            for name in ("config.yaml", "hydra.yaml", "overrides.yaml"):
+                redact_file(Path(str(out)) / str(subdir) / name)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         from hydra.types import RunMode
@@ -128,13 +150,15 @@ class SweepCallback(Callback):
         if OmegaConf.select(config, "cluster.name") == "slurm" and \
                 os.environ.get("SLURM_PROCID", "0") != "0":
             return  # one record per job: task 0 (the chief) writes it, the other tasks do not
+        from distexp.tracking.store import redact_text
+
         value = job_return._return_value  # .return_value would re-raise a failure here
         failed = job_return.status.name != "COMPLETED"
         record = {"num": int(config.hydra.job.num),
-                  "overrides": list(config.hydra.overrides.task),
+                  "overrides": [redact_text(o) for o in config.hydra.overrides.task],
                   "status": "FAILED" if failed else "COMPLETED",
                   "value": None if failed else _number(value),
-                  "error": _first_line(value) if failed else None,
+                  "error": redact_text(_first_line(value)) if failed else None,
                   "job_dir": str(config.hydra.runtime.output_dir)}
         write_record(sweep_dir, record)
 
@@ -173,6 +197,8 @@ class _Reopened:
                 self.uri, self.offline, self.run_id = uri, None, run_id
                 self.client = tracking.client(uri)
                 self.experiment_id = self.client.get_run(run_id).info.experiment_id
+                for k, v in tracking.owner_tags().items():  # this process owns it now
+                    self.client.set_tag(run_id, k, v)
                 self.client.update_run(run_id, status="RUNNING")
 
         return Reopened()
@@ -203,7 +229,9 @@ def child_tags(cfg_sweep_dir: str, uri: str, experiment: str, job_num: int) -> D
         return {}
     tags = {SWEEP_ID: info["sweep_id"], RUN_KIND: "job", "distexp.job_num": str(job_num),
             "distexp.repeat": _repeat()}
-    if info.get("parent_run_id") and info.get("tracking_uri") == uri and \
+    from distexp.tracking.store import redact
+
+    if info.get("parent_run_id") and info.get("tracking_uri") == redact(uri) and \
             info.get("experiment") == experiment:
         tags["mlflow.parentRunId"] = info["parent_run_id"]
     return tags
@@ -224,6 +252,11 @@ def _repeat() -> str:
 
 def active() -> bool:
     return _OPEN is not None
+
+
+def tracking_uri() -> Optional[str]:
+    """The open sweep's tracking URI, credentials included (sweep.json keeps it redacted)."""
+    return getattr(getattr(_OPEN, "run", None), "uri", None)
 
 
 def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> int:
@@ -268,9 +301,16 @@ def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> 
                 run.set_tag("distexp.best_job", str(best["num"]))
                 run.set_tag("distexp.best_overrides", " ".join(best["overrides"]))
             if error is not None and not failed:
-                run.set_tag("distexp.error", _first_line(error))
-            run.log_artifacts([sweep.sweep_dir / SWEEP_FILE, sweep.sweep_dir / "multirun.yaml",
-                               sweep.sweep_dir / "optimization_results.yaml"])
+                from distexp.tracking.store import redact_text
+
+                run.set_tag("distexp.error", redact_text(_first_line(error)))
+            from distexp.tracking.store import redact_file
+
+            files = [sweep.sweep_dir / SWEEP_FILE, sweep.sweep_dir / "multirun.yaml",
+                     sweep.sweep_dir / "optimization_results.yaml"]
+            for f in files:  # Optuna's sweeper writes its multirun.yaml as typed
+                redact_file(f)
+            run.log_artifacts(files)
             run.log_artifacts(sorted((sweep.sweep_dir / JOBS_DIR).glob("*.json")),
                               artifact_path=JOBS_DIR)
             if not interrupted and len(failed) < len(jobs) and run.offline is None:

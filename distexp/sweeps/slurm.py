@@ -97,6 +97,8 @@ def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
 
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 
+    from distexp.tracking.store import redact_text
+
     params = dict(self.params)
     sweep_dir = Path(str(self.config.hydra.sweep.dir))
     sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -108,7 +110,7 @@ def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
         if tasks is None:
             cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
             tasks = job_tasks(cfg, nodes)
-        what = f"job {initial_job_idx + i} [{' '.join(filter_overrides(overrides))}]"
+        what = f"job {initial_job_idx + i} [{redact_text(' '.join(filter_overrides(overrides)))}]"
         check_fits(params, tasks, what)
         groups.setdefault(tasks, []).append(i)
 
@@ -124,7 +126,7 @@ def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
             args = [(list(job_overrides[i]), "hydra.sweep.dir", initial_job_idx + i,
                      f"job_id_for_{initial_job_idx + i}", Singleton.get_state()) for i in idxs]
             for i, a in zip(idxs, args):
-                print(f"\t#{a[2]} : {' '.join(filter_overrides(a[0]))} ({tasks} task(s) per "
+                print(f"\t#{a[2]} : {redact_text(' '.join(filter_overrides(a[0])))} ({tasks} task(s) per "
                       "node)", flush=True)
             try:
                 submitted = ex.map_array(self, *zip(*args))
@@ -223,7 +225,7 @@ def _end_running_children(sweep_dir: Path) -> None:
         return
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=info["tracking_uri"])
+    client = MlflowClient(tracking_uri=sweep.tracking_uri() or info["tracking_uri"])
     exp = client.get_experiment_by_name(info["experiment"])
     if exp is None:
         return

@@ -12,6 +12,8 @@ Separation of concerns:
 - tracking.forward  Forwarder: creates the run while the trainer starts, the gate file, forwarding
                     the chief's records, MLflow's system metrics
 - tracking.sink     RunLogger: the chief trainer's records as JSON lines (no MLflow imported there)
+- tracking.owner    the process that owns a run (tag + heartbeat), and ending the runs whose
+                    owner was killed (``end_dead_runs``): no run stays RUNNING forever
 - tracking.offline  the offline file of a job whose server died, and
                     ``python -m distexp.tracking import <job_dir>`` that replays it
 
@@ -21,6 +23,7 @@ is never stopped or slowed by a dead server beyond one bounded retry.
 """
 from distexp.tracking.forward import Forwarder
 from distexp.tracking.offline import OFFLINE_FILE, Offline, import_command, import_dir, offline_summary
+from distexp.tracking.owner import end_dead_runs, owner_tags
 from distexp.tracking.run import JobRun, run_name
 from distexp.tracking.sink import GATE_ENV, RUN_ID_ENV, SINK_ENV, URI_ENV, RunLogger
 from distexp.tracking.store import client, http_env, probe, reason, redact, redact_text
@@ -28,4 +31,4 @@ from distexp.tracking.store import client, http_env, probe, reason, redact, reda
 
 __all__ = ["Forwarder", "JobRun", "Offline", "RunLogger", "OFFLINE_FILE", "GATE_ENV", "RUN_ID_ENV",
            "SINK_ENV", "URI_ENV", "client", "http_env", "import_command", "import_dir",
-           "offline_summary", "probe", "reason", "redact", "redact_text", "run_name"]
+           "offline_summary", "end_dead_runs", "owner_tags", "probe", "reason", "redact", "redact_text", "run_name"]

@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from distexp.tracking import owner
 from distexp.tracking.run import JobRun
 from distexp.tracking.sink import GATE_ENV, SINK_ENV
 from distexp.tracking.store import reason, redact
@@ -70,8 +72,15 @@ class Forwarder:
             except Exception as ex:  # noqa: BLE001  (best effort: e.g. psutil missing)
                 print(f"distexp: warning: no system metrics ({type(ex).__name__}: {ex})",
                       file=sys.stderr, flush=True)
+        beat = time.monotonic()
         while not self._stop.wait(self.POLL_S):
             self._forward_or_offline()
+            if time.monotonic() - beat >= owner.BEAT_S and self.run.offline is None:
+                beat = time.monotonic()
+                try:  # the job lives: its run is not ended from another host (tracking.owner)
+                    self.run.client.set_tag(self.run.run_id, owner.BEAT_TAG, str(int(time.time())))
+                except Exception:  # noqa: BLE001  (the next forward finds a dead server)
+                    pass
 
     def _open_gate(self, text: str) -> None:
         tmp = self.gate.with_suffix(".tmp")

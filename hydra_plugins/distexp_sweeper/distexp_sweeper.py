@@ -52,9 +52,13 @@ class DistexpSweeper(BasicSweeper):
         jobs = S.interleave(jobs, S.repeats(self.config, overrides))
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        from distexp.tracking.store import redact_text
+
+        (sweep_dir / "multirun.yaml").write_text(redact_text(OmegaConf.to_yaml(self.config)))
 
         plan = S.plan(jobs, self.config, lambda o: loader.load_sweep_config(self.config, o))
+        S.check_jobs([job for _, job in plan.launch],
+                     lambda o: loader.load_sweep_config(self.config, o))
         records.write_records(sweep_dir.absolute(), plan.skipped)
         self.overrides = [[job for _, job in plan.launch]]
         self.batch_index = 1
@@ -67,5 +71,6 @@ class DistexpSweeper(BasicSweeper):
                     first_failure = r
             returns.append(results)
         if first_failure is not None:  # as BasicSweeper does, but after every job has run
-            _ = first_failure.return_value  # raises the job's exception
+            # (not via .return_value: it prints the job's overrides, credentials and all)
+            raise first_failure._return_value
         return returns
