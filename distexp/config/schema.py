@@ -25,6 +25,7 @@ COMMUNICATIONS = ("auto", "ring", "nccl")
 OPTIMIZERS = ("adam", "sgd", "rmsprop")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 PREPROCESSING = ("scale", "standardize", "none")
+LR_SCALING = ("none", "linear", "sqrt")
 # What a job can return to a sweeper (`objective`): the task's figures (tasks.Task.figures)
 # and these performance figures, all final values in result.json.
 PERF_OBJECTIVES = ("perf/examples_per_sec", "perf/examples_per_sec_per_replica",
@@ -184,6 +185,10 @@ class Config:
     batch_size_per_replica: int = 64
     global_batch_size: Optional[int] = None
     learning_rate: Optional[float] = None
+    # Scale the learning rate with the global batch: none, linear (x global / reference batch)
+    # or sqrt (x its square root); the reference batch is batch_size_per_replica (the rate is taken
+    # to be right for one replica at that batch). The rate used is the param learning_rate_effective.
+    learning_rate_scaling: str = "none"
     seed: int = 0
     # Steps at the start of training that are run but not timed (tracing, first allocations).
     warmup_steps: int = 5
@@ -204,6 +209,9 @@ class Config:
     target_accuracy: Optional[float] = None
     # Measure the devices' peak FLOP/s (a ~1 s matmul benchmark after training) for perf/mfu.
     measure_peak_flops: bool = True
+    # A TensorFlow profiler trace of a few training steps, taken after training (distexp.train.profile),
+    # logged as the run's artifact directory profile/.
+    profile: bool = False
     # The final figure a job returns to Hydra (what a sweeper such as Optuna optimises);
     # null = the task's (eval/accuracy for classification, eval/token_accuracy for seq2seq).
     objective: Optional[str] = None

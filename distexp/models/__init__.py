@@ -135,16 +135,15 @@ def load_factory(key: str, spec: str):
                         "'package.module:function' naming an existing function") from None
 
 
-def learning_rate(cfg: DictConfig) -> float:
-    return float(cfg.learning_rate if cfg.learning_rate is not None else cfg.model.learning_rate)
-
-
-def optimizer(cfg: DictConfig, model):
+def optimizer(cfg: DictConfig, model, global_batch=None):
     """The optimizer, with its slot variables built now (Keras 3 builds them lazily, which breaks
-    the first `strategy.run` of a custom loop under MirroredStrategy)."""
+    the first `strategy.run` of a custom loop under MirroredStrategy). Its rate:
+    distexp.config.resolved.learning_rate (scaled with `global_batch` when asked)."""
     import keras
 
-    lr = learning_rate(cfg)
+    from distexp.config.resolved import learning_rate
+
+    lr = learning_rate(cfg, global_batch)
     name = cfg.model.optimizer
     if name == "adam":
         opt = keras.optimizers.Adam(lr)

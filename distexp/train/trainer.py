@@ -30,7 +30,7 @@ def train(cfg, job_dir: Path) -> dict:
     from distexp.train import devices, loops
     from distexp.figures import meaning
     from distexp import models, strategies, tasks
-    from distexp.config.resolved import global_batch
+    from distexp.config.resolved import global_batch, learning_rate
     from distexp.train.loops.context import Context
     from distexp.train.loops.evaluate import make_evaluate
     from distexp.figures.meter import Meter
@@ -71,7 +71,7 @@ def train(cfg, job_dir: Path) -> dict:
     logger.wait_ready()
     with strategy.scope():
         model = task.build_model(cfg, data)
-        optimizer = models.optimizer(cfg, model)
+        optimizer = models.optimizer(cfg, model, G)
 
     say(f"Strategy: {cfg.strategy.name} ({type(strategy).__name__})")
     say(f"Number of devices: {replicas}  ({', '.join(replica_devices)}; workers: {workers})")
@@ -88,6 +88,7 @@ def train(cfg, job_dir: Path) -> dict:
                        "keras_version": keras.__version__, "steps_per_epoch_resolved": steps,
                        "warmup_steps_resolved": min(cfg.warmup_steps, steps * cfg.epochs),
                        "task": task.name, **data.params(),
+                       "learning_rate_effective": learning_rate(cfg, G),
                        # the report's eval column: the task's headline evaluation figure
                        "task.eval_metric": task.target_metric or task.objective})
     meter = Meter(global_batch=G, replicas=replicas, warmup_steps=int(cfg.warmup_steps),
@@ -109,9 +110,12 @@ def train(cfg, job_dir: Path) -> dict:
         reporter.close()
         logger.close()
         raise UserFailure(reporter.diverged_line(stopped=True)) from None
-    final = reporter.finish(after_training(cfg, model, data.input_shape, replica_devices,
-                                           meter.final_figures()["perf/examples_per_sec"], chief,
-                                           logger))
+    from distexp.train import breakdown
+
+    split = breakdown.run(ctx, job_dir, chief, meter.mean_step_ms())  # after the timed steps
+    final = reporter.finish({**split, **after_training(
+        cfg, model, data.input_shape, replica_devices,
+        meter.final_figures()["perf/examples_per_sec"], chief, logger)})
     if reporter.diverged_at is not None:
         say(f"distexp: warning: {reporter.diverged_line(stopped=False)}")
     logger.close()

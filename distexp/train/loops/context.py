@@ -20,3 +20,4 @@ class Context:
     epochs: int
     reporter: Any          # distexp.train.progress.Reporter
     is_ps: bool = False
+    dispatch: Any = None   # the custom loop's dispatcher (distexp.train.step), for the probe phase
