@@ -135,15 +135,12 @@ def load_factory(key: str, spec: str):
                         "'package.module:function' naming an existing function") from None
 
 
-def optimizer(cfg: DictConfig, model, global_batch=None):
-    """The optimizer, with its slot variables built now (Keras 3 builds them lazily, which breaks
-    the first `strategy.run` of a custom loop under MirroredStrategy). Its rate:
-    distexp.config.resolved.learning_rate (scaled with `global_batch` when asked)."""
+def optimizer(cfg: DictConfig, model, lr: float):
+    """The optimizer at rate `lr` (distexp.config.resolved.learning_rate), with its slot
+    variables built now (Keras 3 builds them lazily, which breaks the first `strategy.run` of a
+    custom loop under MirroredStrategy)."""
     import keras
 
-    from distexp.config.resolved import learning_rate
-
-    lr = learning_rate(cfg, global_batch)
     name = cfg.model.optimizer
     if name == "adam":
         opt = keras.optimizers.Adam(lr)

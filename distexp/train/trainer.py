@@ -71,7 +71,7 @@ def train(cfg, job_dir: Path) -> dict:
     logger.wait_ready()
     with strategy.scope():
         model = task.build_model(cfg, data)
-        optimizer = models.optimizer(cfg, model, G)
+        optimizer = models.optimizer(cfg, model, learning_rate(cfg, G))
 
     say(f"Strategy: {cfg.strategy.name} ({type(strategy).__name__})")
     say(f"Number of devices: {replicas}  ({', '.join(replica_devices)}; workers: {workers})")
