@@ -69,7 +69,9 @@ class Probes:
 
         def all_reduce(*grads):
             ctx = tf.distribute.get_replica_context()
-            reduced = ctx.all_reduce(tf.distribute.ReduceOp.SUM, list(grads))
+            # identity: placed on this replica's device (an argument tensor may carry none,
+            # which the collective refuses under multiworker: "destinations can not be empty")
+            reduced = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [tf.identity(g) for g in grads])
             return tf.add_n([tf.reshape(t, [-1])[0] for t in reduced])  # waits for all of it
 
         def sync(grads, k):
@@ -91,11 +93,16 @@ class Probes:
         self.sync = tf.function(sync)
 
     def measure(self, iterator, k: int) -> Dict[str, Optional[float]]:
-        """{"input", "compute", "sync"} in ms per step: the median over CALLS rounds, each round
-        one call of every probe (interleaved, so that they see the same load on the machine; the
-        median, so that a call preempted by another process does not move a part). Compute and
-        sync are net of the dispatch of an empty call of the same shape (median, same rounds):
-        the loop pays one dispatch per call, not one per part, and it belongs to `other`."""
+        """{"input", "compute", "sync"} in ms per step, each the median over CALLS calls (a call
+        preempted by another process does not move it).
+
+        Input first, alone: each round fetches a batch and computes one step on it (the pipeline
+        refills meanwhile, as in training); no collective runs in this phase, so a worker never
+        waits here for another (that wait would let its own prefetch catch up and hide its
+        input cost). Then compute and sync, interleaved (one call of each per round, so they see
+        the same load on the machine), each net of the dispatch of an empty call of the same
+        shape in the same round: the loop pays one dispatch per call, not one per part, and it
+        belongs to `other`."""
         import statistics
 
         import tensorflow as tf
@@ -105,21 +112,24 @@ class Probes:
         grads = self.gradients(x, y)
         times: Dict[str, List[float]] = {"input": [], "compute": [], "sync": [], "empty": []}
         for i in range(WARMUP + CALLS):
-            tz = time.perf_counter()
-            float(self.empty(kk))
             t0 = time.perf_counter()
-            float(self.compute(x, y, kk))
-            t1 = time.perf_counter()
-            float(self.sync(grads, kk))
-            t2 = time.perf_counter()
             bx, by = next(iterator)
-            t3 = time.perf_counter()
-            float(self.compute(bx, by, one))  # the pipeline refills while this batch computes
+            t1 = time.perf_counter()
+            float(self.compute(bx, by, one))
             if i >= WARMUP:
-                times["compute"].append((t1 - t0) / k)
-                times["sync"].append((t2 - t1) / k)
-                times["input"].append(t3 - t2)
-                times["empty"].append((t0 - tz) / k)
+                times["input"].append(t1 - t0)
+        for i in range(WARMUP + CALLS):
+            t0 = time.perf_counter()
+            float(self.empty(kk))
+            t1 = time.perf_counter()
+            float(self.compute(x, y, kk))
+            t2 = time.perf_counter()
+            float(self.sync(grads, kk))
+            t3 = time.perf_counter()
+            if i >= WARMUP:
+                times["empty"].append((t1 - t0) / k)
+                times["compute"].append((t2 - t1) / k)
+                times["sync"].append((t3 - t2) / k)
         ms = {part: 1000.0 * statistics.median(v) for part, v in times.items()}
         floor = ms.pop("empty")
         return {"input": ms["input"], "compute": max(0.0, ms["compute"] - floor),
