@@ -198,6 +198,92 @@ def _profile(ctx, probes, iterator, k: int, job_dir: Path, chief: bool) -> None:
 
 
 def ps_run(ctx, job_dir: Path, chief: bool, step_ms):
+    """Under ps the step runs on a worker against variables on the parameter servers, so the
+    parts are probed where they happen: input and sync (PS traffic) by calls scheduled on a
+    worker, each net of an empty scheduled call (the schedule/fetch round trip); compute on the
+    coordinator, on a local copy of the model and optimizer (no parameter server involved; on
+    this machine the same CPU as the workers, on a cluster the coordinator's hardware)."""
+    import statistics
+
+    import tensorflow as tf
+
     from distexp.figures import breakdown
 
-    return breakdown.split(step_ms, None, None, None)
+    d = ctx.dispatch
+    coord, iterator = d.coordinator, d.iterator
+    variables = ctx.model.trainable_variables
+    if ctx.cfg.profile and chief:
+        from distexp.train import profile
+
+        profile.trace(lambda: d.run(d.k), job_dir / "profile")  # the coordinator's side only
+        ctx.reporter.logger.log_artifact_dir(job_dir / "profile", "profile")
+        ctx.reporter.print(f"profile: a trace of {profile.STEPS} scheduled calls of {d.k} step(s) "
+                           "(the coordinator's side) logged as the run's artifact directory profile/")
+
+    @tf.function
+    def empty():
+        return tf.constant(0.0)
+
+    @tf.function
+    def fetch(it):
+        x, y = next(it)  # the worker's own pipeline produces the whole batch
+        return tf.cast(tf.size(y), tf.float32)
+
+    @tf.function
+    def traffic():
+        # every trainable variable read from the parameter servers, and an update of the same
+        # size written back (zeros: nothing changes)
+        pulled = tf.add_n([tf.reduce_sum(tf.cast(v, tf.float32)) for v in variables])
+        for v in variables:
+            v.assign_add(tf.zeros_like(v))
+        return pulled
+
+    calls = {"empty": lambda: coord.schedule(empty).fetch(),
+             "input": lambda: coord.schedule(fetch, args=(iterator,)).fetch(),
+             "sync": lambda: coord.schedule(traffic).fetch()}
+    times = {k: [] for k in calls}
+    for i in range(WARMUP + CALLS):
+        for name, call in calls.items():
+            t0 = time.perf_counter()
+            call()
+            if i >= WARMUP:
+                times[name].append(time.perf_counter() - t0)
+    ms = {k: 1000.0 * statistics.median(v) for k, v in times.items()}
+    floor = ms.pop("empty")
+    compute = _local_compute_ms(ctx)
+    # The loop's step time under ps is a window's time over its steps, which run concurrently on
+    # the workers: one worker spends `workers` times that on each of its steps.
+    per_worker = None if step_ms is None else step_ms * d.workers
+    return breakdown.split(per_worker, max(0.0, ms["input"] - floor), compute,
+                           max(0.0, ms["sync"] - floor))
+
+
+def _local_compute_ms(ctx) -> Optional[float]:
+    """ps: forward + backward + optimizer at the global batch on a copy of the model held by the
+    coordinator (keras.models.clone_model; None when the model cannot be cloned)."""
+    import statistics
+
+    import keras
+    import tensorflow as tf
+
+    try:
+        model = keras.models.clone_model(ctx.model)
+        optimizer = ctx.optimizer.__class__.from_config(ctx.optimizer.get_config())
+        optimizer.build(model.trainable_variables)
+    except Exception as ex:  # noqa: BLE001  (a subclassed user model, a wrapped optimizer)
+        ctx.reporter.print(f"step time split: compute not measured under ps ({type(ex).__name__}: "
+                           f"{ex})")
+        return None
+    probes = Probes(tf.distribute.get_strategy(), ctx.task, model, optimizer, ctx.global_batch)
+    x, y = next(iter(ctx.train_ds))
+    one = tf.constant(1)
+    times = {"empty": [], "compute": []}
+    for i in range(WARMUP + CALLS):
+        t0 = time.perf_counter()
+        float(probes.empty(one))
+        t1 = time.perf_counter()
+        float(probes.compute(x, y, one))
+        if i >= WARMUP:
+            times["empty"].append(t1 - t0)
+            times["compute"].append(time.perf_counter() - t1)
+    return max(0.0, 1000.0 * (statistics.median(times["compute"]) - statistics.median(times["empty"])))
