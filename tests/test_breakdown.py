@@ -69,8 +69,9 @@ def test_learning_rate_scaling_refuses_an_unknown_rule(compose):
 # -- end to end ----------------------------------------------------------------------------------
 
 STRATEGIES = ["strategy=one_device,mirrored,multiworker", "cpu_replicas=2", "workers=2"]
-# global batch 64 for every strategy; 4 steps (2 per call), the probe phase does the measuring
-SMALL = ["global_batch_size=64", "epochs=1", "steps_per_epoch=4", "warmup_steps=1",
+# global batch 64 for every strategy; 12 steps (2 per call; 10 timed, for the median step time),
+# the probe phase does the measuring
+SMALL = ["global_batch_size=64", "epochs=1", "steps_per_epoch=12", "warmup_steps=2",
          "steps_per_execution=2", "measure_peak_flops=false", "dataset=custom",
          "dataset.factory=factories:slow_images", "dataset.cache=false",
          "dataset.shuffle_buffer=64"]

@@ -16,8 +16,18 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-WARMUP = 3   # untimed calls per probe (tracing)
-CALLS = 15   # timed rounds (one call of each probe per round)
+WARMUP = 2   # untimed calls per probe (tracing)
+CALLS = 15   # timed rounds at most (one call of each probe per round)
+MIN_CALLS = 5
+BUDGET_S = 10.0  # the rounds are cut to fit about this long, from the training's mean step
+
+
+def rounds(step_ms: Optional[float], k: int) -> int:
+    """Timed rounds for a step of `step_ms`: a round costs about 2k + 2 steps (compute and
+    sync calls of k steps, an input fetch with its one-step compute); 5..15 rounds."""
+    if not step_ms:
+        return MIN_CALLS
+    return max(MIN_CALLS, min(CALLS, int(BUDGET_S * 1000.0 / ((2 * k + 2) * step_ms))))
 
 
 def snapshot(model, optimizer) -> List:
@@ -92,8 +102,8 @@ class Probes:
         self.compute = tf.function(compute, autograph=False)
         self.sync = tf.function(sync)
 
-    def measure(self, iterator, k: int) -> Dict[str, Optional[float]]:
-        """{"input", "compute", "sync"} in ms per step, each the median over CALLS calls (a call
+    def measure(self, iterator, k: int, calls: int = CALLS) -> Dict[str, Optional[float]]:
+        """{"input", "compute", "sync"} in ms per step, each the median over `calls` calls (a call
         preempted by another process does not move it).
 
         Input first, alone: each round fetches a batch and computes one step on it (the pipeline
@@ -111,14 +121,14 @@ class Probes:
         x, y = next(iterator)  # the fixed batch: already on the replicas' devices
         grads = self.gradients(x, y)
         times: Dict[str, List[float]] = {"input": [], "compute": [], "sync": [], "empty": []}
-        for i in range(WARMUP + CALLS):
+        for i in range(WARMUP + calls):
             t0 = time.perf_counter()
             bx, by = next(iterator)
             t1 = time.perf_counter()
             float(self.compute(bx, by, one))
             if i >= WARMUP:
                 times["input"].append(t1 - t0)
-        for i in range(WARMUP + CALLS):
+        for i in range(WARMUP + calls):
             t0 = time.perf_counter()
             float(self.empty(kk))
             t1 = time.perf_counter()
@@ -164,7 +174,11 @@ def run(ctx, job_dir: Path, chief: bool, step_ms: Optional[float]) -> Dict[str, 
         probes = Probes(strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch)
         if ctx.cfg.profile:
             _profile(ctx, probes, iterator, k, job_dir, chief)
-        parts = probes.measure(iterator, k)
+        # every process must run the same number of calls (multiworker): the fewest any wants
+        want = tf.constant(rounds(step_ms, k))
+        calls = int(strategy.reduce("MIN", strategy.run(lambda: want), axis=None)) \
+            if strategy.num_replicas_in_sync > 1 else int(want)
+        parts = probes.measure(iterator, k, calls)
     finally:
         restore(state)
     if ctx.cfg.dataset.on_device:  # training took no batch from the pipeline
@@ -242,7 +256,8 @@ def ps_run(ctx, job_dir: Path, chief: bool, step_ms):
              "input": lambda: coord.schedule(fetch, args=(iterator,)).fetch(),
              "sync": lambda: coord.schedule(traffic).fetch()}
     times = {k: [] for k in calls}
-    for i in range(WARMUP + CALLS):
+    n = rounds(None if step_ms is None else step_ms * d.workers, 1)
+    for i in range(WARMUP + n):
         for name, call in calls.items():
             t0 = time.perf_counter()
             call()
@@ -250,7 +265,7 @@ def ps_run(ctx, job_dir: Path, chief: bool, step_ms):
                 times[name].append(time.perf_counter() - t0)
     ms = {k: 1000.0 * statistics.median(v) for k, v in times.items()}
     floor = ms.pop("empty")
-    compute = _local_compute_ms(ctx)
+    compute = _local_compute_ms(ctx, n)
     # The loop's step time under ps is a window's time over its steps, which run concurrently on
     # the workers: one worker spends `workers` times that on each of its steps.
     per_worker = None if step_ms is None else step_ms * d.workers
@@ -258,7 +273,7 @@ def ps_run(ctx, job_dir: Path, chief: bool, step_ms):
                            max(0.0, ms["sync"] - floor))
 
 
-def _local_compute_ms(ctx) -> Optional[float]:
+def _local_compute_ms(ctx, n: int) -> Optional[float]:
     """ps: forward + backward + optimizer at the global batch on a copy of the model held by the
     coordinator (keras.models.clone_model; None when the model cannot be cloned)."""
     import statistics
@@ -278,7 +293,7 @@ def _local_compute_ms(ctx) -> Optional[float]:
     x, y = next(iter(ctx.train_ds))
     one = tf.constant(1)
     times = {"empty": [], "compute": []}
-    for i in range(WARMUP + CALLS):
+    for i in range(WARMUP + n):
         t0 = time.perf_counter()
         float(probes.empty(one))
         t1 = time.perf_counter()

@@ -112,7 +112,11 @@ def train(cfg, job_dir: Path) -> dict:
         raise UserFailure(reporter.diverged_line(stopped=True)) from None
     from distexp.train import breakdown
 
-    split = breakdown.run(ctx, job_dir, chief, meter.mean_step_ms())  # after the timed steps
+    try:  # after the timed steps; a probe that fails costs the split, never the trained run
+        split = breakdown.run(ctx, job_dir, chief, meter.mean_step_ms())
+    except Exception as ex:  # noqa: BLE001
+        say(f"step time split not measured ({type(ex).__name__}: {str(ex).splitlines()[0][:200]})")
+        split = {}
     final = reporter.finish({**split, **after_training(
         cfg, model, data.input_shape, replica_devices,
         meter.final_figures()["perf/examples_per_sec"], chief, logger)})
