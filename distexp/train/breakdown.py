@@ -174,9 +174,9 @@ def run(ctx, job_dir: Path, chief: bool, step_ms: Optional[float]) -> Dict[str, 
         probes = Probes(strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch)
         if ctx.cfg.profile:
             _profile(ctx, probes, iterator, k, job_dir, chief)
-        # every process must run the same number of calls (multiworker): the fewest any wants
-        want = tf.constant(rounds(step_ms, k))
-        calls = int(strategy.reduce("MIN", strategy.run(lambda: want), axis=None)) \
+        # every process must run the same number of calls (multiworker): their mean, agreed
+        want = tf.constant(float(rounds(step_ms, k)))
+        calls = int(strategy.reduce("MEAN", strategy.run(lambda: want), axis=None)) \
             if strategy.num_replicas_in_sync > 1 else int(want)
         parts = probes.measure(iterator, k, calls)
     finally:
