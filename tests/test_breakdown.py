@@ -155,3 +155,12 @@ def test_profile_leaves_a_trace_artifact_and_scaled_rate_is_logged(cli):
     m = run.data.metrics
     assert all(m[f"perf/step_{p}_ms"] >= 0 for p in PARTS)
     assert "bottleneck:" in r.stdout
+
+
+def test_probe_rounds_fit_the_budget():
+    from distexp.train.breakdown import rounds
+
+    assert rounds(None, 4) == 5                 # no timed step: the minimum
+    assert rounds(1.0, 1) == 15                 # fast steps: the maximum
+    assert rounds(500.0, 1) == 10               # 10 s / (2 x 0.5 s)
+    assert rounds(3000.0, 8) == 5               # a large model: the minimum, not 15 x 9 steps

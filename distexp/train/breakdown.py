@@ -23,11 +23,12 @@ BUDGET_S = 10.0  # the rounds are cut to fit about this long, from the training'
 
 
 def rounds(step_ms: Optional[float], k: int) -> int:
-    """Timed rounds for a step of `step_ms`: a round costs about 2k + 2 steps (compute and
-    sync calls of k steps, an input fetch with its one-step compute); 5..15 rounds."""
+    """Timed rounds for a step of `step_ms`: a round costs about k + 1 steps (a compute call of k
+    steps, an input fetch with its one-step compute; sync and the empty call are a small part of
+    a step); 5..15 rounds."""
     if not step_ms:
         return MIN_CALLS
-    return max(MIN_CALLS, min(CALLS, int(BUDGET_S * 1000.0 / ((2 * k + 2) * step_ms))))
+    return max(MIN_CALLS, min(CALLS, int(BUDGET_S * 1000.0 / ((k + 1) * step_ms))))
 
 
 def snapshot(model, optimizer) -> List:
