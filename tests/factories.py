@@ -173,12 +173,12 @@ def slow_images(seed, delay_ms=0.0, batch=64, n=1024):
 
 
 def deep_cnn(input_shape, num_classes):
-    """model=custom: the tutorial CNN with three 48-filter 3x3 convolutions in front ("same"
-    padding on 8x8): ~20x its compute, ~4x its parameters."""
+    """model=custom: the tutorial CNN with five 64-filter 3x3 convolutions in front ("same"
+    padding on 8x8): ~300x its compute (~20 MFLOP per example forward), ~10x its parameters."""
     import keras
 
     layers = [keras.Input(shape=input_shape)]
-    layers += [keras.layers.Conv2D(48, 3, padding="same", activation="relu") for _ in range(3)]
+    layers += [keras.layers.Conv2D(64, 3, padding="same", activation="relu") for _ in range(5)]
     layers += [keras.layers.Conv2D(32, 3, activation="relu"), keras.layers.MaxPooling2D(),
                keras.layers.Flatten(), keras.layers.Dense(64, activation="relu"),
                keras.layers.Dense(num_classes)]

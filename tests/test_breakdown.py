@@ -3,7 +3,7 @@ figure and learning_rate_scaling.
 
 Unit tests (no TensorFlow): the split's arithmetic, the bottleneck, the learning-rate rule.
 End to end (slow): a known cost injected into one part must land there, for one_device,
-mirrored x2 and multiworker x2: a 20 ms sleep per batch in the input pipeline, and a model ~20x
+mirrored x2 and multiworker x2: a 20 ms sleep per batch in the input pipeline, and a model ~300x
 the tutorial CNN's compute. Three sweeps (base, slow input, deep model) over the three strategies.
 """
 from __future__ import annotations
