@@ -94,7 +94,8 @@ def _sweep(cli, *extra) -> dict:
             **{p: m[f"perf/step_{p}_ms"] for p in (*PARTS, "other")},
             "p50": m["perf/step_time_ms_p50"],
             "e2e": m["perf/examples_per_sec_end_to_end"], "rate": m["perf/examples_per_sec"],
-            "lr": float(run.data.params["learning_rate_effective"])}
+            "lr": float(run.data.params["learning_rate_effective"]),
+            "model_lr": float(run.data.params["model.learning_rate"])}
     assert sorted(out) == ["mirrored", "multiworker", "one_device"], out
     return out
 
@@ -110,12 +111,13 @@ def test_breakdown_attributes_injected_costs(cli):
     deep = _sweep(cli, "+dataset.kwargs.delay_ms=0", "model=custom",
                   "model.factory=factories:deep_cnn")
     report = {s: {"base": base[s], "slow": slow[s], "deep": deep[s]} for s in base}
+    print(report)  # pytest -s shows the measured splits, also when a check below fails
     for s, b in base.items():
         # every part measured, and other = the rest of the mean step (so the four add up to it)
         for f in (b, slow[s], deep[s]):
             assert all(f[p] >= 0 for p in PARTS), report[s]
             assert f["e2e"] > 0 and f["e2e"] < f["rate"], report[s]  # start-up-free, eval included
-            assert f["lr"] == pytest.approx(1e-3)  # learning_rate_scaling=none by default
+            assert f["lr"] == pytest.approx(f["model_lr"])  # learning_rate_scaling=none: as is
         # slow input: the input part grows by >= half the injected 20 ms, becomes the largest
         # measured part, and the other measured parts move less than it does
         grew = slow[s]["input"] - b["input"]
@@ -131,7 +133,6 @@ def test_breakdown_attributes_injected_costs(cli):
         assert _largest_measured(deep[s]) == "compute", (s, report[s])
         for p in ("input", "sync"):
             assert abs(deep[s][p] - b[p]) < grew, (s, p, report[s])
-    print(report)  # pytest -s shows the measured splits
 
 
 @pytest.mark.slow
