@@ -160,7 +160,6 @@ def run(ctx, job_dir: Path, chief: bool, step_ms: Optional[float]) -> Dict[str, 
     import tensorflow as tf
 
     from distexp.figures import breakdown
-    from distexp.train import profile
 
     strategy, dispatch = ctx.strategy, ctx.dispatch
     if ctx.is_ps:
