@@ -1,61 +1,12 @@
-"""Shared test helpers: run the CLI as a user would (a subprocess in a temporary directory),
-compose configs without TensorFlow, read MLflow stores. No test imports TensorFlow here."""
+"""Fixtures (the helpers they use live in tests/helpers.py) and the test tiers. No TensorFlow here."""
 from __future__ import annotations
-
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from helpers import (CONF, FAST, ROOT, Result, db_uri, mlflow_runs,  # noqa: F401  (re-exported
+                     run_cli)                                        # for older imports)
+
 pytest_plugins = ["servers"]  # PostgreSQL + MLflow server fixtures (tests/servers.py)
-
-ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "distexp" / "conf"
-
-# Small, fast jobs: digits, few epochs, little output.
-FAST = ["epochs=2", "warmup_steps=2"]
-
-
-class Result:
-    def __init__(self, proc: subprocess.CompletedProcess, cwd: Path):
-        self.returncode = proc.returncode
-        self.stdout = proc.stdout
-        self.stderr = proc.stderr
-        self.cwd = cwd
-
-    @property
-    def out(self) -> str:
-        return self.stdout + self.stderr
-
-    def __repr__(self) -> str:
-        return f"<exit {self.returncode}>\n--- stdout\n{self.stdout[-3000:]}\n--- stderr\n{self.stderr[-3000:]}"
-
-
-def run_cli(args, cwd: Path, module: str = "distexp", timeout: float = 600, env=None) -> Result:
-    e = dict(os.environ)
-    e["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), e.get("PYTHONPATH", "")])
-    e.pop("HYDRA_FULL_ERROR", None)
-    if env:
-        e.update(env)
-    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=e,
-                          capture_output=True, text=True, timeout=timeout)
-    return Result(proc, cwd)
-
-
-def db_uri(path: Path) -> str:
-    return f"sqlite:///{path / 'mlflow.db'}"
-
-
-def mlflow_runs(uri: str, experiment: str = "distexp"):
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        return client, []
-    return client, client.search_runs([exp.experiment_id], max_results=1000)
 
 
 @pytest.fixture
@@ -82,3 +33,48 @@ def compose():
             return hcompose(config_name="config", overrides=list(overrides))
     yield _compose
     GlobalHydra.instance().clear()
+
+
+# --- tiers (README, "Tests") ------------------------------------------------------------------
+# unit         the default: in this process, no subprocess, no TensorFlow, nothing trained
+# integration  starts processes or TensorFlow but trains nothing (or a probe's few steps)
+# slow         end to end: real training through the CLI
+# A test marked neither integration nor slow is unit; the guard below holds it to that.
+TIERS = ("unit", "integration", "slow")
+
+
+def pytest_configure(config):
+    import platform
+
+    platform.platform()  # cached for the session: importing MLflow asks it, which runs `uname -p`
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        tiers = [t for t in TIERS if item.get_closest_marker(t)]
+        if len(tiers) > 1:
+            raise pytest.UsageError(f"{item.nodeid}: in two tiers ({', '.join(tiers)}); pick one")
+        if not tiers:
+            item.add_marker(pytest.mark.unit)
+    # fail fast in a whole-suite run: the unit tier first, then integration, then slow
+    rank = {t: i for i, t in enumerate(TIERS)}
+    items.sort(key=lambda it: rank[next(t for t in TIERS if it.get_closest_marker(t))])
+
+
+@pytest.fixture(autouse=True)
+def _unit_tier_guard(request):
+    """A unit test starts no process and does not import TensorFlow (either would make the
+    tier slow; mark the test integration or slow instead)."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+    import sys
+
+    from helpers import no_process
+
+    had_tf = "tensorflow" in sys.modules
+    with no_process():
+        yield
+    if not had_tf and "tensorflow" in sys.modules:
+        pytest.fail("a unit test imported TensorFlow: mark it integration", pytrace=False)

@@ -13,6 +13,13 @@ def explode(input_shape, num_classes):
     raise RuntimeError("factory exploded on purpose")
 
 
+def not_a_model(input_shape, num_classes):
+    """A factory that forgot to build the model: returns the layer list."""
+    import keras
+
+    return [keras.layers.Flatten(), keras.layers.Dense(num_classes)]
+
+
 def crash(input_shape, num_classes):
     """Kills the training process hard (no Python clean-up), as an OOM-kill or segfault would."""
     import os

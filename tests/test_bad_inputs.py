@@ -1,9 +1,16 @@
-"""The bad-input matrix: wrong inputs through the CLI, as users type them.
+"""The bad-input matrix: wrong inputs as users type them.
 
 Each must give exactly one line on stderr that names the key, repeats what was received and says
-what is valid (or expected), a non-zero exit, no traceback, and no MLflow run left RUNNING. Most
-fail before TensorFlow starts (about a second each); the few marked TRAINER fail inside the
-training process (a TensorFlow start each).
+what is valid (or expected), a non-zero exit (2), no traceback, and no MLflow run left RUNNING.
+
+Two tiers share the table:
+- unit: every case that fails before a process starts runs in this process through the CLI's own
+  entry point (distexp.__main__.cli: Hydra composes, the checks run, the one line is printed),
+  with any process start refused (helpers.run_in_process): no store may even be created.
+- integration: a handful of cases through a real `python -m distexp` subprocess, one per way a
+  line is made (Hydra's compose error, OmegaConf's type error, a check, the tracking probe, an
+  unwritable output dir, a driver missing from the Python path), and the cases marked TRAINER,
+  which fail inside the training process (a TensorFlow start each): their run must end FAILED.
 """
 from __future__ import annotations
 
@@ -11,7 +18,7 @@ import re
 
 import pytest
 
-from conftest import ROOT, mlflow_runs
+from helpers import ROOT, mlflow_runs, processes_mentioning, run_in_process
 from servers import free_port
 
 TRAINER = "trainer"  # fails inside the training process: the run exists and must end FAILED
@@ -74,6 +81,8 @@ CASES = [
      "model.factory: received 'factories:nosuchfunction'; cannot import it"),
     ("factory-raises", ["model=custom", "model.factory=factories:explode", TRAINER],
      "model.factory: factories:explode raised RuntimeError: factory exploded on purpose"),
+    ("factory-not-a-model", ["model=custom", "model.factory=factories:not_a_model", TRAINER],
+     "model.factory: factories:not_a_model returned a list ([<Flatten"),
     # where things are written
     ("outputs-unwritable", ["hydra.run.dir={cwd}/afile/run"],
      "outputs: received '{cwd}/afile/run', which cannot be written (Not a directory)"),
@@ -167,11 +176,19 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("args,expected", [pytest.param(a, e, id=i) for i, a, e in CASES])
-def test_bad_input(cli, args, expected):
-    (cli.cwd / "afile").write_text("a file where a directory is expected\n")
-    fill = {"cwd": str(cli.cwd), "port": str(free_port()), "root": str(ROOT)}
-    trainer = TRAINER in args
+# Through a real subprocess as well (integration): one case per way the line is made, plus every
+# case that needs a process of its own (TRAINER; a PYTHONPATH without the driver).
+CLI = {"strategy-option", "epochs-type", "gpus-beyond-visible", "outputs-unwritable",
+       "tracking-server-down", "postgres-without-driver"}
+IN_PROCESS = [pytest.param(a, e, id=i) for i, a, e in CASES
+              if TRAINER not in a and not any(x.startswith("env:PYTHONPATH") for x in a)]
+THROUGH_CLI = [pytest.param(a, e, id=i) for i, a, e in CASES if i in CLI or TRAINER in a]
+
+
+def _case(cwd, args, expected):
+    """(the command's args, its environment, the expected start of the line) for a table row."""
+    (cwd / "afile").write_text("a file where a directory is expected\n")
+    fill = {"cwd": str(cwd), "port": str(free_port()), "root": str(ROOT)}
     env = {"CUDA_VISIBLE_DEVICES": ""}
     env.update(a[4:].split("=", 1) for a in args if a.startswith("env:"))
     if "PYTHONPATH" in env:
@@ -179,9 +196,11 @@ def test_bad_input(cli, args, expected):
     args = [a if "TF_CONFIG" in a else a.format(**fill) for a in args
             if a != TRAINER and not a.startswith("env:")]
     expected = expected.format(**fill) if "{cwd}" in expected or "{port}" in expected else expected
-    r = cli(*args, "epochs=1" if not any(a.startswith("epochs") for a in args) else "seed=0",
-            env=env, timeout=120)
-    assert r.returncode not in (0, None), r
+    args.append("epochs=1" if not any(a.startswith("epochs") for a in args) else "seed=0")
+    return args, env, expected
+
+
+def _assert_one_line(r, expected):
     assert r.returncode == 2, r
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, r
@@ -192,19 +211,82 @@ def test_bad_input(cli, args, expected):
     # say it otherwise ("needs", "try", "use", a user function that raised) are checked there too
     assert re.match(rf"distexp: error: {re.escape(key)}: (received |unknown key|factories:)", line)
     assert "Traceback" not in r.out
-    _, runs = mlflow_runs(cli.uri)
-    assert [run.info.status for run in runs] == (["FAILED"] if trainer else []), \
-        "a rejected job leaves no run; a job failed in the trainer leaves a FAILED one"
-    if not trainer:
+
+
+@pytest.mark.parametrize("args,expected", IN_PROCESS)
+def test_bad_input(tmp_path, args, expected):
+    """compose -> checks -> the one line, in this process; starting a process fails the test."""
+    args, env, expected = _case(tmp_path, args, expected)
+    r = run_in_process(args, tmp_path, env=env)
+    _assert_one_line(r, expected)
+    # rejected before the run is created: not even the default store exists
+    assert not (tmp_path / "outputs" / "mlflow.db").exists()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("args,expected", THROUGH_CLI)
+def test_bad_input_through_the_cli(cli, args, expected):
+    trainer = TRAINER in args
+    args, env, expected = _case(cli.cwd, args, expected)
+    r = cli(*args, env=env, timeout=120)
+    _assert_one_line(r, expected)
+    if trainer:  # the run exists and must end FAILED
+        _, runs = mlflow_runs(cli.uri)
+        assert [run.info.status for run in runs] == ["FAILED"]
+    else:  # rejected before the run is created: not even the store exists
+        assert not (cli.cwd / "outputs" / "mlflow.db").exists()
         assert "Strategy:" not in r.stdout, "no training process may start"
+    assert processes_mentioning(str(cli.cwd)) == [], "a process was left behind"
 
 
-def test_outputs_dir_that_is_a_file(cli):
+def test_outputs_dir_that_is_a_file(tmp_path):
     """Run from a directory whose outputs/ is a file: the default run dir cannot be made."""
-    (cli.cwd / "outputs").write_text("not a directory\n")
-    r = cli("epochs=1", timeout=60)
+    (tmp_path / "outputs").write_text("not a directory\n")
+    r = run_in_process(["epochs=1"], tmp_path)
     assert r.returncode == 2, r
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("distexp: error: outputs: received '"), r
     assert "(Not a directory); valid: a writable directory" in lines[0]
     assert "Traceback" not in r.out
+
+
+@pytest.mark.parametrize("what", ["file", "directory"])
+def test_report_on_a_store_that_is_not_a_database(tmp_path, what):
+    """`python -m distexp.report` on outputs/mlflow.db that is a text file (MLflow: "file is not a
+    database", a traceback) or a directory: one line naming the store's path, exit 2, the file
+    untouched and nothing written beside it (MLflow would leave a lock file)."""
+    store = tmp_path / "outputs" / "mlflow.db"
+    store.parent.mkdir()
+    if what == "file":
+        store.write_text("notes, not a database\n")
+    else:
+        store.mkdir()
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    r = run_in_process(["--no-log"], tmp_path, module="report")
+    assert r.returncode == 2, r
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    uri = f"sqlite:///{store}"
+    why = ("is not a database (file is not a database: no SQLite header)" if what == "file"
+           else "is a directory, not a database file")
+    assert lines == [f"distexp.report: error: --tracking-uri: received {uri!r}; {store} {why}; "
+                     "valid: the MLflow store a sweep wrote (default outputs/mlflow.db where it "
+                     "ran), or a tracking server's URL"], r
+    assert "Traceback" not in r.out
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+    if what == "file":
+        assert store.read_text() == "notes, not a database\n"
+
+
+def test_job_on_a_store_that_is_not_a_database(tmp_path):
+    """The same store given to a job: one line before any process starts (the probe reads the
+    file's header), the file untouched."""
+    store = tmp_path / "notes.db"
+    store.write_text("notes, not a database\n")
+    r = run_in_process([f"tracking.uri=sqlite:///{store}", "epochs=1"], tmp_path)
+    assert r.returncode == 2, r
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert lines == [f"distexp: error: tracking.uri: received 'sqlite:///{store}'; {store} is not a "
+                     "database (file is not a database: no SQLite header); valid: an MLflow SQLite "
+                     "store (a new path is created), a tracking server, or tracking.enabled=false"], r
+    assert store.read_text() == "notes, not a database\n"
+    assert [p.name for p in tmp_path.glob("notes.db*")] == ["notes.db"]  # no lock, no journal

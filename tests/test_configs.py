@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CONF
+from helpers import CONF, run_in_process
 from distexp.config import schema as C
 from distexp.config import checks
 from distexp import errors
@@ -108,7 +108,8 @@ def test_flatten_gives_every_leaf(compose):
     assert flat["gpus"] == "null" and flat["epochs"] == "5" and flat["dataset.shape"] == "[32, 32, 3]"
 
 
-# Through the CLI, as a user: one line on stderr, exit 2, no traceback, no TensorFlow, no run.
+# The CLI's entry point in this process (no process may start): one line on stderr, exit 2, no
+# traceback, no run.
 @pytest.mark.parametrize("args,expected", [
     (["strategy=bogus"], "distexp: error: strategy: received 'bogus'; valid: central, mirrored, "
                          "multiworker, one_device, ps"),
@@ -124,16 +125,17 @@ def test_flatten_gives_every_leaf(compose):
                                          "'nccl'; NCCL needs GPUs and this job trains on CPU"),
     (["strategy.cros_device_ops=nccl"], "distexp: error: strategy.cros_device_ops: unknown key"),
 ])
-def test_cli_bad_input_is_one_line(cli, args, expected):
-    r = cli(*args, env={"CUDA_VISIBLE_DEVICES": ""}, timeout=60)
+def test_cli_bad_input_is_one_line(tmp_path, args, expected):
+    r = run_in_process(args, tmp_path, env={"CUDA_VISIBLE_DEVICES": ""})
     assert r.returncode == 2, r
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, r
     assert lines[0].startswith(expected), r
     assert "Traceback" not in r.out
-    assert not (cli.cwd / "outputs" / "mlflow.db").exists(), "no MLflow run for a rejected job"
+    assert not (tmp_path / "outputs" / "mlflow.db").exists(), "no MLflow run for a rejected job"
 
 
+@pytest.mark.integration
 def test_help_and_cfg_do_not_import_tensorflow(cli):
     code = ("import sys, runpy; sys.argv=['distexp','--cfg','job']; "
             "import distexp.__main__ as m\n"

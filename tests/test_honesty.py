@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, mlflow_runs
+from helpers import ROOT, mlflow_runs
 
 pytestmark = pytest.mark.slow
 
@@ -34,12 +34,16 @@ def test_logged_rate_matches_a_stopwatch_outside_the_loop(tmp_path, loop, k, tim
     G = 64
     out = _probe(tmp_path, "strategy=one_device", f"loop={loop}", f"steps_per_execution={k}",
                  "epochs=1", "steps_per_epoch=60", "warmup_steps=10", f"global_batch_size={G}",
-                 "measure_peak_flops=false", "target_accuracy=1.0")
+                 "target_accuracy=1.0")
     final = out["final"]
-    # never reached: null, not 0; no peak measured: no MFU, but the FLOPs are still counted
+    # never reached: null, not 0; the peak is the CPU's theoretical one (no benchmark, no load)
     assert final["perf/time_to_accuracy_s"] is None
-    assert final["perf/peak_flops"] is None and final["perf/mfu"] is None
+    from distexp.figures.cpu_peak import machine_cpu_peak
+
+    assert final["perf/peak_flops"] == machine_cpu_peak()[0] and "perf/matmul_flops" not in final
     assert math.isfinite(final["perf/flops_per_example"])
+    assert final["perf/mfu"] == pytest.approx(
+        final["perf/flops_per_example"] * final["perf/examples_per_sec"] / final["perf/peak_flops"])
     assert out["steps"] == final["perf/timed_steps"] == timed
     outside = G * out["steps"] / out["seconds"]
     assert final["perf/examples_per_sec"] == pytest.approx(outside, rel=0.05)
@@ -108,8 +112,12 @@ def test_figures_in_mlflow(cli):
     m = run.data.metrics
     assert m["perf/timed_steps"] == 20
     assert m["perf/examples_per_sec_per_replica"] == pytest.approx(m["perf/examples_per_sec"] / 2)
-    # MFU = FLOPs/example x examples/s / peak, from figures that are all logged
-    assert m["perf/flops_per_example"] > 0 and m["perf/peak_flops"] > 1e8
+    # MFU = FLOPs/example x examples/s / peak, from figures that are all logged; the peak is the
+    # machine's constant (distexp.figures.cpu_peak), its source a tag
+    from distexp.figures.cpu_peak import machine_cpu_peak
+
+    assert m["perf/flops_per_example"] > 0 and m["perf/peak_flops"] == machine_cpu_peak()[0]
+    assert run.data.tags["distexp.peak_source"] == machine_cpu_peak()[1]
     assert m["perf/mfu"] == pytest.approx(
         m["perf/flops_per_example"] * m["perf/examples_per_sec"] / m["perf/peak_flops"])
     assert 0 < m["perf/mfu"] < 1

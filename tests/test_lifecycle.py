@@ -11,38 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, mlflow_runs
+from helpers import ROOT, mlflow_runs, processes_mentioning
+from helpers import processes_with  # noqa: F401  (tests/test_slurm.py imports both from here)
 
 pytestmark = pytest.mark.slow
-
-
-def processes_mentioning(text: str):
-    """PIDs whose command line contains `text` (the job's unique directory)."""
-    pids = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == os.getpid():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if text in cmd:
-            pids.append(int(d.name))
-    return pids
-
-
-def processes_with(text: str, cmd_part: bytes, env_part: bytes = b""):
-    """PIDs mentioning `text` whose command line holds `cmd_part` and environment `env_part`."""
-    pids = []
-    for pid in processes_mentioning(text):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            env = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if cmd_part in cmd and env_part in env:
-            pids.append(pid)
-    return pids
 
 
 def _only_run(cli):
@@ -108,3 +80,39 @@ def test_interrupt_kills_the_run_and_its_processes(cli, sig, status, code):
 def _trainer_started(job: Path) -> bool:
     return any("distexp.train.trainer" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
                for pid in processes_mentioning(str(job)))
+
+
+def test_resume_with_another_models_checkpoint_is_one_line(cli):
+    """model=mlp resume=true on a cnn's checkpoint dir: one line naming both models, exit 2, the
+    run FAILED, no process left, the cnn's checkpoint untouched. Then the same without the
+    identity file (a checkpoint written before it existed): still one line, not a traceback."""
+    ck = cli.cwd / "ck"
+    tiny = ["epochs=1", "steps_per_epoch=2", "warmup_steps=0", "steps_per_execution=1",
+            "measure_peak_flops=false", f"checkpoint.dir={ck}", "strategy=one_device"]
+    r = cli("model=cnn", "tracking.enabled=false", *tiny)
+    assert r.returncode == 0, r
+    written = sorted(p.name for p in ck.iterdir())
+    assert "distexp-model.json" in written and "checkpoint" in written, written
+
+    job = cli.cwd / "job"
+    r = cli("model=mlp", "resume=true", f"hydra.run.dir={job}", *tiny)
+    assert r.returncode == 2, r
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert lines == [f"distexp: error: checkpoint.dir: received '{ck}', which holds a checkpoint of "
+                     "model=cnn (19,466 parameters); this job's model is mlp (9,610 parameters); "
+                     "valid: resume with model=cnn, another checkpoint.dir, or resume=false (a "
+                     "fresh start)"], r
+    assert "Traceback" not in r.out
+    _, run = _only_run(cli)
+    assert run.info.status == "FAILED"
+    assert processes_mentioning(str(job)) == []
+    assert sorted(p.name for p in ck.iterdir()) == written  # nothing removed, nothing added
+
+    (ck / "distexp-model.json").unlink()
+    r = cli("model=mlp", "resume=true", "tracking.enabled=false", *tiny)
+    assert r.returncode == 2, r
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(
+        f"distexp: error: checkpoint.dir: received '{ck}', whose checkpoint does not fit this "
+        "job's model=mlp ("), r
+    assert "valid: resume with the model that wrote it" in lines[0] and "Traceback" not in r.out

@@ -10,7 +10,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 TINY = ["epochs=1", "steps_per_epoch=2", "warmup_steps=0", "batch_size_per_replica=8",
-        "tracking.enabled=false"]
+        "tracking.enabled=false", "measure_peak_flops=false"]
 
 
 @pytest.mark.parametrize("model,params", [

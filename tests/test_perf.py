@@ -4,14 +4,7 @@ from __future__ import annotations
 import pytest
 
 from distexp.figures import meter as perf
-
-
-class Clock:
-    def __init__(self):
-        self.t = 100.0
-
-    def __call__(self):
-        return self.t
+from helpers import Clock
 
 
 @pytest.fixture

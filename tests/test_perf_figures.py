@@ -9,7 +9,7 @@ import pytest
 from distexp.figures import meter as perf
 from distexp.train import progress
 from distexp.tracking import RunLogger
-from test_perf import Clock  # noqa: F401  (same fake clock)
+from helpers import Clock  # noqa: F401
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import CONF
+from helpers import CONF, run_in_process
 from distexp.config import checks
 from distexp import errors
 
@@ -60,9 +60,9 @@ def test_validate_rejects(compose, overrides, needle):
     assert needle in str(err.value)
 
 
-def test_tfds_offline_without_data_is_one_line(cli):
-    empty = cli.cwd / "no_data"
-    r = cli("dataset=mnist", f"dataset.data_dir={empty}", timeout=120)
+def test_tfds_offline_without_data_is_one_line(tmp_path):
+    empty = tmp_path / "no_data"
+    r = run_in_process(["dataset=mnist", f"dataset.data_dir={empty}"], tmp_path)
     assert r.returncode == 2, r
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, r
@@ -70,7 +70,7 @@ def test_tfds_offline_without_data_is_one_line(cli):
                                f"(looked for {empty}/mnist/"), r
     assert "tfds build mnist --data_dir DIR" in lines[0]
     assert "Traceback" not in r.out
-    assert not (cli.cwd / "outputs" / "mlflow.db").exists()
+    assert not (tmp_path / "outputs" / "mlflow.db").exists()
 
 
 @pytest.mark.slow
@@ -112,6 +112,7 @@ def test_custom_dataset_arrays_and_tf_data(cli):
     assert r.stdout.count("input [8], 3 classes") == 2, r
 
 
+@pytest.mark.integration
 def test_slurm_launcher_config_composes(cli):
     r = cli("--cfg", "hydra", "hydra/launcher=slurm", timeout=60)
     assert r.returncode == 0, r

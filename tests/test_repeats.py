@@ -9,10 +9,10 @@ import math
 
 import pytest
 
-from conftest import CONF
+from helpers import CONF, job_params as _job, new_store, perf_metrics as _perf, report_store
+from helpers import store_run as _run
 from distexp.figures import meaning, peaks, stats
 from distexp.report import cli as report
-from test_report import _job, _perf, _run
 
 
 class RecordingLauncher:
@@ -92,6 +92,7 @@ def test_batches_keep_job_numbers():
     assert batches(launch, 2) == [(1, [["a"], ["b"]]), (5, [["c"], ["d"]]), (7, [["e"]])]
 
 
+@pytest.mark.integration
 def test_repeats_with_another_sweeper_is_one_line(cli):
     r = cli("-m", "hparams_search=optuna", "repeats=3", timeout=120)
     assert r.returncode == 2, r
@@ -138,10 +139,7 @@ def test_repeats_needed_by_hand():
 def repeated(tmp_path):
     """A sweep with repeats=3: one_device r1, mirrored r2 overlapping it, central r2 clearly
     faster, mirrored r1 (one run), a failed and a diverged run."""
-    from mlflow.tracking import MlflowClient
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(tracking_uri=uri)
+    client, uri = new_store(tmp_path)
     exp = client.create_experiment("distexp", artifact_location=(tmp_path / "art").as_uri())
     parent = client.create_run(exp, run_name="sweep-r", tags={
         "distexp.sweep_id": "r", "distexp.run_kind": "sweep"}).info.run_id
@@ -221,9 +219,7 @@ def test_interval_and_verdict_come_from_the_repeats(repeated):
 def test_one_run_each_claims_no_significance(tmp_path):
     """The store of test_report (one run per job): mirrored x2 at 1.80x +- 0.07 within its run
     still gets no significance."""
-    from test_report import store as make_store
-
-    client, uri, pid, sweep_dir = make_store.__wrapped__(tmp_path)
+    client, uri, pid, sweep_dir = report_store(tmp_path)
     rows, _, md = report.build(uri, log=False)
     mir = [r for r in rows if r.run_name == "mirrored-r2"][0]
     assert mir.speedup_low > 1 and mir.verdict == report.WITHIN_RUN and not mir.significant
@@ -277,10 +273,7 @@ def test_repeats_is_one_number_and_repeat_is_the_sweepers(tmp_path):
 def test_baseline_is_the_closest_one_device_config(tmp_path):
     """one_device run with cpu_replicas=1 and =2 (two configs): a 1-replica mirrored job with
     cpu_replicas=1 is compared with the one_device job set up the same way, not the pool."""
-    from mlflow.tracking import MlflowClient
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(tracking_uri=uri)
+    client, uri = new_store(tmp_path)
     exp = client.create_experiment("distexp", artifact_location=(tmp_path / "art").as_uri())
     client.create_run(exp, run_name="sweep-c", tags={"distexp.sweep_id": "c",
                                                      "distexp.run_kind": "sweep"})

@@ -8,59 +8,12 @@ import sys
 import pytest
 
 from distexp.report import cli as report
-
-
-def _run(client, exp, name, status, params, metrics, tags, loss=()):
-    from mlflow.entities import Metric, Param
-
-    run = client.create_run(exp, run_name=name, tags=tags)
-    rid = run.info.run_id
-    client.log_batch(rid, params=[Param(k, str(v)) for k, v in params.items()],
-                     metrics=[Metric(k, v, 1000, 1) for k, v in metrics.items()])
-    for step, value in loss:
-        client.log_metric(rid, "train/loss", value, step=step)
-    client.set_terminated(rid, status)
-    return rid
-
-
-def _job(strategy, replicas, gb, model="cnn", workers=1):
-    return {"strategy.name": strategy, "model.name": model, "dataset.name": "synthetic",
-            "loop.name": "custom", "num_replicas": replicas, "num_workers": workers,
-            "global_batch_size": gb}
-
-
-def _perf(rate, ci, acc=0.5, ttfs=7.0):
-    return {"perf/examples_per_sec": rate, "perf/examples_per_sec_ci95": ci,
-            "eval/accuracy": acc, "perf/time_to_first_step_s": ttfs}
+from helpers import job_params as _job, perf_metrics as _perf, report_store, store_run as _run
 
 
 @pytest.fixture
 def store(tmp_path):
-    from mlflow.tracking import MlflowClient
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.create_experiment("distexp", artifact_location=(tmp_path / "art").as_uri())
-    sweep_dir = tmp_path / "sweep"
-    sweep_dir.mkdir()
-    parent = client.create_run(exp, run_name="sweep-s1", tags={
-        "distexp.sweep_id": "s1", "distexp.run_kind": "sweep", "distexp.sweep_dir": str(sweep_dir)})
-    pid = parent.info.run_id
-    tags = lambda n: {"distexp.sweep_id": "s1", "distexp.run_kind": "job",  # noqa: E731
-                      "mlflow.parentRunId": pid, "distexp.job_num": str(n)}
-    _run(client, exp, "one_device-r1", "FINISHED", _job("one_device", 1, 64), _perf(1000.0, 30.0),
-         tags(0), loss=[(1, 2.0), (2, 1.5), (2, 1.5)])
-    _run(client, exp, "mirrored-r2", "FINISHED", _job("mirrored", 2, 128), _perf(1800.0, 40.0),
-         tags(1), loss=[(1, 2.1), (2, 1.4)])
-    _run(client, exp, "central-r2", "FINISHED", _job("central", 2, 128), _perf(1500.0, 0.0), tags(2))
-    _run(client, exp, "mirrored-r4", "FAILED", _job("mirrored", 4, 256), {}, tags(3))
-    _run(client, exp, "resnet-r2", "FINISHED", _job("mirrored", 2, 128, model="resnet50"),
-         _perf(90.0, 5.0), tags(4))
-    # another sweep's run and an older sweep: must not be picked up
-    client.create_run(exp, run_name="old", tags={"distexp.sweep_id": "s0",
-                                                 "distexp.run_kind": "job"})
-    client.set_terminated(pid, "FINISHED")
-    return client, uri, pid, sweep_dir
+    return report_store(tmp_path)
 
 
 def test_speedup_and_efficiency_are_exact(store):
@@ -91,7 +44,7 @@ def test_speedup_and_efficiency_are_exact(store):
 
     from PIL import Image
 
-    for name in ("throughput", "efficiency", "loss"):
+    for name in ("throughput", "efficiency", "speedup", "loss"):
         path = out / f"{name}.png"
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         with Image.open(path) as im:
@@ -99,7 +52,7 @@ def test_speedup_and_efficiency_are_exact(store):
             assert im.size[0] > 100 and im.size[1] > 100
     logged = {a.path for a in client.list_artifacts(pid, "report")}
     assert logged == {f"report/{n}" for n in ("report.md", "report.csv", "throughput.png",
-                                              "efficiency.png", "loss.png")}
+                                              "efficiency.png", "speedup.png", "loss.png")}
 
 
 def test_strong_scaling_baseline_and_filter(store):
@@ -137,6 +90,7 @@ def test_report_cli_unknown_sweep(store, capsys):
                    "'distexp'; run `python -m distexp -m ...` or pass --filter to report any runs")
 
 
+@pytest.mark.integration
 def test_report_and_sweeps_do_not_import_tensorflow():
     """In a fresh interpreter (the test process itself may have imported TensorFlow earlier)."""
     import subprocess

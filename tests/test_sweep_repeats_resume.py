@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from conftest import mlflow_runs
+from helpers import mlflow_runs
 
 pytestmark = pytest.mark.slow
 
-TINY = ["epochs=1", "steps_per_epoch=2", "warmup_steps=1"]
+TINY = ["epochs=1", "steps_per_epoch=2", "warmup_steps=1", "measure_peak_flops=false"]
 
 
 def _children(runs):

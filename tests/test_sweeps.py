@@ -7,12 +7,11 @@ import sys
 
 import pytest
 
-from conftest import mlflow_runs
-from test_lifecycle import processes_mentioning
+from helpers import mlflow_runs, processes_mentioning
 
 pytestmark = pytest.mark.slow
 
-SMALL = ["model=mlp", "epochs=1", "warmup_steps=2"]
+SMALL = ["model=mlp", "epochs=1", "warmup_steps=2", "measure_peak_flops=false"]
 
 
 def _split(runs):

@@ -1,6 +1,7 @@
 """Tasks and the one training step (issue 9): seq2seq trains under every strategy with exact
 figures, a user's own task trains and logs its own metrics, ps shares the step (loss scaling
-included), parity catches the known loss mistakes, a diverging run ends FAILED."""
+included), a diverging run ends FAILED. Parity (seq2seq per-token exactness, the known loss
+mistakes): tests/test_parity.py."""
 from __future__ import annotations
 
 import csv
@@ -11,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, mlflow_runs
+from helpers import ROOT, mlflow_runs, run_in_process
 
 SEQ = ["model=gru_seq2seq", "dataset=synthetic_pairs"]
 
@@ -24,6 +25,7 @@ def _probe(**env):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.integration
 def test_ps_mixed_float16_scales_the_loss():
     """One ps step with SGD behind a LossScaleOptimizer updates the weights by lr x gradient:
     the loss was scaled before the gradient and unscaled in apply_gradients. The control skips
@@ -72,10 +74,10 @@ def test_task_is_implied_by_the_dataset(compose):
     assert tasks.name_of(compose("task.factory=factories:mse_task")) == "custom"
 
 
-def test_pair_file_errors_are_one_line_before_tensorflow(cli):
-    bad = cli.cwd / "pairs.txt"
+def test_pair_file_errors_are_one_line_before_tensorflow(tmp_path):
+    bad = tmp_path / "pairs.txt"
     bad.write_text("Hi.\t嗨。\tCC-BY\nno tab on this line\n", encoding="utf-8")
-    r = cli(*SEQ[:1], "dataset=text_pairs", f"dataset.path={bad}", timeout=120)
+    r = run_in_process([*SEQ[:1], "dataset=text_pairs", f"dataset.path={bad}"], tmp_path)
     assert r.returncode == 2, r
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("distexp: error: dataset.path: received "), r
@@ -83,68 +85,6 @@ def test_pair_file_errors_are_one_line_before_tensorflow(cli):
 
 
 # -- end to end ----------------------------------------------------------------------------------
-
-def varied_pairs(path):
-    """A pair file whose target lengths vary from 1 to 12 tokens, so the two replicas of a global
-    batch hold clearly different numbers of real tokens (synthetic_pairs' numbers are mostly
-    five digits: too even to tell a mean of replica means from the per-token mean)."""
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    words = "alpha beta gamma delta eps zeta eta theta iota kappa".split()
-    with open(path, "w") as f:
-        for _ in range(1200):
-            src = [words[int(j)] for j in rng.integers(0, 10, int(rng.integers(1, 13)))]
-            tgt = "".join(str(words.index(w)) for w in src)[: int(rng.integers(1, 13))]
-            f.write(" ".join(src) + "\t" + tgt + "\tattribution\n")
-    return ["model=gru_seq2seq", "dataset=text_pairs", f"dataset.path={path}"]
-
-
-def _parity(cli, *args):
-    r = cli("--steps", "8", *args, module="distexp.parity", timeout=900)
-    figures = {}
-    for ln in r.stdout.splitlines():
-        if "max per-step loss difference:" in ln:
-            figures["diff"] = float(ln.split(":")[1].split()[0])
-        if "gradient norm ratio" in ln:
-            figures["ratio"] = float(ln.rsplit(":", 1)[1])
-    return r, figures
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("strategy", [["strategy=mirrored", "cpu_replicas=2"],
-                                      ["strategy=central", "cpu_replicas=2"],
-                                      ["strategy=multiworker", "workers=2"]],
-                         ids=["mirrored", "central", "multiworker"])
-def test_seq2seq_parity_per_token_loss_is_exact(cli, strategy):
-    """2 replicas reproduce one device's per-step seq2seq losses within 1e-5: the per-token mean
-    is exact though the replicas hold different numbers of real tokens (the next test shows
-    they do: a mean of replica means on the same batches fails)."""
-    r, f = _parity(cli, *strategy, *varied_pairs(cli.cwd / "varied.txt"))
-    assert r.returncode == 0, r
-    assert f["diff"] < 1e-5 and f["ratio"] == pytest.approx(1.0, abs=1e-5), r.stdout
-
-
-@pytest.mark.slow
-def test_parity_fails_a_mean_of_replica_means(cli):
-    r, f = _parity(cli, "strategy=mirrored", "cpu_replicas=2", *varied_pairs(cli.cwd / "v.txt"),
-                   "task.factory=factories:seq2seq_replica_mean_task")
-    assert r.returncode == 1, r
-    assert f["diff"] > 1e-4, r.stdout  # the replicas' token counts differ on these batches
-    assert "parity: FAILED: a mean of replica means" in r.stdout, r.stdout
-
-
-@pytest.mark.slow
-def test_parity_names_the_seed_loops_mistake(cli):
-    """Per-replica reduce_mean, then summed over replicas: the loss and gradient are N x."""
-    ok, f = _parity(cli, "strategy=mirrored", "cpu_replicas=2")
-    assert ok.returncode == 0 and f["diff"] < 1e-5, ok
-    r, f = _parity(cli, "strategy=mirrored", "cpu_replicas=2",
-                   "task.factory=factories:seed_mistake_task")
-    assert r.returncode == 1, r
-    assert f["ratio"] == pytest.approx(2.0, rel=1e-3), r.stdout
-    assert "parity: FAILED: the loss is scaled by N=2" in r.stdout, r.stdout
-
 
 @pytest.mark.slow
 def test_synthetic_pairs_learn_with_the_defaults(cli):
@@ -212,13 +152,22 @@ def test_user_regression_task_logs_its_own_metrics(cli):
 
 @pytest.mark.slow
 def test_ps_trains_with_several_steps_per_call_and_mixed_precision(cli):
+    """ps updates are asynchronous, so the figures vary from run to run: what is exact (every
+    step's loss recorded once) is asserted exactly; learning is asserted with margins shown to
+    hold. This job run 10 times (2026-11-23, load 9-17): eval accuracy 0.875-0.925 (CI once saw
+    0.828, which failed the old >= 0.85), last epoch's summed loss / first epoch's 0.205-0.245.
+    Broken loss scaling makes every update 2**-15 too small (test_ps_mixed_float16_scales_the_loss),
+    which would leave the model near where it started (10 classes: accuracy near 0.1, loss ratio
+    near 1). The bounds, 0.5 and 0.5, sit far from both."""
     r = cli("strategy=ps", "workers=2", "epochs=3", "steps_per_execution=3",
             "precision=mixed_float16", "tracking.enabled=false", "hydra.run.dir=job", timeout=600)
     assert r.returncode == 0, r
     rows = list(csv.DictReader(open(cli.cwd / "job" / "steps.csv")))
     assert [int(x["step"]) for x in rows] == list(range(1, 3 * 22 + 1))  # every step's loss
+    losses = [float(x["loss"]) for x in rows]
+    assert sum(losses[-22:]) < 0.5 * sum(losses[:22]), losses
     result = json.loads((cli.cwd / "job" / "result.json").read_text())
-    assert result["eval/accuracy"] >= 0.85, result
+    assert result["eval/accuracy"] >= 0.5, result
 
 
 @pytest.mark.slow

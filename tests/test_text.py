@@ -30,6 +30,7 @@ def corpus(tmp_path):
     return p
 
 
+@pytest.mark.integration
 def test_no_tensorflow_import():
     """The job process uses this module for checks: it must not start TensorFlow (a fresh process,
     since other tests in the same session may have imported it)."""

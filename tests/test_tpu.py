@@ -9,13 +9,14 @@ import pytest
 
 from distexp.strategies.tpu import local_tpu
 from distexp import errors
+from helpers import run_in_process
 
 HAS_TPU = bool(os.environ.get("TPU_NAME")) or local_tpu()
 
 
 @pytest.mark.skipif(HAS_TPU, reason="this machine has a TPU")
-def test_no_tpu_is_one_line_before_tensorflow(cli):
-    r = cli("strategy=tpu", "epochs=1", env={"TPU_NAME": ""}, timeout=120)
+def test_no_tpu_is_one_line_before_tensorflow(tmp_path):
+    r = run_in_process(["strategy=tpu", "epochs=1"], tmp_path, env={"TPU_NAME": ""})
     assert r.returncode == 2, r
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, r
@@ -40,6 +41,7 @@ def test_tpu_refusals(compose, overrides, needle):
 
 
 @pytest.mark.tpu
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_TPU, reason="needs a TPU (TPU_NAME, or a TPU VM)")
 def test_tpu_trains_one_replica_per_core(cli):
     r = cli("strategy=tpu", "epochs=3", "tracking.enabled=false", "hydra.run.dir=job", timeout=1800)

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli
+from helpers import ROOT, processes_mentioning, run_cli
 from servers import MlflowServer, Rest, free_port, metrics, params, tags
-from test_lifecycle import processes_mentioning
 
 SMALL = ["strategy=one_device", "model=mlp", "epochs=2", "steps_per_epoch=3", "warmup_steps=1"]
 SECRET = "s3cr3t-pw"
@@ -65,6 +64,7 @@ def test_run_lands_on_the_server_without_credentials(mlflow_server, tmp_path):
     assert processes_mentioning(str(job)) == []
 
 
+@pytest.mark.integration
 def test_unreachable_server_is_one_line_before_training(tmp_path):
     """Down at start: one line with the hint, in seconds (the subprocess timeout would catch
     MLflow's default minutes of retries), no training process started, no credentials shown."""
@@ -139,7 +139,7 @@ def test_run_lands_in_a_postgresql_store_directly(postgres, tmp_path):
     `postgres` extra: the run ends FINISHED with its metrics, artifacts under outputs/."""
     import psycopg2
 
-    from conftest import mlflow_runs
+    from helpers import mlflow_runs
 
     dsn = postgres.split("://", 1)[1]  # distexp@127.0.0.1:<port>
     conn = psycopg2.connect(f"postgresql://{dsn}/postgres")

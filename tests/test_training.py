@@ -1,13 +1,12 @@
-"""End to end through the CLI, as a user runs it: accuracy, parity across strategies, MLflow."""
+"""End to end through the CLI, as a user runs it: accuracy, MLflow, sweeps (parity across
+strategies: tests/test_parity.py)."""
 from __future__ import annotations
 
-import csv
 import json
-from pathlib import Path
 
 import pytest
 
-from conftest import mlflow_runs
+from helpers import mlflow_runs
 
 pytestmark = pytest.mark.slow
 
@@ -36,29 +35,6 @@ def test_strategy_and_loop_learn_digits(cli, strategy, loop, replicas):
     assert f"Number of devices: {replicas}" in r.stdout
     assert f"Global batch: {64 * replicas}  (per replica: 64)" in r.stdout
     assert result["perf/examples_per_sec"] > 0
-
-
-def _losses(job: Path):
-    with open(job / "steps.csv") as f:
-        return [float(row["loss"]) for row in csv.DictReader(f)]
-
-
-@pytest.mark.parametrize("loop", ["custom", "fit"])
-def test_two_replicas_reproduce_one_device(cli, loop):
-    """Same seed, same data order, same global batch: 2 replicas must give the 1-device losses."""
-    # one step per call on both sides: fit reports a loss per execution only, and auto picks
-    # k = 11 for one device but 1 for two replicas under fit (distexp.train.loops.fit)
-    common = ["global_batch_size=64", "epochs=2", f"loop={loop}", "steps_per_execution=1"]
-    one, _ = _job(cli, "one", "strategy=one_device", *common)
-    two, _ = _job(cli, "two", "strategy=mirrored", "cpu_replicas=2", *common)
-    a, b = _losses(one), _losses(two)
-    assert len(a) == len(b) == 2 * (1437 // 64)
-    diff = max(abs(x - y) for x, y in zip(a, b))
-    assert diff < 1e-5, f"max per-step loss difference {diff}"
-    assert a[-1] < a[0] * 0.7, "training must actually reduce the loss"
-    if loop == "custom":
-        c, _ = _job(cli, "central", "strategy=central", "cpu_replicas=2", *common)
-        assert max(abs(x - y) for x, y in zip(a, _losses(c))) < 1e-5
 
 
 CONTRACT_METRICS = {

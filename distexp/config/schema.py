@@ -162,6 +162,9 @@ class SweepConfig:
     # A sweep id (tag distexp.sweep_id, printed when a sweep starts): re-run that sweep; jobs with
     # a FINISHED run there are skipped, FAILED/KILLED ones re-run with resume=true (distexp.sweeps.planning).
     resume: Optional[str] = None
+    # Add, for each N-replica job, the 1-replica job (one_device) at the same global batch: the
+    # report's equal-work comparison (strong speed-up, replica effect). distexp's sweeper only.
+    controls: bool = False
 
 
 @dataclass
@@ -207,8 +210,10 @@ class Config:
     precision: str = "float32"
     # Eval accuracy at which perf/time_to_accuracy_s is taken (DAWNBench); null = not measured.
     target_accuracy: Optional[float] = None
-    # Measure the devices' peak FLOP/s (a ~1 s matmul benchmark after training) for perf/mfu.
-    measure_peak_flops: bool = True
+    # Also log what a ~1 s float32 matmul benchmark after training achieved (perf/matmul_flops).
+    # Informational only: MFU divides by the hardware's constant peak (distexp.figures.cpu_peak,
+    # GPU datasheets), never by this figure, which moves with the machine's load.
+    measure_peak_flops: bool = False
     # A TensorFlow profiler trace of a few training steps, taken after training (distexp.train.profile),
     # logged as the run's artifact directory profile/.
     profile: bool = False

@@ -11,8 +11,8 @@ from typing import Optional
 
 RANDOM_LABELS = ("synthetic",)
 NOT_MEANINGFUL = "n/m (random labels)"
-MEASURED_PEAK = ("measured: a float32 512x512 matmul benchmark on the replica devices "
-                 "(on CPU: the cores the logical devices share)")
+MEASURED_PEAK = ("measured: a float32 512x512 matmul benchmark during the run (runs before "
+                 "distexp v3; it moved with the machine's load, so their MFU is not shown)")
 
 
 def accuracy_meaningful(dataset_name: str) -> bool:
@@ -21,6 +21,7 @@ def accuracy_meaningful(dataset_name: str) -> bool:
 
 
 def peak_source(tag: Optional[str]) -> str:
-    """The run's tag `distexp.peak_source` when the trainer set one (e.g. a GPU datasheet from
-    distexp.figures.peaks), else the measured matmul peak that distexp.figures.flops logs today."""
+    """The run's tag `distexp.peak_source` (a GPU datasheet, distexp.figures.peaks; the CPU's
+    theoretical peak, distexp.figures.cpu_peak), else what older runs divided by: a matmul
+    benchmark measured during the run."""
     return tag or MEASURED_PEAK

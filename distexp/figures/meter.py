@@ -25,7 +25,8 @@ Definitions (the README repeats them):
 - time to accuracy: from the start of the first epoch to the end of the first evaluation whose
   accuracy reached the target (training and the evaluations before it included; start-up not).
 - MFU: training FLOPs per example (3 x the forward pass's FLOPs, counted by TensorFlow's profiler
-  on the traced forward graph) x examples/s / the devices' measured peak FLOP/s.
+  on the traced forward graph) x examples/s / the devices' peak FLOP/s: a constant of the
+  hardware (a GPU's datasheet, the CPU's theoretical peak: distexp.figures.cpu_peak).
 """
 from __future__ import annotations
 
@@ -188,7 +189,7 @@ def _div(a: Optional[float], b: float) -> Optional[float]:
 
 def mfu(flops_per_example: Optional[float], examples_per_sec: Optional[float],
         peak_flops: Optional[float]) -> Optional[float]:
-    """Model FLOPs utilisation: achieved model FLOP/s over the measured peak (None if unknown)."""
+    """Model FLOPs utilisation: achieved model FLOP/s over the hardware's peak (None if unknown)."""
     if not flops_per_example or not examples_per_sec or not peak_flops:
         return None
     return flops_per_example * examples_per_sec / peak_flops

@@ -1,9 +1,9 @@
 """Dense peak FLOP/s of known GPUs, per dtype, from the vendor's datasheets (no TensorFlow).
 
-For `perf/mfu` on GPUs: MFU = model FLOPs x examples/s / peak. On CPU the peak is measured (a
-float32 matmul benchmark, distexp.figures.flops.peak_flops); a GPU's nominal peak comes from this table.
+For `perf/mfu` on GPUs: MFU = model FLOPs x examples/s / peak. On CPU the peak is the processor's
+theoretical one (distexp.figures.cpu_peak); a GPU's nominal peak comes from this table.
 An unknown device, or a dtype the device has no figure for, gets None: distexp refuses to guess
-(a wrong denominator makes MFU meaningless), and the caller falls back to the measured peak.
+(a wrong denominator makes MFU meaningless), and no MFU is logged.
 
 Figures are NVIDIA's datasheet values without sparsity: where a datasheet prints a Tensor Core
 figure "with sparsity" (marked *), the dense figure is half of it. `float32` is the CUDA-core
@@ -76,7 +76,7 @@ def known() -> Dict[str, Dict[str, float]]:
 
 def datasheet_peak(device_names, precision: str) -> Optional[Tuple[float, str]]:
     """The summed datasheet peak of the GPUs a job trains on, and its source; None when any of
-    them is unknown (then the measured peak is used: never a guess)."""
+    them is unknown (then no MFU: never a guess)."""
     total, sources = 0.0, []
     for name in device_names:
         found = gpu_peak(name, dtype_for(precision, name))

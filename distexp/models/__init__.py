@@ -103,6 +103,18 @@ def custom(m: DictConfig, shape: Shape, classes: int):
         model = fn(input_shape=shape, num_classes=classes)
     except Exception as ex:  # noqa: BLE001
         raise UserError(f"model.factory: {m.factory} raised {type(ex).__name__}: {ex}") from None
+    import keras  # the trainer's side: Keras is loaded by now
+
+    if not isinstance(model, keras.Model):
+        what = type(model).__module__ + "." + type(model).__qualname__
+        if type(model).__module__ == "builtins":
+            what = type(model).__qualname__
+        shown = repr(model)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise UserError(f"model.factory: {m.factory} returned a {what} ({shown}); expected a "
+                        f"keras.Model (Keras {keras.__version__}) built for input_shape="
+                        f"{tuple(shape)} and num_classes={classes}, e.g. keras.Sequential([...]); "
+                        "return the model, not its class or a tf_keras model")
     return model
 
 

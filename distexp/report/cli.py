@@ -1,14 +1,17 @@
 """`python -m distexp.report`: a sweep's scaling and accuracy table and plots, from MLflow.
 
-Reads the runs (never TensorFlow), prints a Markdown table, and writes report.md, report.csv,
-throughput.png, efficiency.png and loss.png to ``<sweep dir>/report/`` (or --out), then logs them
-as artifacts (``report/``) of the sweep's parent run.
+Reads the runs (never TensorFlow), prints a verdict and a Markdown table, and writes report.md,
+report.csv, throughput.png, efficiency.png, speedup.png and loss.png to ``<sweep dir>/report/``
+(or --out), then logs them as artifacts (``report/``) of the sweep's parent run.
 
 Separation of concerns:
-- distexp.report   (this) reading the runs from MLflow, the table, report.md/.csv, the command
-- distexp.report.scaling  rows per job config over its repeats, baselines, speed-ups, intervals, verdicts
+- distexp.report   (this) reading the runs from MLflow, the table, report.md, the command
+- distexp.report.columns  report.csv: every column and its value per row, one definition
+- distexp.report.scaling  rows per job config over its repeats, weak/strong comparisons, intervals, split
+- distexp.report.verdict  the verdict the report opens with, the accuracy and end-to-end notes
+- distexp.report.diagnosis  a job's bottleneck, its end-to-end figure against the steady state
 - distexp.figures.stats    the interval and the runs-needed estimate from repeated runs
-- distexp.report.plots    throughput.png, efficiency.png, loss.png
+- distexp.report.plots    throughput.png, efficiency.png, speedup.png, loss.png
 - distexp.figures.meaning  what a figure means (random-label accuracy, where the MFU peak came from)
 Definitions: README, "The scaling report".
 """
@@ -25,6 +28,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from distexp.figures import meaning
 from distexp.report.plots import plots
+from distexp.report import verdict
+from distexp.report.columns import CSV_FIELDS, bottleneck_text, shown_mfu, write_csv  # noqa: F401
 from distexp.report.scaling import NO_BASELINE, WITHIN_RUN, Row, add_scaling, aggregate, row_from_run
 
 KIND = "distexp.run_kind"
@@ -43,14 +48,18 @@ def default_uri() -> str:
 
 def _client(uri: str):
     from distexp.tracking import client as make
+    from distexp.tracking.store import not_a_database, sqlite_path
 
     if uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///"):])
-        if not path.is_absolute():
-            path = Path.cwd() / path
+        path = sqlite_path(uri)
         if not path.exists():
             raise ReportError(f"--tracking-uri: no MLflow store at {path}; run a sweep first "
                               "(python -m distexp -m ...) or pass --tracking-uri URI")
+        bad = not_a_database(path)  # checked before MLflow opens it (and leaves a lock file)
+        if bad:
+            raise ReportError(f"--tracking-uri: received {uri!r}; {bad}; valid: the MLflow store "
+                              "a sweep wrote (default outputs/mlflow.db where it ran), or a "
+                              "tracking server's URL")
     return make(uri)
 
 
@@ -106,11 +115,26 @@ def loss_curve(client, run_id: str) -> Tuple[List[Tuple[int, float]], str]:
     return loss_history(client, run_id), "epoch"
 
 
+def steps_to_target(client, r: Row) -> Optional[int]:
+    """Optimizer steps when the job first reached target_accuracy: the epoch of the evaluation
+    that reached it (the step perf/time_to_accuracy_s was first logged at) x steps per epoch.
+    The job's first run (as for the loss plot)."""
+    if r.time_to_target is None or r.steps_per_epoch is None:
+        return None
+    hist = client.get_metric_history(r.run_id, "perf/time_to_accuracy_s")
+    return min(h.step for h in hist) * r.steps_per_epoch if hist else None
+
+
 def loss_history(client, run_id: str) -> List[Tuple[int, float]]:
+    return metric_by_step(client, run_id, "train/loss")
+
+
+def metric_by_step(client, run_id: str, key: str) -> List[Tuple[int, float]]:
+    """(step, value) of a per-epoch metric, once per step (the final value is logged again at
+    the last step)."""
     seen: Dict[int, float] = {}
-    for h in sorted(client.get_metric_history(run_id, "train/loss"),
-                    key=lambda h: (h.step, h.timestamp)):
-        seen.setdefault(h.step, h.value)  # the final value is logged again at the last step
+    for h in sorted(client.get_metric_history(run_id, key), key=lambda h: (h.step, h.timestamp)):
+        seen.setdefault(h.step, h.value)
     return sorted(seen.items())
 
 
@@ -142,6 +166,17 @@ def _verdict(r: Row) -> str:
     return r.verdict or "-"
 
 
+def _strong(r: Row) -> str:
+    """The strong comparison (1 replica at the same global batch), or why there is none."""
+    if not r.measured:
+        return "-"
+    c = r.strong
+    if c is None:
+        return "not measured (no 1-replica job at this global batch)" if (r.replicas or 0) > 1 \
+            else "-"
+    return "baseline" if c.is_base else verdict.ratio(c)
+
+
 def _rate(r: Row) -> str:
     if r.rate is None:
         return "-"
@@ -169,7 +204,8 @@ def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
     head = (["model/dataset/loop"] if len(groups) > 1 else []) + [
         "strategy", "workers", "replicas", "global batch", "runs",
         "examples/s (median; range, or ±95% CI of 1 run)", "speed-up [95% CI]", "verdict",
-        "efficiency", "baseline", _eval_head(rows), "MFU", "first step (s)", "status"]
+        "efficiency", "baseline", "at equal global batch (vs 1 replica)", "steps",
+        _eval_head(rows), "MFU", "bottleneck", "first step (s)", "status"]
     body = []
     for r in rows:
         eff = f"{100 * r.efficiency:.0f}%" if r.efficiency is not None else (
@@ -178,15 +214,18 @@ def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
         body.append(([f"{r.model}/{r.dataset}/{r.loop}"] if len(groups) > 1 else []) + [
             r.strategy, _fmt(r.workers, "d"), _fmt(r.replicas, "d"), _fmt(r.global_batch, "d"),
             str(len(r.rates) or 1), _rate(r), _speed(r), _verdict(r) if r.speedup is not None
-            else "-", eff, r.baseline, _accuracy(r),
-            "-" if r.mfu is None else f"{100 * r.mfu:.2f}%",
+            else "-", eff, r.baseline, _strong(r), _fmt(r.optimizer_steps, "d"), _accuracy(r),
+            "-" if shown_mfu(r) is None else f"{100 * shown_mfu(r):.2f}%",
+            bottleneck_text(r) or "-",
             _fmt(r.time_to_first_step, ".1f"), r.shown_status])
     return head, body
 
 
 def markdown(rows: Sequence[Row], title: str) -> str:
     head, body = table_rows(rows)
-    lines = [f"# {title}", "", "| " + " | ".join(head) + " |",
+    lines = [f"# {title}", "", "## Verdict", ""]
+    lines += [f"- {line}" for line in verdict.verdict_lines(rows)]
+    lines += ["", "## Jobs", "", "| " + " | ".join(head) + " |",
              "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(b) + " |" for b in body]
     lines += ["", "examples/s: warm-up steps excluded; the median over a job's runs (`repeats`), "
@@ -210,40 +249,26 @@ def markdown(rows: Sequence[Row], title: str) -> str:
         lines += ["", f"eval acc {meaning.NOT_MEANINGFUL}: the dataset's labels are random "
                   "(dataset=synthetic), so accuracy is chance level by construction and says "
                   "nothing about training; use it for throughput only."]
-    sources = sorted({meaning.peak_source(r.peak_source) for r in rows if r.mfu is not None})
+    notes = verdict.accuracy_notes(rows) + verdict.end_to_end_notes(rows)
+    lines += [x for n in notes for x in ("", n)]
+    if any(r.breakdown for r in rows):
+        lines += ["", "bottleneck: the largest part of the mean step time (perf/step_input_ms, "
+                  "_compute_ms, _sync_ms, _other_ms; other = unattributed) and its share."]
+    sources = sorted({meaning.peak_source(r.peak_source) for r in rows
+                      if shown_mfu(r) is not None})
     if sources:
         lines += ["", "MFU = model FLOPs/example x examples/s / peak FLOP/s; peak: "
-                  + "; ".join(sources) + "."]
+                  + "; ".join(sources) + ". A constant of the machine: it does not rank jobs "
+                  "(examples/s does), and it moves only with the job's own throughput."]
+    if any(r.mfu is not None and shown_mfu(r) is None for r in rows):
+        lines += ["", "MFU not shown for runs whose peak was a matmul benchmark measured during "
+                  "the run (it moved with the machine's load, not with the job)."]
     failed = [r for r in rows if r.diverged or r.status in ("FAILED", "KILLED")]
     if failed:
         lines += ["", f"{len(failed)} run(s) failed or diverged: listed with no throughput and "
                   "never used as a baseline."]
     lines.append("")
     return "\n".join(lines)
-
-
-CSV_FIELDS = ["run_id", "run_name", "job_num", "status", "model", "dataset", "loop", "strategy",
-              "workers", "replicas", "global_batch", "runs", "run_ids", "examples_per_sec",
-              "examples_per_sec_runs", "examples_per_sec_ci95", "speedup", "speedup_low",
-              "speedup_high", "significant", "verdict", "repeats_needed", "speedup_ci95",
-              "efficiency", "baseline", "eval_accuracy", "eval_metric", "accuracy_meaningful", "mfu",
-              "peak_source", "time_to_first_step_s"]
-
-
-def write_csv(rows: Sequence[Row], path: Path) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(CSV_FIELDS)
-        for r in rows:
-            w.writerow([r.run_id, r.run_name, r.job_num, r.shown_status, r.model, r.dataset,
-                        r.loop, r.strategy, r.workers, r.replicas, r.global_batch,
-                        len(r.run_ids), " ".join(r.run_ids), r.rate,
-                        " ".join(f"{x:.6g}" for x in r.rates), r.ci95, r.speedup, r.speedup_low,
-                        r.speedup_high, r.significant, r.verdict, r.repeats_needed,
-                        r.speedup_ci95, r.efficiency, r.baseline, r.eval_accuracy, r.eval_metric,
-                        meaning.accuracy_meaningful(r.dataset), r.mfu,
-                        meaning.peak_source(r.peak_source) if r.mfu is not None else None,
-                        r.time_to_first_step])
 
 
 # --- the command -------------------------------------------------------------------------------
@@ -257,6 +282,9 @@ def build(uri: str, experiment: str = "distexp", sweep_id: Optional[str] = None,
     rows = aggregate([row_from_run(r) for r in runs])
     for r in rows:  # a job's first run stands for its repeats in the loss plot
         r.loss, r.loss_x = loss_curve(client, r.run_id)
+        r.steps_to_target = steps_to_target(client, r)
+        if r.rate_end_to_end is not None:  # what the end-to-end note splits its wall time by
+            r.epoch_times = [v for _, v in metric_by_step(client, r.run_id, "perf/epoch_time_s")]
     add_scaling(rows)
     from distexp import strategies
 
@@ -311,7 +339,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"distexp.report: error: {ex}", file=sys.stderr)
         return 2
     print(md)
-    print(f"Written to {out}: report.md, report.csv, throughput.png, efficiency.png, loss.png"
+    print(f"Written to {out}: report.md, report.csv, throughput.png, efficiency.png, "
+          "speedup.png, loss.png"
           + ("" if a.no_log else " (also logged to the sweep's parent run under report/)"))
     return 0
 

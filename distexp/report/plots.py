@@ -1,10 +1,74 @@
-"""The report's figures: throughput.png, efficiency.png and loss.png (matplotlib, Agg)."""
+"""The report's figures: throughput.png, efficiency.png, speedup.png (weak and strong speed-up
+against replicas, the ideal line) and loss.png (matplotlib, Agg). Every point that is not a
+significant difference (benchstat's "~", or one run a side: within-run only) is drawn open, and
+labelled "~" / "1 run"; bars are 95 % intervals (README, "The scaling report")."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from distexp.report.scaling import NO_BASELINE, Row
+from distexp.report.scaling import NO_BASELINE, WITHIN_RUN, Row
+
+
+def _mark(verdict: str) -> str:
+    return "1 run" if verdict == WITHIN_RUN else "~"
+
+
+def speedups(plt, series, label, colors, out: Path, title: str) -> Path:
+    """speedup.png: weak (same per-replica batch) and strong (same global batch) speed-up over
+    one replica, against replicas; ideal = replicas; open markers: not significant."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), dpi=100, sharey=True)
+    top, values = 1, [1.0]
+    for ax, mode, what in ((axes[0], "weak", "same per-replica batch"),
+                           (axes[1], "strong", "same global batch")):
+        drawn = False
+        for key, rs in sorted(series.items()):
+            pts = sorted(((r, getattr(r, mode)) for r in rs if getattr(r, mode) is not None),
+                         key=lambda p: p[0].replicas or 0)
+            if not pts:
+                continue
+            xs = [r.replicas for r, _ in pts]
+            ys = [c.value for _, c in pts]
+            lo = [c.value - c.low if c.low is not None else 0 for _, c in pts]
+            hi = [c.high - c.value if c.high is not None else 0 for _, c in pts]
+            color = colors[key]
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=label(key),
+                        color=color)
+            for (r, c), x, y in zip(pts, xs, ys):
+                if c.verdict in ("~", WITHIN_RUN):
+                    ax.scatter([x], [y], s=60, facecolors="white", edgecolors=color, zorder=3)
+                    ax.annotate(_mark(c.verdict), (x, y), textcoords="offset points",
+                                xytext=(6, 4), fontsize=7, color=color)
+            top = max(top, *xs)
+            values += ys
+            drawn = True
+        ax.plot([1, top], [1, top], color="grey", linestyle="--", linewidth=1, label="ideal")
+        ax.axhline(1, color="grey", linestyle=":", linewidth=1)
+        if not drawn:
+            ax.text(0.5, 0.5, "not measured: no 1-replica job at the same " + what.split(" ", 1)[1]
+                    + ("\n(sweep.controls=true adds them)" if mode == "strong" else ""),
+                    ha="center", va="center", transform=ax.transAxes, fontsize=8)
+        ax.set_xlabel("replicas")
+        ax.set_xticks(sorted({r.replicas for rs in series.values() for r in rs if r.replicas}))
+        ax.set_title(f"{mode} speed-up ({what})", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    # ratios on a log scale (the intervals are symmetric in log); a bar wider than the view
+    # (few runs on a noisy machine) runs off it rather than squashing every point
+    axes[0].set_yscale("log")
+    axes[0].set_ylim(min(values) / 2, 2 * max(top, *values))
+    from matplotlib.ticker import FuncFormatter
+
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    axes[0].yaxis.set_major_formatter(plain)
+    axes[0].yaxis.set_minor_formatter(plain)
+    axes[0].set_ylabel("speed-up over 1 replica (log; 95 % CI; open: not significant)")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path = out / "speedup.png"
+    fig.savefig(path)
+    plt.close(fig)
+    return path
 
 
 def plots(rows: Sequence[Row], out: Path, title: str) -> List[Path]:
@@ -14,15 +78,20 @@ def plots(rows: Sequence[Row], out: Path, title: str) -> List[Path]:
     import matplotlib.pyplot as plt
 
     several = len({r.group for r in rows}) > 1
+    # one line per strategy and per-replica batch (a control at another batch is its own line)
+    batches = len({r.per_replica for r in rows if r.measured}) > 1
 
     def label(key):
-        (model, dataset, loop), strategy = key
-        return f"{strategy} ({model}/{dataset}/{loop})" if several else strategy
+        (model, dataset, loop), strategy, per_replica = key
+        name = f"{strategy} ({model}/{dataset}/{loop})" if several else strategy
+        return name + (f", {per_replica:g}/replica" if batches and per_replica else "")
 
     series: Dict[tuple, List[Row]] = {}
     for r in rows:
         if r.measured:
-            series.setdefault((r.group, r.strategy), []).append(r)
+            series.setdefault((r.group, r.strategy, r.per_replica or 0), []).append(r)
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = {key: cycle[i % len(cycle)] for i, key in enumerate(sorted(series))}
     paths = []
 
     def figure(name, ylabel, value, band, ideal=None, hollow=lambda r: False, note=""):
@@ -40,11 +109,16 @@ def plots(rows: Sequence[Row], out: Path, title: str) -> List[Path]:
             if any(b is not None for b in bands):
                 yerr = [[y - b[0] if b else 0 for y, b in zip(ys, bands)],
                         [b[1] - y if b else 0 for y, b in zip(ys, bands)]]
-            line = ax.errorbar(xs, ys, yerr=yerr, marker="o", capsize=3, label=label(key))
-            open_pts = [(x, y) for x, y, r in zip(xs, ys, pts) if hollow(r)]
+            line = ax.errorbar(xs, ys, yerr=yerr, marker="o", capsize=3, label=label(key),
+                               color=colors[key])
+            open_pts = [(x, y, r) for x, y, r in zip(xs, ys, pts) if hollow(r)]
             if open_pts:
                 color = line.lines[0].get_color()
-                ax.scatter(*zip(*open_pts), s=60, facecolors="white", edgecolors=color, zorder=3)
+                ax.scatter([x for x, _, _ in open_pts], [y for _, y, _ in open_pts], s=60,
+                           facecolors="white", edgecolors=color, zorder=3)
+                for x, y, r in open_pts:
+                    ax.annotate(_mark(r.verdict), (x, y), textcoords="offset points",
+                                xytext=(6, 4), fontsize=7, color=color)
             drawn = True
         if ideal is not None and drawn:
             ax.axhline(ideal, color="grey", linestyle="--", linewidth=1, label="ideal")
@@ -76,11 +150,14 @@ def plots(rows: Sequence[Row], out: Path, title: str) -> List[Path]:
             return None
         return (100 * r.speedup_low / r.replicas, 100 * r.speedup_high / r.replicas)
 
-    figure("throughput", "examples/s", lambda r: r.rate, rate_band)
+    unsure = lambda r: r.verdict in ("~", WITHIN_RUN)  # noqa: E731
+    figure("throughput", "examples/s", lambda r: r.rate, rate_band, hollow=unsure,
+           note="\n(bars: runs' range or 1 run's 95 % CI; open: not significant)")
     figure("efficiency", "scaling efficiency (%)",
            lambda r: None if r.efficiency is None else 100 * r.efficiency, eff_band,
            ideal=100.0, hollow=lambda r: r.verdict not in ("significant", "baseline"),
            note="\n(bars: speed-up's 95 % interval; open marker: not significant)")
+    paths.append(speedups(plt, series, label, colors, out, title))
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
     drawn = False

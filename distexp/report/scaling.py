@@ -5,8 +5,13 @@ TensorFlow: distexp.report reads the runs and writes what this computes.
 - `row_from_run`: one MLflow run -> a Row (a failed or diverged run keeps no throughput).
 - `aggregate`: the measured runs of one job config (differing only in `repeat`, or resumed)
   -> one Row with the median examples/s and every run's figure; other runs stay rows of their own.
-- `add_scaling`: baseline, speed-up, its 95 % interval (between runs: distexp.figures.stats; one run a
-  side: within-run only) and the `significant` verdict, efficiency.
+- `add_scaling`: for each row two equal-work comparisons, each a `Comparison` (speed-up, its 95 %
+  interval: between runs, distexp.figures.stats; one run a side: within-run only; its verdict):
+  *weak* over the 1-replica runs at the same per-replica batch, *strong* over the 1-replica runs
+  at the same global batch (the controls `sweep.controls=true` adds); and their split for an
+  N-replica row: batch effect (1 replica at the global batch / at the per-replica batch) x
+  replica effect (= the strong speed-up) = the weak speed-up. `speedup*` keep their v2 meaning
+  (weak when there is a weak baseline, else strong).
 """
 from __future__ import annotations
 
@@ -25,6 +30,9 @@ SCALING_KEYS = ("strategy", "cpu_replicas", "gpus", "workers", "ps", "cluster",
 DEVICE_KEYS = ("cpu_replicas", "gpus", "workers", "ps", "cluster")
 # Override keys that differ between runs of one job config (repeats, a resumed re-run).
 RUN_KEYS = ("repeat", "resume", "sweep.resume", "checkpoint.dir")
+E2E = "perf/examples_per_sec_end_to_end"
+# The step-time split (perf/step_<part>_ms); "other" is the unattributed rest.
+PARTS = ("input", "compute", "sync", "other")
 
 
 @dataclass
@@ -62,6 +70,26 @@ class Row:
     peak_source: Optional[str] = None
     rates: List[float] = field(default_factory=list)      # examples/s of each repeat
     run_ids: List[str] = field(default_factory=list)
+    epochs: Optional[int] = None
+    steps_per_epoch: Optional[int] = None    # param steps_per_epoch_resolved
+    rate_end_to_end: Optional[float] = None  # perf/examples_per_sec_end_to_end (when logged)
+    epoch_times: List[float] = field(default_factory=list)  # perf/epoch_time_s history (first run)
+    breakdown: Dict[str, float] = field(default_factory=dict)  # input/compute/sync/other -> ms
+    warmup_steps: Optional[int] = None
+    checkpoint_every: Optional[str] = None   # param checkpoint.every_steps ("null" = each epoch)
+    target: Optional[float] = None           # param target_accuracy
+    time_to_target: Optional[float] = None   # perf/time_to_accuracy_s
+    steps_to_target: Optional[int] = None    # optimizer steps at the evaluation that reached it
+    weak: Optional["Comparison"] = None      # over 1 replica at the same per-replica batch
+    strong: Optional["Comparison"] = None    # over 1 replica at the same global batch
+    batch_effect: Optional[float] = None     # weak.value / strong.value (N-replica rows)
+    replica_effect: Optional[float] = None   # = strong.value (N-replica rows)
+
+    @property
+    def optimizer_steps(self) -> Optional[int]:
+        if self.epochs is None or self.steps_per_epoch is None:
+            return None
+        return self.epochs * self.steps_per_epoch
 
     @property
     def key(self) -> tuple:
@@ -119,6 +147,13 @@ def _int(v) -> Optional[int]:
         return None
 
 
+def _float(v) -> Optional[float]:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
 def _is_baseline(strategy: str) -> bool:
     """A reference run's strategy (its record says so: one_device)."""
     from distexp import strategies
@@ -145,7 +180,15 @@ def row_from_run(run) -> Row:
                overrides=t.get("distexp.overrides", ""), diverged=diverged,
                mfu=m.get("perf/mfu") if finished else None,
                peak_source=t.get("distexp.peak_source"),
-               rates=[rate] if rate is not None and rate > 0 else [], run_ids=[run.info.run_id])
+               rates=[rate] if rate is not None and rate > 0 else [], run_ids=[run.info.run_id],
+               epochs=_int(p.get("epochs")), steps_per_epoch=_int(p.get("steps_per_epoch_resolved")),
+               rate_end_to_end=m.get(E2E) if finished else None,
+               breakdown={part: m[f"perf/step_{part}_ms"] for part in PARTS
+                          if finished and m.get(f"perf/step_{part}_ms") is not None},
+               warmup_steps=_int(p.get("warmup_steps")),
+               checkpoint_every=p.get("checkpoint.every_steps"),
+               target=_float(p.get("target_accuracy")),
+               time_to_target=m.get("perf/time_to_accuracy_s"))
 
 
 def aggregate(rows: Sequence[Row]) -> List[Row]:
@@ -171,13 +214,80 @@ def aggregate(rows: Sequence[Row]) -> List[Row]:
                      "time_to_first_step": med([r.time_to_first_step for r in rs
                                                 if r.time_to_first_step is not None]),
                      "mfu": med([r.mfu for r in rs if r.mfu is not None]),
+                     "rate_end_to_end": med([r.rate_end_to_end for r in rs
+                                             if r.rate_end_to_end is not None]),
+                     "breakdown": {part: stats.median([r.breakdown[part] for r in rs])
+                                   for part in PARTS if all(part in r.breakdown for r in rs)},
+                     "time_to_target": med([r.time_to_target for r in rs
+                                            if r.time_to_target is not None]),
                      "rates": [r.rate for r in rs], "run_ids": [r.run_id for r in rs]})
         out.append(agg)
     return out
 
 
+@dataclass
+class Comparison:
+    """A row's throughput over its 1-replica baseline at equal work of one kind (`mode`)."""
+    mode: str                          # weak | strong
+    value: float                       # the row's median / the baseline's median
+    baseline: str                      # which runs, e.g. "one_device r1 (strong, same cpu_replicas=2)"
+    base_rate: float
+    is_base: bool                      # the row is (one of) its own baseline
+    low: Optional[float] = None
+    high: Optional[float] = None
+    significant: bool = False
+    verdict: str = ""                  # significant | ~ | within-run only | baseline
+    repeats_needed: Optional[int] = None
+    ci95: Optional[float] = None       # within-run half-width (one run a side)
+    base_global_batch: Optional[int] = None
+    base_strategy: str = ""
+
+
+def compare(r: Row, singles: Sequence[Row], mode: str) -> Optional[Comparison]:
+    """`r` against the measured 1-replica rows of the same job (same model, dataset, loop and
+    other overrides) at the same per-replica batch (weak) or global batch (strong); one_device
+    preferred, then the same device set-up; several remaining candidates are pooled."""
+    same = {"weak": lambda b: b.per_replica == r.per_replica,
+            "strong": lambda b: b.global_batch == r.global_batch}[mode]
+    cands = [b for b in singles if b.base_key == r.base_key and same(b)]
+    if not cands:
+        return None
+    cands = [b for b in cands if _is_baseline(b.strategy)] or cands
+    setup = [b for b in cands if b.device_setup == r.device_setup]
+    cands = setup or cands
+    base_rates = [x for b in cands for x in b.rates]
+    base = stats.median(base_rates)
+    who = "/".join(sorted({b.strategy for b in cands}))
+    pooled = f", {len(cands)} configs pooled" if len(cands) > 1 else ""
+    where = f", same {r.device_setup}" if setup and r.device_setup else ""
+    c = Comparison(mode=mode, value=r.rate / base, baseline=f"{who} r1 ({mode}{where}{pooled})",
+                   base_rate=base, is_base=any(r is b for b in cands),
+                   base_global_batch=cands[0].global_batch, base_strategy=who)
+    if c.is_base:
+        c.verdict = "baseline"
+        return c
+    between = stats.ratio_interval(r.rates, base_rates)
+    if between is not None:
+        c.low, c.high, _ = between
+        c.significant = c.low > 1 or c.high < 1
+        c.verdict = "significant" if c.significant else "~"
+        if not c.significant:
+            c.repeats_needed = stats.repeats_needed(r.rates, base_rates)
+        return c
+    c.verdict = WITHIN_RUN  # one run on a side: no between-run spread, no significance
+    base_cis = [b.ci95 for b in cands]
+    if len(r.rates) == 1 and r.ci95 is not None and len(base_rates) == len(cands) and \
+            all(x is not None for x in base_cis):
+        base_mean = sum(base_rates) / len(base_rates)
+        base_ci = math.sqrt(sum(x * x for x in base_cis)) / len(cands)
+        c.ci95 = c.value * math.hypot(r.ci95 / r.rate, base_ci / base_mean)
+        c.low, c.high = c.value - c.ci95, c.value + c.ci95
+    return c
+
+
 def add_scaling(rows: Sequence[Row]) -> None:
-    """Fill speed-up, its interval and verdict, efficiency and the baseline's description."""
+    """Fill both comparisons, their split, and the v2 speed-up columns (weak if there is a weak
+    baseline, else strong), efficiency and the baseline's description."""
     singles = [r for r in rows if r.measured and r.replicas == 1]
     for r in rows:
         if not r.measured:
@@ -185,50 +295,20 @@ def add_scaling(rows: Sequence[Row]) -> None:
                     else "no throughput")
             r.baseline = f"n/a ({what})"
             continue
-        mode, cands = None, []
-        for mode, same in (("weak", lambda b: b.per_replica == r.per_replica),
-                           ("strong", lambda b: b.global_batch == r.global_batch)):
-            cands = [b for b in singles if b.base_key == r.base_key and same(b)]
-            if cands:
-                break
-        if not cands:
+        r.weak, r.strong = compare(r, singles, "weak"), compare(r, singles, "strong")
+        if r.replicas and r.replicas > 1 and r.weak and r.strong:
+            r.replica_effect = r.strong.value
+            r.batch_effect = r.weak.value / r.strong.value
+        main = r.weak or r.strong
+        if main is None:
             r.baseline = NO_BASELINE
             continue
-        one = [b for b in cands if _is_baseline(b.strategy)]
-        cands = one or cands
-        # the closest: the same device set-up (cpu_replicas, gpus, ...), differing in strategy only
-        same = [b for b in cands if b.device_setup == r.device_setup]
-        cands = same or cands
-        base_rates = [x for b in cands for x in b.rates]
-        base = stats.median(base_rates)
-        r.speedup = r.rate / base
+        r.speedup, r.baseline, r.verdict = main.value, main.baseline, main.verdict
         r.efficiency = r.speedup / r.replicas
-        who = "/".join(sorted({b.strategy for b in cands}))
-        pooled = f", {len(cands)} configs pooled" if len(cands) > 1 else ""
-        setup = f", same {r.device_setup}" if same and r.device_setup else ""
-        r.baseline = f"{who} r1 ({mode}{setup}{pooled})"
-        is_base = any(r is b for b in cands)
-        if r.replicas == 1 and not is_base:  # the same work on one device: no scaling figure
+        if r.replicas == 1 and not main.is_base:  # the same work on one device: no scaling figure
             r.baseline += " [1 replica: overhead vs one_device, not scaling]"
             r.efficiency = None
-        if is_base:
-            r.speedup_low = r.speedup_high = None
-            r.verdict = "baseline"
+        if main.is_base:
             continue
-        between = stats.ratio_interval(r.rates, base_rates)
-        if between is not None:
-            r.speedup_low, r.speedup_high, _ = between
-            r.significant = r.speedup_low > 1 or r.speedup_high < 1
-            r.verdict = "significant" if r.significant else "~"
-            if not r.significant:
-                r.repeats_needed = stats.repeats_needed(r.rates, base_rates)
-            continue
-        r.verdict = WITHIN_RUN  # one run on a side: no between-run spread, no significance
-        base_cis = [b.ci95 for b in cands]
-        if len(r.rates) == 1 and r.ci95 is not None and len(base_rates) == len(cands) and \
-                all(c is not None for c in base_cis):
-            base_mean = sum(base_rates) / len(base_rates)
-            base_ci = math.sqrt(sum(c * c for c in base_cis)) / len(cands)
-            r.speedup_ci95 = r.speedup * math.hypot(r.ci95 / r.rate, base_ci / base_mean)
-            r.speedup_low = r.speedup - r.speedup_ci95
-            r.speedup_high = r.speedup + r.speedup_ci95
+        r.speedup_low, r.speedup_high, r.significant = main.low, main.high, main.significant
+        r.repeats_needed, r.speedup_ci95 = main.repeats_needed, main.ci95

@@ -145,7 +145,7 @@ class SweepCallback(Callback):
 
 
 def _check_sweeper(config: DictConfig) -> None:
-    """repeats and sweep.resume are distexp's sweeper's (hydra/sweeper=basic, the default)."""
+    """repeats, sweep.resume and sweep.controls are distexp's sweeper's (hydra/sweeper=basic, the default)."""
     target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
     if target.endswith(".DistexpSweeper"):
         return
@@ -158,6 +158,10 @@ def _check_sweeper(config: DictConfig) -> None:
     if OmegaConf.select(config, "sweep.resume"):
         raise UserError(f"sweep.resume: received {config.sweep.resume!r} with the {name}; only "
                         "distexp's sweeper (hydra/sweeper=distexp, the default) resumes a sweep")
+    if OmegaConf.select(config, "sweep.controls"):
+        raise UserError(f"sweep.controls: received true with the {name}; control jobs are added "
+                        "by distexp's sweeper (hydra/sweeper=distexp, the default): drop "
+                        "sweep.controls")
 
 
 class _Reopened:

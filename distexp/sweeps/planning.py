@@ -7,6 +7,10 @@ It is Hydra's BasicSweeper (cartesian product of ``key=a,b`` overrides) plus:
 - ``repeats=N``: every job runs N times, interleaved round-robin (job1#0, job2#0, ..., job1#1,
   job2#1, ...), never N in a row, so a slow period of a shared machine hits every job rather than
   one; each run gets the override ``repeat=i`` (its own child run, tag ``distexp.repeat``).
+- ``sweep.controls=true``: for each N-replica job, the 1-replica job at the same global batch
+  (``strategy=one_device global_batch_size=<G>``, the job's other overrides kept) is added after
+  the jobs, unless the sweep already has a job of that work; repeats apply to it too. The report
+  then compares each N-replica job with one replica at equal work (strong speed-up).
 - ``sweep.resume=<sweep id>``: each job's config is composed and compared (resolved, flattened as
   the job logs it) with the runs of that sweep in MLflow: a job with a FINISHED run is skipped
   (its record keeps that run's objective), one whose runs FAILED or were KILLED re-runs with
@@ -35,6 +39,77 @@ def interleave(jobs: Sequence[Sequence[str]], repeats: int) -> List[List[str]]:
     if repeats <= 1:
         return [list(j) for j in jobs]
     return [[*j, f"repeat={i}"] for i in range(repeats) for j in jobs]
+
+
+# Override keys a control replaces (the strategy and its options, the batch).
+CONTROL_DROPS = ("strategy", "global_batch_size", "batch_size_per_replica")
+
+
+def _override_key(o: str) -> str:
+    return o.split("=", 1)[0].lstrip("+~")
+
+
+def controls_on(config: DictConfig, overrides) -> bool:
+    """`sweep.controls`: from the sweep's overrides, else the config (a preset)."""
+    for o in overrides:
+        if o.get_key_element() == "sweep.controls":
+            if o.is_sweep_override():
+                raise UserError(f"sweep.controls: received a sweep ({o.input_line}); expected "
+                                "true or false for the whole sweep")
+            return str(o.value()).lower() == "true"
+    return bool(OmegaConf.select(config, "sweep.controls", default=False))
+
+
+def _work(cfg: DictConfig) -> Tuple[int, int, tuple]:
+    """(replicas, global batch, the rest of the job): what makes two jobs the same work."""
+    from distexp.config import resolved
+
+    per_worker = resolved.replicas_per_worker(cfg)
+    replicas = per_worker * resolved.num_workers(cfg)
+    batch = resolved.global_batch(cfg, per_worker * resolved.sync_workers(cfg))
+    ident = identity(cfg)
+    rest = tuple(sorted((k, v) for k, v in ident.items()
+                        if k not in ("batch_size_per_replica", "global_batch_size", "repeat")))
+    return replicas, batch, rest
+
+
+def with_controls(jobs: Sequence[Sequence[str]],
+                  compose: Callable[[List[str]], DictConfig]) -> Tuple[List[List[str]], List[str]]:
+    """The jobs plus, for each N-replica job, its 1-replica control at the same global batch
+    (module docstring); and one line per control saying what it is for."""
+    out = [list(j) for j in jobs]
+    seen, controls = set(), {}
+
+    def work_of(overrides):  # None for a job that cannot be composed: it fails as a job, alone
+        try:
+            cfg = compose(list(overrides))
+            return cfg, _work(cfg)
+        except Exception:  # noqa: BLE001  (a bad job stays the sweep's failed job, as without)
+            return None, None
+
+    done = [work_of(j) for j in jobs]
+    seen.update(w for _, w in done if w is not None)
+    for job, (cfg, known) in zip(jobs, done):
+        if known is None or known[0] <= 1:
+            continue
+        replicas, batch, _ = known
+        kept = [o for o in job if _override_key(o).split(".", 1)[0] not in CONTROL_DROPS]
+        control = ["strategy=one_device", *kept, f"global_batch_size={batch}"]
+        work = work_of(control)[1]
+        if work is None:
+            continue
+        name = f"{cfg.strategy.name} x{replicas}"
+        if work in seen:
+            if work in controls:
+                controls[work][1].append(name)
+            continue
+        seen.add(work)
+        controls[work] = (control, [name])
+    for control, names in controls.values():
+        out.append(control)
+    lines = [f"sweep.controls: + one_device at global batch {c[-1].split('=', 1)[1]} "
+             f"[{' '.join(c)}] (equal work for {', '.join(n)})" for c, n in controls.values()]
+    return out, lines
 
 
 def repeats(config: DictConfig, overrides) -> int:

@@ -26,6 +26,9 @@ HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF
 PROBE_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
 # MLflow's database stores (SQLAlchemy dialects) and their default ports, for the TCP probe.
 DB_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}
+# The schemes MLflow 3 has tracking stores for without plugins ("" = a local path); another one is
+# checked against MLflow's registry by `probe`.
+KNOWN_SCHEMES = {"", "file", "sqlite", "http", "https", "databricks", "databricks-uc", "uc", *DB_PORTS}
 POSTGRES_EXTRA = 'pip install "distexp[postgres]"'
 
 
@@ -86,13 +89,13 @@ def reason(ex: BaseException) -> str:
 def sqlite_dir(uri: str) -> Optional[Path]:
     if not uri.startswith("sqlite:///"):
         return None
-    path = uri[len("sqlite:///"):]
-    return Path(path if path.startswith("/") else os.path.abspath(path)).parent
+    return sqlite_path(uri).parent
 
 
 def make_store_dir(uri: str) -> Optional[Path]:
     """For a sqlite URI, create the database's directory (one-line UserError when it cannot be)
-    and return it; None for any other URI."""
+    and return it; None for any other URI. An existing file that is not a SQLite database is a
+    UserError too (MLflow would fail on it with a traceback, after the trainer started)."""
     from distexp.errors import UserError
 
     store_dir = sqlite_dir(uri)
@@ -103,7 +106,37 @@ def make_store_dir(uri: str) -> Optional[Path]:
             raise UserError(f"tracking.uri: received {uri!r}; cannot create {store_dir} "
                             f"({ex.strerror}); valid: a writable place, or "
                             "tracking.enabled=false") from None
+        bad = not_a_database(sqlite_path(uri))
+        if bad:
+            raise UserError(f"tracking.uri: received {uri!r}; {bad}; valid: an MLflow SQLite store "
+                            "(a new path is created), a tracking server, or tracking.enabled=false")
     return store_dir
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite 3 database file
+
+
+def sqlite_path(uri: str) -> Path:
+    path = uri[len("sqlite:///"):]
+    return Path(path if path.startswith("/") else os.path.abspath(path))
+
+
+def not_a_database(path: Path) -> Optional[str]:
+    """Why the SQLite store `path` cannot be opened, read without opening it as a database (which
+    would leave a lock file or a journal behind), or None: it does not exist yet (MLflow creates
+    it), is empty, or starts with SQLite's header."""
+    if path.is_dir():
+        return f"{path} is a directory, not a database file"
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return None
+    except OSError as ex:
+        return f"{path} cannot be read ({ex.strerror})"
+    if head and head != SQLITE_HEADER:
+        return f"{path} is not a database (file is not a database: no SQLite header)"
+    return None
 
 
 def client(uri: str):
@@ -185,6 +218,8 @@ def probe(uri: str, timeout: float = 10.0) -> None:
         return
     parts = urlsplit(uri)
     dialect = parts.scheme.split("+")[0]
+    if dialect not in KNOWN_SCHEMES:
+        _check_scheme(uri)
     if dialect in DB_PORTS:
         _check_driver(uri)
     port = {"http": 80, "https": 443, **DB_PORTS}.get(dialect)
@@ -193,6 +228,20 @@ def probe(uri: str, timeout: float = 10.0) -> None:
             socket.create_connection((parts.hostname, parts.port or port), timeout=timeout).close()
         except OSError as ex:
             raise UserError(unreachable(uri, ex)) from None
+
+
+def _check_scheme(uri: str) -> None:
+    """A scheme distexp does not know: ask MLflow's store registry (plugins included), which costs
+    an MLflow import (seconds), so only here; a scheme it has no store for is one line now, before
+    a training process starts, rather than when the run is created."""
+    from distexp.errors import UserError
+
+    from mlflow.tracking._tracking_service.utils import _tracking_store_registry
+
+    try:
+        _tracking_store_registry.get_store_builder(uri)
+    except Exception as ex:  # noqa: BLE001  (MLflow's "unsupported URI" exception types vary)
+        raise UserError(unreachable(uri, ex)) from None
 
 
 def _check_driver(uri: str) -> None:

@@ -10,6 +10,9 @@
 - When: every `checkpoint.every_steps` steps (null = at every epoch's end, 0 = never) and at the end.
 - A fresh job (resume=false) deletes the checkpoints a previous job left in `checkpoint.dir`, so a
   later resume can never continue someone else's training.
+- Whose: beside the checkpoints the chief writes `distexp-model.json` (the model's name, its
+  parameter count and variable shapes); `resume=true` with another model is one line naming both
+  (a checkpoint without that file that does not fit is one line too, not TensorFlow's traceback).
 - One job at a time: the chief holds an exclusive lock on `checkpoint.dir` while it trains (the
   kernel drops it when the process dies, so a crashed job's directory is free for its resume).
   Concurrent jobs of the same strategy/model/dataset (parallel or concurrent sweeps) would
@@ -18,11 +21,15 @@
 """
 from __future__ import annotations
 
+import json
+import math
 import os
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Optional
+
+IDENTITY = "distexp-model.json"  # whose checkpoints these are (written by the chief)
 
 
 class Checkpoints:
@@ -40,6 +47,7 @@ class Checkpoints:
         self.say = say
         self.logger = logger  # tracking.RunLogger: the run says whether and whence it resumed
         self.ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
+        self.identity = identity(cfg, model)
         self._tmp: Optional[str] = None
         self._lock = None
         self.manager = None
@@ -59,6 +67,7 @@ class Checkpoints:
                         f"checkpoints go to {self.real}")
                 if not self.resume:
                     clear(self.real)
+                    self._write_identity()
                 where = str(self.real)
             else:
                 where = self._tmp = tempfile.mkdtemp(prefix="distexp-ckpt-")
@@ -76,12 +85,49 @@ class Checkpoints:
         if latest is None:
             self.say(f"resume: no checkpoint in {self.real}; starting fresh")
             self._tag("no checkpoint: fresh start", 0, "")
+            if self.manager is not None and self.chief:
+                self._write_identity()
             return 0
-        self.ckpt.restore(latest).expect_partial()
+        self._check_identity()
+        try:
+            self.ckpt.restore(latest).expect_partial()
+        except (ValueError, tf.errors.OpError) as ex:  # written by another model, no identity file
+            from distexp.errors import UserError
+
+            why = str(ex).strip().splitlines()[0] if str(ex).strip() else type(ex).__name__
+            why = why.split(" Target variable:")[0][:300]
+            raise UserError(f"checkpoint.dir: received {str(self.real)!r}, whose checkpoint does "
+                            f"not fit this job's model={self.identity['model']} ({why}); valid: "
+                            "resume with the model that wrote it, another checkpoint.dir, or "
+                            "resume=false (a fresh start)") from None
         step = int(self.step.numpy())
         self.say(f"resume: restored {latest} (step {step})")
         self._tag("restored", step, latest)
         return step
+
+    def _write_identity(self) -> None:
+        if self.chief and self.saves:
+            (self.real / IDENTITY).write_text(json.dumps(self.identity) + "\n")
+
+    def _check_identity(self) -> None:
+        """resume=true: the checkpoint's model must be this job's (one line naming both)."""
+        try:
+            theirs = json.loads((self.real / IDENTITY).read_text())
+        except (OSError, ValueError):
+            return  # an older checkpoint: restore() says it when it does not fit
+        mine = self.identity
+        if theirs.get("model") == mine["model"] and theirs.get("shapes") == mine["shapes"]:
+            return
+        from distexp.errors import UserError
+
+        same = theirs.get("model") == mine["model"]
+        raise UserError(
+            f"checkpoint.dir: received {str(self.real)!r}, which holds a checkpoint of "
+            f"model={theirs.get('model')} ({theirs.get('parameters', 0):,} parameters); this "
+            f"job's model is {mine['model']} ({mine['parameters']:,} parameters"
+            + (", other variable shapes" if same else "") + "); valid: resume with "
+            + ("the model that wrote it" if same else f"model={theirs.get('model')}")
+            + ", another checkpoint.dir, or resume=false (a fresh start)")
 
     def _tag(self, what: str, step: int, path: str) -> None:
         if self.logger is not None and self.chief:
@@ -120,10 +166,20 @@ def _take(directory: Path):
     return f
 
 
+def identity(cfg, model) -> dict:
+    """Whose checkpoint: the model's name (a user's factory named), parameters, variable shapes."""
+    name = cfg.model.name
+    if name == "custom":
+        name = f"custom ({cfg.model.factory})"
+    return {"model": name, "parameters": sum(math.prod(v.shape) for v in model.weights),
+            "shapes": [list(v.shape) for v in model.weights]}
+
+
 def clear(directory: Path) -> None:
-    """Remove what tf.train.CheckpointManager wrote in `directory` (and nothing else)."""
+    """Remove what tf.train.CheckpointManager (and the identity file) wrote in `directory` (and
+    nothing else)."""
     if not directory.is_dir():
         return
     for p in directory.iterdir():
-        if p.name == "checkpoint" or p.name.startswith("ckpt-"):
+        if p.name in ("checkpoint", IDENTITY) or p.name.startswith("ckpt-"):
             p.unlink(missing_ok=True)

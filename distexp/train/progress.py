@@ -154,7 +154,8 @@ class Reporter:
                        "batches")
         if final.get("perf/mfu") is not None:
             self.print(f"MFU: {100 * final['perf/mfu']:.2f}% ({final['perf/flops_per_example']:.3g} "
-                       f"FLOPs/example, peak {final['perf/peak_flops'] / 1e9:.1f} GFLOP/s measured)")
+                       f"FLOPs/example, peak {final['perf/peak_flops'] / 1e9:.1f} GFLOP/s: a constant "
+                       "of the hardware, tag distexp.peak_source)")
         shown = "  ".join(f"{_short(k)} {v:.4f}" for k, v in self.final.items()
                           if k.startswith("eval/") and v is not None)
         self.print(f"final: {shown}  time to first step {perf['perf/time_to_first_step_s']:.2f} s")

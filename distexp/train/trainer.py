@@ -158,12 +158,16 @@ def _write_parity(job_dir, ctx) -> None:
 def after_training(cfg, model, input_shape, replica_devices, examples_per_sec, chief,
                    logger) -> dict:
     """Figures measured once training is over, so they cost nothing before the first step:
-    FLOPs per example, the devices' peak FLOP/s (a known GPU's datasheet figure, tagged
-    distexp.peak_source; else measured) and MFU, peak host (and GPU) memory."""
+    FLOPs per example, the devices' peak FLOP/s and MFU, peak host (and GPU) memory. The peak is
+    a constant of the hardware with its source (tag distexp.peak_source): a known GPU's datasheet
+    figure, or the CPU's theoretical peak from /proc/cpuinfo (distexp.figures.cpu_peak); when
+    neither applies there is no MFU. `measure_peak_flops=true` also logs what a matmul benchmark
+    achieved (perf/matmul_flops), never the denominator: it moves with the machine's load."""
     import resource
 
     import tensorflow as tf
 
+    from distexp.config import resolved
     from distexp.figures import flops
     from distexp.figures.meter import mfu
 
@@ -180,20 +184,31 @@ def after_training(cfg, model, input_shape, replica_devices, examples_per_sec, c
     except Exception as ex:  # noqa: BLE001  (a user model the profiler cannot trace)
         print(f"FLOPs not counted ({type(ex).__name__}: {ex}); perf/mfu not logged", flush=True)
         per_example = None
-    peak = None
-    if gpus:  # a known GPU's datasheet peak (distexp.figures.peaks); an unknown one is measured
+    peak, why_not = None, None
+    if gpus:  # a known GPU's datasheet peak (distexp.figures.peaks)
         from distexp.figures import peaks
 
         names = [tf.config.experimental.get_device_details(d).get("device_name", "")
                  for d in tf.config.list_physical_devices("GPU")[:len(gpus)]]
-        sheet = peaks.datasheet_peak(names, cfg.precision)
-        if sheet is not None:
-            peak = sheet[0]
-            logger.set_tags({"distexp.peak_source": sheet[1]})
-    if peak is None and cfg.measure_peak_flops:
-        peak = flops.peak_flops(replica_devices)
-    out.update({"perf/flops_per_example": per_example, "perf/peak_flops": peak,
-                "perf/mfu": mfu(per_example, examples_per_sec, peak)})
+        peak = peaks.datasheet_peak(names, cfg.precision)
+        why_not = f"no datasheet peak for {', '.join(sorted(set(names)))}"
+    elif cfg.cluster.name != "local" and resolved.num_workers(cfg) > 1:
+        why_not = (f"cluster={cfg.cluster.name}: the job's processes may span machines whose "
+                   "processors this process cannot see")
+    else:  # every process of the job runs on this machine's CPUs
+        from distexp.figures.cpu_peak import machine_cpu_peak
+
+        peak = machine_cpu_peak()
+        why_not = "no peak rule for this processor (distexp.figures.cpu_peak)"
+    if peak is None:
+        print(f"perf/mfu not logged: {why_not}", flush=True)
+    else:
+        logger.set_tags({"distexp.peak_source": peak[1]})
+    value = None if peak is None else peak[0]
+    if cfg.measure_peak_flops:
+        out["perf/matmul_flops"] = flops.peak_flops(replica_devices)
+    out.update({"perf/flops_per_example": per_example, "perf/peak_flops": value,
+                "perf/mfu": mfu(per_example, examples_per_sec, value)})
     return out
 
 

@@ -1,4 +1,4 @@
-"""distexp's Hydra sweeper: BasicSweeper + `repeats` (interleaved) + `sweep.resume`.
+"""distexp's Hydra sweeper: BasicSweeper + `sweep.controls` + `repeats` (interleaved) + `sweep.resume`.
 
 Hydra loads plugin classes only from the `hydra_plugins` package, so the class is here and the
 logic is in distexp.sweeps.planning. Selected by distexp's conf (`hydra/sweeper: distexp`, sweeper_default.yaml).
@@ -43,12 +43,17 @@ class DistexpSweeper(BasicSweeper):
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         overrides = parser.parse_overrides(params_conf)
         jobs = [job for batch in self.split_arguments(overrides, None) for job in batch]
+        loader = self.hydra_context.config_loader
+        if S.controls_on(self.config, overrides):
+            jobs, lines = S.with_controls(
+                jobs, lambda o: loader.load_sweep_config(self.config, o))
+            for line in lines:
+                print(line, flush=True)
         jobs = S.interleave(jobs, S.repeats(self.config, overrides))
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
 
-        loader = self.hydra_context.config_loader
         plan = S.plan(jobs, self.config, lambda o: loader.load_sweep_config(self.config, o))
         records.write_records(sweep_dir.absolute(), plan.skipped)
         self.overrides = [[job for _, job in plan.launch]]
