@@ -146,3 +146,47 @@ def fails_when_env(input_shape, num_classes):
     if os.environ.get("DISTEXP_TEST_FAIL"):
         raise RuntimeError("failing on purpose (DISTEXP_TEST_FAIL is set)")
     return small_mlp(input_shape, num_classes)
+
+
+# -- injected costs for the step-time split (tests/test_breakdown.py) ----------------------------
+
+def slow_images(seed, delay_ms=0.0, batch=64, n=1024):
+    """dataset=custom: random 8x8x1 images, 10 classes, as unbatched tf.data; with delay_ms > 0
+    each example sleeps delay_ms / batch in a sequential map, i.e. ~delay_ms per global batch of
+    `batch` (set dataset.cache=false, or the cache would pay it once)."""
+    import time
+
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(seed)
+    x = rng.random((n + n // 4, 8, 8, 1), dtype=np.float32)
+    y = rng.integers(0, 10, size=n + n // 4).astype(np.int32)
+    train = tf.data.Dataset.from_tensor_slices((x[:n], y[:n]))
+    if delay_ms > 0:
+        pause = delay_ms / 1000.0 / batch
+
+        def nap():
+            time.sleep(pause)
+            return np.float32(0.0)
+
+        def slow(a, b):  # the image depends on the sleep's output, so it cannot be pruned
+            zero = tf.py_function(nap, [], tf.float32)
+            zero.set_shape([])
+            return a + zero, b
+        train = train.map(slow)  # sequential: the sleeps add up per batch
+    return {"train": train, "eval": tf.data.Dataset.from_tensor_slices((x[n:], y[n:])),
+            "num_classes": 10}
+
+
+def deep_cnn(input_shape, num_classes):
+    """model=custom: the tutorial CNN with five 64-filter 3x3 convolutions in front ("same"
+    padding on 8x8): ~300x its compute (~20 MFLOP per example forward), ~10x its parameters."""
+    import keras
+
+    layers = [keras.Input(shape=input_shape)]
+    layers += [keras.layers.Conv2D(64, 3, padding="same", activation="relu") for _ in range(5)]
+    layers += [keras.layers.Conv2D(32, 3, activation="relu"), keras.layers.MaxPooling2D(),
+               keras.layers.Flatten(), keras.layers.Dense(64, activation="relu"),
+               keras.layers.Dense(num_classes)]
+    return keras.Sequential(layers, name="deep_cnn")

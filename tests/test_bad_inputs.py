@@ -62,6 +62,8 @@ CASES = [
     ("test-fraction", ["dataset.test_fraction=1.5"], "dataset.test_fraction: received 1.5"),
     ("optimizer", ["model.optimizer=adagrad"],
      "model.optimizer: received 'adagrad'; valid: adam, sgd, rmsprop"),
+    ("lr-scaling", ["learning_rate_scaling=cubic"],
+     "learning_rate_scaling: received 'cubic'; valid: none, linear, sqrt"),
     # combinations
     ("global-batch-indivisible", ["cpu_replicas=2", "global_batch_size=65"],
      "global_batch_size: received 65; it must divide evenly over 2 replicas (try 64)"),

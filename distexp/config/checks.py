@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from distexp.config.schema import CLUSTERS, COMMUNICATIONS, CROSS_DEVICE_OPS, LOOPS, MODELS, OPTIMIZERS, PERF_OBJECTIVES, PRECISIONS, PREPROCESSING, TOKENS, StrategyConfig
+from distexp.config.schema import CLUSTERS, COMMUNICATIONS, CROSS_DEVICE_OPS, LOOPS, MODELS, OPTIMIZERS, LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PREPROCESSING, TOKENS, StrategyConfig
 from distexp.errors import UserError
 from distexp.config.resolved import _multirun, resolve, strategy_record, visible_gpus
 
@@ -83,6 +83,7 @@ def _validate_ranges(cfg: DictConfig) -> None:
     _choice("loop", cfg.loop.name, LOOPS)
     _choice("cluster", cfg.cluster.name, CLUSTERS)
     _choice("model.optimizer", cfg.model.optimizer, OPTIMIZERS)
+    _choice("learning_rate_scaling", cfg.learning_rate_scaling, LR_SCALING)
     if cfg.strategy.cross_device_ops is not None:
         _choice("strategy.cross_device_ops", cfg.strategy.cross_device_ops, CROSS_DEVICE_OPS)
     _choice("strategy.communication", cfg.strategy.communication, COMMUNICATIONS)

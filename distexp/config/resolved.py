@@ -78,6 +78,22 @@ def replicas_per_worker(cfg: DictConfig, gpus: Optional[int] = None) -> int:
         gpus = cfg.gpus if cfg.gpus is not None else visible_gpus()
     return strategy_record(cfg).replicas_per_worker(cfg, gpus)
 
+def learning_rate(cfg: DictConfig, global_batch: Optional[int] = None) -> float:
+    """The rate the optimizer uses: `learning_rate` (else the model's), scaled by
+    `learning_rate_scaling` with the global batch over the reference batch
+    (`batch_size_per_replica`: the rate is taken to be right for one replica at that batch).
+    Weak scaling over N replicas: x N (linear), x sqrt(N) (sqrt); a fixed `global_batch_size` gets
+    the same rate at every replica count (equal work, equal rate)."""
+    import math
+
+    base = float(cfg.learning_rate if cfg.learning_rate is not None else cfg.model.learning_rate)
+    rule = cfg.get("learning_rate_scaling", "none")
+    if rule == "none" or global_batch is None:
+        return base
+    ratio = global_batch / int(cfg.batch_size_per_replica)
+    return base * (ratio if rule == "linear" else math.sqrt(ratio))
+
+
 def global_batch(cfg: DictConfig, replicas: int) -> int:
     if cfg.global_batch_size is not None:
         return int(cfg.global_batch_size)

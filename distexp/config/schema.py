@@ -25,6 +25,7 @@ COMMUNICATIONS = ("auto", "ring", "nccl")
 OPTIMIZERS = ("adam", "sgd", "rmsprop")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 PREPROCESSING = ("scale", "standardize", "none")
+LR_SCALING = ("none", "linear", "sqrt")
 # What a job can return to a sweeper (`objective`): the task's figures (tasks.Task.figures)
 # and these performance figures, all final values in result.json.
 PERF_OBJECTIVES = ("perf/examples_per_sec", "perf/examples_per_sec_per_replica",
@@ -209,6 +210,10 @@ class Config:
     batch_size_per_replica: int = 64
     global_batch_size: Optional[int] = None
     learning_rate: Optional[float] = None
+    # Scale the learning rate with the global batch: none, linear (x global / reference batch)
+    # or sqrt (x its square root); the reference batch is batch_size_per_replica (the rate is taken
+    # to be right for one replica at that batch). The rate used is the param learning_rate_effective.
+    learning_rate_scaling: str = "none"
     seed: int = 0
     # Steps at the start of training that are run but not timed (tracing, first allocations).
     warmup_steps: int = 5
@@ -231,6 +236,9 @@ class Config:
     # Informational only: MFU divides by the hardware's constant peak (distexp.figures.cpu_peak,
     # GPU datasheets), never by this figure, which moves with the machine's load.
     measure_peak_flops: bool = False
+    # A TensorFlow profiler trace of a few training steps, taken after training (distexp.train.profile),
+    # logged as the run's artifact directory profile/.
+    profile: bool = False
     # The final figure a job returns to Hydra (what a sweeper such as Optuna optimises);
     # null = the task's (eval/accuracy for classification, eval/token_accuracy for seq2seq).
     objective: Optional[str] = None

@@ -71,6 +71,8 @@ class Meter:
     units_timed: float = 0.0
     _epoch_units: float = 0.0
 
+    train_end: Optional[float] = None   # the last epoch's end (its evaluation and checkpoint done)
+
     def start_epoch(self) -> None:
         self._epoch_timed = []
         self._epoch_units = 0.0
@@ -115,6 +117,21 @@ class Meter:
                 self._epoch_timed.append(dt)
         return dt
 
+    def end_epoch(self) -> None:
+        """The epoch is over, its evaluation and checkpoint included (end to end's clock)."""
+        self.train_end = time.perf_counter()
+
+    def end_to_end(self) -> Optional[float]:
+        """Examples trained (warm-up included) over the wall time from the first step's start to
+        the last epoch's end: input fill, evaluation, checkpoints and warm-up all included."""
+        if self.train_start is None or self.train_end is None or self.step == 0:
+            return None
+        return self.global_batch * self.step / (self.train_end - self.train_start)
+
+    def mean_step_ms(self) -> Optional[float]:
+        """The timed steps' mean step time in ms (what distexp.figures.breakdown splits)."""
+        return 1000.0 * sum(self.timed) / len(self.timed) if self.timed else None
+
     def exclude_since_last_step(self) -> None:
         """What ran since the last step ended (a checkpoint save) is not part of the next step."""
         self._last = time.perf_counter()
@@ -143,6 +160,7 @@ class Meter:
             "perf/time_to_first_step_s": self.time_to_first_step,
             "perf/timed_steps": float(len(self.timed)),
             "perf/input_wait_share": self.input_share(),
+            "perf/examples_per_sec_end_to_end": self.end_to_end(),
             **({f"perf/{self.units_name}_per_sec": _per(self.units_timed, self.timed)}
                if self.units_name else {}),
         }

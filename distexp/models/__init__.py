@@ -147,16 +147,12 @@ def load_factory(key: str, spec: str):
                         "'package.module:function' naming an existing function") from None
 
 
-def learning_rate(cfg: DictConfig) -> float:
-    return float(cfg.learning_rate if cfg.learning_rate is not None else cfg.model.learning_rate)
-
-
-def optimizer(cfg: DictConfig, model):
-    """The optimizer, with its slot variables built now (Keras 3 builds them lazily, which breaks
-    the first `strategy.run` of a custom loop under MirroredStrategy)."""
+def optimizer(cfg: DictConfig, model, lr: float):
+    """The optimizer at rate `lr` (distexp.config.resolved.learning_rate), with its slot
+    variables built now (Keras 3 builds them lazily, which breaks the first `strategy.run` of a
+    custom loop under MirroredStrategy)."""
     import keras
 
-    lr = learning_rate(cfg)
     name = cfg.model.optimizer
     if name == "adam":
         opt = keras.optimizers.Adam(lr)

@@ -100,6 +100,8 @@ class JobRun:
         elif kind == "tags":
             for k, v in record["tags"].items():
                 self.set_tag(k, str(v))
+        elif kind == "artifact":  # a file the chief wrote (e.g. profile=true's trace)
+            self.log_artifacts([Path(record["path"])], record.get("artifact_path"))
 
     def system_metrics(self, interval: float, node_id: Optional[str] = None):
         """MLflow's own system-metrics monitor (psutil; GPUs via NVML when present) on this run;

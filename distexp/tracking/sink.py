@@ -74,6 +74,14 @@ class RunLogger:
     def set_tags(self, tags: Mapping[str, object]) -> None:
         self._send({"kind": "tags", "tags": {k: str(v) for k, v in tags.items()}})
 
+    def log_artifact_dir(self, root: Path, artifact_path: str) -> None:
+        """Every file under `root`, as artifacts under `artifact_path` (sub-directories kept)."""
+        for f in sorted(Path(root).rglob("*")):
+            if f.is_file():
+                sub = f.parent.relative_to(root).as_posix()
+                self._send({"kind": "artifact", "path": str(f),
+                            "artifact_path": artifact_path if sub == "." else f"{artifact_path}/{sub}"})
+
     def log_metrics(self, metrics: Mapping[str, Optional[float]], step: int) -> None:
         """Log finite values at `step`; each call gets a strictly later timestamp, so a final value
         logged at the last epoch's step is MLflow's "latest" value of that metric."""

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, Optional, Sequence, Union
 
+from distexp.figures import breakdown
 from distexp.figures.meter import Meter
 from distexp.tracking import RunLogger
 
@@ -108,6 +109,7 @@ class Reporter:
             self.print(f"target {self.target_metric} {self.target_accuracy} reached after "
                        f"{self.time_to_accuracy:.2f} s of training")
         self.logger.log_metrics(metrics, step=self.epoch)
+        self.meter.end_epoch()
         rate = figures["perf/examples_per_sec"]
         shown = "  ".join(f"{_short(k)} {v:.4f}" for k, v in {**train, **ev}.items()
                           if v is not None)
@@ -139,6 +141,13 @@ class Reporter:
         else:
             self.print(f"throughput: not measured: all {self.meter.step} steps were warm-up "
                        f"(warmup_steps={self.meter.warmup_steps})")
+        e2e = perf.get("perf/examples_per_sec_end_to_end")
+        if e2e:
+            self.print(f"end to end: {e2e:.1f} examples/s over the epochs' wall time (warm-up, "
+                       "input fill, evaluation and checkpoints included)")
+        split = breakdown.describe(final)
+        if split:
+            self.print(split)
         share = perf.get("perf/input_wait_share")
         if share is not None:
             self.print(f"input: {100 * share:.1f}% of the timed step time was spent waiting for "

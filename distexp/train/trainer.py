@@ -54,6 +54,7 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     import keras
 
     from distexp import models, tasks
+    from distexp.config.resolved import learning_rate
     from distexp.data import datasets
     from distexp.figures.meter import Meter
     from distexp.strategies.record import task_name
@@ -85,7 +86,7 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     logger.wait_ready()
     with strategy.scope():
         model = task.build_model(cfg, data)
-        optimizer = models.optimizer(cfg, model)
+        optimizer = models.optimizer(cfg, model, learning_rate(cfg, int(facts.global_batch)))
     chief = strategies.is_chief(strategy)
     replica_devices = record.replica_devices(strategy, configured)
     _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, logger, chief)
@@ -112,6 +113,7 @@ def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, l
     import keras
     import tensorflow as tf
 
+    from distexp.config.resolved import learning_rate
     from distexp.figures import meaning
 
     say = print if chief else (lambda *a, **k: None)
@@ -131,6 +133,7 @@ def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, l
                        "keras_version": keras.__version__, "steps_per_epoch_resolved": steps,
                        "warmup_steps_resolved": min(cfg.warmup_steps, steps * cfg.epochs),
                        "task": task.name, **data.params(),
+                       "learning_rate_effective": learning_rate(cfg, G),
                        # the report's eval column: the task's headline evaluation figure
                        "task.eval_metric": task.target_metric or task.objective})
 
@@ -150,9 +153,17 @@ def _run(ctx, logger, replica_devices, facts, job_dir: Path) -> dict:
         logger.close()
         raise UserFailure(reporter.diverged_line(stopped=True)) from None
     meter = reporter.meter
-    final = reporter.finish(after_training(cfg, ctx.model, ctx.data.input_shape, replica_devices,
-                                           meter.final_figures()["perf/examples_per_sec"], chief,
-                                           logger))
+    from distexp.train import breakdown
+
+    try:  # after the timed steps; a probe that fails costs the split, never the trained run
+        split = breakdown.run(ctx, job_dir, chief, meter.mean_step_ms())
+    except Exception as ex:  # noqa: BLE001
+        reporter.print(f"step time split not measured ({type(ex).__name__}: "
+                       f"{str(ex).splitlines()[0][:200]})")
+        split = {}
+    final = reporter.finish({**split, **after_training(
+        cfg, ctx.model, ctx.data.input_shape, replica_devices,
+        meter.final_figures()["perf/examples_per_sec"], chief, logger)})
     if reporter.diverged_at is not None:
         reporter.print(f"distexp: warning: {reporter.diverged_line(stopped=False)}")
     logger.close()

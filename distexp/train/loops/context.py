@@ -21,3 +21,4 @@ class Context:
     reporter: Any          # distexp.train.progress.Reporter
     is_ps: bool = False    # steps scheduled by a ClusterCoordinator (the record's `coordinated`)
     workers: int = 1       # processes holding replicas (the job's resolved facts)
+    dispatch: Any = None   # the custom loop's dispatcher (distexp.train.step), for the probe phase

@@ -44,6 +44,7 @@ def train(ctx: Context) -> None:
     ckpts = Checkpoints(cfg, model=ctx.model, optimizer=ctx.optimizer, step=dispatch.step_var,
                         chief=True if ctx.is_ps else rep.chief,
                         steps_per_epoch=ctx.steps_per_epoch, say=rep.print, logger=rep.logger)
+    ctx.dispatch = dispatch  # the probe phase after training reuses its iterator and step
     start = ckpts.restore()
     rep.resume_at(start)
     dispatch.begin(start)
