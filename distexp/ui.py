@@ -28,9 +28,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
 from distexp.sweeps.records import RUN_KIND, SWEEP_ID
+from distexp.tracking.store import redact
 
 VIEW_TAG = "mlflow.sharedViewState."
 # Display tags a job's run carries (distexp.tracking.display): what the table shows, rounded.
@@ -47,8 +48,6 @@ def command(uri: Optional[str] = None, sweep_id: Optional[str] = None) -> str:
     """The command a job or sweep prints at its end."""
     cmd = "python -m distexp.ui"
     if uri and uri != default_uri():
-        from distexp.tracking import redact
-
         cmd += f" --tracking-uri {redact(uri)}"
     return cmd + (f" --sweep-id {sweep_id}" if sweep_id else "")
 
@@ -116,7 +115,7 @@ def sweep_view(uri: str, experiment: Optional[str], sweep_id: Optional[str]):
     else:
         ids = [e.experiment_id for e in client.search_experiments()]
     if not ids:
-        raise UiError(f"--tracking-uri: the store at {uri} has no experiment; run a job first")
+        raise UiError(f"--tracking-uri: the store at {redact(uri)} has no experiment; run a job first")
     query = f"tags.`{RUN_KIND}` = 'sweep'" + (f" and tags.`{SWEEP_ID}` = '{sweep_id}'"
                                                if sweep_id else "")
     found = client.search_runs(ids, query, order_by=["attributes.start_time DESC"], max_results=1)
@@ -201,8 +200,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"distexp.ui: error: {ex}", file=sys.stderr)
         return 2
     if remote:
-        from distexp.tracking import redact
-
         print(f"MLflow tracking server in use: {redact(uri)} (nothing to serve here)")
         print(url(redact(uri), exp_id, key), flush=True)
         return 0
@@ -217,7 +214,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"distexp.ui: error: mlflow server exited with {proc.returncode} before it "
               "answered (its output is above)", file=sys.stderr)
         return 1
-    print(f"MLflow UI on {uri} at http://{a.host}:{a.port} ({who(a.host)}); Ctrl-C stops it.\n"
+    print(f"MLflow UI on {redact(uri)} at http://{a.host}:{a.port} ({who(a.host)}); Ctrl-C stops it.\n"
           f"Open {what}:\n  {link}", flush=True)
     try:
         return proc.wait()

@@ -21,7 +21,7 @@ def _plan(compose, *overrides, visible=0, tmp=Path("/tmp")):
 
 
 def _tf_configs(plan):
-    procs = plan.processes(Path("/tmp/config.yaml"), {}, "RUN", "sqlite:///x.db")
+    procs = plan.processes(Path("/tmp/config.yaml"), {})
     return procs, {p.name: json.loads(p.env["TF_CONFIG"]) for p in procs}
 
 
@@ -35,7 +35,8 @@ def test_local_multiworker_plan(compose):
     assert [tfc[f"worker-{i}"]["task"] for i in range(3)] == [
         {"type": "worker", "index": i} for i in range(3)]
     # only the chief (worker-0) gets the MLflow run and the console
-    assert [("DISTEXP_RUN_ID" in p.env, p.console) for p in procs] == [(True, True)] + [(False, False)] * 2
+    assert [(p.env["DISTEXP_TASK"], p.console) for p in procs] == [
+        ("worker-0", True), ("worker-1", False), ("worker-2", False)]
 
 
 def test_local_ps_plan(compose):

@@ -41,13 +41,15 @@ def test_controls_add_one_device_at_each_global_batch(tmp_path, capsys):
     assert got[6] == [*control, "repeat=0"] and got[13] == [*control, "repeat=1"]
     assert "equal work for mirrored x2, central x2" in capsys.readouterr().out
 
-    # per-replica 32: the controls run at 64; four replicas: at 128
+    # per-replica 32: the controls run at 64; four replicas: at 128; the per-replica batch is
+    # kept, so learning_rate_scaling (x global batch / batch_size_per_replica) gives the control
+    # the job's learning rate
     got = _launched(tmp_path / "b", "strategy=mirrored", "cpu_replicas=2,4",
                     "batch_size_per_replica=32", "sweep.controls=true")
-    assert got[2:] == [["strategy=one_device", "cpu_replicas=2", "sweep.controls=True",
-                        "global_batch_size=64"],
-                       ["strategy=one_device", "cpu_replicas=4", "sweep.controls=True",
-                        "global_batch_size=128"]]
+    assert got[2:] == [["strategy=one_device", "cpu_replicas=2", "batch_size_per_replica=32",
+                        "sweep.controls=True", "global_batch_size=64"],
+                       ["strategy=one_device", "cpu_replicas=4", "batch_size_per_replica=32",
+                        "sweep.controls=True", "global_batch_size=128"]]
 
     # already in the sweep (the same work): nothing added; off: nothing added
     got = _launched(tmp_path / "c", "strategy=one_device,mirrored", "cpu_replicas=2",
@@ -280,6 +282,33 @@ def test_split_is_not_claimed_when_the_replica_effect_is_not_significant():
                                "one_device x1; mirrored x2 ~ 0.80x of one_device x1 [")
     assert lines[1].endswith("x replica effect x0.80: the replica effect is not significant (~: "
                              "see above), so the split is not established.")
+
+
+def test_fastest_only_when_the_leader_beats_the_runner_up():
+    """Two set-ups both significantly faster than one replica: the larger point estimate is not
+    called fastest unless it beats the other by their own between-run interval."""
+    from distexp.report.scaling import Row, add_scaling
+
+    def row(strategy, replicas, rates, overrides):
+        return Row(run_id=strategy, run_name=strategy, status="FINISHED", strategy=strategy,
+                   model="cnn", dataset="digits", loop="custom", workers=1, replicas=replicas,
+                   global_batch=128, rate=stats.median(rates), ci95=None, eval_accuracy=None,
+                   time_to_first_step=None, rates=rates, overrides=overrides)
+
+    def lines_for(central_rates):
+        rows = [row("one_device", 1, [1000.0, 1010.0, 990.0],
+                    "strategy=one_device global_batch_size=128"),
+                row("mirrored", 2, [1300.0, 1320.0, 1280.0], "strategy=mirrored"),
+                row("central", 2, central_rates, "strategy=central")]
+        add_scaling(rows)
+        assert all(r.strong.significant and r.strong.value > 1 for r in rows[1:])
+        return verdict.verdict_lines(rows)
+
+    tie = lines_for([1260.0, 1290.0, 1275.0])  # 1.28x vs 1.30x: no difference established
+    assert tie[0].startswith("At equal global batch 128: mirrored x2 and central x2 significantly "
+                             "faster than one_device x1; no difference between them established")
+    clear = lines_for([1100.0, 1110.0, 1090.0])  # 1.10x vs 1.30x, tight: mirrored wins
+    assert clear[0].startswith("At equal global batch 128: mirrored x2 fastest;")
 
 
 def test_without_controls_the_replica_effect_is_not_measured(tmp_path):

@@ -56,7 +56,7 @@ def test_failed_run_creation_stops_the_chief(tmp_path, monkeypatch):
 
 
 def test_no_job_process_means_no_logging(monkeypatch):
-    for k in (tracking.SINK_ENV, tracking.GATE_ENV, tracking.RUN_ID_ENV):
+    for k in (tracking.SINK_ENV, tracking.GATE_ENV):
         monkeypatch.delenv(k, raising=False)
     log = tracking.RunLogger()
     assert not log.enabled

@@ -71,15 +71,14 @@ def test_a_toy_strategy_plans_validates_and_builds_its_processes(toy, tmp_path):
     assert plan.servers == ["monitor-0"]
     # the chief and both workers hold replicas and share one global batch
     assert (plan.replica_workers, plan.sync_workers) == (3, 3)
-    procs = plan.processes(tmp_path / "config.yaml", {}, "RUN", "sqlite:///x.db")
+    procs = plan.processes(tmp_path / "config.yaml", {})
     tfc = {p.name: json.loads(p.env["TF_CONFIG"]) for p in procs}
     assert list(tfc["chief"]["cluster"]) == ["chief", "worker", "monitor"]
     assert [len(v) for v in tfc["chief"]["cluster"].values()] == [1, 2, 1]
     assert tfc["monitor-0"]["task"] == {"type": "monitor", "index": 0}
     assert [(p.console, p.server) for p in procs] == [(True, False), (False, False),
                                                       (False, False), (False, True)]
-    assert "DISTEXP_RUN_ID" in procs[0].env and all("DISTEXP_RUN_ID" not in p.env
-                                                     for p in procs[1:])
+    assert [p.env["DISTEXP_TASK"] for p in procs] == [p.name for p in procs]
 
     facts = resolved.resolve(cfg, 0, plan)
     assert (facts["replicas"], facts["global_batch"], facts["workers"]) == (6, 6 * 64, 3)

@@ -31,7 +31,6 @@ from typing import Callable, Dict, List, Optional
 from omegaconf import DictConfig
 
 from distexp.job import launch
-from distexp import tracking
 from distexp.cluster.liveness import ChiefWatch, ServerWatch
 from distexp.cluster.slurm_env import check_placement, slurm_addresses, slurm_jobs, slurm_step
 from distexp.errors import UserError
@@ -72,8 +71,7 @@ class Plan:
     def several_hosts(self) -> bool:
         return len(set(self.hosts.values())) > 1
 
-    def processes(self, config_path: Path, env: Dict[str, str], run_id: Optional[str],
-                  uri: str) -> List[launch.Proc]:
+    def processes(self, config_path: Path, env: Dict[str, str]) -> List[launch.Proc]:
         procs = []
         for i, name in enumerate(self.names):
             e = dict(env)
@@ -81,9 +79,6 @@ class Plan:
             if self.cluster:
                 e["TF_CONFIG"] = tf_config(self.cluster, name)
             e["DISTEXP_TASK"] = name
-            if i == 0 and run_id:
-                e[tracking.RUN_ID_ENV] = run_id
-                e[tracking.URI_ENV] = uri
             procs.append(launch.Proc(name=name, cmd=launch.trainer_cmd(config_path), env=e,
                                      log=self.job_dir / f"{name}.log", console=(i == 0),
                                      server=name in self.servers))

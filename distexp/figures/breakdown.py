@@ -35,8 +35,10 @@ def split(step_ms: Optional[float], input_ms: Optional[float], compute_ms: Optio
 
 
 def bottleneck(figures: Dict[str, Optional[float]]) -> Optional[tuple]:
-    """(part, share of the step) of the largest measured part, e.g. ("sync", 0.61); None when
-    nothing was measured. `other` can be the answer (it is labelled unattributed)."""
+    """(part, share) of the largest measured part, e.g. ("sync", 0.61): its share of the sum of
+    the parts above zero (a negative `other`, the probes summing past the mean step, counts as
+    none of it). None when nothing was measured. `other` can be the answer (it is labelled
+    unattributed). The one rule for the trainer's console line and the report."""
     values = {p: figures.get(KEYS[p]) for p in PARTS}
     known = {p: v for p, v in values.items() if v is not None and v > 0}
     if not known:

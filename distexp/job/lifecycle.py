@@ -242,7 +242,7 @@ def _launch(job: Job, attempts: List[list]) -> None:
 
     cfg, plan = job.cfg, job.plan
     for attempt in range(1, cluster.PORT_ATTEMPTS + 1):
-        procs = plan.processes(job.config_path, job.env, None, cfg.tracking.uri)
+        procs = plan.processes(job.config_path, job.env)
         if job.forwarder is not None:
             procs[0].env = {**procs[0].env, **job.forwarder.env()}  # the chief only
         attempts.append(procs)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Optional, Tuple
 
+from distexp.figures import breakdown as split
 from distexp.figures import stats
 from distexp.report.scaling import PARTS, Row
 
@@ -21,14 +22,13 @@ E2E_GAP = 0.10
 
 
 def bottleneck(r: Row) -> Optional[Tuple[str, float]]:
-    """(the largest part of the step-time split, its share of the four), e.g. ("sync", 0.61);
-    "other" is named "unattributed". None without the split."""
-    parts = {k: v for k, v in r.breakdown.items() if v is not None and v >= 0}
-    total = sum(parts.values())
-    if len(parts) < len(PARTS) or total <= 0:
+    """(the largest part of the step-time split, its share), e.g. ("sync", 0.61), by the same
+    rule as the trainer's console line (distexp.figures.breakdown.bottleneck); "other" is named
+    "unattributed". None unless all four parts were logged."""
+    if any(r.breakdown.get(p) is None for p in PARTS):
         return None
-    part = max(parts, key=parts.get)
-    return PART_NAMES[part], parts[part] / total
+    top = split.bottleneck({split.KEYS[p]: r.breakdown[p] for p in split.PARTS})
+    return None if top is None else (PART_NAMES[top[0]], top[1])
 
 
 def steady_interval(r: Row) -> Optional[Tuple[float, float]]:

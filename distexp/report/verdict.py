@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from distexp.figures import stats
 from distexp.report.diagnosis import end_to_end_gap
 from distexp.report.scaling import WITHIN_RUN, Comparison, Row
 
@@ -44,6 +45,14 @@ def _equal_work(base: str, batch: int, rs: Sequence[Row]) -> str:
     if faster:
         best = max(faster, key=lambda r: r.strong.value)
         head = f"{name(best)} fastest"
+        for other in (r for r in faster if r is not best):
+            # two set-ups both faster than one replica: the leader is "fastest" only when it
+            # beats each other one by its own between-run interval
+            iv = stats.ratio_interval(best.rates or [], other.rates or [])
+            if iv is None or iv[0] <= 1:
+                head = (f"{' and '.join(name(r) for r in faster)} significantly faster than "
+                        f"{base} x1; no difference between them established")
+                break
     elif len(slower) == len(rs):
         head = f"{base} x1 fastest"
     elif all(r.strong.verdict == WITHIN_RUN for r in rs):

@@ -41,8 +41,10 @@ def interleave(jobs: Sequence[Sequence[str]], repeats: int) -> List[List[str]]:
     return [[*j, f"repeat={i}"] for i in range(repeats) for j in jobs]
 
 
-# Override keys a control replaces (the strategy and its options, the batch).
-CONTROL_DROPS = ("strategy", "global_batch_size", "batch_size_per_replica")
+# Override keys a control replaces (the strategy and its options, the global batch). A given
+# batch_size_per_replica stays: global_batch_size fixes the batch, and learning_rate_scaling
+# scales by global batch / batch_size_per_replica, so the control trains at the job's rate.
+CONTROL_DROPS = ("strategy", "global_batch_size")
 
 
 def _override_key(o: str) -> str:

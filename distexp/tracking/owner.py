@@ -10,7 +10,8 @@ closes nothing, so its run stays RUNNING; ``end_dead_runs`` (one search of the e
 RUNNING runs, called when a job's run or a sweep's parent is created and by
 ``python -m distexp.report``) ends each run whose owner is
 
-- on this host: not running (no such pid, a zombie, or a pid whose start time differs);
+- on this host (the same host name, boot and pid namespace: ``host()``): not running (no such
+  pid, a zombie, or a pid whose start time differs);
 - on another host: silent, its last heartbeat older than STALE_S (a sweep's parent does not
   beat, and a run without the tag proves nothing: neither is ended from another host);
 
@@ -56,7 +57,17 @@ def _start_ticks(pid: int) -> Optional[str]:
 
 
 def host() -> str:
-    return socket.gethostname()
+    """The pid space this process lives in: "<host name>/<boot id>/<pid namespace>". Containers
+    that share a host name (--network=host, hostNetwork pods) do not share pids: a pid is only
+    judged on the same host name, boot and pid namespace; elsewhere the heartbeat decides."""
+    ident = [socket.gethostname()]
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            ident.append(f.read().strip()[:8])
+        ident.append(str(os.stat("/proc/self/ns/pid").st_ino))
+    except OSError:  # not Linux: the host name alone
+        pass
+    return "/".join(ident)
 
 
 def owner_tags(pid: Optional[int] = None) -> dict:
@@ -72,14 +83,15 @@ def dead(tags: Mapping[str, str], now: Optional[float] = None,
     if len(owner) != 3:
         return None
     who, pid, start = owner
+    where = who.split("/")[0]  # the host name, for the reason
     if who == (here or host()):
         if not pid.isdigit():
             return None
         now_start = _start_ticks(int(pid))
         if now_start is None:
-            return f"its owner, process {pid} on {who}, is gone (killed without closing the run)"
+            return f"its owner, process {pid} on {where}, is gone (killed without closing the run)"
         if "?" not in (start, now_start) and now_start != start:
-            return (f"its owner, process {pid} on {who}, is gone (the pid now belongs to another "
+            return (f"its owner, process {pid} on {where}, is gone (the pid now belongs to another "
                     "process)")
         return None
     try:
@@ -89,7 +101,7 @@ def dead(tags: Mapping[str, str], now: Optional[float] = None,
     silent = (time.time() if now is None else now) - beat
     if tags.get("distexp.run_kind") == "sweep" or silent <= STALE_S:
         return None  # a sweep's parent does not beat: judged on its own host only
-    return (f"its owner, process {pid} on {who}, sent no heartbeat for {silent:.0f} s "
+    return (f"its owner, process {pid} on {where}, sent no heartbeat for {silent:.0f} s "
             f"(> {STALE_S:.0f} s)")
 
 

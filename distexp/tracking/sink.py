@@ -18,8 +18,6 @@ from typing import Mapping, Optional
 SINK_ENV = "DISTEXP_METRICS_SINK"    # the chief appends its metrics/params here (JSON lines)
 GATE_ENV = "DISTEXP_TRACKING_GATE"   # the job writes "ok <run_id>" or "error <line>" here
 # Set by distexp.cluster.plan for the chief; read by nothing since records only go through the sink.
-RUN_ID_ENV = "DISTEXP_RUN_ID"
-URI_ENV = "DISTEXP_TRACKING_URI"
 MAX_PARAM_LEN = 6000  # MLflow 3 limit on a param value
 
 

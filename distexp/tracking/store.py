@@ -61,8 +61,10 @@ def redact(uri: str) -> str:
 
 
 # user:password@ after "//" (also Hydra's escaped form, http\://alice\:pw@host, as its launcher
-# and .hydra/ files write overrides), and name=value query parameters named like secrets.
-_USERINFO = re.compile(r"(?<=//)[^/@\s'\"\[\],]+@")
+# and .hydra/ files write overrides): everything up to the LAST "@" before a "/" or whitespace
+# that a host name follows, so a password holding , ' " [ ] or @ is masked whole; and
+# name=value query parameters named like secrets.
+_USERINFO = re.compile(r"(?<=//)[^/\s]*@(?=[\w.\-\[])")
 _QUERY_SECRET = re.compile(r"(?<![^?&;\s])([A-Za-z0-9_.\-]+)(\\?=)([^&;#\s'\"\]\[,]*)")
 
 

@@ -67,8 +67,13 @@ class Probes:
 
         def compute(x, y, k):
             # The optimizer's own all-reduce (Keras: TFOptimizer._all_reduce_sum_gradients) is
-            # bypassed while this function traces: each replica applies its own gradient.
-            object.__setattr__(optimizer, "_all_reduce_sum_gradients", lambda gv: gv)
+            # bypassed while this function traces: each replica applies its own gradient. Under
+            # mixed_float16 a LossScaleOptimizer applies through its inner optimizer, which
+            # all-reduces on its own: bypassed too.
+            bypassed = [o for o in (optimizer, getattr(optimizer, "inner_optimizer", None))
+                        if o is not None]
+            for o in bypassed:
+                object.__setattr__(o, "_all_reduce_sum_gradients", lambda gv: gv)
             try:
                 return tf.while_loop(
                     lambda i, d: i < k,
@@ -76,7 +81,8 @@ class Probes:
                                                                                 args=(x, y)))),
                     (tf.constant(0), tf.constant(0.0)))[1]
             finally:
-                object.__delattr__(optimizer, "_all_reduce_sum_gradients")
+                for o in bypassed:
+                    object.__delattr__(o, "_all_reduce_sum_gradients")
 
         def all_reduce(*grads):
             ctx = tf.distribute.get_replica_context()
