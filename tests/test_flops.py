@@ -17,7 +17,8 @@ pytestmark = pytest.mark.slow
 SCRIPT = r"""
 import json
 from omegaconf import OmegaConf
-from distexp import flops, models
+from distexp import models
+from distexp.figures import flops
 m = OmegaConf.create({"name": "x", "min_size": 0, "resize": True, "factory": None})
 out = {}
 cnn = models.cnn(m, (28, 28, 1), 10)
