@@ -17,6 +17,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -243,3 +244,24 @@ class Clock:
 
     def __call__(self):
         return self.t
+
+
+def wait_until(cond, timeout: float, what: str, every: float = 0.2):
+    """cond()'s first true value within `timeout` seconds, else an AssertionError naming `what`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+def cli_env(**extra) -> dict:
+    """The environment of a CLI child that must import distexp and tests/factories from here."""
+    return dict(os.environ, PYTHONPATH=f"{ROOT}:{ROOT / 'tests'}", TF_CPP_MIN_LOG_LEVEL="3",
+                **extra)
+
+
+def distexp_cmd(*args) -> list:
+    return [sys.executable, "-m", "distexp", *args]

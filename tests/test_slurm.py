@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, mlflow_runs
-from test_lifecycle import processes_mentioning, processes_with
+from helpers import (ROOT, cli_env, db_uri, distexp_cmd, mlflow_runs, processes_mentioning,
+                     processes_with, wait_until)
 
 pytestmark = pytest.mark.slow
 
@@ -44,26 +44,11 @@ def slurm():
         subprocess.run([str(SCRIPT), "down"], capture_output=True, timeout=120)
 
 
-def _env():
-    return dict(os.environ, PYTHONPATH=f"{ROOT}:{ROOT / 'tests'}", TF_CPP_MIN_LOG_LEVEL="3")
-
-
-def _cmd(*args):
-    return [sys.executable, "-m", "distexp", *args]
-
-
-def _uri(tmp: Path) -> str:
-    return f"sqlite:///{tmp / 'mlflow.db'}"
+_env, _cmd, _uri = cli_env, distexp_cmd, db_uri
 
 
 def _wait(cond, timeout: float, what: str, every: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+    return wait_until(cond, timeout, what, every)
 
 
 def _queue() -> list:
