@@ -101,13 +101,16 @@ def test_figures_in_mlflow(cli):
     assert run.info.status == "FINISHED"
     rid = run.info.run_id
     hist = {k: client.get_metric_history(rid, k) for k in
-            ("perf/examples_per_sec", "perf/examples_per_sec_per_replica", "perf/epoch_time_s")}
-    # warm-up exclusion is visible: no examples/s for epoch 1, one for epochs 2 and 3 (+ final)
-    assert sorted(h.step for h in hist["perf/examples_per_sec"]) == [2, 3, 3]
+            ("perf/epoch_examples_per_sec", "perf/epoch_examples_per_sec_per_replica",
+             "perf/epoch_time_s", "perf/examples_per_sec")}
+    # warm-up exclusion is visible: no examples/s for epoch 1, one for epochs 2 and 3; the run's
+    # figure is one point of its own key at the last epoch's step
+    assert sorted(h.step for h in hist["perf/epoch_examples_per_sec"]) == [2, 3]
     assert sorted(h.step for h in hist["perf/epoch_time_s"]) == [1, 2, 3]
-    for total, per in zip(sorted(hist["perf/examples_per_sec"], key=lambda h: h.timestamp),
-                          sorted(hist["perf/examples_per_sec_per_replica"],
-                                 key=lambda h: h.timestamp)):
+    assert [h.step for h in hist["perf/examples_per_sec"]] == [3]
+    for total, per in zip(sorted(hist["perf/epoch_examples_per_sec"], key=lambda h: h.step),
+                          sorted(hist["perf/epoch_examples_per_sec_per_replica"],
+                                 key=lambda h: h.step)):
         assert per.value == pytest.approx(total.value / 2)
     m = run.data.metrics
     assert m["perf/timed_steps"] == 20

@@ -24,8 +24,8 @@ def test_warmup_steps_are_not_timed(clock):
         m.end_step()
     e = m.epoch_figures()
     assert m.step == 6 and m.timed == [0.5, 0.5, 0.25]
-    assert e["perf/examples_per_sec"] == pytest.approx(64 * 3 / 1.25)
-    assert e["perf/examples_per_sec_per_replica"] == pytest.approx(64 * 3 / 1.25 / 2)
+    assert e["perf/epoch_examples_per_sec"] == pytest.approx(64 * 3 / 1.25)
+    assert e["perf/epoch_examples_per_sec_per_replica"] == pytest.approx(64 * 3 / 1.25 / 2)
     assert e["perf/epoch_time_s"] == pytest.approx(sum(durations))
     f = m.final_figures()
     assert f["perf/time_to_first_step_s"] == pytest.approx(100.0 + 5.0)
@@ -39,7 +39,7 @@ def test_epoch_made_only_of_warmup_has_no_rate(clock):
     for _ in range(3):
         clock.t += 1
         m.end_step()
-    assert m.epoch_figures()["perf/examples_per_sec"] is None
+    assert m.epoch_figures()["perf/epoch_examples_per_sec"] is None
     assert m.final_figures()["perf/examples_per_sec"] is None
 
 

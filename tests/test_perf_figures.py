@@ -87,3 +87,34 @@ def test_steps_csv_keeps_each_step_of_a_call(tmp_path, clock):
     assert [(r["step"], r["loss"]) for r in rows] == [
         ("1", "0.4"), ("2", "0.3"), ("3", "0.2"), ("4", "0.1"), ("6", "0.05")]
     assert float(rows[0]["step_time_ms"]) == pytest.approx(1000.0)
+
+
+class _Recorder(RunLogger):
+    """A RunLogger that keeps what would be logged."""
+
+    def __init__(self):
+        super().__init__(run_id="")
+        self.points = []
+
+    def log_metrics(self, metrics, step=0):
+        self.points += [(k, step) for k, v in metrics.items() if v is not None]
+
+
+def test_every_series_has_one_point_per_step(tmp_path, clock):
+    """Issue 17: the run's final figures and the per-epoch series never share a (key, step): no
+    doubled last point in MLflow's charts; the run's examples/s is its own one-point key."""
+    rep = _reporter(tmp_path, [0.5, 0.8, 0.9], target=0.75)
+    rep.logger = rec = _Recorder()
+    for epoch in (1, 2, 3):
+        rep.start_epoch(epoch)
+        clock.t += 10
+        rep.end_step([1.0, 0.9], steps=2)
+        rep.end_epoch({"train/loss": 1.0, "train/accuracy": 0.5})
+    final = rep.finish({"perf/flops_per_example": 3.0})
+    assert len(rec.points) == len(set(rec.points)), sorted(rec.points)
+    steps = lambda key: [s for k, s in rec.points if k == key]  # noqa: E731
+    assert steps("perf/examples_per_sec") == [3]
+    assert steps("perf/epoch_examples_per_sec") == [1, 2, 3]
+    assert steps("eval/accuracy") == [1, 2, 3] and steps("perf/time_to_accuracy_s") == [2]
+    # result.json still holds every final figure, the last epoch's eval included
+    assert final["eval/accuracy"] == 0.9 and final["perf/time_to_accuracy_s"] == pytest.approx(20)

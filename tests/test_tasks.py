@@ -103,7 +103,7 @@ def test_synthetic_pairs_learn_with_the_defaults(cli):
     assert 2.0 < ratio <= 6.0, ratio
     assert p["task"] == "seq2seq" and p["data.target_tokens"] == "char"
     assert p["data.tgt_vocab_size"] == str(4 + 10)  # reserved + the ten digits
-    assert len(client.get_metric_history(run.info.run_id, "eval/token_accuracy")) == 5 + 1
+    assert len(client.get_metric_history(run.info.run_id, "eval/token_accuracy")) == 5
 
 
 CORPUS = [("I see a cat.", "我看见一只猫。"), ("I see a dog.", "我看见一只狗。"),

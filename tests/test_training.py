@@ -64,15 +64,19 @@ def test_cli_run_lands_in_mlflow_as_the_contract_says(cli):
     assert 0 < m["perf/step_time_ms_p50"] <= m["perf/step_time_ms_p90"]
     assert 0 < m["perf/time_to_first_step_s"] < 600
     assert 0 <= m["eval/accuracy"] <= 1 and m["eval/loss"] > 0
-    # per epoch: one point per epoch (final values are logged again at the last epoch's step)
+    # per epoch: exactly one point per epoch in every series (no doubled last point)
     hist = client.get_metric_history(run.info.run_id, "train/loss")
-    assert [h.step for h in hist] == [1, 2, 3, 3]
+    assert [h.step for h in hist] == [1, 2, 3]
+    for key in ("eval/accuracy", "eval/loss", "perf/epoch_time_s"):
+        assert sorted(h.step for h in client.get_metric_history(run.info.run_id, key)) == [
+            1, 2, 3], key
     epochs = client.get_metric_history(run.info.run_id, "perf/epoch_time_s")
-    assert len(epochs) == 3 and all(h.value > 0 for h in epochs)
-    # the final examples/s is the whole run's figure, the latest value of the metric
+    assert all(h.value > 0 for h in epochs)
+    # the run's examples/s is one point under its own key; each epoch's is under perf/epoch_*
     rates = client.get_metric_history(run.info.run_id, "perf/examples_per_sec")
-    assert max(rates, key=lambda h: (h.step, h.timestamp)).value == pytest.approx(
-        m["perf/examples_per_sec"])
+    assert [(h.step, h.value) for h in rates] == [(3, m["perf/examples_per_sec"])]
+    per_epoch = client.get_metric_history(run.info.run_id, "perf/epoch_examples_per_sec")
+    assert 1 <= len(per_epoch) <= 3 and len({h.step for h in per_epoch}) == len(per_epoch)
     arts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"config.yaml", "overrides.yaml", "logs", "steps.csv"} <= arts
     logs = {a.path for a in client.list_artifacts(run.info.run_id, "logs")}

@@ -204,6 +204,28 @@ def test_sweep_summary_puts_the_verdict_where_the_ui_shows_it(tmp_path):
     assert images  # log_image's files: the run page's image grid
 
 
+def test_sweep_run_names_differ_where_the_ui_shows_them():
+    """Issue 17 item 3: what the sweep varies comes first, and a swept value the name would not
+    show (one_device's cpu_replicas) is added, so no two jobs of a sweep share a name."""
+    from omegaconf import OmegaConf
+
+    from distexp.sweeps.callback import swept_keys
+    from distexp.tracking import run_name
+
+    cfg = OmegaConf.create({"hydra": {"overrides": {"task": [
+        "strategy=one_device,mirrored", "cpu_replicas=1,2", "epochs=2", "repeats=3"]},
+        "sweeper": {"params": {"optimizer.lr": "0.1,0.2"}}}})
+    assert swept_keys(cfg) == ["strategy", "cpu_replicas", "optimizer.lr"]
+    names = {run_name(s, "cnn", "digits", r, True, {"strategy": s, "cpu_replicas": str(c)})
+             for s, c, r in [("one_device", 1, 1), ("one_device", 2, 1), ("mirrored", 1, 1),
+                             ("mirrored", 2, 2)]}
+    assert names == {"one_device-r1-cnn-digits", "one_device-r1-cpu2-cnn-digits",
+                     "mirrored-r1-cnn-digits", "mirrored-r2-cnn-digits"}
+    assert run_name("mirrored", "cnn", "digits", 2, True, {"optimizer.lr": "0.1"}) == \
+        "mirrored-r2-lr=0.1-cnn-digits"
+    assert run_name("mirrored", "cnn", "digits", 2) == "mirrored-cnn-digits-r2"
+
+
 def test_report_console_table_fits_120_columns_and_tells_rows_apart():
     from distexp.report.console import table
     from distexp.report.scaling import Row, add_scaling, aggregate

@@ -137,14 +137,18 @@ class Meter:
         self._last = time.perf_counter()
 
     def epoch_figures(self) -> Dict[str, Optional[float]]:
+        """The epoch's own figures, under `perf/epoch_*` keys: the run's figures (final_figures)
+        keep the plain keys, so no MLflow series holds both an epoch's rate and the run's."""
         elapsed = time.perf_counter() - self._epoch_start
         out = {
-            "perf/examples_per_sec": self._rate(self._epoch_timed),
-            "perf/examples_per_sec_per_replica": _div(self._rate(self._epoch_timed), self.replicas),
+            "perf/epoch_examples_per_sec": self._rate(self._epoch_timed),
+            "perf/epoch_examples_per_sec_per_replica": _div(self._rate(self._epoch_timed),
+                                                            self.replicas),
             "perf/epoch_time_s": elapsed,
         }
         if self.units_name:
-            out[f"perf/{self.units_name}_per_sec"] = _per(self._epoch_units, self._epoch_timed)
+            out[f"perf/epoch_{self.units_name}_per_sec"] = _per(self._epoch_units,
+                                                                self._epoch_timed)
         return out
 
     def final_figures(self) -> Dict[str, Optional[float]]:

@@ -175,7 +175,8 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
     if "tracking.uri" in params:
         params["tracking.uri"] = tracking.redact(params["tracking.uri"])
     name = tracking.run_name(cfg.strategy.name, cfg.model.name, cfg.dataset.name,
-                             facts["replicas"], in_sweep=multirun)
+                             facts["replicas"], in_sweep=multirun,
+                             swept=sweep.swept_values(str(hc.sweep.dir)) if multirun else None)
 
     def create_run():  # in a thread, while the trainer imports TensorFlow (tracking.Forwarder)
         run = tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment, name, tags, params)

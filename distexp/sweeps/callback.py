@@ -79,7 +79,8 @@ class SweepCallback(Callback):
         sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
         sweep_dir.mkdir(parents=True, exist_ok=True)
         sweep_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-        info: Dict[str, Any] = {"sweep_id": sweep_id, "sweep_dir": str(sweep_dir)}
+        info: Dict[str, Any] = {"sweep_id": sweep_id, "sweep_dir": str(sweep_dir),
+                                "swept": swept_keys(config)}
         run, resumed_status = None, None
         resume = OmegaConf.select(config, "sweep.resume")
         if resume:  # the same sweep id and parent run: reopened, not a second parent
@@ -235,6 +236,34 @@ def child_tags(cfg_sweep_dir: str, uri: str, experiment: str, job_num: int) -> D
             info.get("experiment") == experiment:
         tags["mlflow.parentRunId"] = info["parent_run_id"]
     return tags
+
+
+def swept_keys(config: DictConfig) -> List[str]:
+    """The keys this sweep varies: the command line's sweep overrides (`a=1,2`, `range(...)`,
+    `choice(...)`, ...) and the sweeper's own `params`, in that order, as Hydra parses them."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    keys: List[str] = []
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+        keys += [o.key_or_group for o in parsed if o.is_sweep_override()]
+    except Exception:  # noqa: BLE001  (Hydra has parsed them once already; names only)
+        pass
+    params = OmegaConf.select(config, "hydra.sweeper.params")
+    keys += [str(k) for k in (params or {}) if str(k) not in keys]
+    return keys
+
+
+def swept_values(cfg_sweep_dir: str) -> Dict[str, str]:
+    """In a sweep's job: the swept keys (sweep.json) and this job's value of each."""
+    try:
+        swept = json.loads((Path(cfg_sweep_dir).absolute() / SWEEP_FILE).read_text()).get("swept", [])
+        from hydra.core.hydra_config import HydraConfig
+
+        task = dict(o.lstrip("+~").split("=", 1) for o in HydraConfig.get().overrides.task if "=" in o)
+    except (OSError, ValueError, ImportError):
+        return {}
+    return {k: task[k] for k in swept if k in task}
 
 
 def _repeat() -> str:

@@ -16,13 +16,29 @@ from distexp.tracking.offline import Offline, offline_summary
 from distexp.tracking.sink import clip
 
 
-def run_name(strategy: str, model: str, dataset: str, replicas: int, in_sweep: bool = False) -> str:
-    """`<strategy>-<model>-<dataset>-r<replicas>`; in a sweep, what a distexp sweep varies
-    (strategy, replicas) comes first, `<strategy>-r<replicas>-<model>-<dataset>`, so that the
-    part the UI's name column shows (~16 characters) tells the jobs apart."""
-    if in_sweep:
-        return f"{strategy}-r{replicas}-{model}-{dataset}"
-    return f"{strategy}-{model}-{dataset}-r{replicas}"
+# How a swept key shows in a run name (others: their last component, e.g. optimizer.lr -> lr).
+_SHORT = {"cpu_replicas": "cpu", "gpus": "gpu", "batch_size": "b", "batch_size_per_replica": "bpr",
+          "steps_per_execution": "spe", "mixed_precision": "mp"}
+# Shown already: by the name's own parts, or (replica counts) by r<replicas> when equal to it.
+_IN_NAME = ("strategy", "model", "dataset", "repeat")
+
+
+def run_name(strategy: str, model: str, dataset: str, replicas: int, in_sweep: bool = False,
+             swept: Optional[Mapping[str, str]] = None) -> str:
+    """`<strategy>-<model>-<dataset>-r<replicas>`; in a sweep, what varies comes first,
+    `<strategy>-r<replicas>[-<key><value>...]-<model>-<dataset>`, so that the part the UI's name
+    column shows (~16 characters) tells the jobs apart. `swept`: this job's values of the keys the
+    sweep varies; each one the name does not show yet is added (`one_device-r1-cpu2-cnn-digits`
+    for one_device with cpu_replicas=2: one replica on a machine split into two devices)."""
+    if not in_sweep:
+        return f"{strategy}-{model}-{dataset}-r{replicas}"
+    parts = [strategy, f"r{replicas}"]
+    for key, value in (swept or {}).items():
+        if key in _IN_NAME or (key in ("cpu_replicas", "gpus") and value == str(replicas)):
+            continue
+        short = _SHORT.get(key, key.rsplit(".", 1)[-1])
+        parts.append(f"{short}{value}" if short in _SHORT.values() else f"{short}={value}")
+    return "-".join(parts + [model, dataset])
 
 
 class JobRun:

@@ -110,7 +110,7 @@ class Reporter:
                        f"{self.time_to_accuracy:.2f} s of training")
         self.logger.log_metrics(metrics, step=self.epoch)
         self.meter.end_epoch()
-        rate = figures["perf/examples_per_sec"]
+        rate = figures["perf/epoch_examples_per_sec"]
         shown = "  ".join(f"{_short(k)} {v:.4f}" for k, v in {**train, **ev}.items()
                           if v is not None)
         self.print(f"epoch {self.epoch}/{self.epochs}  {shown}  "
@@ -119,12 +119,17 @@ class Reporter:
         self.final = {**train, **ev}
 
     def finish(self, extra: Optional[Dict[str, Optional[float]]] = None) -> Dict[str, Optional[float]]:
-        """Log the run's final figures (at the last epoch's step, so they are MLflow's latest).
-        `extra`: figures measured after training (FLOPs, peak FLOP/s, MFU, memory)."""
+        """Log the run's own figures once, at the last epoch's step, under keys no epoch logs
+        (perf/examples_per_sec is the run's rate, perf/epoch_examples_per_sec each epoch's): every
+        MLflow series has one point per step. The final train/eval figures are the last epoch's,
+        already logged, and time to accuracy was logged when reached: neither is logged again.
+        `extra`: figures measured after training (FLOPs, peak FLOP/s, MFU, memory).
+        Returns every final figure (result.json), logged or not."""
         perf = self.meter.final_figures()
-        perf["perf/time_to_accuracy_s"] = self.time_to_accuracy  # None (not logged) if not reached
+        run_level = {**perf, **(extra or {})}
+        self.logger.log_metrics(run_level, step=self.epoch)
+        perf["perf/time_to_accuracy_s"] = self.time_to_accuracy  # None if not reached
         final = {**self.final, **perf, **(extra or {})}
-        self.logger.log_metrics(final, step=self.epoch)
         if self._csv:
             self._csv.close()
         rate, ci = perf["perf/examples_per_sec"], perf["perf/examples_per_sec_ci95"]
