@@ -13,8 +13,7 @@ import pytest
 from distexp.figures import cpu_peak, stats
 from distexp.report import cli as report
 from distexp.report import verdict
-from test_repeats import _sweeper
-from test_report import _run
+from helpers import report_store, store_run as _run, sweeper as _sweeper
 
 
 # --- the controls the sweeper plans ------------------------------------------------------------
@@ -312,9 +311,7 @@ def test_fastest_only_when_the_leader_beats_the_runner_up():
 
 
 def test_without_controls_the_replica_effect_is_not_measured(tmp_path):
-    from test_report import store as make_store
-
-    client, uri, pid, sweep_dir = make_store.__wrapped__(tmp_path)
+    client, uri, pid, sweep_dir = report_store(tmp_path)
     rows, _, md = report.build(uri, log=False)
     mir = [r for r in rows if r.run_name == "mirrored-r2"][0]
     assert mir.strong is None and mir.replica_effect is None

@@ -147,3 +147,15 @@ def test_processes_without_tensorflow_never_reach_the_train_side():
         assert bad == [], f"{entry} imports {bad} at module level"
         lazy_train = sorted(t for m in seen for t in info[m][1] if t.startswith("distexp.train"))
         assert lazy_train == [], f"{entry} reaches the train side lazily: {lazy_train}"
+
+
+def test_test_files_share_helpers_through_helpers_only():
+    """A test file never imports another test file (issue 15): what tests share lives in
+    tests/helpers.py (and factories.py, servers.py), so a tier can run any file alone."""
+    offenders = []
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.name}: {n}" for n in names if n.startswith("test_")]
+    assert not offenders, offenders

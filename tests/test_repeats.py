@@ -9,48 +9,10 @@ import math
 
 import pytest
 
-from helpers import CONF, job_params as _job, new_store, perf_metrics as _perf, report_store
-from helpers import store_run as _run
+from helpers import job_params as _job, new_store, perf_metrics as _perf, report_store
+from helpers import store_run as _run, sweeper as _sweeper
 from distexp.figures import meaning, peaks, stats
 from distexp.report import cli as report
-
-
-class RecordingLauncher:
-    def __init__(self):
-        self.launched = []
-
-    def launch(self, job_overrides, initial_job_idx):
-        from hydra.core.utils import JobReturn, JobStatus
-
-        out = []
-        for i, overrides in enumerate(job_overrides):
-            self.launched.append((initial_job_idx + i, list(overrides)))
-            ret = JobReturn(overrides=list(overrides), _return_value=0.5)
-            ret.status = JobStatus.COMPLETED
-            out.append(ret)
-        return out
-
-
-def _sweeper(tmp_path, *overrides):
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.types import HydraContext
-
-    from distexp.config import schema
-
-    schema.register()
-    from hydra_plugins.distexp_sweeper.distexp_sweeper import DistexpSweeper
-
-    with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
-        cfg = compose(config_name="config", overrides=[*overrides, f"hydra.sweep.dir={tmp_path}"],
-                      return_hydra_config=True)
-        params = cfg.hydra.sweeper.params
-        sweeper = DistexpSweeper(max_batch_size=None, params=dict(params) if params else None)
-        sweeper.config = cfg
-        sweeper.hydra_context = HydraContext(
-            config_loader=GlobalHydra.instance().config_loader(), callbacks=None)
-        sweeper.launcher = RecordingLauncher()
-    return sweeper
 
 
 def test_repeats_run_interleaved_round_robin(tmp_path):

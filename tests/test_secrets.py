@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT, mlflow_runs, run_cli
 from servers import Rest, free_port, params, tags
-from test_lifecycle import processes_mentioning
+from helpers import processes_mentioning
 
 PW = "Pw-h18-q9Zk"  # unique to this file: other tests use other secrets on the shared server
 TINY = ["strategy=one_device", "model=mlp", "steps_per_epoch=3", "warmup_steps=1",
