@@ -34,7 +34,7 @@ from distexp.config import resolved
 
 BASELINE = "one_device"  # the reference: the strategy record with baseline = True
 FIXED = ["epochs=1", "warmup_steps=0", "steps_per_execution=1", "tracking.enabled=false", "checkpoint.every_steps=0",
-         "measure_peak_flops=false", "resume=false"]
+         "measure_peak_flops=false", "measure_step_split=false", "resume=false"]
 OWN_KEYS = ("strategy", "global_batch_size", "batch_size_per_replica", "epochs",
             "steps_per_execution",
             "steps_per_epoch", "hydra.run.dir", "tracking.enabled", "resume")

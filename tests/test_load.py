@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 TINY = ["strategy=one_device", "model=mlp", "dataset=synthetic", "dataset.shape=[8,8,1]",
         "dataset.size=256", "epochs=1", "steps_per_epoch=3", "warmup_steps=0",
         "batch_size_per_replica=16",
-        "measure_peak_flops=false"]  # the ~0.5-1 s peak benchmark x 27 jobs; no MFU checked here
+        "measure_peak_flops=false", "measure_step_split=false"]  # the ~0.5-1 s peak benchmark x 27 jobs; no MFU checked here
 BIG = 20
 CHROMIUM = "/usr/bin/chromium"
 # The README's screenshot is refreshed only when asked (DISTEXP_UPDATE_SCREENSHOT=1): a test run

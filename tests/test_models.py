@@ -10,7 +10,8 @@ import pytest
 pytestmark = pytest.mark.slow
 
 TINY = ["epochs=1", "steps_per_epoch=2", "warmup_steps=0", "batch_size_per_replica=8",
-        "tracking.enabled=false", "measure_peak_flops=false"]
+        "tracking.enabled=false", "measure_peak_flops=false",
+        "measure_step_split=false"]
 
 
 @pytest.mark.parametrize("model,params", [
@@ -30,6 +31,7 @@ def test_model_trains_on_digits(cli, model, params):
     assert "input [8, 8, 1], 10 classes" in r.stdout
     result = json.loads((job / "result.json").read_text())
     assert result["train/loss"] > 0 and 0 <= result["eval/accuracy"] <= 1
+    assert "perf/step_compute_ms" not in result  # measure_step_split=false: no probe phase
 
 
 def test_synthetic_shape_and_classes_reach_the_model(cli):

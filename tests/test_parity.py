@@ -43,7 +43,8 @@ def test_two_replicas_reproduce_one_device(cli, loop):
     """Same seed, same data order, same global batch: 2 replicas must give the 1-device losses."""
     # one step per call on both sides: fit reports a loss per execution only, and auto picks
     # k = 11 for one device but 1 for two replicas under fit (distexp.train.loops.fit)
-    common = ["global_batch_size=64", "epochs=2", f"loop={loop}", "steps_per_execution=1"]
+    common = ["global_batch_size=64", "epochs=2", f"loop={loop}", "steps_per_execution=1",
+              "measure_step_split=false"]
     one, _ = _job(cli, "one", "strategy=one_device", *common)
     two, _ = _job(cli, "two", "strategy=mirrored", "cpu_replicas=2", *common)
     a, b = _losses(one), _losses(two)

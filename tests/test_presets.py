@@ -12,7 +12,8 @@ from distexp.config import checks
 from distexp import errors
 
 PRESETS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
-TINY = ["epochs=1", "steps_per_epoch=3", "warmup_steps=1", "tracking.enabled=false", "gpus=0"]
+TINY = ["epochs=1", "steps_per_epoch=3", "warmup_steps=1", "tracking.enabled=false", "gpus=0",
+        "measure_step_split=false"]
 
 
 def test_the_issue_presets_exist():

@@ -18,7 +18,7 @@ from helpers import processes_mentioning
 
 PW = "Pw-h18-q9Zk"  # unique to this file: other tests use other secrets on the shared server
 TINY = ["strategy=one_device", "model=mlp", "steps_per_epoch=3", "warmup_steps=1",
-        "tracking.system_metrics=false", "measure_peak_flops=false"]
+        "tracking.system_metrics=false", "measure_peak_flops=false", "measure_step_split=false"]
 
 
 def _hits(root: Path, needle: bytes) -> list:

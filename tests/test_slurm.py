@@ -21,10 +21,11 @@ import pytest
 from helpers import (ROOT, cli_env, db_uri, distexp_cmd, mlflow_runs, processes_mentioning,
                      processes_with, wait_until)
 
-pytestmark = pytest.mark.slow
+# one worker runs every test of the one Slurm cluster (pytest -n 2 --dist loadgroup, .ci/run)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
 SCRIPT = ROOT / "scripts" / "slurm-cluster.sh"
-TINY = ["epochs=1", "steps_per_epoch=3", "warmup_steps=1"]
+TINY = ["epochs=1", "steps_per_epoch=3", "warmup_steps=1", "measure_step_split=false"]
 LONG = ["epochs=200", "steps_per_epoch=20", "warmup_steps=1", "checkpoint.every_steps=0"]
 
 

@@ -23,13 +23,14 @@ import pytest
 from helpers import (ROOT, cli_env, db_uri, distexp_cmd, mlflow_runs, processes_mentioning,
                      processes_with, wait_until)
 
-pytestmark = pytest.mark.slow
+# one worker runs every test of the one Slurm cluster (pytest -n 2 --dist loadgroup, .ci/run)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
 SCRIPT = ROOT / "scripts" / "slurm-cluster.sh"
 NODES = {"dx-n1": "dxs-n1", "dx-n2": "dxs-n2"}  # node -> its network namespace
 # parity: the same global batch, seed and steps as one device (the losses must agree to 1e-5)
 PARITY = ["global_batch_size=64", "epochs=1", "steps_per_epoch=8", "warmup_steps=1",
-          "tracking.system_metrics_interval=1"]
+          "tracking.system_metrics_interval=1", "measure_step_split=false"]
 LONG = ["epochs=200", "steps_per_epoch=20", "warmup_steps=1", "checkpoint.every_steps=0"]
 # the partition bound: TF's coordination-service heartbeat (distexp.strategies.multiworker,
 # HEARTBEAT_S = 10 s) + the trainer's exit + the job process closing its run

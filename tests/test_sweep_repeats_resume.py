@@ -11,7 +11,8 @@ from helpers import mlflow_runs
 
 pytestmark = pytest.mark.slow
 
-TINY = ["epochs=1", "steps_per_epoch=2", "warmup_steps=1", "measure_peak_flops=false"]
+TINY = ["epochs=1", "steps_per_epoch=2", "warmup_steps=1", "measure_peak_flops=false",
+        "measure_step_split=false"]
 
 
 def _children(runs):

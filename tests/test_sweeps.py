@@ -12,7 +12,7 @@ from helpers import mlflow_runs, processes_mentioning
 
 pytestmark = pytest.mark.slow
 
-SMALL = ["model=mlp", "epochs=1", "warmup_steps=2", "measure_peak_flops=false"]
+SMALL = ["model=mlp", "epochs=1", "warmup_steps=2", "measure_peak_flops=false", "measure_step_split=false"]
 
 
 def _split(runs):

@@ -13,7 +13,8 @@ import pytest
 from helpers import ROOT, processes_mentioning, run_cli
 from servers import MlflowServer, Rest, free_port, metrics, params, tags
 
-SMALL = ["strategy=one_device", "model=mlp", "epochs=2", "steps_per_epoch=3", "warmup_steps=1"]
+SMALL = ["strategy=one_device", "model=mlp", "epochs=2", "steps_per_epoch=3", "warmup_steps=1",
+         "measure_step_split=false"]
 SECRET = "s3cr3t-pw"
 
 

@@ -279,7 +279,7 @@ def test_help_describes_each_key_for_the_chosen_options(tmp_path):
 
 # --- slow: the done-when test ------------------------------------------------------------------
 
-TINY = ["epochs=1", "steps_per_epoch=6", "warmup_steps=2", "measure_peak_flops=false"]
+TINY = ["epochs=1", "steps_per_epoch=6", "warmup_steps=2", "measure_peak_flops=false", "measure_step_split=false"]
 
 
 def _foreign(out: str):

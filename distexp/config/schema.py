@@ -236,6 +236,10 @@ class Config:
     # Informational only: MFU divides by the hardware's constant peak (distexp.figures.cpu_peak,
     # GPU datasheets), never by this figure, which moves with the machine's load.
     measure_peak_flops: bool = False
+    # Where a step's time goes (perf/step_{input,compute,sync,other}_ms): the probe phase after
+    # training (distexp.train.breakdown), ~1 s for the default job, more for models that trace
+    # slowly (seq2seq: several s). false skips it (no split logged), e.g. in a parity check.
+    measure_step_split: bool = True
     # A TensorFlow profiler trace of a few training steps, taken after training (distexp.train.profile),
     # logged as the run's artifact directory profile/.
     profile: bool = False

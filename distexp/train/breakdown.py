@@ -180,10 +180,13 @@ def run(ctx, job_dir: Path, chief: bool, step_ms: Optional[float]) -> Dict[str, 
         probes = Probes(strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch)
         if ctx.cfg.profile:
             _profile(ctx, probes, iterator, k, job_dir, chief)
-        # every process must run the same number of calls (multiworker): their mean, agreed
+        if not ctx.cfg.measure_step_split:
+            return {}
+        # every process must run the same number of calls (multiworker): their mean, agreed (one
+        # process: nothing to agree, and no eager cross-replica call)
         want = tf.constant(float(rounds(step_ms, k)))
         calls = int(strategy.reduce("MEAN", strategy.run(lambda: want), axis=None)) \
-            if strategy.num_replicas_in_sync > 1 else int(want)
+            if int(ctx.workers) > 1 else int(want)
         parts = probes.measure(iterator, k, calls)
     finally:
         restore(state)
@@ -239,6 +242,8 @@ def ps_run(ctx, job_dir: Path, chief: bool, step_ms):
         ctx.reporter.logger.log_artifact_dir(job_dir / "profile", "profile")
         ctx.reporter.print(f"profile: a trace of {profile.STEPS} scheduled calls of {d.k} step(s) "
                            "(the coordinator's side) logged as the run's artifact directory profile/")
+    if not ctx.cfg.measure_step_split:
+        return {}
 
     @tf.function
     def empty():

@@ -156,7 +156,8 @@ def _run(ctx, logger, replica_devices, facts, job_dir: Path) -> dict:
     from distexp.train import breakdown
 
     try:  # after the timed steps; a probe that fails costs the split, never the trained run
-        split = breakdown.run(ctx, job_dir, chief, meter.mean_step_ms())
+        split = breakdown.run(ctx, job_dir, chief, meter.mean_step_ms()) \
+            if cfg.measure_step_split or cfg.profile else {}
     except Exception as ex:  # noqa: BLE001
         reporter.print(f"step time split not measured ({type(ex).__name__}: "
                        f"{str(ex).splitlines()[0][:200]})")
