@@ -142,9 +142,31 @@ def _port_free(host: str, port: int) -> bool:
 
 
 def serve(uri: str, host: str, port: int) -> subprocess.Popen:
-    """`mlflow server` on the store (the jobs' artifact locations are absolute file URIs)."""
+    """`mlflow server` on the store (the jobs' artifact locations are absolute file URIs), in a
+    process group of its own: it starts uvicorn, a job runner and its huey consumers, and
+    `stop` ends them all."""
     return subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
-                             "--host", host, "--port", str(port), "--workers", "1"])
+                             "--host", host, "--port", str(port), "--workers", "1"],
+                            start_new_session=True)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """End the server's whole process group: SIGTERM, then SIGKILL after 10 s."""
+    import signal
+
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            os.killpg(proc.pid, 0)  # the server is gone; its children may not be yet
+        except subprocess.TimeoutExpired:
+            continue
+        except ProcessLookupError:
+            return
+        time.sleep(0.5)
 
 
 def _ready(proc: subprocess.Popen, health: str, timeout: float = 180.0) -> bool:
@@ -209,22 +231,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if a.print_url:
         print(link, flush=True)
         return 0
+    from distexp import errors
+
+    errors.interrupt_on_sigterm()  # kill/SIGTERM stops the server as Ctrl-C does
     proc = serve(uri, a.host, a.port)
-    if not _ready(proc, f"http://{shown}:{a.port}/health"):
-        print(f"distexp.ui: error: mlflow server exited with {proc.returncode} before it "
-              "answered (its output is above)", file=sys.stderr)
-        return 1
-    print(f"MLflow UI on {redact(uri)} at http://{a.host}:{a.port} ({who(a.host)}); Ctrl-C stops it.\n"
-          f"Open {what}:\n  {link}", flush=True)
     try:
+        if not _ready(proc, f"http://{shown}:{a.port}/health"):
+            print(f"distexp.ui: error: mlflow server exited with {proc.returncode} before it "
+                  "answered (its output is above)", file=sys.stderr)
+            return 1
+        print(f"MLflow UI on {redact(uri)} at http://{a.host}:{a.port} ({who(a.host)}); Ctrl-C "
+              f"stops it.\nOpen {what}:\n  {link}", flush=True)
         return proc.wait()
     except KeyboardInterrupt:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
         return 130
+    finally:  # whatever ends this process (Ctrl-C, SIGTERM, an error): no server left behind
+        stop(proc)
 
 
 if __name__ == "__main__":

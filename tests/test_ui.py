@@ -348,6 +348,12 @@ def test_printed_link_opens_the_sweep_with_no_click(tmp_path):
             ui.wait(timeout=20)
         except subprocess.TimeoutExpired:
             ui.kill()
+    # SIGTERM stops distexp.ui as Ctrl-C does: its mlflow server (uvicorn, job runner, huey
+    # consumers: a process group) goes with it (it was once left running)
+    assert ui.returncode == 130, ui.returncode
+    from helpers import processes_mentioning, wait_until
+
+    wait_until(lambda: processes_mentioning(str(tmp_path)) == [], 20, "the UI's server to stop")
     print(f"with the UI: {time.time() - t0:.0f} s")
 
 
