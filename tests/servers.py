@@ -138,8 +138,11 @@ class MlflowServer:
                "--artifacts-destination", str(self.artifacts),
                "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
         with open(self.log, "ab") as out:
+            # no job runner and its 7 huey consumers (GenAI scoring jobs; ~10 % of a core each
+            # while idle), as distexp.ui serves it
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+                                         start_new_session=True, env={
+                                             **os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
 
         def ready():
             if self.proc.poll() is not None:
