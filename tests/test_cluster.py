@@ -258,3 +258,35 @@ def test_server_watch_fails_the_coordinator_when_a_server_is_gone(monkeypatch):
     watch()
     with pytest.raises(liveness.PeerLost, match="worker-0 stopped answering"):
         watch()
+
+
+def test_sbatch_transient_errors_are_retried_refusals_are_one_line(monkeypatch):
+    """The Slurm launcher submits again after a controller-connection error of sbatch (seen once:
+    "Insane message length"), and turns a refusal into one line with sbatch's reason."""
+    import submitit
+
+    from distexp.sweeps import slurm
+
+    monkeypatch.setattr(slurm.time, "sleep", lambda s: None)
+
+    class Executor:
+        def __init__(self, errors_first):
+            self.errors, self.calls = list(errors_first), 0
+
+        def map_array(self, fn, *columns):
+            self.calls += 1
+            if self.errors:
+                raise submitit.core.utils.FailedJobError(self.errors.pop(0))
+            return ["job"] * len(columns[0])
+
+    ex = Executor(["sbatch: error: Batch job submission failed: Insane message length"])
+    assert slurm._submit(ex, None, [("a", 1), ("b", 2)]) == ["job", "job"] and ex.calls == 2
+    ex = Executor(["sbatch: error: Batch job submission failed: Invalid partition name specified"])
+    with pytest.raises(errors.UserError, match="^hydra.launcher: sbatch refused the job.s.: sbatch: "
+                       "error: Batch job submission failed: Invalid partition name specified$"):
+        slurm._submit(ex, None, [("a", 1)])
+    assert ex.calls == 1
+    ex = Executor(["Socket timed out on send/recv operation"] * 3)
+    with pytest.raises(errors.UserError, match="Socket timed out"):
+        slurm._submit(ex, None, [("a", 1)])
+    assert ex.calls == slurm.ATTEMPTS

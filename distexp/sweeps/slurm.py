@@ -128,15 +128,35 @@ def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
             for i, a in zip(idxs, args):
                 print(f"\t#{a[2]} : {redact_text(' '.join(filter_overrides(a[0])))} ({tasks} task(s) per "
                       "node)", flush=True)
-            try:
-                submitted = ex.map_array(self, *zip(*args))
-            except (submitit.core.utils.FailedJobError, subprocess.CalledProcessError,
-                    submitit.core.utils.FailedSubmissionError) as err:
-                raise UserError(f"hydra.launcher: sbatch refused the job(s): "
-                                f"{_last_line(err)}") from None
-            jobs.update(zip(idxs, submitted))
+            jobs.update(zip(idxs, _submit(ex, self, args)))
         return [_result(jobs[i], initial_job_idx + i, job_overrides[i], sweep_dir)
                 for i in range(len(job_overrides))]
+
+
+# sbatch errors of the controller's connection, not of the request: the submission is retried
+# (sbatch submits an array whole or not at all, so nothing is submitted twice). Seen here once:
+# "Insane message length" from a controller just restarted.
+TRANSIENT = ("Insane message length", "Socket timed out", "Unable to contact slurm controller",
+             "Zero Bytes were transmitted or received", "Resource temporarily unavailable")
+ATTEMPTS = 3
+
+
+def _submit(ex, launcher, args):
+    """ex.map_array(launcher, args...), retried after a transient sbatch error (2 s apart);
+    a refusal (a bad partition, account, size) is one UserError line with sbatch's reason."""
+    import submitit
+
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return ex.map_array(launcher, *zip(*args))
+        except (submitit.core.utils.FailedJobError, subprocess.CalledProcessError,
+                submitit.core.utils.FailedSubmissionError) as err:
+            reason = _last_line(err)
+            if attempt < ATTEMPTS and any(t in str(err) for t in TRANSIENT):
+                print(f"distexp: sbatch failed ({reason}); submitting again", flush=True)
+                time.sleep(2.0)
+                continue
+            raise UserError(f"hydra.launcher: sbatch refused the job(s): {reason}") from None
 
 
 def _result(job, num: int, overrides, sweep_dir: Path):
