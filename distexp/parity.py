@@ -93,7 +93,8 @@ def run_job(name: str, overrides: List[str], out: Path) -> Path:
     return job
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line: --steps, --tolerance, --out and the job's overrides."""
     p = argparse.ArgumentParser(prog="python -m distexp.parity", description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=20, help="training steps compared (default 20)")
     p.add_argument("--tolerance", type=float, default=1e-5,
@@ -101,23 +102,63 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="where both runs go "
                    "(default outputs/parity/<time>)")
     p.add_argument("overrides", nargs="*", help="the job, as for python -m distexp")
-    a = p.parse_args(argv)
+    return p
+
+
+def _plan(a: argparse.Namespace):
+    """Compose and check the job; (strategy name, sync replicas, global batch), or UserError."""
+    cfg = compose(a.overrides)
+    checks.validate(cfg)
+    if a.steps < 1:
+        raise errors.UserError(f"--steps: received {a.steps}; expected >= 1")
+    name = cfg.strategy.name
+    rec, reference = resolved.strategy_record(cfg), BASELINE
+    if rec.baseline:
+        raise errors.UserError(f"strategy: received {name!r}; parity compares a strategy with "
+                          f"{reference}: choose another strategy")
+    if not rec.synchronous and cfg.workers > 1:
+        raise errors.UserError(f"workers: received {cfg.workers} with strategy={name}; its steps "
+                          "update asynchronously, so per-step losses of several workers are "
+                          "not comparable with one device: use workers=1")
+    facts = resolved.resolve(cfg, resolved.check_gpus(cfg.gpus, resolved.visible_gpus()))
+    return name, facts["sync_replicas"], facts["global_batch"]
+
+
+def _parity_info(job: Path) -> dict:
+    """The run's parity.json (replicas, first gradient norm), {} when it wrote none."""
+    return json.loads((job / "parity.json").read_text()) if (job / "parity.json").exists() else {}
+
+
+def _compare(a: argparse.Namespace, name: str, replicas: int, batch: int, one: Path,
+             other: Path) -> int:
+    """Print both runs' loss difference, gradient-norm ratio and verdict; 0 OK, 1 FAILED."""
+    a1, a2 = losses(one), losses(other)
+    info1, info2 = _parity_info(one), _parity_info(other)
+    n = int(info2.get("replicas", replicas))
+    diffs = [abs(x - y) for x, y in zip(a1, a2)]
+    diff = max(diffs) if diffs else float("nan")
+    ok = len(a1) == len(a2) == a.steps and all(
+        d <= a.tolerance * max(1.0, abs(x)) for d, x in zip(diffs, a1))
+    g1, g2 = info1.get("grad_norm"), info2.get("grad_norm")
+    ratio = g2 / g1 if g1 and g2 is not None else None
+    print(f"parity: {name} ({n} replicas) vs one_device, global batch {batch}, {len(diffs)} steps")
+    print(f"  max per-step loss difference: {diff:.3g} (tolerance {a.tolerance:g} x max(1, |loss|))")
+    print(f"  first-step loss: one_device {a1[0]:.6g}, {name} {a2[0]:.6g}" if a1 and a2 else "")
+    if ratio is not None:
+        print(f"  first-step gradient norm ratio ({name} / one_device): {ratio:.6g}")
+    shape = diagnose(diff, ok, ratio, n)
+    print(f"  runs: {one}, {other}")
+    if ok:
+        print(f"parity: OK: {name} reproduces one_device within {a.tolerance:g}")
+        return 0
+    print(f"parity: FAILED: {shape}")
+    return 1
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    a = _parser().parse_args(argv)
     try:
-        cfg = compose(a.overrides)
-        checks.validate(cfg)
-        if a.steps < 1:
-            raise errors.UserError(f"--steps: received {a.steps}; expected >= 1")
-        name = cfg.strategy.name
-        rec, reference = resolved.strategy_record(cfg), BASELINE
-        if rec.baseline:
-            raise errors.UserError(f"strategy: received {name!r}; parity compares a strategy with "
-                              f"{reference}: choose another strategy")
-        if not rec.synchronous and cfg.workers > 1:
-            raise errors.UserError(f"workers: received {cfg.workers} with strategy={name}; its steps "
-                              "update asynchronously, so per-step losses of several workers are "
-                              "not comparable with one device: use workers=1")
-        facts = resolved.resolve(cfg, resolved.check_gpus(cfg.gpus, resolved.visible_gpus()))
-        replicas, batch = facts["sync_replicas"], facts["global_batch"]
+        name, replicas, batch = _plan(a)
     except errors.UserError as ex:
         print(f"distexp.parity: error: {ex}", file=sys.stderr)
         return 2
@@ -138,28 +179,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except SystemExit as ex:
         print(ex, file=sys.stderr)
         return 2
-    a1, a2 = losses(one), losses(other)
-    info1 = json.loads((one / "parity.json").read_text()) if (one / "parity.json").exists() else {}
-    info2 = json.loads((other / "parity.json").read_text()) if (other / "parity.json").exists() else {}
-    n = int(info2.get("replicas", replicas))
-    diffs = [abs(x - y) for x, y in zip(a1, a2)]
-    diff = max(diffs) if diffs else float("nan")
-    ok = len(a1) == len(a2) == a.steps and all(
-        d <= a.tolerance * max(1.0, abs(x)) for d, x in zip(diffs, a1))
-    g1, g2 = info1.get("grad_norm"), info2.get("grad_norm")
-    ratio = g2 / g1 if g1 and g2 is not None else None
-    print(f"parity: {name} ({n} replicas) vs one_device, global batch {batch}, {len(diffs)} steps")
-    print(f"  max per-step loss difference: {diff:.3g} (tolerance {a.tolerance:g} x max(1, |loss|))")
-    print(f"  first-step loss: one_device {a1[0]:.6g}, {name} {a2[0]:.6g}" if a1 and a2 else "")
-    if ratio is not None:
-        print(f"  first-step gradient norm ratio ({name} / one_device): {ratio:.6g}")
-    shape = diagnose(diff, ok, ratio, n)
-    print(f"  runs: {one}, {other}")
-    if ok:
-        print(f"parity: OK: {name} reproduces one_device within {a.tolerance:g}")
-        return 0
-    print(f"parity: FAILED: {shape}")
-    return 1
+    return _compare(a, name, replicas, batch, one, other)
 
 
 if __name__ == "__main__":

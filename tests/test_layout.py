@@ -4,7 +4,8 @@
 - TensorFlow/Keras at module level only on the train side (distexp/train/, and the model
   definitions in distexp/models/seq2seq.py that only the train side imports);
 - the processes that must not start TensorFlow (the job, the sweep, the report) reach no such
-  module through their module-level imports, and never import distexp.train at all.
+  module through their module-level imports, and never import distexp.train at all;
+- no function of distexp longer than 60 lines (issue 15).
 """
 from __future__ import annotations
 
@@ -159,3 +160,41 @@ def test_test_files_share_helpers_through_helpers_only():
                      [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             offenders += [f"{path.name}: {n}" for n in names if n.startswith("test_")]
     assert not offenders, offenders
+
+
+
+MAX_FUNCTION_LINES = 60
+
+
+def long_functions(path: Path, root: Path = ROOT, limit: int = MAX_FUNCTION_LINES):
+    """The functions of a file (methods and nested ones included) longer than `limit` lines, def
+    line to last line, as "<file relative to root>:<line> <name> (<n> lines)"."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            n = node.end_lineno - node.lineno + 1
+            if n > limit:
+                out.append(f"{path.relative_to(root)}:{node.lineno} {node.name} ({n} lines)")
+    return out
+
+
+def test_no_function_longer_than_60_lines():
+    """Issue 15: a function of distexp over 60 lines is split into named steps."""
+    offenders = [f for p in sorted(PKG.rglob("*.py")) for f in long_functions(p)]
+    assert not offenders, offenders
+
+
+def test_a_long_function_is_found(tmp_path):
+    """The check itself: 61 lines are reported (a nested function and its parent too), 60 not."""
+    def body(lines, indent):
+        return "".join(f"{indent}x{i} = {i}\n" for i in range(lines))
+
+    path = tmp_path / "probe.py"
+    path.write_text("def sixty():\n" + body(59, "    ") +          # lines 1-60
+                    "async def sixty_one():\n" + body(60, "    ") +  # lines 61-121
+                    "def outer():\n"                                # lines 122-184
+                    "    def inner():\n" + body(60, "        ") +    # lines 123-183
+                    "    return inner\n")
+    assert sorted(long_functions(path, root=tmp_path)) == [
+        "probe.py:122 outer (63 lines)", "probe.py:123 inner (61 lines)",
+        "probe.py:61 sixty_one (61 lines)"]

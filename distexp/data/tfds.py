@@ -40,9 +40,9 @@ def not_prepared(ds: DictConfig, builder) -> UserError:
         f"`tfds build {ds.tfds_name} --data_dir DIR`, copy DIR here and pass dataset.data_dir=DIR "
         "(or set dataset.download=true where the host is reachable)")
 
-def tfds_data(ds: DictConfig, seed: int) -> Arrays:
-    """Supervised (image, label) splits of a TFDS builder, preprocessed, unbatched."""
-    import tensorflow as tf
+def _load(ds: DictConfig, seed: int):
+    """(train, eval, info) of the builder's splits (mock data under DISTEXP_TFDS_MOCK), or the
+    one line saying why not."""
     import tensorflow_datasets as tfds
 
     _quiet_absl()
@@ -68,16 +68,23 @@ def tfds_data(ds: DictConfig, seed: int) -> Arrays:
             raise UserError(f"dataset: downloading {ds.tfds_name} failed ({type(ex).__name__}: "
                             f"{str(ex).splitlines()[0][:200]}); prepare it elsewhere with `tfds "
                             f"build {ds.tfds_name} --data_dir DIR` and pass dataset.data_dir=DIR") from None
+    return train, ev, info
 
-    image_key, label_key = info.supervised_keys
-    stored = tuple(info.features[image_key].shape)
+
+def _image_shape(ds: DictConfig, stored: tuple) -> tuple:
+    """The images' shape after preprocessing: dataset.image_size, else as stored (fixed size)."""
     if ds.image_size is not None:
-        shape = (int(ds.image_size[0]), int(ds.image_size[1]), stored[-1])
-    elif None in stored:
+        return (int(ds.image_size[0]), int(ds.image_size[1]), stored[-1])
+    if None in stored:
         raise UserError(f"dataset.image_size: received null, but {ds.tfds_name} images vary in size "
                         f"{list(stored)}; set dataset.image_size=[224,224]")
-    else:
-        shape = stored
+    return stored
+
+
+def _prep_fn(ds: DictConfig, shape: tuple):
+    """The per-example map: float32 image, resized and scaled/standardized as configured; int32 label."""
+    import tensorflow as tf
+
     size = list(shape[:2]) if ds.image_size is not None else None
     how = ds.preprocessing
 
@@ -91,14 +98,27 @@ def tfds_data(ds: DictConfig, seed: int) -> Arrays:
             x = tf.image.per_image_standardization(x)
         return tf.ensure_shape(x, shape), tf.cast(y, tf.int32)
 
-    def count(split, d):
-        try:
-            return int(info.splits[split].num_examples)
-        except (KeyError, ValueError):  # mock data: no split metadata
-            n = int(d.cardinality())
-            return n if n >= 0 else None
+    return prep
 
-    sizes = (count(ds.train_split, train), count(ds.eval_split, ev))
+
+def _count(info, split: str, d):
+    """A split's number of examples: the builder's metadata, else the dataset's cardinality."""
+    try:
+        return int(info.splits[split].num_examples)
+    except (KeyError, ValueError):  # mock data: no split metadata
+        n = int(d.cardinality())
+        return n if n >= 0 else None
+
+
+def tfds_data(ds: DictConfig, seed: int) -> Arrays:
+    """Supervised (image, label) splits of a TFDS builder, preprocessed, unbatched."""
+    import tensorflow as tf
+
+    train, ev, info = _load(ds, seed)
+    image_key, label_key = info.supervised_keys
+    shape = _image_shape(ds, tuple(info.features[image_key].shape))
+    prep = _prep_fn(ds, shape)
+    sizes = (_count(info, ds.train_split, train), _count(info, ds.eval_split, ev))
     auto = tf.data.AUTOTUNE
     return Arrays(None, None, None, None, num_classes=int(info.features[label_key].num_classes),
                   train=train.map(prep, num_parallel_calls=auto),

@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Callable, List, Mapping, Optional, Sequence
+from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence
 
 from distexp import errors
 
@@ -143,43 +143,12 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
     start = time.monotonic()
     try:
         for pr in procs:
-            pr.log.parent.mkdir(parents=True, exist_ok=True)
-            log = open(pr.log, "ab")
-            logs.append(log)
-            env = dict(os.environ)
-            env.update(pr.env)
-            pr.popen = subprocess.Popen(
-                list(pr.cmd), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
-            tails[pr.name] = []
-            t = threading.Thread(target=_pump, args=(pr.popen.stdout, log, pr.console, tails[pr.name]),
-                                 daemon=True)
-            t.start()
-            pumps.append(t)
+            pumps.append(_start(pr, logs, tails))
         pump_of = {pr.name: t for pr, t in zip(procs, pumps)}
         while True:
-            failed = []
-            for pr in procs:
-                rc = pr.popen.poll()
-                if rc is None:
-                    continue
-                pr.returncode = rc
-                if rc != 0 or pr.server:
-                    failed.append(pr)
-            if failed:
-                # Only the failed processes' output is complete; the others are still running.
-                _finish_pumps([pump_of[pr.name] for pr in failed])
-                pr = min(failed, key=lambda f: _blame_order(f, tails[f.name]))
-                rc = pr.returncode
-                why = _describe(rc) if rc != 0 else "exited while the job was still running"
-                raise JobFailed(f"{pr.name} {why}{_last_error(tails[pr.name], rc)}", procs)
-            if all(pr.returncode == 0 for pr in procs if not pr.server):
+            _raise_if_failed(procs, tails, pump_of)
+            if _over(procs, until):
                 return
-            try:
-                if until is not None and until():
-                    return
-            except (TimeoutError, ConnectionError, RuntimeError) as ex:  # the watch's verdict
-                raise JobFailed(str(ex), procs) from None
             if timeout is not None and time.monotonic() - start > timeout:
                 raise JobFailed(f"timeout: the job ran longer than {timeout:g} s and was stopped",
                                 procs)
@@ -192,6 +161,56 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
         for log in logs:
             log.close()
         errors.restore_sigterm(old_term)
+
+
+def _start(pr: Proc, logs: List[IO[bytes]], tails: Dict[str, List[str]]) -> threading.Thread:
+    """Start one process in its own session, its output pumped to its log; the pump thread."""
+    pr.log.parent.mkdir(parents=True, exist_ok=True)
+    log = open(pr.log, "ab")
+    logs.append(log)
+    env = dict(os.environ)
+    env.update(pr.env)
+    pr.popen = subprocess.Popen(
+        list(pr.cmd), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
+    tails[pr.name] = []
+    t = threading.Thread(target=_pump, args=(pr.popen.stdout, log, pr.console, tails[pr.name]),
+                         daemon=True)
+    t.start()
+    return t
+
+
+def _raise_if_failed(procs: Sequence[Proc], tails: Dict[str, List[str]],
+                     pump_of: Dict[str, threading.Thread]) -> None:
+    """Record the exit codes; raise JobFailed naming the one to blame if a process failed (or a
+    server exited)."""
+    failed = []
+    for pr in procs:
+        rc = pr.popen.poll()
+        if rc is None:
+            continue
+        pr.returncode = rc
+        if rc != 0 or pr.server:
+            failed.append(pr)
+    if failed:
+        # Only the failed processes' output is complete; the others are still running.
+        _finish_pumps([pump_of[pr.name] for pr in failed])
+        pr = min(failed, key=lambda f: _blame_order(f, tails[f.name]))
+        rc = pr.returncode
+        why = _describe(rc) if rc != 0 else "exited while the job was still running"
+        raise JobFailed(f"{pr.name} {why}{_last_error(tails[pr.name], rc)}", procs)
+
+
+def _over(procs: Sequence[Proc], until: Optional[Callable[[], bool]]) -> bool:
+    """Whether the job is done: every non-server process exited 0, or `until()` says so."""
+    if all(pr.returncode == 0 for pr in procs if not pr.server):
+        return True
+    try:
+        if until is not None and until():
+            return True
+    except (TimeoutError, ConnectionError, RuntimeError) as ex:  # the watch's verdict
+        raise JobFailed(str(ex), procs) from None
+    return False
 
 
 def _finish_pumps(pumps: Sequence[threading.Thread]) -> None:

@@ -4,6 +4,7 @@ significant difference (benchstat's "~", or one run a side: within-run only) is 
 labelled "~" / "1 run"; bars are 95 % intervals (README, "The scaling report")."""
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Dict, List, Sequence
 
@@ -71,12 +72,8 @@ def speedups(plt, series, label, colors, out: Path, title: str) -> Path:
     return path
 
 
-def plots(rows: Sequence[Row], out: Path, title: str) -> List[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def _labeller(rows: Sequence[Row]):
+    """The legend label of a series key: strategy, plus the group and batch when they vary."""
     several = len({r.group for r in rows}) > 1
     # one line per strategy and per-replica batch (a control at another batch is its own line)
     batches = len({r.per_replica for r in rows if r.measured}) > 1
@@ -86,79 +83,89 @@ def plots(rows: Sequence[Row], out: Path, title: str) -> List[Path]:
         name = f"{strategy} ({model}/{dataset}/{loop})" if several else strategy
         return name + (f", {per_replica:g}/replica" if batches and per_replica else "")
 
+    return label
+
+
+def _series(rows: Sequence[Row]) -> Dict[tuple, List[Row]]:
+    """The measured rows by (group, strategy, per-replica batch): one line each."""
     series: Dict[tuple, List[Row]] = {}
     for r in rows:
         if r.measured:
             series.setdefault((r.group, r.strategy, r.per_replica or 0), []).append(r)
-    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    colors = {key: cycle[i % len(cycle)] for i, key in enumerate(sorted(series))}
-    paths = []
+    return series
 
-    def figure(name, ylabel, value, band, ideal=None, hollow=lambda r: False, note=""):
-        """One line per strategy; error bars = band(r) -> (low, high) or None; hollow markers
-        for the points `hollow` picks (not significant)."""
-        fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
-        drawn = False
-        for key, rs in sorted(series.items()):
-            pts = sorted((r for r in rs if value(r) is not None), key=lambda r: r.replicas or 0)
-            if not pts:
-                continue
-            xs, ys = [r.replicas for r in pts], [value(r) for r in pts]
-            bands = [band(r) for r in pts]
-            yerr = None
-            if any(b is not None for b in bands):
-                yerr = [[y - b[0] if b else 0 for y, b in zip(ys, bands)],
-                        [b[1] - y if b else 0 for y, b in zip(ys, bands)]]
-            line = ax.errorbar(xs, ys, yerr=yerr, marker="o", capsize=3, label=label(key),
-                               color=colors[key])
-            open_pts = [(x, y, r) for x, y, r in zip(xs, ys, pts) if hollow(r)]
-            if open_pts:
-                color = line.lines[0].get_color()
-                ax.scatter([x for x, _, _ in open_pts], [y for _, y, _ in open_pts], s=60,
-                           facecolors="white", edgecolors=color, zorder=3)
-                for x, y, r in open_pts:
-                    ax.annotate(_mark(r.verdict), (x, y), textcoords="offset points",
-                                xytext=(6, 4), fontsize=7, color=color)
-            drawn = True
-        if ideal is not None and drawn:
-            ax.axhline(ideal, color="grey", linestyle="--", linewidth=1, label="ideal")
-        if not drawn:
-            ax.text(0.5, 0.5, NO_BASELINE if name == "efficiency" else "no measured run",
-                    ha="center", va="center", transform=ax.transAxes)
-        ax.set_xlabel("replicas")
-        ax.set_ylabel(ylabel)
-        ax.set_title(f"{title}: {ylabel}{note}", fontsize=10)
-        xs_all = sorted({r.replicas for r in rows if r.replicas})
-        if xs_all:
-            ax.set_xticks(xs_all)
-        if drawn:
-            ax.legend(fontsize=8)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        path = out / f"{name}.png"
-        fig.savefig(path)
-        plt.close(fig)
-        paths.append(path)
 
-    def rate_band(r):  # the runs' range with repeats, the within-run 95 % interval with one
-        if len(r.rates) > 1:
-            return (min(r.rates), max(r.rates))
-        return None if r.ci95 is None else (r.rate - r.ci95, r.rate + r.ci95)
+def _draw_lines(ax, series, label, colors, value, band, hollow) -> bool:
+    """One line per series against replicas, error bars from band(r), open markers where
+    hollow(r); whether anything was drawn."""
+    drawn = False
+    for key, rs in sorted(series.items()):
+        pts = sorted((r for r in rs if value(r) is not None), key=lambda r: r.replicas or 0)
+        if not pts:
+            continue
+        xs, ys = [r.replicas for r in pts], [value(r) for r in pts]
+        bands = [band(r) for r in pts]
+        yerr = None
+        if any(b is not None for b in bands):
+            yerr = [[y - b[0] if b else 0 for y, b in zip(ys, bands)],
+                    [b[1] - y if b else 0 for y, b in zip(ys, bands)]]
+        line = ax.errorbar(xs, ys, yerr=yerr, marker="o", capsize=3, label=label(key),
+                           color=colors[key])
+        open_pts = [(x, y, r) for x, y, r in zip(xs, ys, pts) if hollow(r)]
+        if open_pts:
+            color = line.lines[0].get_color()
+            ax.scatter([x for x, _, _ in open_pts], [y for _, y, _ in open_pts], s=60,
+                       facecolors="white", edgecolors=color, zorder=3)
+            for x, y, r in open_pts:
+                ax.annotate(_mark(r.verdict), (x, y), textcoords="offset points",
+                            xytext=(6, 4), fontsize=7, color=color)
+        drawn = True
+    return drawn
 
-    def eff_band(r):
-        if r.speedup_low is None or r.speedup_high is None:
-            return None
-        return (100 * r.speedup_low / r.replicas, 100 * r.speedup_high / r.replicas)
 
-    unsure = lambda r: r.verdict in ("~", WITHIN_RUN)  # noqa: E731
-    figure("throughput", "examples/s", lambda r: r.rate, rate_band, hollow=unsure,
-           note="\n(bars: runs' range or 1 run's 95 % CI; open: not significant)")
-    figure("efficiency", "scaling efficiency (%)",
-           lambda r: None if r.efficiency is None else 100 * r.efficiency, eff_band,
-           ideal=100.0, hollow=lambda r: r.verdict not in ("significant", "baseline"),
-           note="\n(bars: speed-up's 95 % interval; open marker: not significant)")
-    paths.append(speedups(plt, series, label, colors, out, title))
+def _figure(plt, series, label, colors, rows, out, title, name, ylabel, value, band,
+            ideal=None, hollow=lambda r: False, note="") -> Path:
+    """<name>.png: one line per strategy; error bars = band(r) -> (low, high) or None; hollow
+    markers for the points `hollow` picks (not significant)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    drawn = _draw_lines(ax, series, label, colors, value, band, hollow)
+    if ideal is not None and drawn:
+        ax.axhline(ideal, color="grey", linestyle="--", linewidth=1, label="ideal")
+    if not drawn:
+        ax.text(0.5, 0.5, NO_BASELINE if name == "efficiency" else "no measured run",
+                ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("replicas")
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{title}: {ylabel}{note}", fontsize=10)
+    xs_all = sorted({r.replicas for r in rows if r.replicas})
+    if xs_all:
+        ax.set_xticks(xs_all)
+    if drawn:
+        ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = out / f"{name}.png"
+    fig.savefig(path)
+    plt.close(fig)
+    return path
 
+
+def _rate_band(r):
+    """The runs' range with repeats, the within-run 95 % interval with one."""
+    if len(r.rates) > 1:
+        return (min(r.rates), max(r.rates))
+    return None if r.ci95 is None else (r.rate - r.ci95, r.rate + r.ci95)
+
+
+def _eff_band(r):
+    """The efficiency's interval (%) from the speed-up's, or None."""
+    if r.speedup_low is None or r.speedup_high is None:
+        return None
+    return (100 * r.speedup_low / r.replicas, 100 * r.speedup_high / r.replicas)
+
+
+def _loss_figure(plt, rows: Sequence[Row], out: Path, title: str) -> Path:
+    """loss.png: every run's training-loss history."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
     drawn = False
     xlabels = set()
@@ -181,5 +188,30 @@ def plots(rows: Sequence[Row], out: Path, title: str) -> List[Path]:
     path = out / "loss.png"
     fig.savefig(path)
     plt.close(fig)
-    paths.append(path)
-    return paths
+    return path
+
+
+def plots(rows: Sequence[Row], out: Path, title: str) -> List[Path]:
+    """Draw throughput.png, efficiency.png, speedup.png and loss.png into out; their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    label = _labeller(rows)
+    series = _series(rows)
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = {key: cycle[i % len(cycle)] for i, key in enumerate(sorted(series))}
+    figure = partial(_figure, plt, series, label, colors, rows, out, title)
+
+    unsure = lambda r: r.verdict in ("~", WITHIN_RUN)  # noqa: E731
+    return [
+        figure("throughput", "examples/s", lambda r: r.rate, _rate_band, hollow=unsure,
+               note="\n(bars: runs' range or 1 run's 95 % CI; open: not significant)"),
+        figure("efficiency", "scaling efficiency (%)",
+               lambda r: None if r.efficiency is None else 100 * r.efficiency, _eff_band,
+               ideal=100.0, hollow=lambda r: r.verdict not in ("significant", "baseline"),
+               note="\n(bars: speed-up's 95 % interval; open marker: not significant)"),
+        speedups(plt, series, label, colors, out, title),
+        _loss_figure(plt, rows, out, title),
+    ]

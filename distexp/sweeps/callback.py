@@ -60,22 +60,9 @@ class SweepCallback(Callback):
     """Hydra callback: see the module docstring."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Open the sweep's parent run (or reopen it: sweep.resume) and write sweep.json."""
         global _OPEN
-        from distexp.errors import UserError
-
-        try:  # Hydra turns a callback's exception into a warning: refuse here, in one line
-            _check_sweeper(config)
-            if OmegaConf.select(config, "sweep.resume"):
-                from distexp.sweeps import planning as sweeper
-
-                sweeper.find_parent(config, str(config.sweep.resume))
-            if config.tracking.enabled:  # milliseconds: a store that is plainly not there
-                from distexp import tracking
-
-                tracking.probe(config.tracking.uri)
-        except UserError as ex:  # before any job: the sweep stops once, not once per job
-            print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
-            raise SystemExit(2) from None
+        _refuse_before_any_job(config)
         sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
         sweep_dir.mkdir(parents=True, exist_ok=True)
         sweep_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
@@ -84,44 +71,9 @@ class SweepCallback(Callback):
         run, resumed_status = None, None
         resume = OmegaConf.select(config, "sweep.resume")
         if resume:  # the same sweep id and parent run: reopened, not a second parent
-            from distexp.sweeps import planning as sweeper
-            from distexp import tracking
-
-            parent = sweeper.find_parent(config, str(resume))
-            sweep_id = str(resume)
-            resumed_status = parent.info.status
-            run = _Reopened(config.tracking.uri, parent.info.run_id)
-            run.set_tag("distexp.resumed_in", str(sweep_dir))
-            info.update(sweep_id=sweep_id, parent_run_id=run.run_id,
-                        tracking_uri=tracking.redact(config.tracking.uri),
-                        experiment=config.tracking.experiment, resumes=parent.data.tags.get("distexp.sweep_dir"))
-            print(f"Sweep {sweep_id} (resumed): MLflow parent run {run.run_id} reopened "
-                  f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
+            sweep_id, run, resumed_status = _reopen_parent(config, str(resume), sweep_dir, info)
         elif config.tracking.enabled:
-            from distexp import tracking
-
-            overrides = tracking.redact_text(" ".join(config.hydra.overrides.task))
-            params = {"overrides": overrides or "(none)",
-                      "sweeper": _target(config, "sweeper"),
-                      "launcher": _target(config, "launcher")}
-            swept = OmegaConf.select(config, "hydra.sweeper.params")
-            if swept:
-                params["sweeper.params"] = tracking.redact_text(
-                    json.dumps(OmegaConf.to_container(swept, resolve=False)))
-            tags = {SWEEP_ID: sweep_id, RUN_KIND: "sweep", "distexp.sweep_dir": str(sweep_dir),
-                    "distexp.overrides": overrides}
-            try:
-                run = tracking.JobRun(config.tracking.uri, config.tracking.experiment,
-                                      f"sweep-{sweep_id}", {**tags, **tracking.owner_tags()},
-                                      params)
-            except UserError as ex:  # e.g. a server that accepts connections but is no MLflow
-                print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
-                raise SystemExit(2) from None
-            tracking.end_dead_runs(run.client, [run.experiment_id])
-            info.update(parent_run_id=run.run_id, tracking_uri=tracking.redact(config.tracking.uri),
-                        experiment=config.tracking.experiment)
-            print(f"Sweep {sweep_id}: MLflow parent run {run.run_id} "
-                  f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
+            run = _open_parent(config, sweep_id, sweep_dir, info)
         (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=1))
         _OPEN = _Sweep(sweep_dir, sweep_id, run, resumed_status)
         atexit.register(_at_exit)
@@ -165,6 +117,73 @@ class SweepCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         finish()
+
+
+def _refuse_before_any_job(config: DictConfig) -> None:
+    """Exit 2 with one line if the sweep cannot run (sweeper options, resume, tracking store)."""
+    from distexp.errors import UserError
+
+    try:  # Hydra turns a callback's exception into a warning: refuse here, in one line
+        _check_sweeper(config)
+        if OmegaConf.select(config, "sweep.resume"):
+            from distexp.sweeps import planning as sweeper
+
+            sweeper.find_parent(config, str(config.sweep.resume))
+        if config.tracking.enabled:  # milliseconds: a store that is plainly not there
+            from distexp import tracking
+
+            tracking.probe(config.tracking.uri)
+    except UserError as ex:  # before any job: the sweep stops once, not once per job
+        print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+
+
+def _reopen_parent(config: DictConfig, resume: str, sweep_dir: Path, info: Dict[str, Any]):
+    """Reopen the resumed sweep's parent run; (sweep id, run, its status before), info updated."""
+    from distexp.sweeps import planning as sweeper
+    from distexp import tracking
+
+    parent = sweeper.find_parent(config, resume)
+    sweep_id = resume
+    resumed_status = parent.info.status
+    run = _Reopened(config.tracking.uri, parent.info.run_id)
+    run.set_tag("distexp.resumed_in", str(sweep_dir))
+    info.update(sweep_id=sweep_id, parent_run_id=run.run_id,
+                tracking_uri=tracking.redact(config.tracking.uri),
+                experiment=config.tracking.experiment, resumes=parent.data.tags.get("distexp.sweep_dir"))
+    print(f"Sweep {sweep_id} (resumed): MLflow parent run {run.run_id} reopened "
+          f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
+    return sweep_id, run, resumed_status
+
+
+def _open_parent(config: DictConfig, sweep_id: str, sweep_dir: Path, info: Dict[str, Any]):
+    """Start a new sweep's parent run (exit 2 if the store refuses it); info updated."""
+    from distexp import tracking
+    from distexp.errors import UserError
+
+    overrides = tracking.redact_text(" ".join(config.hydra.overrides.task))
+    params = {"overrides": overrides or "(none)",
+              "sweeper": _target(config, "sweeper"),
+              "launcher": _target(config, "launcher")}
+    swept = OmegaConf.select(config, "hydra.sweeper.params")
+    if swept:
+        params["sweeper.params"] = tracking.redact_text(
+            json.dumps(OmegaConf.to_container(swept, resolve=False)))
+    tags = {SWEEP_ID: sweep_id, RUN_KIND: "sweep", "distexp.sweep_dir": str(sweep_dir),
+            "distexp.overrides": overrides}
+    try:
+        run = tracking.JobRun(config.tracking.uri, config.tracking.experiment,
+                              f"sweep-{sweep_id}", {**tags, **tracking.owner_tags()},
+                              params)
+    except UserError as ex:  # e.g. a server that accepts connections but is no MLflow
+        print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+    tracking.end_dead_runs(run.client, [run.experiment_id])
+    info.update(parent_run_id=run.run_id, tracking_uri=tracking.redact(config.tracking.uri),
+                experiment=config.tracking.experiment)
+    print(f"Sweep {sweep_id}: MLflow parent run {run.run_id} "
+          f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
+    return run
 
 
 def _check_sweeper(config: DictConfig) -> None:
@@ -302,50 +321,13 @@ def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> 
     if sweep.resumed_status and not jobs:  # the resume stopped before any job: as it was
         status = sweep.resumed_status
     best = _best_trial(sweep.sweep_dir, jobs)
-    if failed:
-        first = failed[0]
-        print(f"distexp: error: sweep {sweep.sweep_id}: {len(failed)} of {len(jobs)} jobs failed "
-              f"(the others ran to the end); first: job {first['num']} "
-              f"[{' '.join(first['overrides'])}]: {first['error']}", file=sys.stderr, flush=True)
-    elif status == "FINISHED":
-        print(f"Sweep {sweep.sweep_id}: {len(jobs)} jobs finished. Report: python -m "
-              f"distexp.report --sweep-id {sweep.sweep_id}", flush=True)
+    _print_outcome(sweep, jobs, failed, status, best)
     line = None
-    if best:
-        print(f"Best trial: job {best['num']} [{' '.join(best['overrides'])}] "
-              f"objective {best['value']:.6g}", flush=True)
     if sweep.run is not None and sweep.resumed_status and not jobs:
         sweep.run.end(status)
     elif sweep.run is not None:
         try:
-            run = sweep.run
-            try:
-                run.log_params({"job_count": len(jobs)})
-            except Exception:  # noqa: BLE001  (a resumed sweep that grew: params are immutable)
-                run.set_tag("distexp.job_count", str(len(jobs)))
-            run.log_metrics(
-                {"sweep/jobs": len(jobs), "sweep/failed_jobs": len(failed),
-                 **({"sweep/best_value": best["value"]} if best else {})}, step=0)
-            if best:
-                run.set_tag("distexp.best_job", str(best["num"]))
-                run.set_tag("distexp.best_overrides", " ".join(best["overrides"]))
-            if error is not None and not failed:
-                from distexp.tracking.store import redact_text
-
-                run.set_tag("distexp.error", redact_text(_first_line(error)))
-            from distexp.tracking.store import redact_file
-
-            files = [sweep.sweep_dir / SWEEP_FILE, sweep.sweep_dir / "multirun.yaml",
-                     sweep.sweep_dir / "optimization_results.yaml"]
-            for f in files:  # Optuna's sweeper writes its multirun.yaml as typed
-                redact_file(f)
-            run.log_artifacts(files)
-            run.log_artifacts(sorted((sweep.sweep_dir / JOBS_DIR).glob("*.json")),
-                              artifact_path=JOBS_DIR)
-            if not interrupted and len(failed) < len(jobs) and run.offline is None:
-                from distexp.sweeps.summary import summarise
-
-                line = summarise(run, sweep.sweep_id, run.uri, _experiment(sweep.sweep_dir))
+            line = _log_outcome(sweep, jobs, failed, best, error, interrupted)
         finally:
             sweep.run.end(status)
     if sweep.run is not None and not interrupted:
@@ -356,6 +338,57 @@ def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> 
         print(f"Browse it: {ui.command(sweep.run.uri)}", flush=True)
     _LAST_CODE = sweep.exit_code = code
     return code
+
+
+def _print_outcome(sweep: _Sweep, jobs: List[dict], failed: List[dict], status: str,
+                   best: Optional[dict]) -> None:
+    """Print the sweep's outcome: the failed jobs' count and first error, or done; the best trial."""
+    if failed:
+        first = failed[0]
+        print(f"distexp: error: sweep {sweep.sweep_id}: {len(failed)} of {len(jobs)} jobs failed "
+              f"(the others ran to the end); first: job {first['num']} "
+              f"[{' '.join(first['overrides'])}]: {first['error']}", file=sys.stderr, flush=True)
+    elif status == "FINISHED":
+        print(f"Sweep {sweep.sweep_id}: {len(jobs)} jobs finished. Report: python -m "
+              f"distexp.report --sweep-id {sweep.sweep_id}", flush=True)
+    if best:
+        print(f"Best trial: job {best['num']} [{' '.join(best['overrides'])}] "
+              f"objective {best['value']:.6g}", flush=True)
+
+
+def _log_outcome(sweep: _Sweep, jobs: List[dict], failed: List[dict], best: Optional[dict],
+                 error: Optional[BaseException], interrupted: bool) -> Optional[str]:
+    """Log the job counts, best trial, error and sweep files to the parent run (not ended
+    here); the summary line to print, if any."""
+    run = sweep.run
+    try:
+        run.log_params({"job_count": len(jobs)})
+    except Exception:  # noqa: BLE001  (a resumed sweep that grew: params are immutable)
+        run.set_tag("distexp.job_count", str(len(jobs)))
+    run.log_metrics(
+        {"sweep/jobs": len(jobs), "sweep/failed_jobs": len(failed),
+         **({"sweep/best_value": best["value"]} if best else {})}, step=0)
+    if best:
+        run.set_tag("distexp.best_job", str(best["num"]))
+        run.set_tag("distexp.best_overrides", " ".join(best["overrides"]))
+    if error is not None and not failed:
+        from distexp.tracking.store import redact_text
+
+        run.set_tag("distexp.error", redact_text(_first_line(error)))
+    from distexp.tracking.store import redact_file
+
+    files = [sweep.sweep_dir / SWEEP_FILE, sweep.sweep_dir / "multirun.yaml",
+             sweep.sweep_dir / "optimization_results.yaml"]
+    for f in files:  # Optuna's sweeper writes its multirun.yaml as typed
+        redact_file(f)
+    run.log_artifacts(files)
+    run.log_artifacts(sorted((sweep.sweep_dir / JOBS_DIR).glob("*.json")),
+                      artifact_path=JOBS_DIR)
+    if not interrupted and len(failed) < len(jobs) and run.offline is None:
+        from distexp.sweeps.summary import summarise
+
+        return summarise(run, sweep.sweep_id, run.uri, _experiment(sweep.sweep_dir))
+    return None
 
 
 def _experiment(sweep_dir: Path) -> str:

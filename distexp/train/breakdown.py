@@ -49,65 +49,12 @@ class Probes:
 
         self.strategy = strategy
         variables = model.trainable_variables
-
-        def gradients(x, y):
-            with tf.GradientTape() as tape:
-                out = task.loss(y, model(x, training=True))
-                total = out[0] if isinstance(out, (tuple, list)) else out
-                # /global batch, not the task's all-reduced weight: no collective in compute
-                loss = tf.cast(total, tf.float32) / float(global_batch)
-                scaled = optimizer.scale_loss(loss)
-            grads = tape.gradient(scaled, variables)
-            return [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
-                    for g, v in zip(grads, variables)]
-
-        def local_step(x, y):
-            optimizer.apply_gradients(zip(gradients(x, y), variables))
-            return tf.constant(0.0)
-
-        def compute(x, y, k):
-            # The optimizer's own all-reduce (Keras: TFOptimizer._all_reduce_sum_gradients) is
-            # bypassed while this function traces: each replica applies its own gradient. Under
-            # mixed_float16 a LossScaleOptimizer applies through its inner optimizer, which
-            # all-reduces on its own: bypassed too.
-            bypassed = [o for o in (optimizer, getattr(optimizer, "inner_optimizer", None))
-                        if o is not None]
-            for o in bypassed:
-                object.__setattr__(o, "_all_reduce_sum_gradients", lambda gv: gv)
-            try:
-                return tf.while_loop(
-                    lambda i, d: i < k,
-                    lambda i, d: (i + 1, d + _local_sum(strategy, strategy.run(local_step,
-                                                                                args=(x, y)))),
-                    (tf.constant(0), tf.constant(0.0)))[1]
-            finally:
-                for o in bypassed:
-                    object.__delattr__(o, "_all_reduce_sum_gradients")
-
-        def all_reduce(*grads):
-            ctx = tf.distribute.get_replica_context()
-            # identity: placed on this replica's device (an argument tensor may carry none,
-            # which the collective refuses under multiworker: "destinations can not be empty")
-            reduced = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [tf.identity(g) for g in grads])
-            return tf.add_n([tf.reshape(t, [-1])[0] for t in reduced])  # waits for all of it
-
-        def sync(grads, k):
-            done = tf.constant(0.0)
-            for _ in tf.range(k):
-                done += _local_sum(strategy, strategy.run(all_reduce, args=tuple(grads)))
-            return done
-
-        def empty(k):  # the same call with nothing in it: the dispatch the other two include
-            return tf.while_loop(
-                lambda i, d: i < k,
-                lambda i, d: (i + 1, d + _local_sum(strategy, strategy.run(
-                    lambda: tf.constant(0.0)))),
-                (tf.constant(0), tf.constant(0.0)))[1]
-
+        gradients = _gradients_fn(task, model, optimizer, global_batch, variables)
         self.gradients = tf.function(lambda x, y: strategy.run(gradients, args=(x, y)))
-        self.empty = tf.function(empty)
-        self.compute = tf.function(compute, autograph=False)
-        self.sync = tf.function(sync)
+        self.empty = tf.function(_empty_fn(strategy))
+        self.compute = tf.function(_compute_fn(strategy, optimizer, gradients, variables),
+                                   autograph=False)
+        self.sync = tf.function(_sync_fn(strategy))
 
     def measure(self, iterator, k: int, calls: int = CALLS) -> Dict[str, Optional[float]]:
         """{"input", "compute", "sync"} in ms per step, each the median over `calls` calls (a call
@@ -151,6 +98,88 @@ class Probes:
         floor = ms.pop("empty")
         return {"input": ms["input"], "compute": max(0.0, ms["compute"] - floor),
                 "sync": max(0.0, ms["sync"] - floor)}
+
+
+def _gradients_fn(task, model, optimizer, global_batch: int, variables):
+    """A replica's gradients of the task's loss over the global batch, as the optimizer scales it."""
+    import tensorflow as tf
+
+    def gradients(x, y):
+        with tf.GradientTape() as tape:
+            out = task.loss(y, model(x, training=True))
+            total = out[0] if isinstance(out, (tuple, list)) else out
+            # /global batch, not the task's all-reduced weight: no collective in compute
+            loss = tf.cast(total, tf.float32) / float(global_batch)
+            scaled = optimizer.scale_loss(loss)
+        grads = tape.gradient(scaled, variables)
+        return [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                for g, v in zip(grads, variables)]
+
+    return gradients
+
+
+def _compute_fn(strategy, optimizer, gradients, variables):
+    """The compute probe: k optimizer steps on every replica, each applying its own gradient."""
+    import tensorflow as tf
+
+    def local_step(x, y):
+        optimizer.apply_gradients(zip(gradients(x, y), variables))
+        return tf.constant(0.0)
+
+    def compute(x, y, k):
+        # The optimizer's own all-reduce (Keras: TFOptimizer._all_reduce_sum_gradients) is
+        # bypassed while this function traces: each replica applies its own gradient. Under
+        # mixed_float16 a LossScaleOptimizer applies through its inner optimizer, which
+        # all-reduces on its own: bypassed too.
+        bypassed = [o for o in (optimizer, getattr(optimizer, "inner_optimizer", None))
+                    if o is not None]
+        for o in bypassed:
+            object.__setattr__(o, "_all_reduce_sum_gradients", lambda gv: gv)
+        try:
+            return tf.while_loop(
+                lambda i, d: i < k,
+                lambda i, d: (i + 1, d + _local_sum(strategy, strategy.run(local_step,
+                                                                            args=(x, y)))),
+                (tf.constant(0), tf.constant(0.0)))[1]
+        finally:
+            for o in bypassed:
+                object.__delattr__(o, "_all_reduce_sum_gradients")
+
+    return compute
+
+
+def _sync_fn(strategy):
+    """The sync probe: k all-reduces (SUM) of the given gradients across the replicas."""
+    import tensorflow as tf
+
+    def all_reduce(*grads):
+        ctx = tf.distribute.get_replica_context()
+        # identity: placed on this replica's device (an argument tensor may carry none,
+        # which the collective refuses under multiworker: "destinations can not be empty")
+        reduced = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [tf.identity(g) for g in grads])
+        return tf.add_n([tf.reshape(t, [-1])[0] for t in reduced])  # waits for all of it
+
+    def sync(grads, k):
+        done = tf.constant(0.0)
+        for _ in tf.range(k):
+            done += _local_sum(strategy, strategy.run(all_reduce, args=tuple(grads)))
+        return done
+
+    return sync
+
+
+def _empty_fn(strategy):
+    """The same k-call loop with nothing in it: the dispatch the other two probes include."""
+    import tensorflow as tf
+
+    def empty(k):
+        return tf.while_loop(
+            lambda i, d: i < k,
+            lambda i, d: (i + 1, d + _local_sum(strategy, strategy.run(
+                lambda: tf.constant(0.0)))),
+            (tf.constant(0), tf.constant(0.0)))[1]
+
+    return empty
 
 
 def _local_sum(strategy, value):
@@ -226,10 +255,6 @@ def ps_run(ctx, job_dir: Path, chief: bool, step_ms):
     worker, each net of an empty scheduled call (the schedule/fetch round trip); compute on the
     coordinator, on a local copy of the model and optimizer (no parameter server involved; on
     this machine the same CPU as the workers, on a cluster the coordinator's hardware)."""
-    import statistics
-
-    import tensorflow as tf
-
     from distexp.figures import breakdown
 
     d = ctx.dispatch
@@ -244,6 +269,23 @@ def ps_run(ctx, job_dir: Path, chief: bool, step_ms):
                            "(the coordinator's side) logged as the run's artifact directory profile/")
     if not ctx.cfg.measure_step_split:
         return {}
+    n = rounds(None if step_ms is None else step_ms * d.workers, 1)
+    ms = _scheduled_ms(coord, iterator, variables, n)
+    floor = ms.pop("empty")
+    compute = _local_compute_ms(ctx, n)
+    # The loop's step time under ps is a window's time over its steps, which run concurrently on
+    # the workers: one worker spends `workers` times that on each of its steps.
+    per_worker = None if step_ms is None else step_ms * d.workers
+    return breakdown.split(per_worker, max(0.0, ms["input"] - floor), compute,
+                           max(0.0, ms["sync"] - floor))
+
+
+def _scheduled_ms(coord, iterator, variables, n: int) -> Dict[str, float]:
+    """ps: the median ms of an empty, an input and a parameter-server traffic call scheduled on a
+    worker, over n rounds after the warm-up."""
+    import statistics
+
+    import tensorflow as tf
 
     @tf.function
     def empty():
@@ -267,21 +309,13 @@ def ps_run(ctx, job_dir: Path, chief: bool, step_ms):
              "input": lambda: coord.schedule(fetch, args=(iterator,)).fetch(),
              "sync": lambda: coord.schedule(traffic).fetch()}
     times = {k: [] for k in calls}
-    n = rounds(None if step_ms is None else step_ms * d.workers, 1)
     for i in range(WARMUP + n):
         for name, call in calls.items():
             t0 = time.perf_counter()
             call()
             if i >= WARMUP:
                 times[name].append(time.perf_counter() - t0)
-    ms = {k: 1000.0 * statistics.median(v) for k, v in times.items()}
-    floor = ms.pop("empty")
-    compute = _local_compute_ms(ctx, n)
-    # The loop's step time under ps is a window's time over its steps, which run concurrently on
-    # the workers: one worker spends `workers` times that on each of its steps.
-    per_worker = None if step_ms is None else step_ms * d.workers
-    return breakdown.split(per_worker, max(0.0, ms["input"] - floor), compute,
-                           max(0.0, ms["sync"] - floor))
+    return {k: 1000.0 * statistics.median(v) for k, v in times.items()}
 
 
 def _local_compute_ms(ctx, n: int) -> Optional[float]:
