@@ -21,7 +21,8 @@ import pytest
 from helpers import (ROOT, cli_env, db_uri, distexp_cmd, mlflow_runs, processes_mentioning,
                      processes_with, wait_until)
 
-# one worker runs every test of the one Slurm cluster (pytest -n 2 --dist loadgroup, .ci/run)
+# with -n 2 --dist loadgroup, one worker runs every test of the one Slurm cluster (CI runs
+# these files apart, in one plain pytest: .ci/run)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
 SCRIPT = ROOT / "scripts" / "slurm-cluster.sh"
