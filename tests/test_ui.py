@@ -209,7 +209,7 @@ def test_sweep_run_names_differ_where_the_ui_shows_them():
     show (one_device's cpu_replicas) is added, so no two jobs of a sweep share a name."""
     from omegaconf import OmegaConf
 
-    from distexp.sweeps.callback import swept_keys
+    from distexp.sweeps.records import swept_keys
     from distexp.tracking import run_name
 
     cfg = OmegaConf.create({"hydra": {"overrides": {"task": [

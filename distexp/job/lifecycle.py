@@ -30,6 +30,7 @@ from distexp import errors, tracking
 from distexp.job import launch
 from distexp.tracking.node_metrics import CLUSTER_ID, NodeMetrics
 from distexp.sweeps import callback as sweep
+from distexp.sweeps.records import swept_values
 from distexp.config import resolved
 
 # Training finished but MLflow stopped answering: what it missed is in the job's offline file.
@@ -176,7 +177,7 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
         params["tracking.uri"] = tracking.redact(params["tracking.uri"])
     name = tracking.run_name(cfg.strategy.name, cfg.model.name, cfg.dataset.name,
                              facts["replicas"], in_sweep=multirun,
-                             swept=sweep.swept_values(str(hc.sweep.dir)) if multirun else None)
+                             swept=swept_values(str(hc.sweep.dir)) if multirun else None)
 
     def create_run():  # in a thread, while the trainer imports TensorFlow (tracking.Forwarder)
         run = tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment, name, tags, params)

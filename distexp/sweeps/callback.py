@@ -41,7 +41,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from distexp import errors
 from distexp.sweeps.records import (JOBS_DIR, RUN_KIND, SWEEP_FILE, SWEEP_ID, outcome, records,
-                                    write_record)
+                                    swept_keys, write_record)
 
 
 _OPEN: Optional["_Sweep"] = None  # the sweep this process opened and has not ended yet
@@ -255,34 +255,6 @@ def child_tags(cfg_sweep_dir: str, uri: str, experiment: str, job_num: int) -> D
             info.get("experiment") == experiment:
         tags["mlflow.parentRunId"] = info["parent_run_id"]
     return tags
-
-
-def swept_keys(config: DictConfig) -> List[str]:
-    """The keys this sweep varies: the command line's sweep overrides (`a=1,2`, `range(...)`,
-    `choice(...)`, ...) and the sweeper's own `params`, in that order, as Hydra parses them."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    keys: List[str] = []
-    try:
-        parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
-        keys += [o.key_or_group for o in parsed if o.is_sweep_override()]
-    except Exception:  # noqa: BLE001  (Hydra has parsed them once already; names only)
-        pass
-    params = OmegaConf.select(config, "hydra.sweeper.params")
-    keys += [str(k) for k in (params or {}) if str(k) not in keys]
-    return keys
-
-
-def swept_values(cfg_sweep_dir: str) -> Dict[str, str]:
-    """In a sweep's job: the swept keys (sweep.json) and this job's value of each."""
-    try:
-        swept = json.loads((Path(cfg_sweep_dir).absolute() / SWEEP_FILE).read_text()).get("swept", [])
-        from hydra.core.hydra_config import HydraConfig
-
-        task = dict(o.lstrip("+~").split("=", 1) for o in HydraConfig.get().overrides.task if "=" in o)
-    except (OSError, ValueError, ImportError):
-        return {}
-    return {k: task[k] for k in swept if k in task}
 
 
 def _repeat() -> str:

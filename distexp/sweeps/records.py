@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from distexp import errors
 
@@ -49,3 +49,33 @@ def outcome(jobs: Sequence[dict], *, error: Optional[BaseException] = None,
     if error is not None or any(j["status"] != "COMPLETED" for j in jobs):
         return "FAILED", errors.FAILED
     return "FINISHED", errors.OK
+
+
+def swept_keys(config) -> List[str]:
+    """The keys this sweep varies: the command line's sweep overrides (`a=1,2`, `range(...)`,
+    `choice(...)`, ...) and the sweeper's own `params`, in that order, as Hydra parses them."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    keys: List[str] = []
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+        keys += [o.key_or_group for o in parsed if o.is_sweep_override()]
+    except Exception:  # noqa: BLE001  (Hydra has parsed them once already; names only)
+        pass
+    from omegaconf import OmegaConf
+
+    params = OmegaConf.select(config, "hydra.sweeper.params")
+    keys += [str(k) for k in (params or {}) if str(k) not in keys]
+    return keys
+
+
+def swept_values(cfg_sweep_dir: str) -> Dict[str, str]:
+    """In a sweep's job: the swept keys (sweep.json) and this job's value of each."""
+    try:
+        swept = json.loads((Path(cfg_sweep_dir).absolute() / SWEEP_FILE).read_text()).get("swept", [])
+        from hydra.core.hydra_config import HydraConfig
+
+        task = dict(o.lstrip("+~").split("=", 1) for o in HydraConfig.get().overrides.task if "=" in o)
+    except (OSError, ValueError, ImportError):
+        return {}
+    return {k: task[k] for k in swept if k in task}
