@@ -17,8 +17,8 @@ from distexp.tracking.sink import clip
 
 
 # How a swept key shows in a run name (others: their last component, e.g. optimizer.lr -> lr).
-_SHORT = {"cpu_replicas": "cpu", "gpus": "gpu", "batch_size": "b", "batch_size_per_replica": "bpr",
-          "steps_per_execution": "spe", "mixed_precision": "mp"}
+_SHORT = {"cpu_replicas": "cpu", "gpus": "gpu", "global_batch_size": "gb",
+          "batch_size_per_replica": "bpr", "steps_per_execution": "spe", "workers": "w"}
 # Shown already: by the name's own parts, or (replica counts) by r<replicas> when equal to it.
 _IN_NAME = ("strategy", "model", "dataset", "repeat")
 

@@ -128,8 +128,8 @@ class Reporter:
         perf = self.meter.final_figures()
         run_level = {**perf, **(extra or {})}
         self.logger.log_metrics(run_level, step=self.epoch)
-        perf["perf/time_to_accuracy_s"] = self.time_to_accuracy  # None if not reached
-        final = {**self.final, **perf, **(extra or {})}
+        final = {**self.final, **run_level,
+                 "perf/time_to_accuracy_s": self.time_to_accuracy}  # None if not reached
         if self._csv:
             self._csv.close()
         rate, ci = perf["perf/examples_per_sec"], perf["perf/examples_per_sec_ci95"]
