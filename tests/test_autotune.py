@@ -155,6 +155,24 @@ def test_schedule_is_the_one_owner_of_k():
     assert said == [(1, "auto kept it: the run ended before a larger value could be measured against it")] and s.k == 1
 
 
+def test_a_run_too_short_to_decide_runs_one_step_per_call():
+    """The tuner needs the warm-up, then 1 + 5 calls at k = 1 and at k = 4: 5 + 6 x 5 = 35 steps.
+    A shorter run settles k = 1 at once (no 4-step function is traced for nothing)."""
+    s, said = _schedule("auto", warmup=5, steps_left=34)
+    assert s.tuner is None and s.k == 1 and said == [(1, (
+        "auto: the run's 34 steps are too few to measure k=4 against 1 (that takes >= 35); one "
+        "call per step"))]
+    s, said = _schedule("auto", warmup=5, steps_left=35)
+    assert s.tuner is not None and said == []
+    # ps: each observation is a window of 10 calls: 6 x (1 + 4) x 10
+    s, said = _schedule("auto", warmup=0, steps_left=299, window=10, steps_per_epoch=100)
+    assert s.tuner is None and "(that takes >= 300)" in said[0][1]
+    # an epoch of 2 steps caps the candidate at 2
+    s, said = _schedule("auto", warmup=2, steps_left=10, steps_per_epoch=2)
+    assert said[0][1].startswith("auto: the run's 10 steps are too few to measure k=2 against 1 "
+                                 "(that takes >= 20)")
+
+
 def test_fit_k_for():
     assert autotune.fit_k_for(4, steps_per_epoch=20, log_every=0, after_warmup=10,
                               replicas=1) == (4, "as configured")

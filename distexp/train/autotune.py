@@ -128,6 +128,12 @@ class Tuner:
     def warmup_left(self) -> int:
         return max(0, self.warmup - self.seen)
 
+    def steps_to_decide(self, window: int = 1) -> int:
+        """The fewest steps in which a first decision is possible: the warm-up, then an unused
+        first call and `samples` calls at k = 1 and at the candidate (`window` calls each under
+        ps). A shorter run could not decide, so tracing the candidate's function would be waste."""
+        return self.warmup + (self.samples + 1) * (1 + self._big()) * window
+
     def observe(self, size: int, steps: int, seconds: float, full: Optional[bool] = None,
                 cost: Optional[float] = None) -> None:
         """Calls of `size` steps ran `steps` steps in `seconds` (wall time from before the call to
@@ -207,9 +213,10 @@ class Schedule:
 
     def begin(self, *, announce, steps_per_epoch: int, every: int, log_every: int,
               warmup: int, lockstep: bool, on_device: bool, strategy: str, window: int = 1,
-              parallel: int = 1) -> None:
+              parallel: int = 1, steps_left: Optional[int] = None) -> None:
         """`window`: k-step calls per dispatch (ps: a window of calls, so the caps bound it);
-        `parallel`: workers whose steps share one measured interval (ps)."""
+        `parallel`: workers whose steps share one measured interval (ps); `steps_left`: the
+        steps this run will train (None: not known)."""
         self._announce = announce
         if not self.auto:
             return self._settle(self._k, "as configured")
@@ -221,7 +228,13 @@ class Schedule:
                                 "calls")
         if on_device:
             return self._settle(1, "auto with dataset.on_device: one call per step")
-        self.tuner = Tuner(cap, warmup, parallel=parallel, cost_name="CPU")
+        tuner = Tuner(cap, warmup, parallel=parallel, cost_name="CPU")
+        need = tuner.steps_to_decide(window)
+        if steps_left is not None and not tuner.done and steps_left < need:
+            return self._settle(1, f"auto: the run's {steps_left} steps are too few to measure "
+                                f"k={tuner._big()} against 1 (that takes >= {need}); one call "
+                                "per step")
+        self.tuner = tuner
 
     def warmup_left(self) -> int:
         """Warm-up steps the tuner still runs (no timed call may hold one)."""

@@ -53,7 +53,8 @@ def train(ctx: Context) -> None:
                    steps_per_epoch=ctx.steps_per_epoch, every=every, log_every=rep.log_every,
                    warmup=rep.meter.warmup_steps, lockstep=strategies.of(cfg).lockstep,
                    on_device=bool(cfg.dataset.on_device), strategy=cfg.strategy.name,
-                   window=getattr(dispatch, "window", 1), parallel=getattr(dispatch, "workers", 1))
+                   window=getattr(dispatch, "window", 1), parallel=getattr(dispatch, "workers", 1),
+                   steps_left=ctx.epochs * ctx.steps_per_epoch - start)
     try:
         _epochs(ctx, step, dispatch, schedule, ckpts, start, every)
         schedule.finish()  # training ended before the tuner decided
