@@ -12,7 +12,7 @@ import pytest
 
 from helpers import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("flops")]  # one `counted` per worker
 
 SCRIPT = r"""
 import json

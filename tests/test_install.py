@@ -15,7 +15,7 @@ import pytest
 
 from helpers import ROOT, mlflow_runs
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("install")]  # one `venv` per worker
 
 
 def _run(cmd, cwd, **kw):

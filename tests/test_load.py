@@ -18,7 +18,7 @@ import pytest
 from helpers import ROOT, mlflow_runs, processes_mentioning
 from servers import MlflowServer, Rest, free_port, metrics, tags
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("load")]  # one `sweeps` per worker
 
 TINY = ["strategy=one_device", "model=mlp", "dataset=synthetic", "dataset.shape=[8,8,1]",
         "dataset.size=256", "epochs=1", "steps_per_epoch=3", "warmup_steps=0",

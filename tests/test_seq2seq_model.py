@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.integration  # TensorFlow in this process
+pytestmark = [pytest.mark.integration,  # TensorFlow in this process
+              pytest.mark.xdist_group("seq2seq-model")]  # one import, one `model` per worker
 
 SRC_V, TGT_V, T = 23, 17, 7
 ROOT = Path(__file__).resolve().parents[1]
