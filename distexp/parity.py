@@ -2,7 +2,8 @@
 
 Trains k steps of the composed job twice, each as a normal distexp job in fresh processes: under
 `one_device` and under the chosen strategy, at the same global batch (the chosen strategy's),
-with the same seed, so the same initial weights and the same data order. Before training, each
+with the same seed, so the same initial weights and the same data order. `strategy=a,b,c`
+checks each of them against one device, with one baseline run per global batch they need. Before training, each
 run computes the gradient norm of the first batch as the optimizer would apply it (summed over
 replicas). Then it compares:
 - the max per-step loss difference (steps.csv of both runs), against `--tolerance`
@@ -105,9 +106,15 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _plan(a: argparse.Namespace):
+def strategies(overrides: List[str]) -> List[str]:
+    """The strategies asked for: `strategy=a,b` gives [a, b]; none given: [] (the config's)."""
+    names = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "strategy"]
+    return [n.strip() for n in names[-1].split(",")] if names else []
+
+
+def _plan(a: argparse.Namespace, overrides: List[str]):
     """Compose and check the job; (strategy name, sync replicas, global batch), or UserError."""
-    cfg = compose(a.overrides)
+    cfg = compose(overrides)
     checks.validate(cfg)
     if a.steps < 1:
         raise errors.UserError(f"--steps: received {a.steps}; expected >= 1")
@@ -155,10 +162,19 @@ def _compare(a: argparse.Namespace, name: str, replicas: int, batch: int, one: P
     return 1
 
 
+def _plans(a: argparse.Namespace):
+    """One (name, replicas, global batch) per strategy asked for, in order; UserError."""
+    names = strategies(a.overrides)
+    if len(names) != len(set(names)):
+        raise errors.UserError(f"strategy: received {','.join(names)}; each strategy once")
+    rest = [o for o in a.overrides if o.split("=", 1)[0] != "strategy"]
+    return [_plan(a, [*rest, f"strategy={n}"] if names else rest) for n in (names or [None])]
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     a = _parser().parse_args(argv)
     try:
-        name, replicas, batch = _plan(a)
+        plans = _plans(a)
     except errors.UserError as ex:
         print(f"distexp.parity: error: {ex}", file=sys.stderr)
         return 2
@@ -171,15 +187,24 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"distexp.parity: error: {msg}", file=sys.stderr)
         return 2
     user = [o for o in a.overrides if o.split("=")[0].lstrip("+~") not in OWN_KEYS]
-    common = [*user, *FIXED, f"global_batch_size={batch}", f"steps_per_epoch={a.steps}"]
     out = a.out or Path("outputs") / "parity" / time.strftime("%Y-%m-%d_%H-%M-%S")
+    batches = sorted({batch for _, _, batch in plans})
+    common = {b: [*user, *FIXED, f"global_batch_size={b}", f"steps_per_epoch={a.steps}"]
+              for b in batches}
+    verdicts = []
     try:
-        one = run_job(BASELINE, [f"strategy={BASELINE}", *common], out)
-        other = run_job(name, [f"strategy={name}", *common], out)
+        # one baseline per global batch: one_device/, or one_device-gb<B>/ when several
+        base = {b: run_job(BASELINE if len(batches) == 1 else f"{BASELINE}-gb{b}",
+                           [f"strategy={BASELINE}", *common[b]], out) for b in batches}
+        for name, replicas, batch in plans:
+            other = run_job(name, [f"strategy={name}", *common[batch]], out)
+            verdicts.append((name, _compare(a, name, replicas, batch, base[batch], other)))
     except SystemExit as ex:
         print(ex, file=sys.stderr)
         return 2
-    return _compare(a, name, replicas, batch, one, other)
+    if len(verdicts) > 1:
+        print("parity: " + ", ".join(f"{n} {'FAILED' if v else 'OK'}" for n, v in verdicts))
+    return max(v for _, v in verdicts)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,32 @@ def _losses(job: Path):
         return [float(row["loss"]) for row in csv.DictReader(f)]
 
 
+@pytest.mark.parametrize("args, line", [
+    (["strategy=one_device"], "strategy: received 'one_device'; parity compares a strategy with "
+                              "one_device: choose another strategy"),
+    (["strategy=mirrored,central,mirrored"], "strategy: received mirrored,central,mirrored; each "
+                                             "strategy once"),
+    (["strategy=central,one_device"], "strategy: received 'one_device'; parity compares"),
+    (["strategy=ps", "workers=2"], "workers: received 2 with strategy=ps; its steps update "
+                                   "asynchronously"),
+    (["--steps", "0", "strategy=mirrored"], "--steps: received 0; expected >= 1"),
+])
+def test_parity_refuses_bad_input_in_one_line_before_any_run(capsys, tmp_path, args, line):
+    from distexp import parity
+
+    assert parity.main(["--out", str(tmp_path / "p"), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"distexp.parity: error: {line}"), err
+    assert not (tmp_path / "p").exists()  # nothing ran
+
+
+def test_parity_strategies_list():
+    from distexp.parity import strategies
+
+    assert strategies(["cpu_replicas=2", "strategy=mirrored, central"]) == ["mirrored", "central"]
+    assert strategies(["strategy=ps"]) == ["ps"] and strategies(["workers=2"]) == []
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("loop", ["custom", "fit"])
 def test_two_replicas_reproduce_one_device(cli, loop):
@@ -74,28 +100,34 @@ def varied_pairs(path):
 
 
 def _parity(cli, *args):
+    """(the process, {strategy: {"diff": max loss difference, "ratio": gradient norm ratio}})."""
     r = cli("--steps", "8", *args, module="distexp.parity", timeout=900)
-    figures = {}
+    figures, name = {}, None
     for ln in r.stdout.splitlines():
+        if ln.startswith("parity: ") and " vs one_device, global batch" in ln:
+            name = ln.split()[1]
+            figures[name] = {}
         if "max per-step loss difference:" in ln:
-            figures["diff"] = float(ln.split(":")[1].split()[0])
+            figures[name]["diff"] = float(ln.split(":")[1].split()[0])
         if "gradient norm ratio" in ln:
-            figures["ratio"] = float(ln.rsplit(":", 1)[1])
+            figures[name]["ratio"] = float(ln.rsplit(":", 1)[1])
     return r, figures
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", [["strategy=mirrored", "cpu_replicas=2"],
-                                      ["strategy=central", "cpu_replicas=2"],
-                                      ["strategy=multiworker", "workers=2"]],
-                         ids=["mirrored", "central", "multiworker"])
-def test_seq2seq_parity_per_token_loss_is_exact(cli, strategy):
-    """2 replicas reproduce one device's per-step seq2seq losses within 1e-5: the per-token mean
-    is exact though the replicas hold different numbers of real tokens (the next test shows
-    they do: a mean of replica means on the same batches fails)."""
-    r, f = _parity(cli, *strategy, *varied_pairs(cli.cwd / "varied.txt"))
+def test_seq2seq_parity_per_token_loss_is_exact(cli):
+    """2 replicas (mirrored, central, multiworker) reproduce one device's per-step seq2seq
+    losses within 1e-5: the per-token mean is exact though the replicas hold different numbers
+    of real tokens (the next test shows they do: a mean of replica means on the same batches
+    fails). One command, one baseline run: all three need the same global batch."""
+    r, f = _parity(cli, "strategy=mirrored,central,multiworker", "cpu_replicas=2", "workers=2",
+                   *varied_pairs(cli.cwd / "varied.txt"))
     assert r.returncode == 0, r
-    assert f["diff"] < 1e-5 and f["ratio"] == pytest.approx(1.0, abs=1e-5), r.stdout
+    assert sorted(f) == ["central", "mirrored", "multiworker"], r.stdout
+    for name, g in f.items():
+        assert g["diff"] < 1e-5 and g["ratio"] == pytest.approx(1.0, abs=1e-5), (name, r.stdout)
+    assert r.stdout.count("parity: one_device: ") == 1, r.stdout
+    assert "parity: mirrored OK, central OK, multiworker OK" in r.stdout, r.stdout
 
 
 @pytest.mark.slow
@@ -103,7 +135,7 @@ def test_parity_fails_a_mean_of_replica_means(cli):
     r, f = _parity(cli, "strategy=mirrored", "cpu_replicas=2", *varied_pairs(cli.cwd / "v.txt"),
                    "task.factory=factories:seq2seq_replica_mean_task")
     assert r.returncode == 1, r
-    assert f["diff"] > 1e-4, r.stdout  # the replicas' token counts differ on these batches
+    assert f["mirrored"]["diff"] > 1e-4, r.stdout  # the replicas' token counts differ here
     assert "parity: FAILED: a mean of replica means" in r.stdout, r.stdout
 
 
@@ -115,7 +147,7 @@ def test_parity_names_the_seed_loops_mistake(cli):
     r, f = _parity(cli, "strategy=mirrored", "cpu_replicas=2",
                    "task.factory=factories:seed_mistake_task")
     assert r.returncode == 1, r
-    assert f["ratio"] == pytest.approx(2.0, rel=1e-3), r.stdout
+    assert f["mirrored"]["ratio"] == pytest.approx(2.0, rel=1e-3), r.stdout
     assert "parity: FAILED: the loss is scaled by N=2" in r.stdout, r.stdout
 
 
