@@ -140,3 +140,25 @@ def test_mixed_precision_logits_are_float32():
         assert greedy_decode(m, src, 3).dtype == tf.int32
     finally:
         keras.mixed_precision.set_global_policy("float32")
+
+
+def test_evaluation_traces_once_and_counts_every_example(model):
+    """distexp's evaluation (distexp.train.loops.evaluate) on 10 pairs in batches of 4, 4 and 2:
+    the partial last batch does not trace the step again (the batches' spec, batch dimension
+    None, is its signature: seq2seq's unrolled greedy decoding made a second trace cost seconds),
+    and every example counts once: the figures of one batch of 10, in this process."""
+    from distexp.tasks.seq2seq import Seq2Seq
+    from distexp.train.loops.evaluate import make_evaluate
+
+    src, tgt = _batch(b=10)
+    out = np.concatenate([tgt[:, 1:], np.zeros((10, 1), np.int32)], axis=1)  # shifted by one
+    ds = tf.data.Dataset.from_tensor_slices(((src, tgt), out))
+    split = make_evaluate(Seq2Seq(), model, ds.batch(4), tf.distribute.OneDeviceStrategy("/cpu:0"))
+    got = split()
+    assert split.traces() == 1
+    assert split() == got and split.traces() == 1  # a second evaluation: no new trace either
+    whole = make_evaluate(Seq2Seq(), model, ds.batch(10))()
+    assert sorted(got) == ["eval/loss", "eval/sequence_accuracy", "eval/token_accuracy"]
+    for k, v in whole.items():
+        assert got[k] == pytest.approx(v, rel=1e-5), k
+

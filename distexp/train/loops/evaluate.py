@@ -18,17 +18,20 @@ def make_evaluate(task, model, eval_ds, strategy=None) -> Callable[[], Dict[str,
         return {k: (tf.cast(s, tf.float32), tf.cast(c, tf.float32))
                 for k, (s, c) in task.eval_sums(model, x, y).items()}
 
+    # traced once for every batch: the batches' own spec (batch dimension None) is the signature,
+    # so the partial last batch does not trace the step a second time (seq2seq's unrolled greedy
+    # decoding made that second trace cost seconds)
     if strategy is not None:
         batches = strategy.experimental_distribute_dataset(eval_ds)
 
-        @tf.function(reduce_retracing=True)
+        @tf.function(input_signature=list(batches.element_spec))
         def step(x, y):
             out = strategy.run(replica_fn, args=(x, y))
             return tf.nest.map_structure(
                 lambda v: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None), out)
     else:
         batches = eval_ds
-        step = tf.function(replica_fn, reduce_retracing=True)
+        step = tf.function(replica_fn, input_signature=list(eval_ds.element_spec))
 
     def evaluate() -> Dict[str, float]:
         totals: Dict[str, list] = {}
@@ -39,4 +42,5 @@ def make_evaluate(task, model, eval_ds, strategy=None) -> Callable[[], Dict[str,
                 t[1] += float(c)
         return {f"eval/{k}": (s / c if c else float("nan")) for k, (s, c) in totals.items()}
 
+    evaluate.traces = step.experimental_get_tracing_count  # how often the step was traced
     return evaluate
