@@ -57,9 +57,19 @@ def pytest_collection_modifyitems(config, items):
             raise pytest.UsageError(f"{item.nodeid}: in two tiers ({', '.join(tiers)}); pick one")
         if not tiers:
             item.add_marker(pytest.mark.unit)
-    # fail fast in a whole-suite run: the unit tier first, then integration, then slow
+    # fail fast in a whole-suite run: the unit tier first, then integration, then slow; within a
+    # tier the longest files first, so that two xdist workers do not end on one long test
     rank = {t: i for i, t in enumerate(TIERS)}
-    items.sort(key=lambda it: rank[next(t for t in TIERS if it.get_closest_marker(t))])
+    first = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda it: (rank[next(t for t in TIERS if it.get_closest_marker(t))],
+                               first.get(it.path.name, len(first))))
+
+
+# the slow tier's longest files (CI, 2026-11-24: a fixture shared by the file, a 4-job parity
+# command, the browser's sweep, ...), started first
+LONGEST_FIRST = ("test_load.py", "test_parity.py", "test_ui.py", "test_multiprocess.py",
+                 "test_sweep_repeats_resume.py", "test_sweeps.py", "test_training.py",
+                 "test_tasks.py")
 
 
 @pytest.fixture(autouse=True)
