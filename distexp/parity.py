@@ -3,9 +3,9 @@
 Trains k steps of the composed job twice, each as a normal distexp job in fresh processes: under
 `one_device` and under the chosen strategy, at the same global batch (the chosen strategy's),
 with the same seed, so the same initial weights and the same data order. `strategy=a,b,c`
-checks each of them against one device, with one baseline run per global batch they need. Before training, each
-run computes the gradient norm of the first batch as the optimizer would apply it (summed over
-replicas). Then it compares:
+checks each of them against one device, with one baseline run per global batch they need.
+Before training, each run computes the gradient norm of the first batch as the optimizer would
+apply it (summed over replicas). Then it compares:
 - the max per-step loss difference (steps.csv of both runs), against `--tolerance`
   (|a - b| <= tol x max(1, |a|); float32 reductions in another order differ by ~1e-7 here);
 - the ratio of the first gradient norms (strategy / one_device), which names the known failure
