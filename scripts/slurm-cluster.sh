@@ -255,7 +255,10 @@ node_ready() { ctl sinfo -h -n "$1" -o %T | grep -Eq '^(idle|mixed|allocated)'; 
 foreign_ctld() {  # the PID of a slurmctld this script did not start, if any
   local mine=""
   alive "$RUN/slurmctld.pid" && grep -q "^$MARK" "$ETC/slurm.conf" 2>/dev/null && mine=$(cat "$RUN/slurmctld.pid")
-  { pgrep -x slurmctld || true; } | { grep -vx "${mine:-none}" || true; } | head -1
+  # not a zombie: just after `up`, slurmctld's daemonizing parent is one for a moment
+  { pgrep -x slurmctld || true; } | { grep -vx "${mine:-none}" || true; } | while read -r pid; do
+    grep -q '^State:[[:space:]]*Z' "/proc/$pid/status" 2>/dev/null || echo "$pid"
+  done | head -1
 }
 
 up() {
