@@ -261,8 +261,8 @@ def test_server_watch_fails_the_coordinator_when_a_server_is_gone(monkeypatch):
 
 
 def test_sbatch_transient_errors_are_retried_refusals_are_one_line(monkeypatch):
-    """The Slurm launcher submits again after a controller-connection error of sbatch (seen once:
-    "Insane message length"), and turns a refusal into one line with sbatch's reason."""
+    """The Slurm launcher submits again after a controller-connection error of sbatch, and turns a
+    refusal (or a client that cannot talk to its controller) into one line with sbatch's reason."""
     import submitit
 
     from distexp.sweeps import slurm
@@ -279,8 +279,12 @@ def test_sbatch_transient_errors_are_retried_refusals_are_one_line(monkeypatch):
                 raise submitit.core.utils.FailedJobError(self.errors.pop(0))
             return ["job"] * len(columns[0])
 
-    ex = Executor(["sbatch: error: Batch job submission failed: Insane message length"])
+    ex = Executor(["sbatch: error: Batch job submission failed: Socket timed out on send/recv"])
     assert slurm._submit(ex, None, [("a", 1), ("b", 2)]) == ["job", "job"] and ex.calls == 2
+    ex = Executor(["sbatch: error: Batch job submission failed: Insane message length"])
+    with pytest.raises(errors.UserError, match="^hydra.launcher: sbatch refused the job.s.: .*Insane"):
+        slurm._submit(ex, None, [("a", 1)])
+    assert ex.calls == 1
     ex = Executor(["sbatch: error: Batch job submission failed: Invalid partition name specified"])
     with pytest.raises(errors.UserError, match="^hydra.launcher: sbatch refused the job.s.: sbatch: "
                        "error: Batch job submission failed: Invalid partition name specified$"):
