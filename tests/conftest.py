@@ -47,6 +47,24 @@ def pytest_configure(config):
     import platform
 
     platform.platform()  # cached for the session: importing MLflow asks it, which runs `uname -p`
+    _loadgroup_must_group(config)
+
+
+def _loadgroup_must_group(config):
+    """pytest-xdist's loadgroup keeps an `xdist_group` on one worker by appending `@group` to each
+    test's node id; pytest 9.2 no longer reads the field xdist 3.8 writes (pytest-xdist#1386), so
+    the group is spread over the workers without a word: a module fixture runs on each worker and
+    the Slurm tests switch the one cluster under each other. Refused here, in one line."""
+    if getattr(config.option, "dist", "no") != "loadgroup":
+        return
+    import xdist
+    from packaging.version import Version
+
+    if Version(pytest.__version__) >= Version("9.2.dev0") and Version(xdist.__version__) <= Version("3.8.0"):
+        raise pytest.UsageError(
+            f"--dist loadgroup: pytest {pytest.__version__} with pytest-xdist {xdist.__version__} "
+            "ignores xdist_group (pytest-xdist#1386); install the test extra's pytest<9.2: "
+            "pip install -e '.[test]'")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
@@ -65,9 +83,10 @@ def pytest_collection_modifyitems(config, items):
                                first.get(it.path.name, len(first))))
 
 
-# the slow tier's longest files (CI, 2026-11-24: a fixture shared by the file, a 4-job parity
-# command, the browser's sweep, ...), started first
-LONGEST_FIRST = ("test_load.py", "test_parity.py", "test_ui.py", "test_multiprocess.py",
+# the slow tier's longest files (CI, 2026-11-24: the Slurm tests, a fixture shared by the file, a
+# 4-job parity command, the browser's sweep, ...), started first. xdist's loadgroup then puts the
+# groups with the most tests first (the Slurm group, ~7 min, mostly waiting on its cluster).
+LONGEST_FIRST = ("test_slurm.py", "test_slurm_nodes.py", "test_load.py", "test_parity.py", "test_ui.py", "test_multiprocess.py",
                  "test_sweep_repeats_resume.py", "test_sweeps.py", "test_training.py",
                  "test_tasks.py")
 

@@ -21,8 +21,8 @@ import pytest
 from helpers import (ROOT, cli_env, db_uri, distexp_cmd, mlflow_runs, processes_mentioning,
                      processes_with, wait_until)
 
-# `alone`: CI runs these after the xdist tiers, one at a time (one cluster; .ci/run says why)
-pytestmark = [pytest.mark.slow, pytest.mark.alone]
+# one cluster: under CI's xdist, one worker runs every Slurm test, in file order
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
 SCRIPT = ROOT / "scripts" / "slurm-cluster.sh"
 TINY = ["epochs=1", "steps_per_epoch=3", "warmup_steps=1", "measure_step_split=false"]
