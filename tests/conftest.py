@@ -48,6 +48,19 @@ def pytest_configure(config):
 
     platform.platform()  # cached for the session: importing MLflow asks it, which runs `uname -p`
     _loadgroup_must_group(config)
+    _ctrl_c_reaches_children()
+
+
+def _ctrl_c_reaches_children():
+    """A shell starts a background job (`cmd &` without job control: CI runners, nohup-like
+    wrappers) with SIGINT ignored, and every process it starts inherits that: the tests' Ctrl-C
+    then reached a job and a sweep that ignored it (CI failed both SIGINT tests; SIGTERM passed).
+    The tests stand for a user's terminal, where a foreground job gets Ctrl-C: pytest and its
+    workers take Python's own handler back, which their children get as the default."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _loadgroup_must_group(config):
