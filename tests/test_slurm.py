@@ -86,7 +86,12 @@ def test_srun_multiworker_and_ps_finish_with_every_task_gone(slurm, tmp_path):
         out = p.communicate(timeout=240)[0]
         print(f"srun -n{n} {strategy}: exit {p.returncode} after {time.monotonic() - t0:.1f} s")
         assert p.returncode == 0, out[-3000:]
-        assert logs <= {f.name for f in (tmp_path / strategy).iterdir()}  # the resolver's roles
+        written = {f.name for f in (tmp_path / strategy).iterdir()}
+        assert logs <= written  # the resolver's roles
+        # the chief's config.yaml, every other task's its own (a shared one was read half-written)
+        chief = "worker-0" if strategy == "multiworker" else "chief"
+        assert {f for f in written if f.startswith("config")} == {"config.yaml", *(
+            f"config.{log[:-4]}.yaml" for log in logs if log != f"{chief}.log")}, written
         _nothing_left(tmp_path / strategy)
     runs = {r.data.params["strategy.name"]: r for r in _runs(tmp_path)}
     assert set(runs) == {"multiworker", "ps"}  # one run per job: only the chief's task logs
