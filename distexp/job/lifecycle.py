@@ -132,15 +132,16 @@ def prepare(cfg: DictConfig) -> Job:
     stored = OmegaConf.to_container(cfg, resolve=True)
     stored["tracking"]["uri"] = tracking.redact(cfg.tracking.uri)
     stored["resolved"] = facts
-    # Every task of an external cluster (srun, TF_CONFIG) runs this in the same job dir: the chief
-    # writes config.yaml, the others their own file, each whole (a trainer read a half-written
-    # config.yaml of another task, and each task's job_start is its own)
+    # Every task of an external cluster (srun, TF_CONFIG) runs this in the same job dir: one writer
+    # per file (a trainer read a config.yaml another task was rewriting; each task's job_start is
+    # its own). The chief writes config.yaml and the run's overrides.yaml, the others their config.
     config_path = job_dir / ("config.yaml" if plan.logs_to_mlflow else
                              f"config.{plan.names[0]}.yaml")
-    _save_whole(stored, config_path)
+    OmegaConf.save(OmegaConf.create(stored), config_path)
     overrides = [tracking.redact_text(o) for o in hc.overrides.task]
     overrides_path = job_dir / "overrides.yaml"
-    _save_whole(overrides, overrides_path)
+    if plan.logs_to_mlflow:
+        OmegaConf.save(OmegaConf.create(overrides), overrides_path)
 
     multirun = sweep.in_multirun()
     forwarder = None
@@ -155,13 +156,6 @@ def prepare(cfg: DictConfig) -> Job:
     return Job(cfg=cfg, job_dir=job_dir, plan=plan, env=env, config_path=config_path,
                overrides_path=overrides_path, forwarder=forwarder, multirun=multirun,
                t_start=t_start)
-
-
-def _save_whole(data, path: Path) -> None:
-    """Write `data` as yaml so a reader sees the old file or the new one, never a part."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    OmegaConf.save(OmegaConf.create(data), tmp)
-    tmp.replace(path)
 
 
 def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: List[str],
