@@ -221,6 +221,10 @@ class Config:
     log_every_steps: int = 0
     # Seconds before a job that has not finished is stopped and marked FAILED; null = no limit.
     timeout: Optional[float] = None
+    # Start every training process of the job by forking it from a process that has already
+    # imported TensorFlow (distexp.job.warm; started before Hydra composes, kept across a sweep's
+    # jobs). false: a fresh interpreter per training process.
+    warm_start: bool = True
     # Training steps per tf.function call (fit: compile's steps_per_execution; custom: a loop of
     # this many steps inside one call, as Orbit does). Small models are otherwise Python-bound.
     # "auto" (str) or an int >= 1 (Any: OmegaConf has no union of str and int; checked in

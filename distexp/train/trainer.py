@@ -290,14 +290,21 @@ def main(argv=None) -> int:
     return errors.OK
 
 
-if __name__ == "__main__":
+def entry(argv=None) -> int:
+    """What `python -m distexp.train.trainer` runs, fresh or forked from the warm trainer
+    (distexp.train.warm): the exit code; a failure that is not a user error is printed as Python
+    would print it."""
     try:
-        code = main()
+        return main(argv)
     except Exception:  # printed as Python would, then out at once
         import traceback
 
         traceback.print_exc()
-        code = errors.FAILED
+        return errors.FAILED
+
+
+if __name__ == "__main__":
+    code = entry()
     if code != 0:
         # Without Python's and TensorFlow's exit handlers: after a failed multi-worker step they
         # wait on the coordination service of a peer that may be unreachable (a cut link kept the
