@@ -171,12 +171,15 @@ def _become(req: dict, out_fd: int, server: int, own_fds) -> None:
 
 
 def _set_title(req: dict) -> None:
-    """The command line `ps` and /proc/<pid>/cmdline show: what a fresh trainer's would be."""
+    """The command line `ps` and /proc/<pid>/cmdline show: what a fresh trainer's would be, and its
+    task: /proc/<pid>/environ keeps the server's environment, not the one the child runs with."""
     try:
         import setproctitle
     except ImportError:
         return
-    setproctitle.setproctitle(" ".join([sys.executable, "-u", "-m", req["module"], *req["argv"]]))
+    title = [sys.executable, "-u", "-m", req["module"], *req["argv"]]
+    task = req["env"].get("DISTEXP_TASK")  # which task of the job (its environ shows the server's)
+    setproctitle.setproctitle(" ".join(title + ([f"(DISTEXP_TASK={task})"] if task else [])))
 
 
 def _exit(code: int) -> None:
