@@ -211,6 +211,40 @@ def test_the_pages_show_commands_of_every_module():
         a.startswith("repeats=") and int(a.split("=")[1]) >= 2 for a in first_sweep)
 
 
+def outside_fences(text: str) -> str:
+    return re.sub(r"^\s*```.*?^\s*```", "", text, flags=re.M | re.S)
+
+
+def anchors(page: Path) -> set:
+    """The anchors GitHub gives the page's headings (lower case, punctuation dropped, spaces to
+    hyphens; a repeated heading gets -1, -2, ...)."""
+    count: dict = {}
+    out = set()
+    for m in re.finditer(r"^#{1,6} (.*)$", outside_fences(page.read_text()), flags=re.M):
+        base = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+        n = count[base] = count.get(base, -1) + 1
+        out.add(f"{base}-{n}" if n else base)
+    return out
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_page_links_and_blocks_hold(page):
+    """Every fence is closed (one unclosed fence swallows the rest of the page), and every
+    relative link and image names a file that exists and, after #, a heading of that file."""
+    text = page.read_text()
+    fences = [n for n, line in enumerate(text.splitlines(), 1) if re.match(r"\s*```", line)]
+    assert len(fences) % 2 == 0, f"{page.name}: a fence is not closed (fences at {fences})"
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", outside_fences(text)):
+        if re.match(r"[a-z]+://", target):
+            continue
+        path, _, anchor = target.partition("#")
+        dest = (page.parent / path).resolve() if path else page
+        if not dest.exists() or (anchor and anchor not in anchors(dest)):
+            broken.append(target)
+    assert not broken, f"{page.name}: links to nothing: {broken}"
+
+
 @pytest.mark.parametrize("where,module,args", COMMANDS, ids=[c[0] for c in COMMANDS])
 def test_command_runs_as_shown(where, module, args, compose):
     line = " ".join(["python -m", module, *args])
