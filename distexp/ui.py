@@ -37,7 +37,7 @@ VIEW_TAG = "mlflow.sharedViewState."
 # Display tags a job's run carries (distexp.tracking.display): what the table shows, rounded.
 COLUMNS = ["params.`strategy.name`", "params.`num_replicas`", "params.`global_batch_size`",
            "tags.`examples/s`", "tags.`accuracy`", "tags.`speed-up`"]
-SORT = "tags.`mlflow.runName`"  # in a sweep a run's name starts with what varies (README)
+SORT = "tags.`mlflow.runName`"  # in a sweep a run's name starts with what varies (docs/sweeps.md)
 
 
 def default_uri() -> str:
