@@ -56,8 +56,11 @@ def unreadable(prefix: str) -> Optional[Tuple[str, str]]:
         for name in reader.get_variable_to_shape_map():
             reader.get_tensor(name)
     except Exception as ex:  # noqa: BLE001  (IndexError: Read less bytes than requested; DataLoss)
+        named = re.search(re.escape(prefix) + r"\.data-[\w-]+", str(ex))  # e.g. a missing shard
         shards = sorted(Path(prefix).parent.glob(Path(prefix).name + ".data-*"))
-        return (str(shards[0]) if len(shards) == 1 else f"{prefix}.data-*"), reason(ex)
+        at_fault = named.group(0) if named else \
+            str(shards[0]) if len(shards) == 1 else f"{prefix}.data-*"
+        return at_fault, reason(ex)
     return None
 
 
