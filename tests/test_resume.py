@@ -150,8 +150,8 @@ def test_a_truncated_checkpoint_falls_back_to_the_newest_whole_one_or_stops_in_o
     assert processes_mentioning(str(stop)) == []
 
 
-def test_ctrl_c_names_the_checkpoint_kept_and_the_resume_command(cli):
-    ck, job = cli.cwd / "ck", cli.cwd / "job"
+def _long_job(cli, ck: Path, job: Path):
+    """A job of 100,000 epochs, returned once its first checkpoint is written."""
     args = ["strategy=one_device", *DROPOUT, f"checkpoint.dir={ck}", "epochs=100000"]
     env = dict(os.environ, PYTHONPATH=f"{ROOT}:{ROOT / 'tests'}")
     p = subprocess.Popen([sys.executable, "-m", "distexp", *args, f"hydra.run.dir={job}"],
@@ -161,6 +161,45 @@ def test_ctrl_c_names_the_checkpoint_kept_and_the_resume_command(cli):
     while time.time() < deadline and not (ck / "checkpoint").exists():
         time.sleep(0.5)
     time.sleep(1)
+    return p, args
+
+
+def test_a_checkpoint_dir_turned_read_only_is_one_line_and_the_last_checkpoint_stays(
+        cli, small_disk):
+    """checkpoint.dir is made read-only under a running job (a read-only bind mount over it):
+    the next save is one line, exit 2, the run FAILED; the checkpoint before it is still whole."""
+    ck, job = small_disk / "ck", cli.cwd / "job"
+    p, _ = _long_job(cli, ck, job)
+    try:
+        for cmd in (["mount", "--bind", str(ck), str(ck)],
+                    ["mount", "-o", "remount,bind,ro", str(ck)]):
+            subprocess.run(cmd, check=True)
+        out, err = p.communicate(timeout=120)
+        kept = {p.name: p.stat().st_size for p in ck.glob("ckpt-*")}
+    finally:
+        p.kill()
+        subprocess.run(["umount", str(ck)], check=False)
+    assert p.returncode == 2, out + err
+    assert "Traceback" not in out + err
+    lines = [ln for ln in err.splitlines() if ln.startswith("distexp: error:")]
+    assert len(lines) == 1, err
+    step = max(int(n[len("ckpt-"):-len(".index")]) for n in kept if n.endswith(".index"))
+    assert re.fullmatch(
+        rf"distexp: error: checkpoint\.dir: received '{re.escape(str(ck))}'; the checkpoint of "
+        rf"step {step + 5} could not be written \(the file system is read-only: [\d,]+ bytes "
+        rf"free, about [\d,]+ needed\); the checkpoint of step {step} "
+        rf"\({re.escape(str(ck))}/ckpt-{step}\) is kept whole: make it writable \(or set "
+        r"checkpoint\.dir to a writable directory\), then run the same command with resume=true",
+        lines[0]), lines[0]
+    assert not [n for n in kept if "_temp" in n or n.startswith(f"ckpt-{step + 5}")], kept
+    assert kept[f"ckpt-{step}.data-00000-of-00001"] > 0
+    assert _run(cli, "job").info.status == "FAILED"
+    assert processes_mentioning(str(job)) == []
+
+
+def test_ctrl_c_names_the_checkpoint_kept_and_the_resume_command(cli):
+    ck, job = cli.cwd / "ck", cli.cwd / "job"
+    p, args = _long_job(cli, ck, job)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, out + err

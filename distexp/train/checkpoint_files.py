@@ -86,10 +86,14 @@ def remove_temporary(directory: Path) -> None:
 
 
 def _remove(p: Path) -> None:
+    """Best effort: on a file system that turned read-only nothing can go (and nothing was written)."""
     if p.is_dir() and not p.is_symlink():
         shutil.rmtree(p, ignore_errors=True)
-    else:
+        return
+    try:
         p.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def size(prefix: Optional[str]) -> int:

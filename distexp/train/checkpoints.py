@@ -213,15 +213,16 @@ class Checkpoints:
         except OSError:
             free = "unknown"
         text = str(ex)
+        read_only = "Read-only file system" in text
         why = ("no space left on the device" if "No space left" in text else
-               "the file system is read-only" if "Read-only file system" in text else
-               files.reason(ex))
+               "the file system is read-only" if read_only else files.reason(ex))
+        fix = ("make it writable (or set checkpoint.dir to a writable directory)" if read_only
+               else "make room (or set checkpoint.dir to a disk with room)")
         key = f"checkpoint.dir: received {str(self.real)!r}" if self.chief else \
             f"checkpoint: this worker's temporary directory {str(where)!r}"
-        after = (f"the checkpoint of step {files.number(kept)} ({kept}) is kept whole: make room "
-                 "(or set checkpoint.dir to a disk with room), then run the same command with "
-                 "resume=true" if kept else "no earlier checkpoint of this job was kept: make "
-                 "room (or set checkpoint.dir to a disk with room) and run it again")
+        after = (f"the checkpoint of step {files.number(kept)} ({kept}) is kept whole: {fix}, "
+                 "then run the same command with resume=true" if kept else
+                 f"no earlier checkpoint of this job was kept: {fix} and run it again")
         raise UserError(f"{key}; the checkpoint of step {step} could not be written ({why}: "
                         f"{free} bytes free, about {needed:,} needed); {after}") from None
 
