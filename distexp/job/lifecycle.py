@@ -352,6 +352,10 @@ def conclude(job: Job, out: Outcome) -> Optional[float]:
                 print(f"Browse it: {ui.command(cfg.tracking.uri)}", flush=True)
         return out.result.get(resolved.objective_name(cfg) or out.result.get("objective", ""))
     line = out.error if code == errors.BAD_INPUT else f"{out.error} (logs: {', '.join(map(str, out.logs))})"
+    if code == errors.INTERRUPTED and not job.multirun:  # the checkpoint kept, the command to go on
+        from distexp.job import resume
+
+        line += resume.hint(cfg)
     print(f"distexp: error: {line}", file=sys.stderr, flush=True)
     if job.multirun and code in (errors.FAILED, errors.BAD_INPUT):
         raise JobError(line, code)
