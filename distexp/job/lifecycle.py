@@ -110,8 +110,6 @@ def prepare(cfg: DictConfig) -> Job:
 
     t_start = time.time()
     checks.validate(cfg)
-    if cfg.warm_start:  # importing TensorFlow while the rest is checked and the run created
-        warm.start()
     gpus = resolved.check_gpus(cfg.gpus, resolved.visible_gpus())
     checks.validate_devices(cfg, gpus)
     from distexp.models import check_factory
@@ -152,6 +150,8 @@ def prepare(cfg: DictConfig) -> Job:
         # probes, not only the chief: a node that cannot reach the store stops with the one line,
         # instead of its peers waiting for a chief that stopped (tests/test_slurm_nodes.py)
         tracking.probe(cfg.tracking.uri)
+    if cfg.warm_start:  # checked: TensorFlow's import runs while the MLflow run is created
+        warm.start()  # (`python -m distexp` started it already, before Hydra composed)
     if cfg.tracking.enabled and plan.logs_to_mlflow:
         forwarder = _forwarder(cfg, facts, plan, job_dir, overrides, multirun, hc)
     env = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
