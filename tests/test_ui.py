@@ -93,6 +93,52 @@ def test_ui_one_line_errors(tmp_path):
     assert f"--port: received {port}; it is in use on 127.0.0.1" in r.stderr, r
 
 
+@pytest.mark.parametrize("port", ["99999", "abc", "0"])
+def test_ui_port_is_checked_in_one_line(port, capsys):
+    """Before: `--port 99999` was an OverflowError traceback (issue 26)."""
+    from distexp import ui
+
+    with pytest.raises(SystemExit) as ex:
+        ui.main(["--port", port])
+    err = capsys.readouterr().err
+    assert ex.value.code == 2 and err == (f"distexp.ui: error: --port: received '{port}'; valid: a "
+                                          "port number, 1 to 65535 (default 5000)\n")
+
+
+@pytest.mark.integration
+def test_ui_prints_one_url_and_keeps_the_servers_output_in_a_file(tmp_path):
+    """The terminal gets one URL, the sweep's, once the server answers; MLflow's start-up lines
+    and its access log go to outputs/mlflow-ui.log (before: four start-up lines, a first URL that
+    opens MLflow's GenAI home, ~49 access-log lines per page load)."""
+    import urllib.request
+
+    _store_with_sweep(tmp_path)
+    port = _free_port()
+    p = subprocess.Popen([sys.executable, "-m", "distexp.ui", "--port", str(port)], cwd=tmp_path,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        lines = []
+        for line in p.stdout:
+            lines.append(line)
+            if "viewStateShareKey=" in line:
+                break
+        link = lines[-1].strip()
+        assert link.startswith(f"http://127.0.0.1:{port}/#/experiments/"), lines
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=20) as r:
+            assert r.status == 200  # it answers when the URL is printed
+        with urllib.request.urlopen(link.split("#")[0], timeout=20) as r:
+            r.read()  # a page load: its access-log lines go to the file
+    finally:
+        p.terminate()
+        rest = p.communicate(timeout=30)[0]
+    out = "".join(lines) + rest
+    assert len(re.findall(r"https?://", out)) == 1, out
+    log = tmp_path / "outputs" / "mlflow-ui.log"
+    assert f"server log: {log}" in out
+    assert "GET / " in log.read_text() and "GET /" not in out, (out, log.read_text()[-2000:])
+
+
 def test_console_drops_the_tf_banner_and_says_known_errors_in_words():
     from distexp.job.launch import console_line
 

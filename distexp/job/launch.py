@@ -98,8 +98,11 @@ def _pump(stream: IO[bytes], log: IO[bytes], console: bool, last_lines: List[str
         del last_lines[:-20]
         shown = console_line(line, said) if console else None
         if shown:
-            sys.stdout.write(shown)
-            sys.stdout.flush()
+            try:
+                sys.stdout.write(shown)
+                sys.stdout.flush()
+            except (OSError, ValueError):  # the console is gone: the log keeps every line
+                console = False
     stream.close()
 
 
