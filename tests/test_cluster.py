@@ -191,7 +191,9 @@ def test_validate_rejects(compose, overrides, needle):
 
 
 def test_free_ports_are_distinct():
-    ports = cluster.free_ports(8)
+    from distexp.cluster.processes import free_ports
+
+    ports = free_ports(8)
     assert len(set(ports)) == 8 and all(1024 <= p < 65536 for p in ports)
 
 

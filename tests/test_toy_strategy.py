@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
-from pathlib import Path
 
 import pytest
 
+from helpers import plug_in
 from distexp import errors, strategies
 from distexp.cluster import plan as cluster
 from distexp.cluster import slurm_env
@@ -46,14 +45,7 @@ class Relay(Record):
 
 @pytest.fixture
 def toy(tmp_path, monkeypatch, compose):
-    pkg = tmp_path / "pkg"
-    pkg.mkdir()
-    (pkg / "toy_relay_record.py").write_text(textwrap.dedent(RECORD))
-    conf = tmp_path / "conf" / "strategy"
-    conf.mkdir(parents=True)
-    (conf / "relay.yaml").write_text("name: relay\nrecord: toy_relay_record\n")
-    monkeypatch.syspath_prepend(str(pkg))
-    search = f"hydra.searchpath=[file://{tmp_path / 'conf'}]"
+    search = plug_in(tmp_path, monkeypatch, "strategy", "relay", "toy_relay_record", RECORD)
     yield lambda *o: compose(search, "strategy=relay", *o)
     strategies.REGISTRY.pop("relay", None)
     sys.modules.pop("toy_relay_record", None)

@@ -16,7 +16,8 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from distexp.config.schema import CLUSTERS, COMMUNICATIONS, CROSS_DEVICE_OPS, LOOPS, MODELS, OPTIMIZERS, LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PREPROCESSING, TOKENS, StrategyConfig
+from distexp.cluster import kinds
+from distexp.config.schema import COMMUNICATIONS, CROSS_DEVICE_OPS, LOOPS, MODELS, OPTIMIZERS, LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PREPROCESSING, TOKENS, StrategyConfig
 from distexp.errors import UserError
 from distexp.config.resolved import _multirun, resolve, strategy_record, visible_gpus
 
@@ -81,7 +82,7 @@ def _validate_ranges(cfg: DictConfig) -> None:
     """Names from a fixed list, and numbers in their range."""
     _choice("model", cfg.model.name, MODELS)
     _choice("loop", cfg.loop.name, LOOPS)
-    _choice("cluster", cfg.cluster.name, CLUSTERS)
+    kinds.of(cfg)  # cluster: received 'x'; valid: local, tf_config, slurm (or the record's import)
     _choice("model.optimizer", cfg.model.optimizer, OPTIMIZERS)
     _choice("learning_rate_scaling", cfg.learning_rate_scaling, LR_SCALING)
     if cfg.strategy.cross_device_ops is not None:
@@ -295,10 +296,9 @@ def validate_limits(cfg: DictConfig) -> None:
 
 
 def local_processes(cfg: DictConfig) -> int:
-    """Training processes a job starts on this machine (cluster=local), or 1 (one per task)."""
-    if cfg.cluster.name != "local":
-        return 1
-    return strategy_record(cfg).tasks(cfg)
+    """Training processes a job starts on this machine (cluster=local), or 1 (one per task): the
+    cluster kind's answer."""
+    return kinds.of(cfg).local_processes(cfg, strategy_record(cfg))
 
 
 def machine() -> tuple:
@@ -369,7 +369,7 @@ def _check_checkpoint_dir(cfg: DictConfig) -> None:
     """The chief's checkpoint.dir must be creatable and writable (a probe directory is made in it and removed)."""
     saves = cfg.loop.name == "custom" and cfg.checkpoint.every_steps != 0
     # the chief's job process runs here: a local cluster, or a strategy of one process
-    chief_here = cfg.cluster.name == "local" or not strategy_record(cfg).cluster_jobs
+    chief_here = kinds.of(cfg).chief_here(strategy_record(cfg))
     if not saves or not chief_here:
         return
     path = os.path.abspath(str(cfg.checkpoint.dir))

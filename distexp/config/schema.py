@@ -19,7 +19,6 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 MODELS = ("mlp", "cnn", "resnet50", "mobilenet_v2", "gru_seq2seq", "custom")
 TOKENS = ("word", "char", "auto")
 LOOPS = ("custom", "fit")
-CLUSTERS = ("local", "tf_config", "slurm")
 CROSS_DEVICE_OPS = ("nccl", "hierarchical_copy", "reduction_to_one_device")
 COMMUNICATIONS = ("auto", "ring", "nccl")
 OPTIMIZERS = ("adam", "sgd", "rmsprop")
@@ -135,6 +134,9 @@ class ClusterConfig:
     # the OS. A port that turns out to be taken is replaced by a free one and the job retried.
     # slurm: the resolver's port_base (tasks on one node get port, port + 1, ...); null = 8888.
     port: Optional[int] = None
+    # A cluster kind defined outside distexp: the module that registers its record
+    # (distexp.cluster.kind.register), imported before the name is looked up.
+    record: Optional[str] = None
 
 
 @dataclass

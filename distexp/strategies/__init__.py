@@ -58,11 +58,6 @@ def build(cfg: DictConfig, devices: List[str], resolver=None):
         return of(cfg).build(cfg, devices, resolver=resolver)
 
 
-def cluster_resolver(cfg: DictConfig, gpus: int):
-    """The strategy's cluster resolver (None for one-process strategies)."""
-    return of(cfg).resolver(cfg, gpus)
-
-
 class PortInUse(Exception):
     """This task's gRPC server could not listen on its port (another process holds it)."""
 

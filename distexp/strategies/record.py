@@ -131,8 +131,9 @@ class Record:
         """How many local devices this process trains on (logical CPU devices when no GPU)."""
         return self.replicas_per_worker(cfg, gpus)
 
-    def resolver(self, cfg: DictConfig, gpus: int):
-        """The cluster resolver (None: no cluster)."""
+    def resolver(self, cfg: DictConfig, gpus: int, cluster):
+        """The cluster resolver (None: no cluster); `cluster`: the job's cluster kind
+        (distexp.cluster.kind.Kind), which builds the resolver of a strategy with a cluster."""
         return None
 
     def build(self, cfg: DictConfig, devices: List[str], resolver=None):

@@ -100,9 +100,8 @@ class SweepCallback(Callback):
         sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
         if not (sweep_dir / SWEEP_FILE).exists():
             return  # not a distexp sweep (e.g. a single run)
-        if OmegaConf.select(config, "cluster.name") == "slurm" and \
-                os.environ.get("SLURM_PROCID", "0") != "0":
-            return  # one record per job: task 0 (the chief) writes it, the other tasks do not
+        if not _first_task(config):
+            return  # one record per job: its first task (the chief) writes it, the others do not
         from distexp.tracking.store import redact_text
 
         value = job_return._return_value  # .return_value would re-raise a failure here
@@ -117,6 +116,19 @@ class SweepCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         finish()
+
+
+def _first_task(config: DictConfig) -> bool:
+    """Whether this process is the task of its job that writes the job's record (the cluster
+    kind's answer: under Slurm task 0; a job whose cluster is unknown failed before any task
+    started: its one process writes the record)."""
+    from distexp.cluster import kinds
+    from distexp.errors import UserError
+
+    try:
+        return kinds.of(config).first_task(os.environ)
+    except UserError:
+        return True
 
 
 def _refuse_before_any_job(config: DictConfig) -> None:

@@ -34,12 +34,12 @@ CANCEL_WAIT_S = 90.0  # Slurm's KillWait (30 s here) plus the job processes clos
 
 def job_tasks(cfg, nodes: int) -> int:
     """Tasks per node for one job: a Slurm task per cluster process for cluster=slurm."""
+    from distexp.cluster import kinds
     from distexp.config.resolved import strategy_record
 
-    rec = strategy_record(cfg)
-    if cfg.cluster.name != "slurm" or not rec.cluster_jobs:
+    n = kinds.of(cfg).srun_tasks(cfg, strategy_record(cfg))
+    if n is None:
         return 1
-    n = rec.tasks(cfg)
     if n % nodes:
         raise UserError(f"hydra.launcher.nodes: received {nodes}; strategy={cfg.strategy.name} "
                         f"workers={cfg.workers} needs {n} Slurm tasks, which do not split evenly "

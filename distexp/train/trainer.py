@@ -31,6 +31,7 @@ def train(cfg, job_dir: Optional[Path] = None) -> dict:
     that has a `resolved:` node (distexp.config.resolved.resolve): the facts (GPUs, workers,
     replicas, global batch, objective) come from there, never from the environment. A composed
     config of a one-process strategy without one is resolved here as the job would resolve it."""
+    from distexp.cluster import kinds
     from distexp.config import resolved
 
     record = strategies.of(cfg)
@@ -40,7 +41,8 @@ def train(cfg, job_dir: Optional[Path] = None) -> dict:
         resolved.attach(cfg, resolved.resolve(cfg, gpus, job_dir=job_dir))
     facts = resolved.facts_of(cfg)  # a cluster's facts need the job's plan: its config.yaml
     job_dir = Path(job_dir if job_dir is not None else facts.job_dir or ".")
-    resolver = record.resolver(cfg, facts.gpus)  # before devices: it may set the GPUs
+    # before devices: it may set the GPUs; a strategy with a cluster asks the cluster kind
+    resolver = record.resolver(cfg, facts.gpus, kinds.of(cfg))
     if resolver is not None and resolver.task_type in record.server_roles:
         strategies.serve(resolver)  # blocks until the job process (or the engine) stops it
         return {}
@@ -214,7 +216,7 @@ def after_training(cfg, model, input_shape, replica_devices, examples_per_sec, c
 
     import tensorflow as tf
 
-    from distexp.config import resolved
+    from distexp.cluster import kinds
     from distexp.figures import flops
     from distexp.figures.meter import mfu
 
@@ -242,8 +244,8 @@ def after_training(cfg, model, input_shape, replica_devices, examples_per_sec, c
                  for d in tf.config.list_physical_devices("GPU")[:len(gpus)]]
         peak = peaks.datasheet_peak(names, cfg.precision)
         why_not = f"no datasheet peak for {', '.join(sorted(set(names)))}"
-    elif cfg.cluster.name != "local" and resolved.num_workers(cfg) > 1:
-        why_not = (f"cluster={cfg.cluster.name}: the job's processes may span machines whose "
+    elif kinds.of(cfg).spans_machines(cfg, strategies.of(cfg)):
+        why_not = (f"cluster={kinds.of(cfg).name}: the job's processes may span machines whose "
                    "processors this process cannot see")
     else:  # every process of the job runs on this machine's CPUs
         from distexp.figures.cpu_peak import machine_cpu_peak
