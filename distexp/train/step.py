@@ -107,9 +107,26 @@ class Step:
                      float(units) if self.counts_units else None)
 
 
+def dispatcher(record):
+    """The dispatcher class of a strategy (its record's `coordinated`): ClusterCoordinator.schedule
+    onto remote workers (ps), else strategy.run on this process's replicas. What a ps job does
+    differently (who runs the loop, where evaluation and the probes run) is asked of it."""
+    return PSDispatch if record.coordinated else SyncDispatch
+
+
 class SyncDispatch:
     """strategy.run on a distributed iterator; the step count lives outside the strategy (each
     multiworker worker keeps its own, they agree)."""
+
+    # Steps run on this process's replicas: every process of the job runs the loop; evaluation,
+    # the parity probe and the step-time probes distribute over the strategy.
+    local_replicas = True
+
+    @classmethod
+    def start(cls, step: Step, ctx, schedule) -> "SyncDispatch":
+        """The dispatcher of the custom loop's Context `ctx`."""
+        return cls(step, ctx.train_ds, schedule=schedule, on_device=bool(ctx.cfg.dataset.on_device),
+                   input_wait=ctx.reporter.input_wait)
 
     def __init__(self, step: Step, train_ds, *, schedule, on_device: bool, input_wait):
         import tensorflow as tf
@@ -151,6 +168,16 @@ class SyncDispatch:
 
 class PSDispatch:
     """ClusterCoordinator.schedule of the k-step function; joins every window of calls."""
+
+    # Steps run on remote workers: only the coordinator runs the loop (it keeps the checkpoints)
+    # and evaluates in-process; the probes are scheduled (distexp.train.breakdown.ps_run).
+    local_replicas = False
+
+    @classmethod
+    def start(cls, step: Step, ctx, schedule) -> "PSDispatch":
+        """The dispatcher of the custom loop's Context `ctx` (each worker reads its own shard)."""
+        return cls(step, ctx.cfg, ctx.data, ctx.global_batch, schedule=schedule,
+                   workers=ctx.workers)
 
     def __init__(self, step: Step, cfg, data, global_batch: int, *, schedule, workers: int):
         import tensorflow as tf

@@ -61,7 +61,7 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     from distexp.figures.meter import Meter
     from distexp.strategies.record import task_name
     from distexp.tracking import RunLogger
-    from distexp.train import devices
+    from distexp.train import devices, step
     from distexp.train.loops.context import Context
     from distexp.train.loops.evaluate import make_evaluate
     from distexp.train.progress import Reporter
@@ -95,8 +95,8 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     meter = Meter(global_batch=G, replicas=int(facts.replicas), warmup_steps=int(cfg.warmup_steps),
                   job_start=facts.job_start or time.time(),
                   units_name=getattr(task, "units", None))
-    is_ps = record.coordinated
-    evaluate = make_evaluate(task, model, eval_ds, None if is_ps else strategy)
+    dispatcher = step.dispatcher(record)  # ps: steps scheduled onto remote workers
+    evaluate = make_evaluate(task, model, eval_ds, strategy if dispatcher.local_replicas else None)
     reporter = Reporter(meter=meter, logger=logger, chief=chief, job_dir=job_dir,
                         epochs=int(cfg.epochs), steps_per_epoch=steps,
                         log_every=int(cfg.log_every_steps), evaluate=evaluate,
@@ -104,7 +104,8 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
                         target_metric=getattr(task, "target_metric", None))
     ctx = Context(cfg=cfg, strategy=strategy, task=task, model=model, optimizer=optimizer,
                   data=data, train_ds=train_ds, eval_ds=eval_ds, global_batch=G,
-                  steps_per_epoch=steps, epochs=int(cfg.epochs), reporter=reporter, is_ps=is_ps,
+                  steps_per_epoch=steps, epochs=int(cfg.epochs), reporter=reporter,
+                  dispatcher=dispatcher,
                   workers=int(facts.workers))
     return ctx, logger, replica_devices
 
@@ -146,7 +147,7 @@ def _run(ctx, logger, replica_devices, facts, job_dir: Path) -> dict:
     from distexp.train.progress import write_result
 
     cfg, reporter, chief = ctx.cfg, ctx.reporter, ctx.reporter.chief
-    if os.environ.get(PARITY_ENV) and not ctx.is_ps:  # every worker: the norm is all-reduced
+    if os.environ.get(PARITY_ENV) and ctx.dispatcher.local_replicas:  # the norm is all-reduced
         _write_parity(job_dir if chief else None, ctx)
     try:
         loops.get(cfg.loop.name)(ctx)

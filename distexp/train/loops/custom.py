@@ -23,7 +23,7 @@ from distexp.train import autotune
 from distexp import strategies
 from distexp.train.checkpoints import Checkpoints
 from distexp.train.loops.context import Context
-from distexp.train.step import PSDispatch, Step, SyncDispatch, finite, metric_figures
+from distexp.train.step import Step, finite, metric_figures
 
 
 class Diverged(Exception):
@@ -35,14 +35,9 @@ def train(ctx: Context) -> None:
     schedule = autotune.Schedule(cfg.steps_per_execution)  # k's one owner; the dispatcher reads it
     step = Step(ctx.strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch,
                 jit=bool(cfg.jit_compile))
-    if ctx.is_ps:
-        dispatch = PSDispatch(step, cfg, ctx.data, ctx.global_batch, schedule=schedule,
-                              workers=ctx.workers)
-    else:
-        dispatch = SyncDispatch(step, ctx.train_ds, schedule=schedule,
-                                on_device=bool(cfg.dataset.on_device), input_wait=rep.input_wait)
+    dispatch = ctx.dispatcher.start(step, ctx, schedule)
     ckpts = Checkpoints(cfg, model=ctx.model, optimizer=ctx.optimizer, step=dispatch.step_var,
-                        chief=True if ctx.is_ps else rep.chief,
+                        chief=rep.chief or not dispatch.local_replicas,  # ps: the coordinator
                         steps_per_epoch=ctx.steps_per_epoch, say=rep.print, logger=rep.logger)
     ctx.dispatch = dispatch  # the probe phase after training reuses its iterator and step
     start = ckpts.restore()
