@@ -123,7 +123,7 @@ def steps_per_epoch(cfg: DictConfig, n_train: Optional[int], global_batch: int) 
     return steps
 
 
-def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard_policy=None, shard=None):
+def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard=None):
     """(train, eval) tf.data pipelines at the global batch size.
 
     train: shuffled with `seed` (reshuffled each pass), batched with drop_remainder so every step
@@ -145,7 +145,7 @@ def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard_policy=N
                                reshuffle_each_iteration=True)
                  .repeat().batch(global_batch, drop_remainder=True).prefetch(prefetch))
         ev = ev.batch(global_batch).prefetch(prefetch)
-        return _with_shard_policy(tf, train, ev, shard_policy, int(cfg.dataset.threadpool))
+        return _with_options(tf, train, ev, int(cfg.dataset.threadpool))
     train = tf.data.Dataset.from_tensor_slices((arrays.x_train, arrays.y_train))
     if shard is not None:
         train = train.shard(*shard)
@@ -158,15 +158,16 @@ def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard_policy=N
     train = train.prefetch(prefetch)
     ev = (tf.data.Dataset.from_tensor_slices((arrays.x_eval, arrays.y_eval))
           .batch(global_batch).cache().prefetch(prefetch))
-    return _with_shard_policy(tf, train, ev, shard_policy, int(cfg.dataset.threadpool))
+    return _with_options(tf, train, ev, int(cfg.dataset.threadpool))
 
 
-def _with_shard_policy(tf, train, ev, shard_policy, threadpool: int = 0):
+def _with_options(tf, train, ev, threadpool: int = 0):
+    """Both pipelines auto-sharded by DATA across workers (each keeps its share of the elements), with
+    `dataset.threadpool`'s private pool when set."""
     options = tf.data.Options()
     if threadpool > 0:  # dataset.threadpool: a private pool for this pipeline
         options.threading.private_threadpool_size = threadpool
-    options.experimental_distribute.auto_shard_policy = (
-        shard_policy if shard_policy is not None else tf.data.experimental.AutoShardPolicy.DATA)
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return train.with_options(options), ev.with_options(options)
 
 

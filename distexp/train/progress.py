@@ -54,12 +54,6 @@ class Reporter:
         steps of the whole training (warm-up is counted again from this process's first step)."""
         self.step_offset = step
 
-    def end_steps(self, losses) -> None:
-        """Several steps finished together (e.g. asynchronous ps steps fetched after a join): they
-        share the interval equally; each gets its own steps.csv row."""
-        if losses:
-            self.end_step(list(losses), steps=len(losses))
-
     def end_step(self, loss: Union[float, Sequence[float]], kind: str = "step",
                  steps: int = 1, units: Optional[float] = None) -> None:
         """`steps` steps just finished; `loss` is each one's loss (one row each in steps.csv) or a
