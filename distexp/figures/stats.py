@@ -87,6 +87,12 @@ def t_quantile(p: float, df: float) -> float:
     return (lo + hi) / 2
 
 
+def first_non_finite(values: Sequence[float]) -> Optional[int]:
+    """The index of the first NaN or infinite value of `values`, or None: the one test of a
+    diverged training loss (both loops; math.isfinite, as the run's sink drops such a figure)."""
+    return next((i for i, v in enumerate(values) if not math.isfinite(v)), None)
+
+
 def welch(x: Sequence[float], y: Sequence[float],
           level: float = LEVEL) -> Optional[Tuple[float, float, float]]:
     """Welch's t-interval of mean(x) - mean(y): (the difference, the half-width of its `level`

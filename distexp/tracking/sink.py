@@ -10,6 +10,7 @@ nothing.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -85,7 +86,7 @@ class RunLogger:
         ts = max(int(time.time() * 1000), self._last_ts + 1)
         self._last_ts = ts
         items = [[k, float(v), ts, step] for k, v in metrics.items()
-                 if v is not None and v == v and abs(v) != float("inf")]
+                 if v is not None and math.isfinite(v)]
         if items:
             self._send({"kind": "metrics", "metrics": items})
 

@@ -17,7 +17,6 @@ The outer loop (epochs, evaluation, checkpoints, reporting) is distexp.train.loo
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
@@ -271,10 +270,6 @@ def gradient_norm(step: Step, model, batch) -> float:
     norm = tf.function(lambda x, y: strategy.run(replica, args=(x, y)))(*batch)
     values = strategy.experimental_local_results(norm)
     return float(values[0])
-
-
-def finite(values) -> bool:
-    return all(math.isfinite(v) for v in values)
 
 
 def metric_figures(names, sums, prefix: str) -> Dict[str, Optional[float]]:

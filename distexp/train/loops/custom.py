@@ -23,7 +23,8 @@ from distexp.train import autotune
 from distexp import strategies
 from distexp.train.checkpoints import Checkpoints
 from distexp.train.loops.context import Context
-from distexp.train.step import Step, finite, metric_figures
+from distexp.figures.stats import first_non_finite
+from distexp.train.step import Step, metric_figures
 
 
 class Diverged(Exception):
@@ -82,8 +83,8 @@ def _epochs(ctx, step, dispatch, schedule, ckpts, start: int, every: int) -> Non
                              cost=time.process_time() - c0)
             loss_sum += sum(out.losses)
             sums = [a + b for a, b in zip(sums, out.sums)]
-            if diverged is None and not finite(out.losses):
-                bad = next(i for i, v in enumerate(out.losses) if not v == v or abs(v) == float("inf"))
+            bad = first_non_finite(out.losses) if diverged is None else None
+            if bad is not None:
                 diverged = (epoch, at + bad + 1 - (epoch - 1) * ctx.steps_per_epoch,
                             at - start + bad + 1, out.losses[bad])
                 rep.diverged(*diverged)
