@@ -30,10 +30,9 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from distexp.sweeps.records import RUN_KIND, SWEEP_ID
 from distexp.tracking.store import redact
+from distexp.tracking import tags as tag
 
-VIEW_TAG = "mlflow.sharedViewState."
 # Display tags a job's run carries (distexp.tracking.display): what the table shows, rounded.
 COLUMNS = ["params.`strategy.name`", "params.`num_replicas`", "params.`global_batch_size`",
            "tags.`examples/s`", "tags.`accuracy`", "tags.`speed-up`"]
@@ -60,7 +59,7 @@ def view_state(sweep_id: str, parent_run_id: Optional[str]) -> dict:
     """The shared view of one sweep: its runs only, sorted by name, the figures as columns, the
     parent expanded so that its jobs are rows at once."""
     return {
-        "searchFilter": f"tags.`{SWEEP_ID}` = '{sweep_id}'",
+        "searchFilter": f"tags.`{tag.SWEEP_ID}` = '{sweep_id}'",
         "orderByKey": SORT,
         "orderByAsc": True,
         "startTime": "ALL",
@@ -82,7 +81,7 @@ def publish_view(client, experiment_id: str, sweep_id: str, parent_run_id: Optio
     now = int(time.time() * 1000)
     envelope = {"name": f"distexp sweep {sweep_id}", "createdAt": now, "updatedAt": now,
                 "state": json.dumps(view_state(sweep_id, parent_run_id))}
-    client.set_experiment_tag(experiment_id, VIEW_TAG + key, json.dumps(envelope))
+    client.set_experiment_tag(experiment_id, tag.SHARED_VIEW + key, json.dumps(envelope))
     return key
 
 
@@ -116,7 +115,7 @@ def sweep_view(uri: str, experiment: Optional[str], sweep_id: Optional[str]):
         ids = [e.experiment_id for e in client.search_experiments()]
     if not ids:
         raise UiError(f"--tracking-uri: the store at {redact(uri)} has no experiment; run a job first")
-    query = f"tags.`{RUN_KIND}` = 'sweep'" + (f" and tags.`{SWEEP_ID}` = '{sweep_id}'"
+    query = f"tags.`{tag.RUN_KIND}` = 'sweep'" + (f" and tags.`{tag.SWEEP_ID}` = '{sweep_id}'"
                                                if sweep_id else "")
     found = client.search_runs(ids, query, order_by=["attributes.start_time DESC"], max_results=1)
     if not found:
@@ -126,7 +125,7 @@ def sweep_view(uri: str, experiment: Optional[str], sweep_id: Optional[str]):
         latest = client.search_runs(ids, "", order_by=["attributes.start_time DESC"], max_results=1)
         return (latest[0].info.experiment_id if latest else ids[0]), None, None
     parent = found[0]
-    sid = parent.data.tags[SWEEP_ID]
+    sid = parent.data.tags[tag.SWEEP_ID]
     key = publish_view(client, parent.info.experiment_id, sid, parent.info.run_id)
     return parent.info.experiment_id, key, sid
 

@@ -32,9 +32,8 @@ from distexp.report.plots import plots
 from distexp.report import verdict
 from distexp.report.columns import CSV_FIELDS, bottleneck_text, shown_mfu, write_csv  # noqa: F401
 from distexp.report.scaling import NO_BASELINE, WITHIN_RUN, Row, add_scaling, aggregate, row_from_run
+from distexp.tracking import tags as tag
 
-KIND = "distexp.run_kind"
-SWEEP_ID = "distexp.sweep_id"
 
 
 class ReportError(Exception):
@@ -73,9 +72,9 @@ def find(client, experiment: str, sweep_id: Optional[str], filter_string: Option
     ids = [exp.experiment_id]
     parent = None
     if sweep_id or not filter_string:
-        query = f"tags.`{KIND}` = 'sweep'"
+        query = f"tags.`{tag.RUN_KIND}` = 'sweep'"
         if sweep_id:
-            query += f" and tags.`{SWEEP_ID}` = '{sweep_id}'"
+            query += f" and tags.`{tag.SWEEP_ID}` = '{sweep_id}'"
         found = client.search_runs(ids, query, order_by=["attributes.start_time DESC"],
                                    max_results=1)
         if not found:
@@ -83,8 +82,8 @@ def find(client, experiment: str, sweep_id: Optional[str], filter_string: Option
             raise ReportError(f"--sweep-id: found no {what} in experiment {experiment!r}; run "
                               "`python -m distexp -m ...` or pass --filter to report any runs")
         parent = found[0]
-        sid = parent.data.tags[SWEEP_ID]
-        query = f"tags.`{SWEEP_ID}` = '{sid}' and tags.`{KIND}` = 'job'"
+        sid = parent.data.tags[tag.SWEEP_ID]
+        query = f"tags.`{tag.SWEEP_ID}` = '{sid}' and tags.`{tag.RUN_KIND}` = 'job'"
         if filter_string:
             query += f" and {filter_string}"
     else:
@@ -94,7 +93,7 @@ def find(client, experiment: str, sweep_id: Optional[str], filter_string: Option
     except Exception as ex:  # noqa: BLE001  (a bad --filter)
         raise ReportError(f"--filter: received {filter_string!r}; MLflow says: "
                           f"{str(ex).strip().splitlines()[0][:300]}") from None
-    runs = [r for r in runs if r.data.tags.get(KIND) != "sweep"]
+    runs = [r for r in runs if r.data.tags.get(tag.RUN_KIND) != "sweep"]
     if not runs:
         raise ReportError(f"no runs to report (query: {query})")
     return parent, runs
@@ -298,9 +297,9 @@ def build(uri: str, experiment: str = "distexp", sweep_id: Optional[str] = None,
     rows.sort(key=lambda r: (r.group, order.get(r.strategy, len(order)), r.strategy,
                              r.replicas or 0, r.job_num if r.job_num is not None else 0))
     if parent is not None:
-        sid = parent.data.tags[SWEEP_ID]
+        sid = parent.data.tags[tag.SWEEP_ID]
         title = f"Sweep {sid}"
-        sweep_dir = parent.data.tags.get("distexp.sweep_dir")
+        sweep_dir = parent.data.tags.get(tag.SWEEP_DIR)
         default_out = (Path(sweep_dir) / "report" if sweep_dir and Path(sweep_dir).is_dir()
                        else Path("outputs") / "reports" / sid)
     else:

@@ -12,10 +12,10 @@ once. They repeat the metrics (the metrics stay the numbers to compute with):
 """
 from __future__ import annotations
 
+from distexp.tracking import tags as tag
 import math
 from typing import Dict, Mapping, Optional
 
-NOTE = "mlflow.note.content"
 
 
 def rate_text(rate: Optional[float], ci95: Optional[float]) -> Optional[str]:
@@ -37,7 +37,7 @@ def description(params: Mapping[str, str]) -> str:
 
 
 def job_tags(metrics: Mapping[str, float], params: Mapping[str, str]) -> Dict[str, str]:
-    tags = {NOTE: description(params)}
+    tags = {tag.NOTE: description(params)}
     rate = rate_text(metrics.get("perf/examples_per_sec"), metrics.get("perf/examples_per_sec_ci95"))
     if rate:
         tags["examples/s"] = rate

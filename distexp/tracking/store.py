@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+from distexp.tracking import tags as tag
 import contextlib
 import logging
 import os
@@ -263,7 +264,7 @@ def experiment_id(mlflow_client, name: str, uri: str) -> str:
     try:
         # the MLflow 3 UI then opens it as a training experiment (runs table), not a GenAI one
         return mlflow_client.create_experiment(
-            name, artifact_location=location, tags={"mlflow.experimentKind": "custom_model_development"})
+            name, artifact_location=location, tags={tag.EXPERIMENT_KIND: "custom_model_development"})
     except Exception:  # another job created it first (concurrent sweeps)
         exp = mlflow_client.get_experiment_by_name(name)
         if exp is None:

@@ -21,6 +21,7 @@
 """
 from __future__ import annotations
 
+from distexp.tracking import tags as tag
 import json
 import math
 import os
@@ -131,8 +132,8 @@ class Checkpoints:
 
     def _tag(self, what: str, step: int, path: str) -> None:
         if self.logger is not None and self.chief:
-            self.logger.set_tags({"distexp.resume": what, "distexp.resumed_from_step": step,
-                                  "distexp.resumed_from": path or "-"})
+            self.logger.set_tags({tag.RESUME: what, tag.RESUMED_FROM_STEP: step,
+                                  tag.RESUMED_FROM: path or "-"})
 
     def after_step(self, step: int, last: bool = False, since: Optional[int] = None) -> bool:
         """Save when a multiple of every_steps was reached in (since, step] (default: the step

@@ -15,6 +15,7 @@ from typing import Callable, Dict, Optional, Sequence, Union
 from distexp.figures import breakdown
 from distexp.figures.meter import Meter
 from distexp.tracking import RunLogger
+from distexp.tracking import tags as tag
 
 
 class Reporter:
@@ -72,8 +73,8 @@ class Reporter:
     def diverged(self, epoch: int, step_in_epoch: int, step: int, value: float) -> None:
         """The training loss became non-finite at this step: tag the run, say it once."""
         self.diverged_at = (epoch, step_in_epoch, step, value)
-        self.logger.set_tags({"distexp.diverged": "true",
-                              "distexp.diverged_at": f"epoch {epoch} step {step_in_epoch}"})
+        self.logger.set_tags({tag.DIVERGED: "true",
+                              tag.DIVERGED_AT: f"epoch {epoch} step {step_in_epoch}"})
 
     def diverged_line(self, stopped: bool) -> str:
         epoch, in_epoch, step, value = self.diverged_at

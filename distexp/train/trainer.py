@@ -19,6 +19,7 @@ from distexp import errors, strategies
 from distexp.errors import PORT_IN_USE_EXIT
 from distexp.errors import UserError, UserFailure
 from distexp.train.loops.custom import Diverged
+from distexp.tracking import tags as tag
 
 PARITY_ENV = "DISTEXP_PARITY"  # set by distexp.parity: write the first step's gradient norm
 
@@ -256,7 +257,7 @@ def after_training(cfg, model, input_shape, replica_devices, examples_per_sec, c
     if peak is None:
         print(f"perf/mfu not logged: {why_not}", flush=True)
     else:
-        logger.set_tags({"distexp.peak_source": peak[1]})
+        logger.set_tags({tag.PEAK_SOURCE: peak[1]})
     value = None if peak is None else peak[0]
     if cfg.measure_peak_flops:
         out["perf/matmul_flops"] = flops.peak_flops(replica_devices)
