@@ -77,6 +77,8 @@ CASES = [
      "model.factory: received 'justaname'; expected 'package.module:function'"),
     ("factory-no-module", ["model=custom", "model.factory=nosuchmodule:build"],
      "model.factory: received 'nosuchmodule:build'; no module named 'nosuchmodule'"),
+    ("dataset-factory-no-module", ["dataset=custom", "dataset.factory=nosuchmodule:load"],
+     "dataset.factory: received 'nosuchmodule:load'; no module named 'nosuchmodule'"),
     ("factory-no-function", ["model=custom", "model.factory=factories:nosuchfunction", TRAINER],
      "model.factory: received 'factories:nosuchfunction'; cannot import it"),
     ("factory-raises", ["model=custom", "model.factory=factories:explode", TRAINER],

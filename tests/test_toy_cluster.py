@@ -74,7 +74,7 @@ def test_a_toy_cluster_kind_plans_and_answers_for_the_job(toy, tmp_path, monkeyp
     assert (plan.replica_workers, plan.sync_workers, plan.until) == (2, 2, None)
     # one task per job process, on several machines: no local processes, no CPU peak, no
     # checkpoint.dir probe here, one Slurm task per job (it is not a Slurm kind)
-    assert checks.local_processes(cfg) == 1
+    assert kind.local_processes(cfg, strategies.of(cfg)) == 1
     assert kind.spans_machines(cfg, strategies.of(cfg)) is True
     assert kind.chief_here(strategies.of(cfg)) is False
     assert sweep_slurm.job_tasks(cfg, 2) == 1

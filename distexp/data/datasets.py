@@ -176,7 +176,7 @@ def _with_options(tf, train, ev, threadpool: int = 0):
 @register("custom")
 def custom(ds: DictConfig, seed: int) -> Arrays:
     """dataset.factory=package.module:function, called as function(seed=seed, **dataset.kwargs)."""
-    from distexp.models import load_factory
+    from distexp.user_code import load_factory
 
     fn = load_factory("dataset.factory", ds.factory)
     kwargs = OmegaConf.to_container(ds.kwargs, resolve=True) if ds.kwargs else {}

@@ -5,12 +5,12 @@ wrong device (Keras: "Model must be created under scope of DistStrat it will be 
 """
 from __future__ import annotations
 
-import importlib
 from typing import Callable, Dict, Tuple
 
 from omegaconf import DictConfig
 
 from distexp.errors import UserError
+from distexp.user_code import check_factory, load_factory  # noqa: F401  (distexp.job imports check_factory here)
 
 Shape = Tuple[int, ...]
 Builder = Callable[[DictConfig, Shape, int], object]
@@ -116,35 +116,6 @@ def custom(m: DictConfig, shape: Shape, classes: int):
                         f"{tuple(shape)} and num_classes={classes}, e.g. keras.Sequential([...]); "
                         "return the model, not its class or a tf_keras model")
     return model
-
-
-def check_factory(key: str, spec) -> None:
-    """Before TensorFlow starts: the spec's shape, and that its module can be found (not imported:
-    a user's module may import TensorFlow). The trainer imports it and checks the function."""
-    import importlib.util
-
-    module, _, attr = (spec or "").partition(":")
-    if not module or not attr:
-        raise UserError(f"{key}: received {spec!r}; expected 'package.module:function'")
-    try:
-        found = importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
-        raise UserError(f"{key}: received {spec!r}; no module named {module!r} on the Python path; "
-                        "valid: an importable module (run from the directory that holds it, or add "
-                        "it to PYTHONPATH)")
-
-
-def load_factory(key: str, spec: str):
-    module, _, attr = (spec or "").partition(":")
-    if not module or not attr:
-        raise UserError(f"{key}: received {spec!r}; expected 'package.module:function'")
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as ex:
-        raise UserError(f"{key}: received {spec!r}; cannot import it ({ex}); expected "
-                        "'package.module:function' naming an existing function") from None
 
 
 def optimizer(cfg: DictConfig, model, lr: float):
