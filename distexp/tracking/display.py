@@ -12,10 +12,10 @@ once. They repeat the metrics (the metrics stay the numbers to compute with):
 """
 from __future__ import annotations
 
-from distexp.tracking import tags as tag
 import math
 from typing import Dict, Mapping, Optional
 
+from distexp.tracking import tags as tag
 
 
 def rate_text(rate: Optional[float], ci95: Optional[float]) -> Optional[str]:

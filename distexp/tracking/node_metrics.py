@@ -7,10 +7,11 @@ task finds the run by the tag the chief set (`distexp.cluster_id`, e.g. `slurm:<
 polling until it appears, and never fails or slows the job: any error only ends the sampling."""
 from __future__ import annotations
 
-from distexp.tracking import tags as tag
 import logging
 import threading
 from typing import Optional
+
+from distexp.tracking import tags as tag
 
 CLUSTER_ID = tag.CLUSTER_ID  # distexp.job.lifecycle reads it from here
 

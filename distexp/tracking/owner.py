@@ -20,12 +20,13 @@ tools, older distexp) are never touched; neither is a run whose owner is alive.
 """
 from __future__ import annotations
 
-from distexp.tracking import tags as tag
 import os
 import socket
 import sys
 import time
 from typing import Mapping, Optional
+
+from distexp.tracking import tags as tag
 
 OWNER_TAG, BEAT_TAG, ENDED_TAG = tag.OWNER, tag.HEARTBEAT, tag.ENDED_BY
 BEAT_S = 60.0      # a live job renews its heartbeat this often

@@ -11,7 +11,6 @@
 """
 from __future__ import annotations
 
-from distexp.tracking import tags as tag
 import contextlib
 import logging
 import os
@@ -20,6 +19,8 @@ import socket
 from pathlib import Path
 from typing import Iterator, Mapping, Optional
 from urllib.parse import urlsplit, urlunsplit
+
+from distexp.tracking import tags as tag
 
 # MLflow's HTTP client retries 7 times with a backoff factor of 2 and a 120 s timeout per request
 # by default: minutes of waiting on a dead server. distexp's bounds (a user's own env wins):

@@ -21,7 +21,6 @@
 """
 from __future__ import annotations
 
-from distexp.tracking import tags as tag
 import json
 import math
 import os
@@ -29,6 +28,8 @@ import shutil
 import tempfile
 from pathlib import Path
 from typing import Optional
+
+from distexp.tracking import tags as tag
 
 IDENTITY = "distexp-model.json"  # whose checkpoints these are (written by the chief)
 
