@@ -27,11 +27,11 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Optional, Sequence
 
 from distexp.tracking.store import redact
 from distexp.tracking import tags as tag
+from distexp.tracking import lookup
 
 # Display tags a job's run carries (distexp.tracking.display): what the table shows, rounded.
 COLUMNS = ["params.`strategy.name`", "params.`num_replicas`", "params.`global_batch_size`",
@@ -90,41 +90,24 @@ def url(base: str, experiment_id: str, key: Optional[str]) -> str:
     return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?{q}"
 
 
-class UiError(Exception):
+class UiError(lookup.LookupFailed):
     """One line for the user, exit 2."""
 
 
 def sweep_view(uri: str, experiment: Optional[str], sweep_id: Optional[str]):
     """(experiment id, view key or None, sweep id or None) of the latest sweep (or `sweep_id`)
     in `experiment` (default: wherever the latest sweep is)."""
-    from distexp.tracking import client as make
-
-    if uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///"):])
-        if not path.exists():
-            raise UiError(f"--tracking-uri: no MLflow store at {path}; run a job first "
-                          "(python -m distexp) or pass --tracking-uri URI")
-    client = make(uri)
-    if experiment:
-        exp = client.get_experiment_by_name(experiment)
-        if exp is None:
-            names = ", ".join(e.name for e in client.search_experiments()) or "(none)"
-            raise UiError(f"--experiment: received {experiment!r}; experiments in the store: {names}")
-        ids = [exp.experiment_id]
-    else:
-        ids = [e.experiment_id for e in client.search_experiments()]
+    client = lookup.open_store(uri, "a job first (python -m distexp)")
+    ids = lookup.experiment_ids(client, experiment or None)
     if not ids:
         raise UiError(f"--tracking-uri: the store at {redact(uri)} has no experiment; run a job first")
-    query = f"tags.`{tag.RUN_KIND}` = 'sweep'" + (f" and tags.`{tag.SWEEP_ID}` = '{sweep_id}'"
-                                               if sweep_id else "")
-    found = client.search_runs(ids, query, order_by=["attributes.start_time DESC"], max_results=1)
-    if not found:
+    parent = lookup.latest_sweep(client, ids, sweep_id)
+    if parent is None:
         if sweep_id:
             raise UiError(f"--sweep-id: received {sweep_id!r}; no such sweep in the store (a "
                           "sweep prints its id when it starts)")
         latest = client.search_runs(ids, "", order_by=["attributes.start_time DESC"], max_results=1)
         return (latest[0].info.experiment_id if latest else ids[0]), None, None
-    parent = found[0]
     sid = parent.data.tags[tag.SWEEP_ID]
     key = publish_view(client, parent.info.experiment_id, sid, parent.info.run_id)
     return parent.info.experiment_id, key, sid
@@ -219,7 +202,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     try:
         exp_id, key, sid = sweep_view(uri, a.experiment, a.sweep_id)
-    except UiError as ex:
+    except lookup.LookupFailed as ex:  # UiError is one
         print(f"distexp.ui: error: {ex}", file=sys.stderr)
         return 2
     if remote:
