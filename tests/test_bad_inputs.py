@@ -77,6 +77,8 @@ CASES = [
      "model.factory: received 'justaname'; expected 'package.module:function'"),
     ("factory-no-module", ["model=custom", "model.factory=nosuchmodule:build"],
      "model.factory: received 'nosuchmodule:build'; no module named 'nosuchmodule'"),
+    ("repeats-single-run", ["repeats=2"],
+     "repeats: received 2 for a single run; repeats are runs of a sweep's jobs: add -m"),
     ("dataset-factory-no-module", ["dataset=custom", "dataset.factory=nosuchmodule:load"],
      "dataset.factory: received 'nosuchmodule:load'; no module named 'nosuchmodule'"),
     ("factory-no-function", ["model=custom", "model.factory=factories:nosuchfunction", TRAINER],

@@ -21,7 +21,8 @@ from distexp.cluster import kinds
 from distexp.config.schema import COMMUNICATIONS, CROSS_DEVICE_OPS, LOOPS, MODELS, OPTIMIZERS, LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PREPROCESSING, TOKENS, StrategyConfig
 from distexp.errors import UserError
 from distexp.user_code import check_factory
-from distexp.config.resolved import _multirun, resolve, strategy_record, visible_gpus
+from distexp.config.mode import in_multirun
+from distexp.config.resolved import resolve, strategy_record, visible_gpus
 
 
 def _choice(key: str, value: Any, valid) -> None:
@@ -177,7 +178,7 @@ def _validate_dataset(cfg: DictConfig) -> None:
 def _validate_repeats(cfg: DictConfig) -> None:
     ds = cfg.dataset
     _at_least("repeats", cfg.repeats, 1)
-    if cfg.repeats > 1 and not _multirun():
+    if cfg.repeats > 1 and not in_multirun(outside_hydra=True):
         raise UserError(f"repeats: received {cfg.repeats} for a single run; repeats are runs of "
                         "a sweep's jobs: add -m (python -m distexp -m ... repeats=N)")
     if not 0 <= cfg.repeat < max(cfg.repeats, 1):

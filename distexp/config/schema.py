@@ -268,9 +268,10 @@ def _checkpoint_dir(name: str) -> str:
     """`outputs/checkpoints/<name>` under the cwd; a sweep job's own `<job dir>/checkpoints`."""
     try:
         from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
 
-        if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        from distexp.config.mode import in_multirun
+
+        if in_multirun():
             job_dir = HydraConfig.get().runtime.output_dir
             if job_dir:
                 return f"{os.path.abspath(job_dir)}/checkpoints"

@@ -40,6 +40,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from distexp import errors
+from distexp.config import mode
 from distexp.sweeps.records import (JOBS_DIR, SWEEP_FILE, outcome, records,
                                     swept_keys, write_record)
 from distexp.tracking import tags as tag
@@ -404,8 +405,5 @@ def _at_exit() -> None:  # the process ends with the parent still open: never le
         finish(error=RuntimeError("the sweep process exited before the sweep ended"))
 
 
-def in_multirun() -> bool:
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+# distexp.job and distexp.__main__ ask it here (distexp.config.mode is its home)
+in_multirun = mode.in_multirun
