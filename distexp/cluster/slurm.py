@@ -27,7 +27,7 @@ class Slurm(External):
         p = self.task_plan(rec, job_dir, gpus, task, slurm_addresses(cfg, env, rec))
         if env.get("SLURM_JOB_ID") and env.get("SLURM_STEP_ID"):
             p.cluster_id = f"slurm:{env['SLURM_JOB_ID']}.{env['SLURM_STEP_ID']}"
-        chief = "chief" if "chief" in p.hosts else "worker-0"
+        chief = rec.chief_task(task[2])
         p.samples_node = (not p.logs_to_mlflow and env.get("SLURM_LOCALID") == "0"
                           and p.hosts.get(p.names[0]) != p.hosts.get(chief))
         return p

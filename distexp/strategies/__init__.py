@@ -93,16 +93,14 @@ def serve(resolver) -> None:
     server.join()
 
 
-def is_chief(strategy) -> bool:
-    """True on the process that logs and prints: the only one, the chief, or worker 0 without one."""
+def is_chief(strategy, record: Record) -> bool:
+    """True on the process that logs and prints: the only one, else the record's chief task of
+    the built strategy's cluster (Record.chief_task)."""
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not resolver.task_type:
         return True
-    if resolver.task_type == "chief":
-        return True
-    if resolver.task_type == "worker" and resolver.task_id == 0:
-        return "chief" not in resolver.cluster_spec().as_dict()
-    return False
+    counts = {job: len(tasks) for job, tasks in resolver.cluster_spec().as_dict().items()}
+    return record.is_chief_task(resolver.task_type, int(resolver.task_id or 0), counts)
 
 
 # The records register themselves, in the contract's order.

@@ -78,10 +78,15 @@ class Record:
         """The config keys that set how many processes a job starts (for messages)."""
         return tuple(key for _, key in self.cluster_jobs if key)
 
+    def chief_task(self, counts: Mapping[str, int]) -> str:
+        """The task that logs and prints (distexp's one rule for "who is the chief"): the chief,
+        or task 0 of the first job that holds replicas in a cluster without one (worker-0)."""
+        if "chief" in counts:
+            return "chief"
+        return task_name(next((j for j in self.replica_jobs if j in counts), "worker"), 0)
+
     def is_chief_task(self, job: str, index: int, counts: Mapping[str, int]) -> bool:
-        """The task that logs and prints: the chief, or worker 0 of a cluster without one."""
-        return job == "chief" or ("chief" not in counts and job in self.replica_jobs
-                                  and index == 0)
+        return task_name(job, index) == self.chief_task(counts)
 
     def workers_in(self, counts: Mapping[str, int]) -> int:
         """Processes holding replicas in a cluster of `counts` tasks per job."""

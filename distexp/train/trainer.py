@@ -90,7 +90,7 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     with strategy.scope():
         model = task.build_model(cfg, data)
         optimizer = models.optimizer(cfg, model, learning_rate(cfg, int(facts.global_batch)))
-    chief = strategies.is_chief(strategy)
+    chief = strategies.is_chief(strategy, record)
     replica_devices = record.replica_devices(strategy, configured)
     _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, logger, chief)
     meter = Meter(global_batch=G, replicas=int(facts.replicas), warmup_steps=int(cfg.warmup_steps),
