@@ -15,12 +15,13 @@ up). No TensorFlow at module level (the job process plans with it); `resolver` i
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, Mapping, Optional, Type
+from typing import Dict, Mapping, Optional
 
 from omegaconf import DictConfig
 
 from distexp.cluster.liveness import ChiefWatch, ServerWatch
 from distexp.cluster.processes import Plan
+from distexp.registry import Registry
 from distexp.strategies.record import task_name
 
 
@@ -94,9 +95,5 @@ class External(Kind):
         return p
 
 
-REGISTRY: Dict[str, Kind] = {}
-
-
-def register(cls: Type[Kind]) -> Type[Kind]:
-    REGISTRY[cls.name] = cls()
-    return cls
+REGISTRY = Registry("cluster", base="Kind (distexp.cluster.kind.register)")
+register = REGISTRY.add

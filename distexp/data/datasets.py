@@ -16,7 +16,7 @@ starts. Test aid: with DISTEXP_TFDS_MOCK=N in the environment, TFDS loading runs
 from __future__ import annotations
 
 import os
-from typing import Callable, Dict, Optional
+from typing import Callable, Optional
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -24,28 +24,18 @@ from omegaconf import DictConfig, OmegaConf
 from distexp.data.arrays import Arrays
 from distexp.data.tfds import TFDS_MOCK_ENV, is_tfds, not_prepared, open_builder, tfds_data
 from distexp.errors import UserError
+from distexp.registry import Registry
 
 
 Loader = Callable[[DictConfig, int], Arrays]
-REGISTRY: Dict[str, Loader] = {}
-
-
-def register(name: str):
-    def deco(fn: Loader) -> Loader:
-        REGISTRY[name] = fn
-        return fn
-    return deco
+REGISTRY = Registry("dataset", sort=True)
+register = REGISTRY.add_as
 
 
 def load(cfg: DictConfig) -> Arrays:
     if is_tfds(cfg.dataset):
         return tfds_data(cfg.dataset, int(cfg.seed))
-    try:
-        loader = REGISTRY[cfg.dataset.name]
-    except KeyError:
-        raise UserError(f"dataset: received {cfg.dataset.name!r}; valid: "
-                        f"{', '.join(sorted(REGISTRY))}") from None
-    return loader(cfg.dataset, int(cfg.seed))
+    return REGISTRY.find(cfg.dataset.name)(cfg.dataset, int(cfg.seed))
 
 
 @register("digits")

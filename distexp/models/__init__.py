@@ -5,32 +5,22 @@ wrong device (Keras: "Model must be created under scope of DistStrat it will be 
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Tuple
+from typing import Callable, Tuple
 
 from omegaconf import DictConfig
 
 from distexp.errors import UserError
+from distexp.registry import Registry
 from distexp.user_code import check_factory, load_factory  # noqa: F401  (distexp.job imports check_factory here)
 
 Shape = Tuple[int, ...]
 Builder = Callable[[DictConfig, Shape, int], object]
-REGISTRY: Dict[str, Builder] = {}
-
-
-def register(name: str):
-    def deco(fn: Builder) -> Builder:
-        REGISTRY[name] = fn
-        return fn
-    return deco
+REGISTRY = Registry("model", sort=True)
+register = REGISTRY.add_as
 
 
 def build(cfg: DictConfig, input_shape: Shape, num_classes: int):
-    try:
-        builder = REGISTRY[cfg.model.name]
-    except KeyError:
-        raise UserError(f"model: received {cfg.model.name!r}; valid: "
-                        f"{', '.join(sorted(REGISTRY))}") from None
-    return builder(cfg.model, tuple(input_shape), int(num_classes))
+    return REGISTRY.find(cfg.model.name)(cfg.model, tuple(input_shape), int(num_classes))
 
 
 def _image_input(m: DictConfig, shape: Shape):

@@ -17,35 +17,20 @@ optimizer inside ``strategy.scope()``.
 """
 from __future__ import annotations
 
-import importlib
 from typing import List, Tuple
 
 from omegaconf import DictConfig
 
-from distexp.errors import UserError
 from distexp.strategies.record import REGISTRY, Record, register  # noqa: F401  (the records' API)
 
 
-def get(name: str) -> Record:
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise UserError(f"strategy: received {name!r}; valid: {', '.join(sorted(REGISTRY))}") \
-            from None
+get = REGISTRY.find
 
 
 def of(cfg: DictConfig) -> Record:
     """The record of `cfg`'s strategy; `strategy.record` (a module path) is imported first, so a
     strategy defined outside distexp registers itself."""
-    module = cfg.strategy.get("record")
-    if module and cfg.strategy.name not in REGISTRY:
-        try:
-            importlib.import_module(str(module))
-        except ImportError as ex:
-            raise UserError(f"strategy.record: received {module!r}, which cannot be imported "
-                            f"({ex}); valid: an importable module that registers a Record "
-                            "(distexp.strategies.register)") from None
-    return get(cfg.strategy.name)
+    return REGISTRY.load(cfg.strategy.name, cfg.strategy.get("record"))
 
 
 def names() -> Tuple[str, ...]:

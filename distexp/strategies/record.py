@@ -6,11 +6,12 @@ job, sweep and train code ask it and never compare a strategy's name or layout a
 """
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Tuple, Type
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from omegaconf import DictConfig
 
 from distexp.errors import UserError
+from distexp.registry import Registry
 
 
 def needs_gpus(key: str, value: str, gpus: int, instead: str) -> None:
@@ -149,9 +150,5 @@ class Record:
         return devices
 
 
-REGISTRY: Dict[str, Record] = {}
-
-
-def register(cls: Type[Record]) -> Type[Record]:
-    REGISTRY[cls.name] = cls()
-    return cls
+REGISTRY = Registry("strategy", sort=True, base="Record (distexp.strategies.register)")
+register = REGISTRY.add
