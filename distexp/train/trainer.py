@@ -2,6 +2,8 @@
 
 The order is the one TensorFlow needs, kept in one place: devices (before the runtime starts),
 the strategy, the data, then model and optimizer inside ``strategy.scope()``, then the loop.
+Figures about the hardware after training are distexp.train.hardware's; the parity probe
+(`python -m distexp.parity`) is distexp.train.parity_probe's.
 A user error prints one line and exits 2; anything else is a traceback and exit 1.
 """
 from __future__ import annotations
@@ -19,9 +21,7 @@ from distexp import errors, strategies
 from distexp.errors import PORT_IN_USE_EXIT
 from distexp.errors import UserError, UserFailure
 from distexp.train.loops.custom import Diverged
-from distexp.tracking import tags as tag
 
-PARITY_ENV = "DISTEXP_PARITY"  # set by distexp.parity: write the first step's gradient norm
 
 
 def train(cfg, job_dir: Optional[Path] = None) -> dict:
@@ -144,12 +144,13 @@ def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, l
 
 def _run(ctx, logger, replica_devices, facts, job_dir: Path) -> dict:
     """The loop, then the figures measured after training, the result (chief: result.json)."""
-    from distexp.train import loops
+    from distexp.train import hardware, loops
+    from distexp.train.parity_probe import PARITY_ENV, write_parity
     from distexp.train.progress import write_result
 
     cfg, reporter, chief = ctx.cfg, ctx.reporter, ctx.reporter.chief
     if os.environ.get(PARITY_ENV) and ctx.dispatcher.local_replicas:  # the norm is all-reduced
-        _write_parity(job_dir if chief else None, ctx)
+        write_parity(job_dir if chief else None, ctx)
     try:
         loops.get(cfg.loop.name)(ctx)
     except Diverged:
@@ -166,7 +167,7 @@ def _run(ctx, logger, replica_devices, facts, job_dir: Path) -> dict:
         reporter.print(f"step time split not measured ({type(ex).__name__}: "
                        f"{str(ex).splitlines()[0][:200]})")
         split = {}
-    final = reporter.finish({**split, **after_training(
+    final = reporter.finish({**split, **hardware.after_training(
         cfg, ctx.model, ctx.data.input_shape, replica_devices,
         meter.final_figures()["perf/examples_per_sec"], chief, logger)})
     if reporter.diverged_at is not None:
@@ -180,90 +181,6 @@ def _run(ctx, logger, replica_devices, facts, job_dir: Path) -> dict:
     if chief:
         write_result(job_dir, result)
     return result
-
-
-def _write_parity(job_dir, ctx) -> None:
-    """`python -m distexp.parity`: the gradient norm of the first batch before training, in every
-    process of the job (it is a collective); the chief writes it to parity.json."""
-    import json
-
-    from distexp.data import datasets
-    from distexp.train.step import Step, gradient_norm
-
-    step = Step(ctx.strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch)
-    # A pipeline of its own: iterating the training pipeline here would use up its first
-    # shuffled pass; a new one with the same seed yields the same first batch.
-    first, _ = datasets.pipelines(ctx.cfg, ctx.data, ctx.global_batch)
-    batch = next(iter(ctx.strategy.experimental_distribute_dataset(first.take(1))))
-    state = [v.numpy() for v in ctx.model.non_trainable_variables]
-    norm = gradient_norm(step, ctx.model, batch)
-    for v, value in zip(ctx.model.non_trainable_variables, state):  # BatchNorm stats, seeds
-        v.assign(value)
-    if job_dir is None:
-        return
-    (job_dir / "parity.json").write_text(json.dumps(
-        {"grad_norm": norm, "replicas": int(ctx.strategy.num_replicas_in_sync),
-         "global_batch": ctx.global_batch}))
-
-
-def after_training(cfg, model, input_shape, replica_devices, examples_per_sec, chief,
-                   logger) -> dict:
-    """Figures measured once training is over, so they cost nothing before the first step:
-    FLOPs per example, the devices' peak FLOP/s and MFU, peak host (and GPU) memory. The peak is
-    a constant of the hardware with its source (tag distexp.peak_source): a known GPU's datasheet
-    figure, or the CPU's theoretical peak from /proc/cpuinfo (distexp.figures.cpu_peak); when
-    neither applies there is no MFU. `measure_peak_flops=true` also logs what a matmul benchmark
-    achieved (perf/matmul_flops), never the denominator: it moves with the machine's load."""
-    import resource
-
-    import tensorflow as tf
-
-    from distexp.cluster import kinds
-    from distexp.figures import flops
-    from distexp.figures.meter import mfu
-
-    out = {"perf/peak_host_memory_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-    gpus = [d for d in replica_devices if d.startswith("/gpu")]
-    if gpus:
-        out["perf/peak_gpu_memory_mb"] = sum(
-            tf.config.experimental.get_memory_info(d.replace("/gpu", "GPU"))["peak"]
-            for d in gpus) / 2 ** 20
-    if not chief:
-        return out
-    try:
-        per_example = flops.train_flops_per_example(model, input_shape)
-    except Exception as ex:  # noqa: BLE001  (a user model the profiler cannot trace)
-        print("FLOPs not counted: TensorFlow's profiler could not trace this model, so perf/mfu "
-              "is not logged (the reason is in the chief's log)", flush=True)
-        print("distexp: detail: FLOPs: " + f"{type(ex).__name__}: {ex}".replace("\n", " | "),
-              flush=True)  # log only (distexp.job.launch.LOG_ONLY)
-        per_example = None
-    peak, why_not = None, None
-    if gpus:  # a known GPU's datasheet peak (distexp.figures.peaks)
-        from distexp.figures import peaks
-
-        names = [tf.config.experimental.get_device_details(d).get("device_name", "")
-                 for d in tf.config.list_physical_devices("GPU")[:len(gpus)]]
-        peak = peaks.datasheet_peak(names, cfg.precision)
-        why_not = f"no datasheet peak for {', '.join(sorted(set(names)))}"
-    elif kinds.of(cfg).spans_machines(cfg, strategies.of(cfg)):
-        why_not = (f"cluster={kinds.of(cfg).name}: the job's processes may span machines whose "
-                   "processors this process cannot see")
-    else:  # every process of the job runs on this machine's CPUs
-        from distexp.figures.cpu_peak import machine_cpu_peak
-
-        peak = machine_cpu_peak()
-        why_not = "no peak rule for this processor (distexp.figures.cpu_peak)"
-    if peak is None:
-        print(f"perf/mfu not logged: {why_not}", flush=True)
-    else:
-        logger.set_tags({tag.PEAK_SOURCE: peak[1]})
-    value = None if peak is None else peak[0]
-    if cfg.measure_peak_flops:
-        out["perf/matmul_flops"] = flops.peak_flops(replica_devices)
-    out.update({"perf/flops_per_example": per_example, "perf/peak_flops": value,
-                "perf/mfu": mfu(per_example, examples_per_sec, value)})
-    return out
 
 
 def main(argv=None) -> int:
