@@ -150,3 +150,12 @@ def test_help_and_cfg_do_not_import_tensorflow(cli):
     assert "strategy:" in r.stdout
     r = cli("--help", timeout=60)
     assert r.returncode == 0 and "strategy: central, mirrored, multiworker, one_device, ps" in r.stdout
+
+
+def test_every_optimizer_the_schema_accepts_is_registered():
+    """The checks refuse a name before TensorFlow from schema.OPTIMIZERS; the trainer builds from
+    distexp.train.optimizer's registry: the two lists must be one."""
+    from distexp.config.schema import OPTIMIZERS
+    from distexp.train import optimizer
+
+    assert optimizer.REGISTRY.names() == OPTIMIZERS

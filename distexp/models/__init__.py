@@ -1,6 +1,6 @@
-"""Models by name -> keras.Model that outputs logits, and the optimizer.
+"""Models by name -> keras.Model that outputs logits.
 
-Call `build` and `optimizer` inside ``strategy.scope()``: variables created outside it land on the
+Call `build` inside ``strategy.scope()``: variables created outside it land on the
 wrong device (Keras: "Model must be created under scope of DistStrat it will be trained with").
 """
 from __future__ import annotations
@@ -106,22 +106,3 @@ def custom(m: DictConfig, shape: Shape, classes: int):
                         f"{tuple(shape)} and num_classes={classes}, e.g. keras.Sequential([...]); "
                         "return the model, not its class or a tf_keras model")
     return model
-
-
-def optimizer(cfg: DictConfig, model, lr: float):
-    """The optimizer at rate `lr` (distexp.config.resolved.learning_rate), with its slot
-    variables built now (Keras 3 builds them lazily, which breaks the first `strategy.run` of a
-    custom loop under MirroredStrategy)."""
-    import keras
-
-    name = cfg.model.optimizer
-    if name == "adam":
-        opt = keras.optimizers.Adam(lr)
-    elif name == "sgd":
-        opt = keras.optimizers.SGD(lr, momentum=0.9)
-    else:
-        opt = keras.optimizers.RMSprop(lr)
-    if cfg.get("precision") == "mixed_float16":  # dynamic loss scaling (fit would add it too)
-        opt = keras.optimizers.LossScaleOptimizer(opt)
-    opt.build(model.trainable_variables)
-    return opt

@@ -56,13 +56,14 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     TensorFlow needs), and the loop's Context."""
     import keras
 
-    from distexp import models, tasks
+    from distexp import tasks
     from distexp.config.resolved import learning_rate
     from distexp.data import datasets
     from distexp.figures.meter import Meter
     from distexp.strategies.record import task_name
     from distexp.tracking import RunLogger
     from distexp.train import devices, step
+    from distexp.train import optimizer as optimizers
     from distexp.train.loops.context import Context
     from distexp.train.loops.evaluate import make_evaluate
     from distexp.train.progress import Reporter
@@ -89,7 +90,7 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     logger.wait_ready()
     with strategy.scope():
         model = task.build_model(cfg, data)
-        optimizer = models.optimizer(cfg, model, learning_rate(cfg, int(facts.global_batch)))
+        optimizer = optimizers.build(cfg, model, learning_rate(cfg, int(facts.global_batch)))
     chief = strategies.is_chief(strategy, record)
     replica_devices = record.replica_devices(strategy, configured)
     _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, logger, chief)
