@@ -8,6 +8,7 @@ another test file). No TensorFlow here.
   `job_params`, `perf_metrics`, `report_store`: write runs straight into one (the report's tests)
 - `processes_mentioning`, `processes_with`: what is still running for a job (nothing may be left)
 - `Clock`: a fake clock for the throughput arithmetic
+- `plug_in`: an option of one's own (a record's module and its yaml) in a temporary directory
 """
 from __future__ import annotations
 
@@ -40,6 +41,23 @@ class Result:
 
     def __repr__(self) -> str:
         return f"<exit {self.returncode}>\n--- stdout\n{self.stdout[-3000:]}\n--- stderr\n{self.stderr[-3000:]}"
+
+
+def plug_in(tmp_path: Path, monkeypatch, group: str, option: str, module: str,
+            source: str) -> str:
+    """Write `source` as the importable module `module` and `conf/<group>/<option>.yaml` naming it
+    (`record: module`), both under `tmp_path`; returns the override that adds that conf dir to
+    Hydra's search path. The caller unregisters the record and drops the module afterwards."""
+    import textwrap
+
+    pkg = tmp_path / "pkg"
+    pkg.mkdir(exist_ok=True)
+    (pkg / f"{module}.py").write_text(textwrap.dedent(source))
+    conf = tmp_path / "conf" / group
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / f"{option}.yaml").write_text(f"name: {option}\nrecord: {module}\n")
+    monkeypatch.syspath_prepend(str(pkg))
+    return f"hydra.searchpath=[file://{tmp_path / 'conf'}]"
 
 
 def run_cli(args, cwd: Path, module: str = "distexp", timeout: float = 600, env=None) -> Result:
