@@ -118,6 +118,8 @@ def prepare(cfg: DictConfig) -> Job:
         check_factory("model.factory", cfg.model.factory)
     if cfg.task.factory:
         check_factory("task.factory", cfg.task.factory)
+    if cfg.dataset.name == "custom":
+        check_factory("dataset.factory", cfg.dataset.factory)
     os.environ.update(tracking.http_env())  # bounded MLflow retries here and in the trainers
     if os.environ.get("TF_CONFIG") == "":  # means "unset"; TF's resolvers crash on it (json.loads(""))
         del os.environ["TF_CONFIG"]
