@@ -78,6 +78,7 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     keras.mixed_precision.set_global_policy(cfg.precision)  # before any layer is built
     task = tasks.get(cfg)
     data = datasets.load(cfg)
+    data = getattr(task, "check_data", lambda c, d: d)(cfg, data)  # seconds, not a failed step
     steps = datasets.steps_per_epoch(cfg, data.n_train, G)
     train_ds, eval_ds = datasets.pipelines(cfg, data, G)
     # The job process creates the MLflow run while this process starts (tracking.Forwarder);
@@ -86,10 +87,12 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     logger.wait_ready()
     with strategy.scope():
         model = task.build_model(cfg, data)
+        note = getattr(task, "check_model", lambda *a: None)(cfg, model, data)
         optimizer = models.optimizer(cfg, model, learning_rate(cfg, int(facts.global_batch)))
     chief = strategies.is_chief(strategy)
     replica_devices = record.replica_devices(strategy, configured)
-    _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, logger, chief)
+    _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, logger, chief,
+              note)
     meter = Meter(global_batch=G, replicas=int(facts.replicas), warmup_steps=int(cfg.warmup_steps),
                   job_start=facts.job_start or time.time(),
                   units_name=getattr(task, "units", None))
@@ -108,8 +111,9 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
 
 
 def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, logger,
-              chief) -> None:
-    """The chief's opening lines and the run's params only the training process knows."""
+              chief, note=None) -> None:
+    """The chief's opening lines (with the task's `note` on the model, if any) and the run's params
+    only the training process knows."""
     import keras
     import tensorflow as tf
 
@@ -126,6 +130,8 @@ def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, l
         f"epochs: {cfg.epochs}  loop: {cfg.loop.name}")
     say(f"Model: {cfg.model.name} ({model.count_params():,} parameters)  dataset: "
         f"{cfg.dataset.name} ({data.describe()})  task: {task.describe()}")
+    if note:
+        say(note)
     if task.name == "classification" and not meaning.accuracy_meaningful(cfg.dataset.name):
         say(f"Note: dataset={cfg.dataset.name} has random labels: accuracy is chance level and "
             "not meaningful here (throughput is)")
