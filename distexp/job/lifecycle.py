@@ -231,15 +231,16 @@ def execute(job: Job) -> Outcome:
             out.error = f"timeout: the job ran longer than {job.cfg.timeout:g} s and was stopped"
         chief = attempts[-1][0]
         user = errors.read_user_error(job.job_dir, chief.name) if chief.returncode == errors.BAD_INPUT else None
-        if user:  # the trainer's own one-line user error
-            out.error, out.user_error = user, True
+        if user:  # the trainer's own one-line user error (where its traceback is, if it has one)
+            out.error, out.user_error = user + errors.traceback_note(chief.log), True
     finally:
         if node is not None:
             node.stop()
         run = job.forwarder.close() if job.forwarder is not None else None
         if run is not None:
             logs = list(dict.fromkeys(p.log for ps in attempts for p in ps))  # retries reuse logs
-            run.close(out.status, job.job_dir, [job.config_path, job.overrides_path], logs)
+            run.close(out.status, job.job_dir, [job.config_path, job.overrides_path], logs,
+                      error=out.error)
     out.logs = [p.log for p in attempts[-1]] if attempts else []
     out.result = _read_result(job.job_dir)
     out.lost = tracking.offline_summary(job.job_dir) if run is not None else None

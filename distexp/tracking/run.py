@@ -16,6 +16,8 @@ from distexp.tracking.offline import Offline, offline_summary
 from distexp.tracking.sink import clip
 
 
+ERROR_TAG = "distexp.error"  # why the job did not finish: the line it ended with (as a sweep's)
+
 # How a swept key shows in a run name (others: their last component, e.g. optimizer.lr -> lr).
 _SHORT = {"cpu_replicas": "cpu", "gpus": "gpu", "global_batch_size": "gb",
           "batch_size_per_replica": "bpr", "steps_per_execution": "spe", "workers": "w"}
@@ -137,9 +139,11 @@ class JobRun:
         self._call({"kind": "tag", "key": key, "value": value},
                    lambda: self.client.set_tag(self.run_id, key, value))
 
-    def close(self, status: str, job_dir: Path, files: Iterable[Path], logs: Iterable[Path]) -> None:
-        """Artifacts (the job's files, its logs under logs/, distexp.log, steps.csv), then the
-        terminal status; a failure here must not leave the run RUNNING.
+    def close(self, status: str, job_dir: Path, files: Iterable[Path], logs: Iterable[Path],
+              error: Optional[str] = None) -> None:
+        """Artifacts (the job's files, its logs under logs/, distexp.log, steps.csv), the
+        description (with `error`, the line the job ended with, also as the tag distexp.error),
+        then the terminal status; a failure here must not leave the run RUNNING.
 
         If the trainer already found the server dead, or a call here fails, the rest goes to the
         job's offline file (one bounded retry per call, never a hang on a dead server)."""
@@ -149,7 +153,7 @@ class JobRun:
                  # a process that died before printing a word: its empty log says so
                  lambda: self.log_artifacts(logs, artifact_path="logs", keep_empty=True),
                  lambda: self.log_artifacts([job_dir / "distexp.log", job_dir / "steps.csv"]),
-                 self.describe,
+                 lambda: self.describe(error),
                  lambda: self.end(status)]
         i = 0
         while i < len(steps):
@@ -161,14 +165,20 @@ class JobRun:
                     raise
                 self.go_offline(job_dir, ex)
 
-    def describe(self) -> None:
-        """The rounded figures and the description the UI shows (distexp.tracking.display)."""
+    def describe(self, error: Optional[str] = None) -> None:
+        """The rounded figures and the description the UI shows (distexp.tracking.display); a
+        failed job's line leads the description and is the tag distexp.error."""
+        if error:
+            self.set_tag(ERROR_TAG, clip(store.redact_text(error)))
         if self.offline is not None:
             return
-        from distexp.tracking.display import job_tags
+        from distexp.tracking.display import NOTE, job_tags
 
         data = self.client.get_run(self.run_id).data
-        for k, v in job_tags(data.metrics, data.params).items():
+        tags = job_tags(data.metrics, data.params)
+        if error:
+            tags[NOTE] = f"**Failed:** {clip(store.redact_text(error))}\n\n{tags[NOTE]}"
+        for k, v in tags.items():
             self.set_tag(k, v)
 
     def end(self, status: str) -> None:

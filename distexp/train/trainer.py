@@ -44,8 +44,15 @@ def train(cfg, job_dir: Optional[Path] = None) -> dict:
     if resolver is not None and resolver.task_type in record.server_roles:
         strategies.serve(resolver)  # blocks until the job process (or the engine) stops it
         return {}
-    ctx, logger, replica_devices = _build(cfg, facts, record, resolver, job_dir)
-    return _run(ctx, logger, replica_devices, facts, job_dir)
+    try:
+        ctx, logger, replica_devices = _build(cfg, facts, record, resolver, job_dir)
+        return _run(ctx, logger, replica_devices, facts, job_dir)
+    except (UserError, UserFailure, strategies.PortInUse):
+        raise
+    except Exception as ex:  # noqa: BLE001  (one line that says it: distexp.train.diagnose)
+        from distexp.train import diagnose
+
+        raise diagnose.explain(ex, cfg) from ex
 
 
 def _build(cfg, facts, record, resolver, job_dir: Path):
@@ -284,10 +291,14 @@ def main(argv=None) -> int:
     except UserError as ex:
         from distexp.errors import report_user_error
 
+        if ex.__cause__ is not None:  # translated from an exception: its traceback, log only
+            errors.log_traceback(ex.__cause__)
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
         report_user_error(args.config.parent, str(ex))  # the job reads it there (exit 2)
         return errors.BAD_INPUT
     except UserFailure as ex:
+        if ex.__cause__ is not None:
+            errors.log_traceback(ex.__cause__)
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
         return errors.FAILED
     except strategies.PortInUse as ex:
@@ -299,10 +310,10 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     try:
         code = main()
-    except Exception:  # printed as Python would, then out at once
-        import traceback
-
-        traceback.print_exc()
+    except Exception as ex:  # its traceback to the log, its own first line to the job
+        errors.log_traceback(ex)
+        print(f"distexp: error: {type(ex).__name__}: {errors.first_line(ex)}", file=sys.stderr,
+              flush=True)
         code = errors.FAILED
     if code != 0:
         # Without Python's and TensorFlow's exit handlers: after a failed multi-worker step they
