@@ -83,7 +83,7 @@ CASES = [
      "dataset.factory: received 'nosuchmodule:load'; no module named 'nosuchmodule'"),
     ("factory-no-function", ["model=custom", "model.factory=factories:nosuchfunction"],
      "model.factory: received 'factories:nosuchfunction'; {root}/tests/factories.py defines no "
-     "'nosuchfunction'; valid: its functions: blobs, blobs_tfdata, crash, deep_cnn, explode"),
+     "'nosuchfunction'; valid: its functions: blobs, blobs_tfdata, crash, deep_cnn, dropout_mlp"),
     ("factory-function-typo", ["model=custom", "model.factory=factories:small_mpl"],
      "model.factory: received 'factories:small_mpl'; {root}/tests/factories.py defines no "
      "'small_mpl' (did you mean factories:small_mlp?)"),

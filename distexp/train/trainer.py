@@ -67,23 +67,14 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     from distexp.config.resolved import learning_rate
     from distexp.data import datasets
     from distexp.figures.meter import Meter
-    from distexp.strategies.record import task_name
     from distexp.tracking import RunLogger
-    from distexp.train import devices, step
+    from distexp.train import step
     from distexp.train import optimizer as optimizers
     from distexp.train.loops.context import Context
     from distexp.train.loops.evaluate import make_evaluate
     from distexp.train.progress import Reporter
 
-    me = task_name(resolver.task_type, resolver.task_id) if resolver is not None and \
-        resolver.task_type else "chief"
-    configured = devices.configure(cfg, facts.task_gpus.get(me, facts.gpus))
-    strategy = strategies.build(cfg, configured, resolver)
-    in_sync = int(strategy.num_replicas_in_sync)
-    if in_sync != facts.sync_replicas:  # the job resolved them without TensorFlow
-        raise UserFailure(f"replicas: the job resolved {facts.sync_replicas} replicas per global "
-                          f"batch; TensorFlow's {type(strategy).__name__} has {in_sync} "
-                          f"(devices: {', '.join(configured)})")
+    configured, strategy = _strategy(cfg, facts, resolver)
     G = int(facts.global_batch)
     keras.utils.set_random_seed(int(cfg.seed))
     keras.mixed_precision.set_global_policy(cfg.precision)  # before any layer is built
@@ -120,6 +111,24 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
                   dispatcher=dispatcher,
                   workers=int(facts.workers))
     return ctx, logger, replica_devices
+
+
+def _strategy(cfg, facts, resolver):
+    """This process's devices (before TensorFlow's runtime starts), then the strategy over them,
+    checked against the replicas the job resolved without TensorFlow."""
+    from distexp.strategies.record import task_name
+    from distexp.train import devices
+
+    me = task_name(resolver.task_type, resolver.task_id) if resolver is not None and \
+        resolver.task_type else "chief"
+    configured = devices.configure(cfg, facts.task_gpus.get(me, facts.gpus))
+    strategy = strategies.build(cfg, configured, resolver)
+    in_sync = int(strategy.num_replicas_in_sync)
+    if in_sync != facts.sync_replicas:
+        raise UserFailure(f"replicas: the job resolved {facts.sync_replicas} replicas per global "
+                          f"batch; TensorFlow's {type(strategy).__name__} has {in_sync} "
+                          f"(devices: {', '.join(configured)})")
+    return configured, strategy
 
 
 def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, logger,
