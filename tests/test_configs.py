@@ -87,10 +87,19 @@ def test_gpus_resolution():
 
 
 def test_visible_gpus_honours_cuda_visible_devices(monkeypatch, tmp_path):
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert resolved.visible_gpus() == 0
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
-    assert resolved.visible_gpus() == 0
+    """A driver that lists 4 GPUs (a fake /proc/driver/nvidia/gpus): CUDA_VISIBLE_DEVICES picks
+    among them, hides them all ("" or -1), and cannot add GPUs the driver does not have."""
+    driver = tmp_path / "gpus"
+    for bus in ("0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "0000:04:00.0"):
+        (driver / bus).mkdir(parents=True)
+    monkeypatch.setattr(resolved, "NVIDIA_GPUS", str(driver))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert resolved.visible_gpus() == 4
+    for env, visible in (("", 0), ("-1", 0), ("1", 1), ("0,2", 2), ("0,1,2,3,4,5", 4)):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", env)
+        assert (env, resolved.visible_gpus()) == (env, visible)
+    monkeypatch.setattr(resolved, "NVIDIA_GPUS", str(tmp_path / "no-driver"))
+    assert resolved.visible_gpus() == 0  # no driver: no GPU, whatever the variable says
 
 
 def test_replicas_and_global_batch(compose):
