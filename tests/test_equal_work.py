@@ -356,11 +356,28 @@ def test_cpu_peak_from_cpuinfo_text():
     assert cpu_peak.cpu_peak(arm) is None  # no rule: no peak, never a guess
 
 
-def test_this_machines_peak_is_a_constant():
-    first, again = cpu_peak.machine_cpu_peak(), cpu_peak.machine_cpu_peak()
+def test_this_machines_peak_is_a_constant(monkeypatch):
+    """A machine (2 Zen 4 cores, this process on both, sysfs max 3.7 GHz) whose current clock
+    moves between two reads of /proc/cpuinfo (2596 -> 1400 MHz under load): the peak stays."""
+    import io
+
+    files = {"/proc/cpuinfo": ZEN4, **{f"/sys/devices/system/cpu/cpu{i}/cpufreq/cpuinfo_max_freq":
+                                         "3700000\n" for i in (0, 1)}}
+
+    def fake_open(path, *a, **kw):
+        if path not in files:
+            raise FileNotFoundError(path)
+        return io.StringIO(files[path])
+
+    monkeypatch.setattr(cpu_peak, "open", fake_open, raising=False)
+    monkeypatch.setattr(cpu_peak.os, "sched_getaffinity", lambda pid: {0, 1})
+    first = cpu_peak.machine_cpu_peak()
+    files["/proc/cpuinfo"] = ZEN4.replace("2596.142", "1400.000")
+    again = cpu_peak.machine_cpu_peak()
     assert first == again
-    if first is not None:
-        assert first[0] > 1e9 and first[1].startswith("theoretical: ")
+    assert first[0] == pytest.approx(2 * 32 * 3.7e9) and first[1].startswith("theoretical: ")
+    monkeypatch.setattr(cpu_peak.os, "sched_getaffinity", lambda pid: {1})  # pinned to one core
+    assert cpu_peak.machine_cpu_peak()[0] == pytest.approx(32 * 3.7e9)
 
 
 # --- one lean sweep with controls, end to end --------------------------------------------------
