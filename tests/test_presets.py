@@ -23,8 +23,27 @@ def test_the_issue_presets_exist():
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_every_preset_composes(compose, preset):
+    """The preset's own file lands whole at the top of the config (`# @package _global_`): each
+    `override /group: option` picks that option, each value it sets is the composed value; and
+    the checks accept the result."""
+    from omegaconf import OmegaConf
+
+    own = OmegaConf.load(CONF / "experiment" / f"{preset}.yaml")
     cfg = compose(f"experiment={preset}")
-    checks.validate(cfg)
+    assert checks.validate(cfg) is None
+    picked = [next(iter(d.items())) for d in own.defaults if not isinstance(d, str)]
+    assert picked and {g: cfg[g.split("/")[-1]].name for g, _ in picked} == dict(picked)
+    leaves = {k: v for k, v in _leaves(OmegaConf.to_container(own)) if not k.startswith(
+        ("defaults", "hydra."))}
+    assert leaves and {k: OmegaConf.select(cfg, k) for k in leaves} == leaves
+
+
+def _leaves(tree, prefix=""):
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            yield from _leaves(v, f"{prefix}{k}.")
+        else:
+            yield f"{prefix}{k}", v
 
 
 def test_presets_say_what_the_tutorials_do(compose):
