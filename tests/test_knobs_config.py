@@ -46,6 +46,13 @@ def test_steps_per_execution_auto_or_int(compose):
 
 
 def test_good_knobs_validate(compose):
-    checks.validate(compose("steps_per_execution=10", "jit_compile=true", "strategy=one_device",
-                            "precision=mixed_bfloat16", "target_accuracy=0.9",
-                            "dataset.threadpool=2", "dataset.on_device=true"))
+    """Each knob at a valid value beside a refused one: XLA under one_device on a CPU split in two
+    (its one replica holds every variable), on-device data with the custom loop, the rest in
+    range. The checks accept it and leave every value as given."""
+    cfg = compose("steps_per_execution=10", "jit_compile=true", "strategy=one_device",
+                  "cpu_replicas=2", "gpus=0", "precision=mixed_bfloat16", "target_accuracy=0.9",
+                  "dataset.threadpool=2", "dataset.on_device=true")
+    assert checks.validate(cfg) is None
+    assert (cfg.steps_per_execution, cfg.jit_compile, cfg.cpu_replicas, cfg.precision,
+            cfg.target_accuracy, cfg.dataset.threadpool, cfg.dataset.on_device) == \
+        (10, True, 2, "mixed_bfloat16", 0.9, 2, True)
