@@ -1,4 +1,4 @@
-"""Fixtures (the helpers they use live in tests/helpers.py) and the test tiers. No TensorFlow here."""
+"""Fixtures (the helpers they use live in tests/helpers/) and the test tiers. No TensorFlow here."""
 from __future__ import annotations
 
 import pytest
