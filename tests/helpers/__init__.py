@@ -11,8 +11,8 @@ file). No TensorFlow here. Every name is also importable from `helpers` itself.
 - `helpers.browser`: headless Chromium on an MLflow UI page (the UI's tests, the screenshot)
 - `helpers.fakes`: a clock moved by hand, the real sweeper with a launcher that records its jobs
 """
-from helpers.cli import (CONF, FAST, ROOT, TESTS, NoProcess, Result, child_env, cli_env,  # noqa: F401
-                         distexp_cmd, no_process, run_cli, run_in_process)
+from helpers.cli import (CONF, FAST, ROOT, TESTS, NoProcess, Result,  # noqa: F401
+                         child_env, cli_env, distexp_cmd, no_process, run_cli, run_in_process)
 from helpers.fakes import Clock, RecordingLauncher, sweeper  # noqa: F401
 from helpers.processes import processes_mentioning, processes_with, wait_until  # noqa: F401
 from helpers.store import (db_uri, job_params, mlflow_runs, new_store, perf_metrics,  # noqa: F401
