@@ -14,27 +14,14 @@ uninterrupted reference of the resume test and the port-clash retry there, so it
 """
 from __future__ import annotations
 
-import csv
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _job(cli, name, *args):
-    job = cli.cwd / name
-    r = cli(f"hydra.run.dir={job}", "tracking.enabled=false", *args)
-    assert r.returncode == 0, r
-    return job, r
-
-
-def _losses(job: Path):
-    with open(job / "steps.csv") as f:
-        return [float(row["loss"]) for row in csv.DictReader(f)]
+from distexp.parity import losses as _losses
+from helpers import ROOT, finished_job as _job
 
 
 @pytest.mark.parametrize("args, line", [

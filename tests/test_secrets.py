@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, mlflow_runs, run_cli
+from conftest import mlflow_runs, run_cli
 from servers import Rest, free_port, params, tags
-from helpers import processes_mentioning
+from helpers import child_env, processes_mentioning
 
 PW = "Pw-h18-q9Zk"  # unique to this file: other tests use other secrets on the shared server
 TINY = ["strategy=one_device", "model=mlp", "steps_per_epoch=3", "warmup_steps=1",
@@ -253,8 +253,7 @@ def test_a_sigkilled_job_is_ended_failed_by_the_next_command(tmp_path):
     left it RUNNING."""
     uri = f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}"
     job = tmp_path / "job"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
-    env.pop("HYDRA_FULL_ERROR", None)
+    env = child_env()
     proc = subprocess.Popen([sys.executable, "-m", "distexp", f"hydra.run.dir={job}",
                              "strategy=one_device", "model=mlp", "epochs=100000",
                              "tracking.system_metrics=false"],

@@ -6,24 +6,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from helpers import ROOT, mlflow_runs, run_in_process
+from helpers import mlflow_runs, run_in_process, run_probe
 
 # the probe phase (perf/step_*_ms, tests/test_breakdown.py) traces seq2seq for several s: off here
 SEQ = ["model=gru_seq2seq", "dataset=synthetic_pairs", "measure_step_split=false"]
-
-
-def _probe(**env):
-    e = {**os.environ, **env, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, str(ROOT / "tests" / "ps_loss_scale_probe.py")], env=e,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.integration
@@ -31,11 +20,11 @@ def test_ps_mixed_float16_scales_the_loss():
     """One ps step with SGD behind a LossScaleOptimizer updates the weights by lr x gradient:
     the loss was scaled before the gradient and unscaled in apply_gradients. The control skips
     the scaling (the old ps loop's bug): the update is then 2**-15 too small."""
-    good = _probe()
+    good = run_probe("ps_loss_scale_probe.py", tests=False)
     assert good["scale"] == 2.0 ** 15 and good["steps"] == 1
     assert good["ratio"] == pytest.approx(1.0, rel=1e-3)
     assert good["loss"] == pytest.approx(good["float32_loss"], rel=1e-3)
-    bad = _probe(PROBE_SKIP_SCALING="1")
+    bad = run_probe("ps_loss_scale_probe.py", tests=False, PROBE_SKIP_SCALING="1")
     assert bad["ratio"] == pytest.approx(2.0 ** -15, rel=1e-2)
 
 

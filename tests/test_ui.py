@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, mlflow_runs, run_cli
+from helpers import ROOT, child_env, mlflow_runs, run_cli
+from helpers.browser import chromium_page, need_chromium
+from servers import free_port
 
-CHROMIUM = "/usr/bin/chromium"
 SCREENSHOT = ROOT / "docs" / "mlflow-ui-link.png"
 
 
@@ -294,9 +295,7 @@ def test_printed_link_opens_the_sweep_with_no_click(tmp_path):
     """A 4-job sweep; `python -m distexp.ui` prints a URL; Debian's Chromium with a fresh profile
     opens it and, with no click, shows every job's strategy, replicas, examples/s and accuracy,
     and the verdict. The console of the sweep (and of a default job) is quiet."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} not found (apt-get install chromium; .ci/run does)")
-    pytest.importorskip("playwright.sync_api")
+    need_chromium()
     env = {"CUDA_VISIBLE_DEVICES": ""}
     t0 = time.time()
     job = run_cli(TINY, tmp_path, env=env)
@@ -329,8 +328,8 @@ def test_printed_link_opens_the_sweep_with_no_click(tmp_path):
         "central-r2-cnn-digits"}
     print(f"\njob + sweep: {time.time() - t0:.0f} s")
 
-    port = _free_port()
-    e = dict(os.environ, PYTHONPATH=str(ROOT))
+    port = free_port()
+    e = child_env(tests=False)
     ui = subprocess.Popen([sys.executable, "-m", "distexp.ui", "--port", str(port)],
                           cwd=tmp_path, env=e, stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL, text=True, start_new_session=True)
@@ -357,49 +356,32 @@ def test_printed_link_opens_the_sweep_with_no_click(tmp_path):
     print(f"with the UI: {time.time() - t0:.0f} s")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _look(url: str, jobs, verdict: str, shot: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        # Playwright gives the browser a fresh, empty profile dir of its own
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-quic",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"])
-        try:
-            page = browser.new_page(viewport={"width": 1920, "height": 1000})
-            page.goto(url)
-            for r in jobs:  # every job's row, its figures in the chosen columns, no click
-                row = page.get_by_role("row").filter(has_text=r.info.run_name).first
-                row.wait_for(timeout=120_000)
-            page.get_by_role("columnheader", name="examples/s").first.wait_for(timeout=30_000)
-            page.wait_for_timeout(1000)
-            rows = page.get_by_role("row")
-            text = page.inner_text("body")
-            for r in jobs:
-                t = r.data.tags
-                # MLflow's grid splits a row into pinned and scrolled parts: look for the values
-                assert t["examples/s"] in text and t["accuracy"] in text, (t, text[:3000])
-                assert r.data.params["strategy.name"] in text
-            for h in ("strategy.name", "num_replicas", "global_batch_size", "examples/s",
-                      "accuracy"):
-                header = page.get_by_role("columnheader", name=h).first
-                box = header.bounding_box()
-                assert header.is_visible() and box and box["x"] + box["width"] <= 1920, (h, box)
-            assert rows.count() >= 5
-            # the verdict: the experiment's description, first line visible above the table
-            line = page.get_by_text(verdict.split(" vs ")[0], exact=False).first
-            assert line.is_visible()
-            shot.parent.mkdir(exist_ok=True)
-            page.screenshot(path=str(shot))
-        finally:
-            browser.close()
+    with chromium_page(1920, 1000) as page:
+        page.goto(url)
+        for r in jobs:  # every job's row, its figures in the chosen columns, no click
+            row = page.get_by_role("row").filter(has_text=r.info.run_name).first
+            row.wait_for(timeout=120_000)
+        page.get_by_role("columnheader", name="examples/s").first.wait_for(timeout=30_000)
+        page.wait_for_timeout(1000)
+        rows = page.get_by_role("row")
+        text = page.inner_text("body")
+        for r in jobs:
+            t = r.data.tags
+            # MLflow's grid splits a row into pinned and scrolled parts: look for the values
+            assert t["examples/s"] in text and t["accuracy"] in text, (t, text[:3000])
+            assert r.data.params["strategy.name"] in text
+        for h in ("strategy.name", "num_replicas", "global_batch_size", "examples/s",
+                  "accuracy"):
+            header = page.get_by_role("columnheader", name=h).first
+            box = header.bounding_box()
+            assert header.is_visible() and box and box["x"] + box["width"] <= 1920, (h, box)
+        assert rows.count() >= 5
+        # the verdict: the experiment's description, first line visible above the table
+        line = page.get_by_text(verdict.split(" vs ")[0], exact=False).first
+        assert line.is_visible()
+        shot.parent.mkdir(exist_ok=True)
+        page.screenshot(path=str(shot))
     assert 0 < shot.stat().st_size < 2 * 2 ** 20
     if os.environ.get("DISTEXP_UPDATE_SCREENSHOT") == "1":
         SCREENSHOT.write_bytes(shot.read_bytes())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import os
 import subprocess
@@ -121,6 +122,26 @@ def run_in_process(args, cwd: Path, env=None, module: str = "distexp") -> Result
         root.handlers[:] = saved_log[0]
         root.setLevel(saved_log[1])
     return Result(code, out.getvalue(), err.getvalue(), Path(cwd))
+
+
+def run_probe(script: str, *args, tests: bool = True, timeout: float = 300, **env) -> dict:
+    """`python tests/SCRIPT ARGS`, a probe that prints its figures as one JSON line last: that
+    line, parsed (a failed probe fails the test with its stderr). `env` goes on top of
+    child_env's."""
+    p = subprocess.run([sys.executable, str(TESTS / script), *map(str, args)],
+                       env=child_env(tests=tests, **env), capture_output=True, text=True,
+                       timeout=timeout)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def finished_job(cli, name: str, *args):
+    """(job dir, result) of a job run by the `cli` fixture in cli.cwd/NAME, tracking off; it must
+    exit 0."""
+    job = cli.cwd / name
+    r = cli(f"hydra.run.dir={job}", "tracking.enabled=false", *args)
+    assert r.returncode == 0, r
+    return job, r
 
 
 def cli_env(**extra) -> dict:
