@@ -14,7 +14,7 @@ import pytest
 
 from conftest import mlflow_runs, run_cli
 from servers import Rest, free_port, params, tags
-from helpers import child_env, processes_mentioning
+from helpers import child_env, processes_mentioning, wait_until as _wait
 
 PW = "Pw-h18-q9Zk"  # unique to this file: other tests use other secrets on the shared server
 TINY = ["strategy=one_device", "model=mlp", "steps_per_epoch=3", "warmup_steps=1",
@@ -233,16 +233,6 @@ def test_owner_liveness_rules():
     assert owner.dead({**far, owner.BEAT_TAG: str(int(now - 30))}, now) is None
     assert owner.dead({**far, "distexp.run_kind": "sweep"}, now) is None
     assert owner.dead({owner.OWNER_TAG: "node-b 123 456"}, now) is None  # no beat: no proof
-
-
-def _wait(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.mark.slow
