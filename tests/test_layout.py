@@ -152,7 +152,7 @@ def test_processes_without_tensorflow_never_reach_the_train_side():
 
 def test_test_files_share_helpers_through_helpers_only():
     """A test file never imports another test file (issue 15): what tests share lives in
-    tests/helpers.py (and factories.py, servers.py), so a tier can run any file alone."""
+    tests/helpers/ (and factories.py, servers.py), so a tier can run any file alone."""
     offenders = []
     for path in sorted((ROOT / "tests").glob("test_*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -160,6 +160,17 @@ def test_test_files_share_helpers_through_helpers_only():
                      [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             offenders += [f"{path.name}: {n}" for n in names if n.startswith("test_")]
     assert not offenders, offenders
+
+
+def test_no_helper_defined_in_two_test_files():
+    """What test files share lives in tests/helpers/ (issue 27): a module-level function of one
+    name in two test files is a copy, or two meanings under one name."""
+    where: dict = {}
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("test_"):
+                where.setdefault(node.name, []).append(path.name)
+    assert {name: files for name, files in where.items() if len(files) > 1} == {}
 
 
 

@@ -32,7 +32,7 @@ BIG = 10  # 4 sweeps write at once (the load); the big one outlasts the others
 README_SCREENSHOT = ROOT / "docs" / "mlflow-ui-sweep.png"
 
 
-def _sweep(cwd: Path, sweep_dir: Path, uri: str, seeds: str, experiment: str = "distexp"):
+def _sweep_process(cwd: Path, sweep_dir: Path, uri: str, seeds: str, experiment: str = "distexp"):
     env = child_env(CUDA_VISIBLE_DEVICES="")
     log = open(cwd / f"{sweep_dir.name}.out", "w")
     return subprocess.Popen(
@@ -47,10 +47,10 @@ def sweeps(tmp_path_factory, mlflow_server):
     base = tmp_path_factory.mktemp("load")
     sqlite = f"sqlite:///{base / 'outputs' / 'mlflow.db'}"
     procs = {
-        "big": _sweep(base, base / "big", sqlite, f"range(0,{BIG})"),
-        "side": _sweep(base, base / "side", sqlite, "100,101,102"),
-        "srv-a": _sweep(base, base / "srv-a", mlflow_server.url, "200,201", "load"),
-        "srv-b": _sweep(base, base / "srv-b", mlflow_server.url, "300,301", "load"),
+        "big": _sweep_process(base, base / "big", sqlite, f"range(0,{BIG})"),
+        "side": _sweep_process(base, base / "side", sqlite, "100,101,102"),
+        "srv-a": _sweep_process(base, base / "srv-a", mlflow_server.url, "200,201", "load"),
+        "srv-b": _sweep_process(base, base / "srv-b", mlflow_server.url, "300,301", "load"),
     }
     codes = {}
     try:

@@ -128,7 +128,7 @@ def test_scancel_kills_the_run_and_leaves_nothing(slurm, tmp_path):
     _nothing_left(job)
 
 
-def _sweep(tmp: Path, *args, launcher="slurm", name="sweep", **kw):
+def _slurm_sweep(tmp: Path, *args, launcher="slurm", name="sweep", **kw):
     return subprocess.Popen(_cmd("-m", f"hydra/launcher={launcher}", *args,
                                  f"tracking.uri={_uri(tmp)}", f"hydra.sweep.dir={tmp / name}"),
                             cwd=tmp, env=_env(), text=True, stdout=subprocess.PIPE,
@@ -139,7 +139,8 @@ def test_submitit_sweep_runs_two_jobs_at_once(slurm, tmp_path):
     """multiworker with 1 worker (1 task) and ps with 1 worker + 1 ps (3 tasks): the launcher
     gives each its own task count, both fit the node's 4 CPUs together and run at the same time
     (ports from their job ids: no collision)."""
-    p = _sweep(tmp_path, "strategy=multiworker,ps", "cluster=slurm", "workers=1", "ps=1", *TINY)
+    p = _slurm_sweep(tmp_path, "strategy=multiworker,ps", "cluster=slurm", "workers=1", "ps=1",
+                     *TINY)
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0, out[-3000:] + err[-3000:]
     assert "(1 task(s) per node)" in out and "(3 task(s) per node)" in out
@@ -162,7 +163,8 @@ def test_submitit_sweep_runs_two_jobs_at_once(slurm, tmp_path):
 def test_interrupted_sweep_waiting_on_slurm_is_killed_and_cancelled(slurm, tmp_path, sig):
     """Two one_device jobs of 3 CPUs each: one runs, the other pends (4 CPUs). SIGTERM or Ctrl-C
     to the sweep process: scancel of both, every run KILLED, the queue empty."""
-    p = _sweep(tmp_path, "strategy=one_device", "seed=0,1", "hydra.launcher.cpus_per_task=3", *LONG)
+    p = _slurm_sweep(tmp_path, "strategy=one_device", "seed=0,1", "hydra.launcher.cpus_per_task=3",
+                     *LONG)
     try:
         _wait(lambda: (tmp_path / "sweep" / "sweep.json").exists(), 120, "the sweep's parent run")
         _wait(lambda: any(r.info.status == "RUNNING" for r in _runs(tmp_path, "job")), 180,
@@ -183,7 +185,7 @@ def test_interrupted_sweep_waiting_on_slurm_is_killed_and_cancelled(slurm, tmp_p
 
 def test_bad_requests_are_one_line(slurm, tmp_path):
     # more CPUs than any node has: refused before sbatch, nothing queued
-    p = _sweep(tmp_path, "strategy=one_device", "hydra.launcher.cpus_per_task=64", *TINY)
+    p = _slurm_sweep(tmp_path, "strategy=one_device", "hydra.launcher.cpus_per_task=64", *TINY)
     out, err = p.communicate(timeout=120)
     assert p.returncode == 2, out + err
     assert err.count("distexp: error:") == 1 and "Traceback" not in err, err
@@ -191,13 +193,13 @@ def test_bad_requests_are_one_line(slurm, tmp_path):
     assert not _queue()
     assert [r.info.status for r in _runs(tmp_path, "sweep")] == ["FAILED"]
     # a request sbatch refuses: one line with sbatch's reason
-    p = _sweep(tmp_path, "strategy=one_device", "hydra.launcher.partition=nosuch", *TINY,
+    p = _slurm_sweep(tmp_path, "strategy=one_device", "hydra.launcher.partition=nosuch", *TINY,
                name="refused")
     out, err = p.communicate(timeout=120)
     assert p.returncode == 2 and err.count("distexp: error:") == 1 and "Traceback" not in err, err
     assert "sbatch refused the job(s)" in err and "partition" in err, err
     # the plugin's own launcher gives 1 task: workers=2 is one line from the job, not 1 worker
-    p = _sweep(tmp_path, "strategy=multiworker", "cluster=slurm", "workers=2", *TINY,
+    p = _slurm_sweep(tmp_path, "strategy=multiworker", "cluster=slurm", "workers=2", *TINY,
                launcher="submitit_slurm", name="plain")
     out, err = p.communicate(timeout=240)
     assert p.returncode == 1, out + err
