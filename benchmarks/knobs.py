@@ -1,4 +1,4 @@
-"""What each tuning knob does to examples/s on this machine (distexp only; see README "Knobs").
+"""What each tuning knob does to examples/s on this machine (distexp only; see docs/configuration.md, "Performance knobs").
 
     python benchmarks/knobs.py             # ~4 min on 2 cores
     python benchmarks/knobs.py --rounds 1 --steps 100

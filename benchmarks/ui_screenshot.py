@@ -1,4 +1,4 @@
-"""The README's MLflow UI screenshot, from a real scaling sweep (not the load test's tiny jobs).
+"""The MLflow UI screenshot of docs/tracking-and-ui.md, from a real scaling sweep (not the load test's tiny jobs).
 
     python benchmarks/ui_screenshot.py [--repeats 2] [--out docs/mlflow-ui-scaling.png]
 

@@ -1,12 +1,19 @@
 """`python -m distexp`: compose the config, validate it, launch the training process(es).
 
 This process never imports TensorFlow (so `--help`, `--cfg job` and a bad input answer in well
-under a second); training happens in fresh child processes (see distexp.job.launch).
+under a second); training happens in child processes (see distexp.job.launch), forked from the
+warm trainer (distexp.job.warm), which this module starts first of all for a command that will
+train and stops on every way out.
 """
 from __future__ import annotations
 
 import os
 import sys
+
+if __name__ == "__main__":  # first: TensorFlow's import (seconds) runs while Hydra composes
+    from distexp.job import warm as _warm
+
+    _warm.start_early(sys.argv[1:])
 
 import hydra
 from omegaconf import DictConfig
@@ -45,6 +52,15 @@ def cli() -> None:
     user_wants_trace = "HYDRA_FULL_ERROR" in os.environ
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let errors reach us, to print them as one line
     try:
+        _main(user_wants_trace)
+    finally:
+        from distexp.job import warm
+
+        warm.stop()  # nothing more to fork; a bad input stops it at once
+
+
+def _main(user_wants_trace: bool) -> None:
+    try:
         main()
     except SystemExit as ex:  # a single job's exit code, or Ctrl-C inside a sweep's job
         if sweep.active():
@@ -70,6 +86,9 @@ def cli() -> None:
         sys.exit(errors.BAD_INPUT)
     code = sweep.finish()
     if _SINGLE_JOB_DONE:
+        from distexp.job import warm
+
+        warm.stop()
         # A single job that is over (run closed, lines printed): exit without the interpreter's
         # teardown. A sweep exits normally (a launcher's workers may still be winding down).
         errors.exit_now(code)

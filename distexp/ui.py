@@ -37,7 +37,7 @@ VIEW_TAG = "mlflow.sharedViewState."
 # Display tags a job's run carries (distexp.tracking.display): what the table shows, rounded.
 COLUMNS = ["params.`strategy.name`", "params.`num_replicas`", "params.`global_batch_size`",
            "tags.`examples/s`", "tags.`accuracy`", "tags.`speed-up`"]
-SORT = "tags.`mlflow.runName`"  # in a sweep a run's name starts with what varies (README)
+SORT = "tags.`mlflow.runName`"  # in a sweep a run's name starts with what varies (docs/sweeps.md)
 
 
 def default_uri() -> str:
@@ -141,15 +141,24 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def serve(uri: str, host: str, port: int) -> subprocess.Popen:
+def server_log() -> Path:
+    """Where the server's own output and access log go (not the terminal): under outputs/."""
+    return Path(os.getcwd()) / "outputs" / "mlflow-ui.log"
+
+
+def serve(uri: str, host: str, port: int, log: Path) -> subprocess.Popen:
     """`mlflow server` on the store (the jobs' artifact locations are absolute file URIs), in a
-    process group of its own (`stop` ends it all). Without MLflow's job execution: its job runner
-    starts 7 huey consumers for GenAI scoring jobs, ~10 % of a core each while idle, and the
-    runs view needs none of them."""
-    return subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
-                             "--host", host, "--port", str(port), "--workers", "1"],
-                            start_new_session=True,
-                            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
+    process group of its own (`stop` ends it all), its start-up lines and access log (~49 lines a
+    page load) appended to `log`. Without MLflow's job execution: its job runner starts 7 huey
+    consumers for GenAI scoring jobs, ~10 % of a core each while idle, and the runs view needs
+    none of them."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:  # the child keeps its own descriptor
+        return subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
+                                 uri, "--host", host, "--port", str(port), "--workers", "1"],
+                                start_new_session=True, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT,
+                                env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -184,7 +193,7 @@ def _ready(proc: subprocess.Popen, health: str, timeout: float = 180.0) -> bool:
                 if r.status == 200:
                     return True
         except OSError:
-            time.sleep(0.5)
+            time.sleep(0.2)
     return True  # slow, but running: print the URL anyway
 
 
@@ -197,12 +206,30 @@ def who(host: str) -> str:
     return f"every machine that can reach {host} can open it, with no login"
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = None
+    if port is None or not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"received {text!r}; valid: a port number, 1 to 65535 "
+                                         "(default 5000)")
+    return port
+
+
+def _one_line_error(message: str) -> None:
+    """argparse's errors as one line, exit 2 ("argument --port: ..." -> "--port: ...")."""
+    print(f"distexp.ui: error: {message.removeprefix('argument ')}", file=sys.stderr)
+    sys.exit(2)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m distexp.ui",
         description="Serve the MLflow UI on this directory's store and print the URL that opens "
                     "the latest sweep's runs (Model training view, filtered, columns chosen).")
-    p.add_argument("--port", type=int, default=5000, help="port to listen on (default: 5000)")
+    p.error = _one_line_error  # argparse's usage + error: two lines
+    p.add_argument("--port", type=_port, default=5000, help="port to listen on (default: 5000)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1,"
                    " this machine only; 0.0.0.0 = every interface, no login)")
     p.add_argument("--sweep-id", default=None, help="a sweep's id (default: the latest sweep)")
@@ -236,14 +263,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from distexp import errors
 
     errors.interrupt_on_sigterm()  # kill/SIGTERM stops the server as Ctrl-C does
-    proc = serve(uri, a.host, a.port)
+    log = server_log()
+    proc = serve(uri, a.host, a.port, log)
     try:
         if not _ready(proc, f"http://{shown}:{a.port}/health"):
             print(f"distexp.ui: error: mlflow server exited with {proc.returncode} before it "
-                  "answered (its output is above)", file=sys.stderr)
+                  f"answered; its output is in {log}", file=sys.stderr)
             return 1
-        print(f"MLflow UI on {redact(uri)} at http://{a.host}:{a.port} ({who(a.host)}); Ctrl-C "
-              f"stops it.\nOpen {what}:\n  {link}", flush=True)
+        # one URL: the sweep's (the server's own address opens MLflow's GenAI home)
+        print(f"MLflow UI on {redact(uri)}, port {a.port} ({who(a.host)}; server log: {log}); "
+              f"Ctrl-C stops it.\nOpen {what}:\n  {link}", flush=True)
         return proc.wait()
     except KeyboardInterrupt:
         return 130

@@ -261,6 +261,24 @@ foreign_ctld() {  # the PID of a slurmctld this script did not start, if any
   done | head -1
 }
 
+# A slurmctld this script did not start that does not answer `scontrol show config`: one that
+# was just stopped and is still exiting (seen: `up --nodes 2` right after another Slurm was
+# stopped), or one starting or stuck. Give it FOREIGN_WAIT_S to exit: gone, print nothing (`up`
+# goes on as on a machine without it); still there, one line saying what was found.
+FOREIGN_WAIT_S=${SLURM_FOREIGN_WAIT_S:-15}
+foreign_answers() {  # foreign_answers <pid>: 0 it answers, 1 it exited; else the one line, exit 1
+  local pid=$1 why
+  why=$(scontrol show config 2>&1 >/dev/null) && return 0
+  for _ in $(seq $((FOREIGN_WAIT_S * 10))); do
+    kill -0 "$pid" 2>/dev/null || return 1
+    scontrol show config >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  die "found a slurmctld not started by this script (pid $pid, $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | cut -c1-80 | sed 's/ *$//')) that" \
+      "does not answer after ${FOREIGN_WAIT_S} s (scontrol show config: $(echo "${why:-no output}" | head -1));" \
+      "if it is stopping, run 'up' again once it has exited; else stop it (kill $pid) and run 'up'"
+}
+
 up() {
   [ "$(id -u)" = 0 ] || die "must run as root (it installs packages and starts daemons); received uid $(id -u)"
   [ -f /etc/debian_version ] || die "needs Debian (apt, slurm-wlm); this machine has no /etc/debian_version"
@@ -270,8 +288,9 @@ up() {
   install_packages
   ti=$(date +%s.%N)
   other=$(foreign_ctld)
+  if [ -n "$other" ] && ! foreign_answers "$other"; then other=""; fi  # it exited meanwhile
   if [ -n "$other" ]; then  # a Slurm someone else started: use it as is, or one line
-    local name; name=$(scontrol show config 2>/dev/null | awk '$1 == "ClusterName" {print $3}')
+    local name; name=$(scontrol show config 2>/dev/null | awk '$1 == "ClusterName" {print $3}' || true)
     if [ "$NODES" = 1 ] && scontrol ping >/dev/null 2>&1 && sacct -n -X -S now >/dev/null 2>&1 \
        && sinfo -h -o %T | grep -Eq '^(idle|mixed)'; then
       say "found a Slurm cluster not started by this script (slurmctld pid $other, cluster" \

@@ -49,7 +49,7 @@ def compose():
     GlobalHydra.instance().clear()
 
 
-# --- tiers (docs/testing-tiers.md) -------------------------------------------------------------
+# --- tiers (docs/testing.md) -------------------------------------------------------------------
 # unit         the default: in this process, no subprocess, no TensorFlow, nothing trained
 # integration  starts processes or TensorFlow but trains nothing (or a probe's few steps)
 # slow         end to end: real training through the CLI

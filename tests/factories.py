@@ -190,3 +190,14 @@ def deep_cnn(input_shape, num_classes):
                keras.layers.Flatten(), keras.layers.Dense(64, activation="relu"),
                keras.layers.Dense(num_classes)]
     return keras.Sequential(layers, name="deep_cnn")
+
+
+def dropout_mlp(input_shape, num_classes):
+    """small_mlp with Dropout: its masks come from a Keras SeedGenerator whose state advances
+    every step (the exact-resume test)."""
+    import keras
+
+    return keras.Sequential([keras.Input(shape=input_shape), keras.layers.Flatten(),
+                             keras.layers.Dense(32, activation="relu"),
+                             keras.layers.Dropout(0.5),
+                             keras.layers.Dense(num_classes)])

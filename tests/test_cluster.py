@@ -127,9 +127,12 @@ def test_slurm_roles(compose, monkeypatch, strategy, rank, ntasks, task):
         monkeypatch.setenv(k, v)
     plan = _plan(compose, f"strategy={strategy}", "cluster=slurm", "workers=2", "ps=1")
     assert (plan.names[0], plan.logs_to_mlflow) == task
-    # ps: the servers watch the coordinator (they stop when it is gone), it watches them
+    # ps: the servers watch the coordinator (they stop when it is gone), it watches them;
+    # multiworker: every task watches its peers start (never lost: TensorFlow's heartbeats are)
     watch = type(plan.until).__name__ if plan.until else None
-    assert watch == (None if strategy != "ps" else "ServerWatch" if rank == 0 else "ChiefWatch")
+    assert watch == ("ChiefWatch" if strategy == "ps" and rank else "ServerWatch")
+    if strategy == "multiworker":
+        assert plan.until.lost is False and list(plan.until.watches) == [f"worker-{1 - rank}"]
 
 
 def _step(rank, ntasks, job="4242"):
@@ -205,14 +208,43 @@ def test_chief_watch_stops_a_server_task_once_the_chief_is_gone(monkeypatch):
     chief = socket.socket()
     chief.bind(("127.0.0.1", 0))
     chief.listen()
-    watch = liveness.ChiefWatch(f"127.0.0.1:{chief.getsockname()[1]}", startup_s=5)
+    watch = liveness.ChiefWatch(f"127.0.0.1:{chief.getsockname()[1]}")
     assert watch() is False and watch.seen  # listening: the job goes on
     chief.close()
     assert watch() is False  # one refusal is not enough
     assert watch() is True   # two in a row: the chief exited, stop the server
-    never = liveness.ChiefWatch("127.0.0.1:1", startup_s=0)  # nothing listens on port 1
-    with pytest.raises(TimeoutError, match="never listened"):
+    never = liveness.ChiefWatch("127.0.0.1:1", startup=liveness.Startup(None, own_s=0))
+    with pytest.raises(TimeoutError, match="never listened"):  # nothing listens on port 1
         never()
+
+
+def test_a_peer_that_never_started_fails_the_job_naming_it(monkeypatch):
+    """A task whose job process stopped before TensorFlow (bad input on its node) never listens:
+    its peers end STARTUP_S after their own server listens, naming it (before: 180 s of TF's
+    registration for multiworker, 600 s for ps), while a peer still importing TensorFlow on a
+    loaded node, before this task's own server is up, is not taken for dead."""
+    import socket
+    import time
+
+    monkeypatch.setattr(liveness.ChiefWatch, "EVERY_S", 0.0)
+    own = socket.socket()
+    own.bind(("127.0.0.1", 0))
+    own_addr = f"127.0.0.1:{own.getsockname()[1]}"
+    startup = liveness.Startup(own_addr, startup_s=0.3, own_s=60)
+    watch = liveness.ServerWatch({"worker-1": "127.0.0.1:1"}, lost=False)
+    watch.watches["worker-1"].startup = startup
+    time.sleep(0.5)
+    assert watch() is False  # this task's own TensorFlow is not up yet: no verdict
+    own.listen()
+    assert watch() is False  # the clock starts now
+    time.sleep(0.5)
+    with pytest.raises(TimeoutError) as ex:
+        watch()
+    own.close()
+    assert str(ex.value) == ("worker-1 never listened on 127.0.0.1:1, 0.3 s after this task's own "
+                             f"server ({own_addr}) did: its task stopped before TensorFlow started "
+                             "(see that task's output)")
+    assert liveness.STARTUP_S == 60  # the bound the issue asks for
 
 
 def test_slurm_addresses_follow_the_resolver(compose):

@@ -103,7 +103,46 @@ def test_replicas_and_global_batch(compose):
     assert resolved.global_batch(cfg, 2) == 64
 
 
-def test_flatten_gives_every_leaf(compose):
-    flat = C.flatten(compose("strategy=mirrored"))
+def test_flatten_gives_every_leaf_that_applies(compose):
+    flat = C.flatten(compose("strategy=mirrored", "dataset=synthetic"))
     assert flat["strategy.name"] == "mirrored" and flat["model.name"] == "cnn"
     assert flat["gpus"] == "null" and flat["epochs"] == "5" and flat["dataset.shape"] == "[32, 32, 3]"
+    assert flat["strategy.cross_device_ops"] == "null" and flat["dataset.shuffle_buffer"] == "10000"
+
+
+@pytest.mark.parametrize("overrides,present,absent", [
+    # the issue's two: no dataset.shape for a user's dataset, no model.units for a CNN
+    (["model=custom", "model.factory=mymodels:mnist_convnet", "dataset=custom",
+      "dataset.factory=mydata:load"],
+     ["model.factory", "dataset.factory", "dataset.num_classes"],
+     ["dataset.shape", "dataset.size", "dataset.tfds_name", "model.units", "dataset.test_fraction"]),
+    (["model=cnn"], ["model.min_size", "dataset.test_fraction"],
+     ["model.units", "model.embedding_dim", "model.factory", "dataset.shape", "dataset.path",
+      "strategy.communication", "strategy.tpu", "task.factory"]),
+    (["model=gru_seq2seq", "dataset=synthetic_pairs"],
+     ["model.units", "model.embedding_dim", "dataset.source_tokens", "dataset.size"],
+     ["dataset.path", "dataset.shape", "dataset.num_classes"]),
+    (["dataset=mnist", "strategy=multiworker"],
+     ["dataset.tfds_name", "dataset.image_size", "strategy.communication"],
+     ["dataset.test_fraction", "strategy.cross_device_ops"]),
+])
+def test_params_hold_only_the_keys_that_apply(compose, overrides, present, absent):
+    flat = C.flatten(compose(*overrides))
+    assert [k for k in present if k not in flat] == []
+    assert [k for k in absent if k in flat] == []
+
+
+def test_a_users_model_and_data_are_named_by_their_factory():
+    """Not `mirrored-custom-custom-r1` / "custom on custom" for every user model (issue 26)."""
+    from distexp.tracking import run_name, workload
+    from distexp.tracking.display import description
+
+    model, data = workload("custom", "mymodels:mnist_convnet"), workload("custom", "pkg.data.load")
+    assert (model, data) == ("mnist_convnet", "load")
+    assert workload("cnn", None) == "cnn" and workload("custom", None) == "custom"
+    assert run_name("mirrored", model, "digits", 1) == "mirrored-mnist_convnet-digits-r1"
+    params = {"strategy.name": "mirrored", "num_replicas": "1", "global_batch_size": "64",
+              "model.name": "custom", "model.factory": "mymodels:mnist_convnet",
+              "dataset.name": "digits", "loop.name": "custom"}
+    assert description(params) == "mirrored, 1 replica, global batch 64 (mnist_convnet on digits, custom loop)"
+

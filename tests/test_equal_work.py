@@ -13,31 +13,21 @@ import pytest
 from distexp.figures import cpu_peak, stats
 from distexp.report import cli as report
 from distexp.report import verdict
-from helpers import report_store, store_run as _run, sweeper as _sweeper
+from helpers import launched as _launched, report_store, store_run as _run
 
 
 # --- the controls the sweeper plans ------------------------------------------------------------
 
-def _launched(tmp_path, *args, preset=()):
-    from hydra.core.global_hydra import GlobalHydra
-
-    try:
-        sweeper = _sweeper(tmp_path, *preset)
-        sweeper.sweep(list(args))
-        return [ovr for _, ovr in sweeper.launcher.launched]
-    finally:
-        GlobalHydra.instance().clear()
-
-
 def test_controls_add_one_device_at_each_global_batch(tmp_path, capsys):
     got = _launched(tmp_path, "strategy=one_device,mirrored,central", "cpu_replicas=1,2",
                     "sweep.controls=true", "repeats=2")
-    # 6 jobs + 1 control (mirrored x2 and central x2 share global batch 128), each twice,
-    # interleaved: the control is job 6 of each round
-    assert len(got) == 14
+    # 6 jobs (one_device x cpu_replicas=2 merged into cpu_replicas=1: one job) + 1 control
+    # (mirrored x2 and central x2 share global batch 128), each twice, interleaved: the control
+    # is job 5 of each round
+    assert len(got) == 12
     control = ["strategy=one_device", "cpu_replicas=2", "sweep.controls=True", "repeats=2",
                "global_batch_size=128"]
-    assert got[6] == [*control, "repeat=0"] and got[13] == [*control, "repeat=1"]
+    assert got[5] == [*control, "repeat=0"] and got[11] == [*control, "repeat=1"]
     assert "equal work for mirrored x2, central x2" in capsys.readouterr().out
 
     # per-replica 32: the controls run at 64; four replicas: at 128; the per-replica batch is
@@ -54,11 +44,11 @@ def test_controls_add_one_device_at_each_global_batch(tmp_path, capsys):
     got = _launched(tmp_path / "c", "strategy=one_device,mirrored", "cpu_replicas=2",
                     "global_batch_size=128", "sweep.controls=true")
     assert len(got) == 2
-    assert len(_launched(tmp_path / "d", "strategy=one_device,mirrored", "cpu_replicas=1,2")) == 4
-    # on in the scaling preset
+    assert len(_launched(tmp_path / "d", "strategy=one_device,mirrored", "cpu_replicas=1,2")) == 3
+    # on in the scaling preset (its 6 jobs: one_device once)
     got = _launched(tmp_path / "e", preset=("experiment=scaling",))
-    assert len(got) == 7 and got[6][0] == "strategy=one_device" and \
-        got[6][-1] == "global_batch_size=128"
+    assert len(got) == 6 and got[5][0] == "strategy=one_device" and \
+        got[5][-1] == "global_batch_size=128"
 
 
 # --- the report's numbers ----------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """tracking.Forwarder / RunLogger sink, without TensorFlow or a real store: records written by the
-chief reach the run whole and in order, the gate tells the chief the run exists or why not."""
+chief reach the run whole and in order, the gate tells the chief the run exists or why not, and
+neither side waits for good (issue 26 item 4), nor fails when the console is gone."""
 from __future__ import annotations
 
 import pytest
@@ -74,3 +75,73 @@ def test_no_job_process_means_no_logging(monkeypatch, tmp_path):
     log.log_metrics({"a": 1.0}, step=1)
     log.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_chief_gives_up_at_a_gate_that_never_opens(tmp_path, monkeypatch):
+    """A run whose creation hangs: the chief's wait ends, FAILED (UserFailure: exit 1), naming the
+    gate it waited at, instead of waiting for good."""
+    import time
+
+    from distexp.errors import UserFailure
+
+    gate = tmp_path / "tracking.gate"
+    log = tracking.RunLogger(sink=str(tmp_path / "metrics.jsonl"), gate=str(gate))
+    t0 = time.monotonic()
+    with pytest.raises(UserFailure) as ex:
+        log.wait_ready(timeout=0.3)
+    assert time.monotonic() - t0 < 5
+    assert str(ex.value) == (f"tracking: waited 0.3 s for the job process to create the MLflow run "
+                             f"(its gate file {gate} never appeared); the job process's output "
+                             "says why")
+
+
+def test_a_console_line_that_fails_still_opens_the_gate(tmp_path, monkeypatch):
+    """The run's console line raised (BrokenPipeError: `python -m distexp | true`): the gate opens
+    all the same and records are still forwarded (the chief waited for good before)."""
+    run = FakeRun()
+
+    def announce(_run):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    fwd = tracking.Forwarder(lambda: run, tmp_path, on_ready=announce).start()
+    log = _logger(monkeypatch, fwd)
+    log.wait_ready(timeout=10)
+    log.log_metrics({"a": 1.0}, step=1)
+    assert fwd.close() is run
+    assert [r["kind"] for r in run.records] == ["metrics"]
+
+
+def test_close_does_not_wait_for_good_for_a_hanging_creation(tmp_path, monkeypatch):
+    import threading
+
+    from distexp.tracking import forward
+
+    monkeypatch.setattr(forward, "READY_S", 0.2)
+    release = threading.Event()
+    fwd = tracking.Forwarder(lambda: release.wait(30) and FakeRun(), tmp_path).start()
+    try:
+        assert fwd.close() is None
+    finally:
+        release.set()
+
+
+def test_a_console_that_is_gone_is_dropped_not_raised():
+    """The job's stdout after its reader went (`| true`): writes and flushes do not raise, and the
+    descriptor then points at /dev/null, so every other holder of it writes nowhere too."""
+    import os
+
+    from distexp.tracking.store import RedactingStream
+
+    r, w = os.pipe()
+    raw = os.fdopen(w, "w")
+    out = RedactingStream(raw)
+    os.close(r)  # the reader is gone
+    try:
+        out.write("MLflow run abc (sqlite:///x, experiment 'distexp')\n")
+        out.flush()
+        print("a line after", file=out, flush=True)
+        raw.write("the raw stream too\n")
+        raw.flush()
+        assert os.fstat(raw.fileno()).st_rdev == os.stat(os.devnull).st_rdev
+    finally:
+        raw.close()

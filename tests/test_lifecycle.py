@@ -44,6 +44,7 @@ def test_user_error_inside_the_trainer_is_one_line(cli):
     assert "Traceback" not in r.stdout + r.stderr
     _, run = _only_run(cli)
     assert run.info.status == "FAILED"
+    assert run.info.run_name == "mirrored-explode-digits-r1"  # the factory's name, not "custom"
 
 
 def test_timeout_stops_a_hung_job(cli):

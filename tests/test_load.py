@@ -27,7 +27,7 @@ TINY = ["strategy=one_device", "model=mlp", "dataset=synthetic", "dataset.shape=
         "batch_size_per_replica=16",
         "measure_peak_flops=false", "measure_step_split=false"]  # the ~0.5-1 s peak benchmark x 27 jobs; no MFU checked here
 BIG = 10  # 4 sweeps write at once (the load); the big one outlasts the others
-# The README's screenshot is refreshed only when asked (DISTEXP_UPDATE_SCREENSHOT=1): a test run
+# The screenshot docs/mlflow-ui-sweep.png is refreshed only when asked (DISTEXP_UPDATE_SCREENSHOT=1): a test run
 # must not rewrite tracked files.
 README_SCREENSHOT = ROOT / "docs" / "mlflow-ui-sweep.png"
 

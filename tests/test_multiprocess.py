@@ -260,3 +260,37 @@ def test_tf_config_cluster_started_by_hand(tmp_path):
     finally:
         for n in ns:
             subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+
+def test_a_task_that_stops_before_tensorflow_fails_its_peers_naming_it(tmp_path):
+    """worker-1 of a cluster started by hand stops on bad input before TensorFlow; worker-0 (the
+    chief) ends FAILED within STARTUP_S (60 s) of its own server listening, naming worker-1, instead
+    of TensorFlow's 180 s registration wait (600 s for ps). Issue 26 item 4."""
+    from distexp.cluster.plan import free_ports
+
+    addrs = [f"127.0.0.1:{p}" for p in free_ports(2)]
+    envs = _cluster_env(addrs)
+    procs = []
+    for i, extra in enumerate([[], ["epochs=-1"]]):  # worker-1: a bad value, one line, exit 2
+        cmd = [sys.executable, "-m", "distexp", "strategy=multiworker", "cluster=tf_config",
+               *TINY, *extra, f"hydra.run.dir={tmp_path / f'task{i}'}"]
+        procs.append(subprocess.Popen(cmd, cwd=tmp_path, env={**_env(), **envs[i]}, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    t0 = time.monotonic()
+    try:
+        outs = [p.communicate(timeout=240)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    took = time.monotonic() - t0
+    assert procs[1].returncode == 2 and "epochs: received -1" in outs[1], outs[1]
+    assert procs[0].returncode == 1, outs[0][-3000:]
+    errs = [ln for ln in outs[0].splitlines() if ln.startswith("distexp: error:")]
+    assert len(errs) == 1 and errs[0].startswith(
+        f"distexp: error: worker-1 never listened on {addrs[1]}, 60 s after this task's own "
+        f"server ({addrs[0]}) did: its task stopped before TensorFlow started"), outs[0][-3000:]
+    assert took < 170, took  # TensorFlow's own registration bound is 180 s
+    _, runs = mlflow_runs(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
+    assert [r.info.status for r in runs] == ["FAILED"]
+    assert processes_mentioning(str(tmp_path / "task0")) == []

@@ -38,11 +38,11 @@ def test_one_repeat_is_the_basic_sweep(tmp_path):
 
     try:
         sweeper = _sweeper(tmp_path)
-        sweeper.sweep(["strategy=one_device,mirrored", "cpu_replicas=1,2"])
+        sweeper.sweep(["strategy=central,mirrored", "cpu_replicas=1,2"])
         got = [ovr for _, ovr in sweeper.launcher.launched]
     finally:
         GlobalHydra.instance().clear()
-    assert got == [["strategy=one_device", "cpu_replicas=1"], ["strategy=one_device", "cpu_replicas=2"],
+    assert got == [["strategy=central", "cpu_replicas=1"], ["strategy=central", "cpu_replicas=2"],
                    ["strategy=mirrored", "cpu_replicas=1"], ["strategy=mirrored", "cpu_replicas=2"]]
 
 

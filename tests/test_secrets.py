@@ -139,9 +139,10 @@ class _BasicAuthProxy:
 
 
 def test_mlflow_native_credentials_work(mlflow_server, tmp_path):
-    """The README's way: MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD in the environment,
-    a plain URI. Through a proxy that refuses requests without them, the job's run lands
-    FINISHED with its metrics; every request the job made carried them (none refused)."""
+    """The way docs/tracking-and-ui.md recommends: MLFLOW_TRACKING_USERNAME /
+    MLFLOW_TRACKING_PASSWORD in the environment, a plain URI. Through a proxy that refuses
+    requests without them, the job's run lands FINISHED with its metrics; every request the job
+    made carried them (none refused)."""
     proxy = _BasicAuthProxy(mlflow_server.url, "bob", PW)
     try:
         r = run_cli([f"tracking.uri={proxy.url}", "tracking.experiment=native-auth", *TINY,

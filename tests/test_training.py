@@ -87,5 +87,14 @@ def test_sweep_over_strategies_and_replicas(cli):
     runs = [x for x in runs if x not in parents]
     got = sorted((x.data.params["strategy.name"], x.data.params["cpu_replicas"],
                   x.data.params["num_replicas"], x.info.status) for x in runs)
+    # one_device with cpu_replicas=2 is the 1-replica job again: merged, run once, said once
     assert got == [("mirrored", "1", "1", "FINISHED"), ("mirrored", "2", "2", "FINISHED"),
-                   ("one_device", "1", "1", "FINISHED"), ("one_device", "2", "1", "FINISHED")]
+                   ("one_device", "1", "1", "FINISHED")]
+    assert r.stdout.count("sweep: 1 job(s) merged into an earlier job of the same set-up") == 1
+    assert "[strategy=one_device cpu_replicas=2] -> [strategy=one_device cpu_replicas=1]" in r.stdout
+    from distexp.report import cli as report
+
+    sweep_id = parents[0].data.tags["distexp.sweep_id"]
+    rows, _, _ = report.build(cli.uri, sweep_id=sweep_id, out=cli.cwd / "report", log=False)
+    assert sorted((row.strategy, row.replicas) for row in rows) == [
+        ("mirrored", 1), ("mirrored", 2), ("one_device", 1)]  # one baseline row

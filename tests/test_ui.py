@@ -4,6 +4,20 @@ names. Tier: unit. The UI's process and --help: tests/test_ui_integration.py; th
 Chromium: tests/test_ui_slow.py."""
 from __future__ import annotations
 
+import pytest
+
+
+@pytest.mark.parametrize("port", ["99999", "abc", "0"])
+def test_ui_port_is_checked_in_one_line(port, capsys):
+    """Before: `--port 99999` was an OverflowError traceback (issue 26)."""
+    from distexp import ui
+
+    with pytest.raises(SystemExit) as ex:
+        ui.main(["--port", port])
+    err = capsys.readouterr().err
+    assert ex.value.code == 2 and err == (f"distexp.ui: error: --port: received '{port}'; valid: a "
+                                          "port number, 1 to 65535 (default 5000)\n")
+
 
 def test_console_drops_the_tf_banner_and_says_known_errors_in_words():
     from distexp.job.launch import console_line

@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import re
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import run_cli
+from helpers import child_env, run_cli
+from servers import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -99,3 +102,36 @@ def test_help_describes_each_key_for_the_chosen_options(tmp_path):
     assert re.search(r"^  strategy\.communication=auto\s+collective implementation", r.stdout,
                      re.M), r.stdout
     assert "== Config groups" in r.stdout and "strategy: central, mirrored" in r.stdout
+
+
+def test_ui_prints_one_url_and_keeps_the_servers_output_in_a_file(tmp_path):
+    """The terminal gets one URL, the sweep's, once the server answers; MLflow's start-up lines
+    and its access log go to outputs/mlflow-ui.log (before: four start-up lines, a first URL that
+    opens MLflow's GenAI home, ~49 access-log lines per page load)."""
+    import urllib.request
+
+    _store_with_sweep(tmp_path)
+    port = free_port()
+    p = subprocess.Popen([sys.executable, "-m", "distexp.ui", "--port", str(port)], cwd=tmp_path,
+                         env=child_env(tests=False), stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        lines = []
+        for line in p.stdout:
+            lines.append(line)
+            if "viewStateShareKey=" in line:
+                break
+        link = lines[-1].strip()
+        assert link.startswith(f"http://127.0.0.1:{port}/#/experiments/"), lines
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=20) as r:
+            assert r.status == 200  # it answers when the URL is printed
+        with urllib.request.urlopen(link.split("#")[0], timeout=20) as r:
+            r.read()  # a page load: its access-log lines go to the file
+    finally:
+        p.terminate()
+        rest = p.communicate(timeout=30)[0]
+    out = "".join(lines) + rest
+    assert len(re.findall(r"https?://", out)) == 1, out
+    log = tmp_path / "outputs" / "mlflow-ui.log"
+    assert f"server log: {log}" in out
+    assert "GET / " in log.read_text() and "GET /" not in out, (out, log.read_text()[-2000:])

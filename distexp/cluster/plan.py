@@ -247,14 +247,17 @@ def _external(cfg: DictConfig, rec, job_dir: Path, gpus: int, kind: str, index: 
 
 
 def _watch(rec, p: Plan, addrs: Dict[str, str]) -> Plan:
-    """The tasks' hosts; a strategy with server tasks on an external cluster: they stop when the
-    coordinator is gone (ChiefWatch); the coordinator fails when a server it saw is gone
+    """The tasks' hosts, and what this task's job process watches (distexp.cluster.liveness): a
+    peer that never started fails the job, naming it; with server tasks (ps) they stop when the
+    coordinator is gone (ChiefWatch) and the coordinator fails when a server it saw is gone
     (ServerWatch)."""
     p.hosts = {name: a.rpartition(":")[0] for name, a in addrs.items()}
-    if not rec.server_roles:
-        return p
-    if p.names[0] == "chief":
-        p.until = ServerWatch({n: a for n, a in addrs.items() if n != "chief"})
+    me = p.names[0]
+    peers = {n: a for n, a in addrs.items() if n != me}
+    if not rec.server_roles:  # every task trains: a peer that never started fails the job
+        p.until = ServerWatch(peers, own=addrs.get(me), lost=False)
+    elif me == "chief":
+        p.until = ServerWatch(peers, own=addrs.get(me))
     else:
-        p.until = ChiefWatch(addrs["chief"])
+        p.until = ChiefWatch(addrs["chief"], own=addrs.get(me))
     return p

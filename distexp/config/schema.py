@@ -221,6 +221,10 @@ class Config:
     log_every_steps: int = 0
     # Seconds before a job that has not finished is stopped and marked FAILED; null = no limit.
     timeout: Optional[float] = None
+    # Start every training process of the job by forking it from a process that has already
+    # imported TensorFlow (distexp.job.warm; started before Hydra composes, kept across a sweep's
+    # jobs). false: a fresh interpreter per training process.
+    warm_start: bool = True
     # Training steps per tf.function call (fit: compile's steps_per_execution; custom: a loop of
     # this many steps inside one call, as Orbit does). Small models are otherwise Python-bound.
     # "auto" (str) or an int >= 1 (Any: OmegaConf has no union of str and int; checked in
@@ -289,8 +293,44 @@ def register() -> None:
     ConfigStore.instance().store(name="base_config", node=Config)
 
 
+# Keys of a group that apply to some of its options only (any other key applies to every option):
+# a run's params carry them only where they apply (no model.units for a CNN, no dataset.shape for
+# a user's dataset). "tfds" stands for every TFDS dataset (mnist, cifar10, ...); a strategy's own
+# keys are its record's `options`; task.factory/kwargs apply to a user's task.
+_PAIRS = ("text_pairs", "synthetic_pairs")
+ONLY_FOR = {
+    "model": {"factory": ("custom",), "embedding_dim": ("gru_seq2seq",), "units": ("gru_seq2seq",)},
+    "dataset": {"test_fraction": ("digits", *_PAIRS), "shape": ("synthetic",),
+                "num_classes": ("synthetic", "custom"), "size": ("synthetic", "synthetic_pairs"),
+                "factory": ("custom",), "kwargs": ("custom",), "path": ("text_pairs",),
+                **{k: _PAIRS for k in ("source_tokens", "target_tokens", "max_length", "vocab_size")},
+                **{k: ("tfds",) for k in ("tfds_name", "train_split", "eval_split", "data_dir",
+                                          "download", "image_size", "preprocessing", "cache")}},
+}
+
+
+def _option(group: str, node: dict) -> str:
+    if group == "dataset" and (node.get("name") == "tfds" or node.get("tfds_name") is not None):
+        return "tfds"
+    return str(node.get("name"))
+
+
+def _applies(tree: dict, group: str, key: str) -> bool:
+    node = tree[group]
+    if group == "strategy" and key not in ("name", "record"):
+        from distexp import strategies
+
+        rec = strategies.REGISTRY.get(str(node.get("name")))
+        return rec is None or key in rec.options  # a user's strategy: keep all
+    if group == "task" and key in ("factory", "kwargs"):
+        return node.get("factory") is not None
+    only = ONLY_FOR.get(group, {}).get(key)
+    return only is None or _option(group, node) in only
+
+
 def flatten(cfg: DictConfig) -> dict:
-    """The resolved config as flat `a.b.c -> str` params (MLflow's param shape)."""
+    """The resolved config as flat `a.b.c -> str` params (MLflow's param shape): the keys that
+    apply to the chosen options (ONLY_FOR)."""
     out: dict = {}
 
     def walk(prefix: str, node: Any) -> None:
@@ -302,6 +342,9 @@ def flatten(cfg: DictConfig) -> dict:
 
     tree = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     tree.pop("resolved", None)  # the job logs those facts under their own names (num_replicas...)
+    for group in ("model", "dataset", "strategy", "task"):
+        if isinstance(tree.get(group), dict):
+            tree[group] = {k: v for k, v in tree[group].items() if _applies(tree, group, k)}
     walk("", tree)
     return out
 

@@ -1,6 +1,6 @@
 """Throughput and step-time figures (pure Python: no TensorFlow).
 
-Definitions (the README repeats them):
+Definitions (docs/tasks-and-figures.md repeats them):
 - A step ends when its loss has been fetched to the host (`float(loss)`), i.e. the device finished
   it; a dispatched-but-unfinished step is never counted.
 - step time: host wall time from the end of the previous step (or the start of the epoch's first

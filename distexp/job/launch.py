@@ -24,6 +24,9 @@ from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence
 from distexp import errors
 
 KILL_GRACE_S = 3.0
+# starts `python -m MODULE ARGS` (a command as trainer_cmd builds it) with env in a directory;
+# returns an object that answers as subprocess.Popen does (pid, stdout, poll, wait)
+Spawn = Callable[[Sequence[str], Mapping[str, str], str], "subprocess.Popen"]
 POLL_S = 0.1
 
 
@@ -52,7 +55,7 @@ class JobInterrupted(Exception):
     """Ctrl-C or SIGTERM on the job process."""
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def die_with_parent() -> None:  # runs in the child between fork and exec
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -95,12 +98,15 @@ def _pump(stream: IO[bytes], log: IO[bytes], console: bool, last_lines: List[str
         del last_lines[:-20]
         shown = console_line(line, said) if console else None
         if shown:
-            sys.stdout.write(shown)
-            sys.stdout.flush()
+            try:
+                sys.stdout.write(shown)
+                sys.stdout.flush()
+            except (OSError, ValueError):  # the console is gone: the log keeps every line
+                console = False
     stream.close()
 
 
-def _signal_group(p: subprocess.Popen, sig: int) -> None:
+def signal_group(p: subprocess.Popen, sig: int) -> None:
     try:
         os.killpg(p.pid, sig)
     except (ProcessLookupError, PermissionError):
@@ -108,16 +114,17 @@ def _signal_group(p: subprocess.Popen, sig: int) -> None:
 
 
 def stop(procs: Sequence[Proc], grace: float = KILL_GRACE_S) -> None:
-    """SIGTERM every live process group, SIGKILL what is left after `grace` seconds, reap all."""
+    """SIGTERM every live process group, SIGKILL what is left after `grace` seconds, reap all
+    (a warm-forked process: its exit seen by the warm trainer, which reaps it)."""
     live = [p.popen for p in procs if p.popen is not None and p.popen.poll() is None]
     for p in live:
-        _signal_group(p, signal.SIGTERM)
+        signal_group(p, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while any(p.poll() is None for p in live) and time.monotonic() < deadline:
         time.sleep(0.05)
     for p in live:
         # the group, not just the leader: a trainer's own children must go too
-        _signal_group(p, signal.SIGKILL)
+        signal_group(p, signal.SIGKILL)
         try:
             p.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -128,9 +135,11 @@ def stop(procs: Sequence[Proc], grace: float = KILL_GRACE_S) -> None:
 
 
 def run(procs: Sequence[Proc], timeout: Optional[float] = None,
-        until: Optional[Callable[[], bool]] = None) -> None:
+        until: Optional[Callable[[], bool]] = None, spawn: Optional[Spawn] = None) -> None:
     """Start `procs`, wait until every non-server process exits 0 (then stop the servers), or
     until `until()` is true (a server task of an external cluster whose job is over: stop it).
+    `spawn(cmd, env, cwd)`: starts a process from the warm trainer (distexp.job.warm) instead of
+    a fresh interpreter; its process answers as a Popen does.
 
     Raises JobFailed naming the first process that failed (or the timeout), JobInterrupted on
     Ctrl-C / SIGTERM; in every case all processes are gone when this returns or raises.
@@ -143,7 +152,7 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
     start = time.monotonic()
     try:
         for pr in procs:
-            pumps.append(_start(pr, logs, tails))
+            pumps.append(_start(pr, logs, tails, spawn))
         pump_of = {pr.name: t for pr, t in zip(procs, pumps)}
         while True:
             _raise_if_failed(procs, tails, pump_of)
@@ -163,16 +172,21 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
         errors.restore_sigterm(old_term)
 
 
-def _start(pr: Proc, logs: List[IO[bytes]], tails: Dict[str, List[str]]) -> threading.Thread:
-    """Start one process in its own session, its output pumped to its log; the pump thread."""
+def _start(pr: Proc, logs: List[IO[bytes]], tails: Dict[str, List[str]],
+           spawn: Optional[Spawn] = None) -> threading.Thread:
+    """Start one process in its own session (forked by the warm trainer when `spawn` is given),
+    its output pumped to its log; the pump thread."""
     pr.log.parent.mkdir(parents=True, exist_ok=True)
     log = open(pr.log, "ab")
     logs.append(log)
     env = dict(os.environ)
     env.update(pr.env)
-    pr.popen = subprocess.Popen(
-        list(pr.cmd), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
+    if spawn is not None:
+        pr.popen = spawn(list(pr.cmd), env, os.getcwd())
+    else:
+        pr.popen = subprocess.Popen(
+            list(pr.cmd), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent)
     tails[pr.name] = []
     t = threading.Thread(target=_pump, args=(pr.popen.stdout, log, pr.console, tails[pr.name]),
                          daemon=True)

@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from distexp.config import checks
 from distexp.config import schema as C
 from distexp import errors, tracking
-from distexp.job import launch
+from distexp.job import launch, warm
 from distexp.tracking.node_metrics import CLUSTER_ID, NodeMetrics
 from distexp.sweeps import callback as sweep
 from distexp.sweeps.records import swept_values
@@ -127,7 +127,7 @@ def prepare(cfg: DictConfig) -> Job:
     job_dir.mkdir(parents=True, exist_ok=True)
     plan = cluster.plan(cfg, job_dir, gpus)  # raises UserError for a bad cluster setting
     # The job's facts, computed once; the trainers read them from config.yaml's `resolved:`.
-    facts = resolved.resolve(cfg, gpus, plan, job_dir=job_dir, job_start=t_start)
+    facts = resolved.resolve(cfg, gpus, plan, job_dir=job_dir, job_start=job_start(t_start))
     # What is stored and logged carries no credentials (trainers get the real URI by env).
     stored = OmegaConf.to_container(cfg, resolve=True)
     stored["tracking"]["uri"] = tracking.redact(cfg.tracking.uri)
@@ -150,6 +150,8 @@ def prepare(cfg: DictConfig) -> Job:
         # probes, not only the chief: a node that cannot reach the store stops with the one line,
         # instead of its peers waiting for a chief that stopped (tests/test_slurm_nodes.py)
         tracking.probe(cfg.tracking.uri)
+    if cfg.warm_start:  # checked: TensorFlow's import runs while the MLflow run is created
+        warm.start()  # (`python -m distexp` started it already, before Hydra composed)
     if cfg.tracking.enabled and plan.logs_to_mlflow:
         forwarder = _forwarder(cfg, facts, plan, job_dir, overrides, multirun, hc)
     env = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
@@ -180,7 +182,9 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
                    "num_replicas": facts["replicas"]})
     if "tracking.uri" in params:
         params["tracking.uri"] = tracking.redact(params["tracking.uri"])
-    name = tracking.run_name(cfg.strategy.name, cfg.model.name, cfg.dataset.name,
+    name = tracking.run_name(cfg.strategy.name,  # a user's model/data: its factory's name
+                             tracking.workload(cfg.model.name, cfg.model.factory),
+                             tracking.workload(cfg.dataset.name, cfg.dataset.factory),
                              facts["replicas"], in_sweep=multirun,
                              swept=swept_values(str(hc.sweep.dir)) if multirun else None)
 
@@ -244,10 +248,59 @@ def execute(job: Job) -> Outcome:
     return out
 
 
+_process_jobs = 0  # the jobs this process has prepared (a sweep runs several in one)
+
+
+def job_start(now: float) -> float:
+    """When the job started, for perf/time_to_first_step_s: the interpreter's own start for the
+    first job of this process (what the user waits from: imports and Hydra's composition
+    included), `now` for a later job of a sweep run in the same process (the launcher hands it
+    over then)."""
+    global _process_jobs
+    _process_jobs += 1
+    if _process_jobs > 1:
+        return now
+    return process_start()
+
+
+def process_start() -> float:
+    """This interpreter's start as unix time, from /proc/self/stat's start time (clock ticks after
+    boot) and /proc/uptime: to ~10 ms (psutil's create_time adds the boot time, which /proc/stat
+    gives in whole seconds). Off Linux: the time this module was imported."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rpartition(")")[2].split()[19])  # field 22, starttime
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return _IMPORTED
+    return time.time() - (uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+
+
+_IMPORTED = time.time()
+
+
+def _spawner(cfg: DictConfig) -> Optional[launch.Spawn]:
+    """The warm trainer's spawn (distexp.job.warm), or None: fresh interpreters (warm_start=false,
+    or a warm trainer that could not start: said in one line)."""
+    server = warm.start() if cfg.warm_start else None
+    if server is None:
+        return None
+    try:
+        server.wait_ready()
+    except warm.Unavailable as ex:
+        print(f"distexp: warm trainer unavailable ({ex}); the training processes start fresh",
+              flush=True)
+        warm.stop()
+        return None
+    return server.spawn
+
+
 def _launch(job: Job, attempts: List[list]) -> None:
     from distexp.cluster import plan as cluster
 
     cfg, plan = job.cfg, job.plan
+    spawn = _spawner(cfg)
     for attempt in range(1, cluster.PORT_ATTEMPTS + 1):
         procs = plan.processes(job.config_path, job.env)
         if job.forwarder is not None:
@@ -255,7 +308,7 @@ def _launch(job: Job, attempts: List[list]) -> None:
         attempts.append(procs)
         try:
             left = None if cfg.timeout is None else max(1.0, cfg.timeout - (time.time() - job.t_start))
-            launch.run(procs, timeout=left, until=plan.until)
+            launch.run(procs, timeout=left, until=plan.until, spawn=spawn)
             return
         except launch.JobFailed:
             clash = [p.name for p in procs if p.returncode == errors.PORT_IN_USE_EXIT]
@@ -301,6 +354,10 @@ def conclude(job: Job, out: Outcome) -> Optional[float]:
                 print(f"Browse it: {ui.command(cfg.tracking.uri)}", flush=True)
         return out.result.get(resolved.objective_name(cfg) or out.result.get("objective", ""))
     line = out.error if code == errors.BAD_INPUT else f"{out.error} (logs: {', '.join(map(str, out.logs))})"
+    if code == errors.INTERRUPTED and not job.multirun:  # the checkpoint kept, the command to go on
+        from distexp.job import resume
+
+        line += resume.hint(cfg)
     print(f"distexp: error: {line}", file=sys.stderr, flush=True)
     if job.multirun and code in (errors.FAILED, errors.BAD_INPUT):
         raise JobError(line, code)

@@ -14,7 +14,7 @@ Separation of concerns:
 - distexp.figures.stats    the interval and the runs-needed estimate from repeated runs
 - distexp.report.plots    throughput.png, efficiency.png, speedup.png, loss.png
 - distexp.figures.meaning  what a figure means (random-label accuracy, where the MFU peak came from)
-Definitions: README, "The scaling report".
+Definitions: docs/report.md.
 """
 from __future__ import annotations
 
@@ -238,7 +238,7 @@ def markdown(rows: Sequence[Row], title: str) -> str:
               "interval contains 1), with the runs per job that would resolve the observed "
               "difference at 80 % power; \"within run\" = one run a side: the interval only sees "
               "noise inside that run, not between runs, and no significance is claimed. "
-              "See README, \"The scaling report\"."]
+              "See distexp's docs/report.md."]
     one_rep = [r for r in rows if r.replicas == 1 and r.significant and (r.speedup or 0) > 1]
     if one_rep:
         lines += ["", "Note: " + ", ".join(sorted({r.strategy for r in one_rep})) + " with 1 "

@@ -4,7 +4,7 @@
   _sync_ms, _other_ms; "other" is named "unattributed") and its share, e.g. ("sync", 0.61).
 - `end_to_end_gap`: whether perf/examples_per_sec_end_to_end lies outside the steady-state
   interval (`steady_interval`) by more than E2E_GAP, and the likely cause.
-Definitions: README, "The scaling report".
+Definitions: docs/report.md.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The report's figures: throughput.png, efficiency.png, speedup.png (weak and strong speed-up
 against replicas, the ideal line) and loss.png (matplotlib, Agg). Every point that is not a
 significant difference (benchstat's "~", or one run a side: within-run only) is drawn open, and
-labelled "~" / "1 run"; bars are 95 % intervals (README, "The scaling report")."""
+labelled "~" / "1 run"; bars are 95 % intervals (docs/report.md)."""
 from __future__ import annotations
 
 from functools import partial

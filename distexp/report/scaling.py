@@ -1,5 +1,5 @@
 """A sweep's runs as scaling rows: one row per job config over its repeats, its baseline, the
-speed-up with its interval and verdict (README, "The scaling report"). No MLflow calls, no
+speed-up with its interval and verdict (docs/report.md). No MLflow calls, no
 TensorFlow: distexp.report reads the runs and writes what this computes.
 
 - `row_from_run`: one MLflow run -> a Row (a failed or diverged run keeps no throughput).

@@ -9,7 +9,7 @@ report.md show the same text.
 - `accuracy_notes(rows)`: eval figures that compare different numbers of optimizer steps or
   global batches; steps and time to `target_accuracy`.
 - `end_to_end_notes(rows)`: end-to-end examples/s outside the steady-state interval, and why.
-Definitions: README, "The scaling report".
+Definitions: docs/report.md.
 """
 from __future__ import annotations
 

@@ -4,6 +4,10 @@ The logic behind distexp's Hydra sweeper (``hydra/sweeper=distexp``, the default
 class lives in ``hydra_plugins/distexp_sweeper`` because Hydra only loads plugins from there).
 It is Hydra's BasicSweeper (cartesian product of ``key=a,b`` overrides) plus:
 
+- one run per set-up: jobs that train the same thing (``setup``: the config, with the keys whose
+  effect is a resolved fact replaced by the facts) run once, the first of them kept, and one line
+  names the others (``strategy=one_device,mirrored cpu_replicas=1,2``: one_device with
+  ``cpu_replicas=2`` is one_device with 1); the report then has one row for it.
 - ``repeats=N``: every job runs N times, interleaved round-robin (job1#0, job2#0, ..., job1#1,
   job2#1, ...), never N in a row, so a slow period of a shared machine hits every job rather than
   one; each run gets the override ``repeat=i`` (its own child run, tag ``distexp.repeat``).
@@ -62,17 +66,79 @@ def controls_on(config: DictConfig, overrides) -> bool:
     return bool(OmegaConf.select(config, "sweep.controls", default=False))
 
 
-def _work(cfg: DictConfig) -> Tuple[int, int, tuple]:
-    """(replicas, global batch, the rest of the job): what makes two jobs the same work."""
-    from distexp.config import resolved
+# Keys whose whole effect on what a job trains is in the facts `setup` adds instead (replicas,
+# global batch, learning rate, CPU or GPU): one_device with cpu_replicas=1 or 2 is one set-up. A
+# count key the strategy's cluster uses (multiworker's `workers`, ps's `ps`) stays as it is.
+FACT_INPUTS = ("cpu_replicas", "gpus", "workers", "ps", "batch_size_per_replica",
+               "global_batch_size", "learning_rate", "learning_rate_scaling")
 
-    per_worker = resolved.replicas_per_worker(cfg)
-    replicas = per_worker * resolved.num_workers(cfg)
-    batch = resolved.global_batch(cfg, per_worker * resolved.sync_workers(cfg))
-    ident = identity(cfg)
-    rest = tuple(sorted((k, v) for k, v in ident.items()
-                        if k not in ("batch_size_per_replica", "global_batch_size", "repeat")))
-    return replicas, batch, rest
+
+@dataclass(frozen=True)
+class Setup:
+    """What a job trains: its replicas and global batch, and `key`, equal for two jobs exactly
+    when they train the same thing (`setup`)."""
+    replicas: int
+    global_batch: int
+    key: tuple
+
+
+def setup(cfg: DictConfig) -> Optional[Setup]:
+    """The job's set-up: its config as its run logs it (without what a re-run may change, the
+    FACT_INPUTS) plus the facts those resolve to (distexp.config.resolved). Seed, epochs, repeats,
+    the strategy, its options, the model, the data and every knob are part of it. None for a job
+    that fails the checks (it stays a job of its own, and fails as one)."""
+    from distexp.config import checks, resolved
+
+    job = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    with open_dict(job):
+        job.pop("hydra", None)
+    try:
+        checks.validate(job)
+        gpus = resolved.check_gpus(job.gpus, resolved.visible_gpus())
+        checks.validate_devices(job, gpus)
+    except UserError:
+        return None
+    facts = resolved.resolve(job, gpus)
+    kept = set(resolved.strategy_record(job).count_keys())
+    rest = {k: v for k, v in identity(cfg).items() if k not in FACT_INPUTS or k in kept}
+    for name in ("replicas_per_worker", "workers", "sync_workers", "global_batch"):
+        rest[f"resolved.{name}"] = str(facts[name])
+    rest["resolved.on_gpu"] = str(facts["gpus"] > 0)
+    rest["resolved.learning_rate"] = repr(resolved.learning_rate(job, facts["global_batch"]))
+    return Setup(int(facts["replicas"]), int(facts["global_batch"]), tuple(sorted(rest.items())))
+
+
+def _setup_of(overrides: Sequence[str], compose: Callable[[List[str]], DictConfig]):
+    try:  # a job that cannot be composed fails as a job, alone (as without this)
+        cfg = compose(list(overrides))
+    except Exception:  # noqa: BLE001
+        return None, None
+    return cfg, setup(cfg)
+
+
+def merge(jobs: Sequence[Sequence[str]],
+          compose: Callable[[List[str]], DictConfig]) -> Tuple[List[List[str]], Optional[str]]:
+    """The jobs, each set-up once (the first job of it kept, in order); and one line naming the
+    jobs merged into another, or None. One job's runs are `repeats`, not copies of the job."""
+    out, first, merged = [], {}, []
+    for job in jobs:
+        found = _setup_of(job, compose)[1]
+        if found is not None and found.key in first:
+            merged.append((job, first[found.key]))
+            continue
+        if found is not None:
+            first[found.key] = list(job)
+        out.append(list(job))
+    if not merged:
+        return out, None
+    common = set.intersection(*(set(j) for j in jobs))  # e.g. repeats=3: said once, not per job
+
+    def shown(job):
+        return " ".join(o for o in job if o not in common)
+
+    pairs = "; ".join(f"[{shown(job)}] -> [{shown(kept)}]" for job, kept in merged)
+    return out, (f"sweep: {len(merged)} job(s) merged into an earlier job of the same set-up "
+                 f"(strategy, replicas, global batch, model, data, knobs), run once: {pairs}")
 
 
 def with_controls(jobs: Sequence[Sequence[str]],
@@ -80,33 +146,23 @@ def with_controls(jobs: Sequence[Sequence[str]],
     """The jobs plus, for each N-replica job, its 1-replica control at the same global batch
     (module docstring); and one line per control saying what it is for."""
     out = [list(j) for j in jobs]
-    seen, controls = set(), {}
-
-    def work_of(overrides):  # None for a job that cannot be composed: it fails as a job, alone
-        try:
-            cfg = compose(list(overrides))
-            return cfg, _work(cfg)
-        except Exception:  # noqa: BLE001  (a bad job stays the sweep's failed job, as without)
-            return None, None
-
-    done = [work_of(j) for j in jobs]
-    seen.update(w for _, w in done if w is not None)
+    done = [_setup_of(j, compose) for j in jobs]
+    seen, controls = {s.key for _, s in done if s is not None}, {}
     for job, (cfg, known) in zip(jobs, done):
-        if known is None or known[0] <= 1:
+        if known is None or known.replicas <= 1:
             continue
-        replicas, batch, _ = known
         kept = [o for o in job if _override_key(o).split(".", 1)[0] not in CONTROL_DROPS]
-        control = ["strategy=one_device", *kept, f"global_batch_size={batch}"]
-        work = work_of(control)[1]
+        control = ["strategy=one_device", *kept, f"global_batch_size={known.global_batch}"]
+        work = _setup_of(control, compose)[1]
         if work is None:
             continue
-        name = f"{cfg.strategy.name} x{replicas}"
-        if work in seen:
-            if work in controls:
-                controls[work][1].append(name)
+        name = f"{cfg.strategy.name} x{known.replicas}"
+        if work.key in seen:
+            if work.key in controls:
+                controls[work.key][1].append(name)
             continue
-        seen.add(work)
-        controls[work] = (control, [name])
+        seen.add(work.key)
+        controls[work.key] = (control, [name])
     for control, names in controls.values():
         out.append(control)
     lines = [f"sweep.controls: + one_device at global batch {c[-1].split('=', 1)[1]} "

@@ -5,7 +5,7 @@ seq2seq), so a user never says it twice; `task.name` overrides it and `task.fact
 user's task in without editing distexp. No TensorFlow is imported here.
 
 A user's task: `function(**task.kwargs)` returns an instance of `distexp.tasks.Task` (or any
-object with the same methods): see base.py for the contract and README "Your own task".
+object with the same methods): see base.py for the contract and docs/extending.md, "Your own task".
 """
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ A tracking server that is down at start stops the job with one line before any t
 starts (``probe``); one that dies during the job sends what is left to the offline file; training
 is never stopped or slowed by a dead server beyond one bounded retry.
 """
+from distexp.tracking.display import workload
 from distexp.tracking.forward import Forwarder
 from distexp.tracking.offline import OFFLINE_FILE, Offline, import_command, import_dir, offline_summary
 from distexp.tracking.owner import end_dead_runs, owner_tags
@@ -31,4 +32,4 @@ from distexp.tracking.store import client, http_env, probe, reason, redact, reda
 
 __all__ = ["Forwarder", "JobRun", "Offline", "RunLogger", "OFFLINE_FILE", "GATE_ENV",
            "SINK_ENV", "client", "http_env", "import_command", "import_dir",
-           "offline_summary", "end_dead_runs", "owner_tags", "probe", "reason", "redact", "redact_text", "run_name"]
+           "offline_summary", "end_dead_runs", "owner_tags", "probe", "reason", "redact", "redact_text", "run_name", "workload"]

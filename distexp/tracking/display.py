@@ -13,6 +13,7 @@ once. They repeat the metrics (the metrics stay the numbers to compute with):
 from __future__ import annotations
 
 import math
+import re
 from typing import Dict, Mapping, Optional
 
 NOTE = "mlflow.note.content"
@@ -26,14 +27,23 @@ def rate_text(rate: Optional[float], ci95: Optional[float]) -> Optional[str]:
     return f"{rate:,.0f} [{rate - ci95:,.0f}, {rate + ci95:,.0f}]"
 
 
+def workload(name: str, factory: Optional[str] = None) -> str:
+    """What a run's name and description call a model or dataset: a user's own by its factory's
+    function (`mnist_convnet` for model.factory=mymodels:mnist_convnet), not "custom"."""
+    if name != "custom" or not factory or factory == "null":
+        return name
+    return re.split(r"[:.]", str(factory).strip())[-1] or name
+
+
 def description(params: Mapping[str, str]) -> str:
     strategy = params.get("strategy.name", "?")
     replicas = params.get("num_replicas", "?")
     batch = params.get("global_batch_size", "?")
-    workload = f"{params.get('model.name', '?')} on {params.get('dataset.name', '?')}"
+    model, data = (workload(params.get(f"{g}.name", "?"), params.get(f"{g}.factory"))
+                   for g in ("model", "dataset"))
     loop = params.get("loop.name")
     return (f"{strategy}, {replicas} replica{'' if replicas == '1' else 's'}, global batch {batch} "
-            f"({workload}{', ' + loop + ' loop' if loop else ''})")
+            f"({model} on {data}{', ' + loop + ' loop' if loop else ''})")
 
 
 def job_tags(metrics: Mapping[str, float], params: Mapping[str, str]) -> Dict[str, str]:

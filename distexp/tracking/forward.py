@@ -17,7 +17,7 @@ from typing import Callable, Optional
 
 from distexp.tracking import owner
 from distexp.tracking.run import JobRun
-from distexp.tracking.sink import GATE_ENV, SINK_ENV
+from distexp.tracking.sink import GATE_ENV, READY_S, SINK_ENV
 from distexp.tracking.store import reason, redact
 
 
@@ -44,6 +44,7 @@ class Forwarder:
         self.error: Optional[str] = None
         self._monitor = None
         self._pos = 0
+        self._t0 = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._main, name="distexp-mlflow", daemon=True)
 
@@ -52,6 +53,7 @@ class Forwarder:
         return {SINK_ENV: str(self.sink), GATE_ENV: str(self.gate)}
 
     def start(self) -> "Forwarder":
+        self._t0 = time.monotonic()
         self._thread.start()
         return self
 
@@ -64,7 +66,10 @@ class Forwarder:
             self.error = one_line(ex) or f"tracking: {type(ex).__name__}: {ex}"
             self._open_gate(f"error {self.error}")
             return
-        self._on_ready(self.run)
+        try:
+            self._on_ready(self.run)  # the run's console line
+        except Exception:  # noqa: BLE001  (never keeps the chief waiting at the gate)
+            pass
         self._open_gate(f"ok {self.run.run_id}")
         if self._interval:
             try:
@@ -112,7 +117,13 @@ class Forwarder:
     def close(self) -> Optional[JobRun]:
         """Wait for the run's creation, forward what is left, stop system metrics; the run or None."""
         self._stop.set()
-        self._thread.join()
+        if self.run is None:  # maybe still being created: no longer than the chief waits for it
+            self._thread.join(timeout=max(0.0, self._t0 + READY_S - time.monotonic()) + 1.0)
+            if self.run is None and self._thread.is_alive():
+                print(f"distexp: warning: the MLflow run was still being created after "
+                      f"{READY_S:g} s; the job ends without it", file=sys.stderr, flush=True)
+                return None
+        self._thread.join()  # forwarding: each MLflow call is bounded (store.HTTP_ENV)
         if self.run is not None:
             try:
                 self._forward_or_offline()

@@ -19,6 +19,10 @@ SINK_ENV = "DISTEXP_METRICS_SINK"    # the chief appends its metrics/params here
 GATE_ENV = "DISTEXP_TRACKING_GATE"   # the job writes "ok <run_id>" or "error <line>" here
 # Set by distexp.cluster.plan for the chief; read by nothing since records only go through the sink.
 MAX_PARAM_LEN = 6000  # MLflow 3 limit on a param value
+# The longest the chief waits at the gate: the run's creation is bounded by MLflow's HTTP retries
+# (store.HTTP_ENV: ~1 min a request) and a new SQLite store's migration (seconds); past this bound
+# something hangs, and the job ends FAILED naming the gate instead of waiting for good.
+READY_S = 300.0
 
 
 def clip(value) -> str:
@@ -48,14 +52,20 @@ class RunLogger:
     def enabled(self) -> bool:
         return self._file is not None
 
-    def wait_ready(self, poll: float = 0.02) -> None:
-        """Block until the job process has created the run; raise UserError if it could not."""
+    def wait_ready(self, poll: float = 0.02, timeout: float = READY_S) -> None:
+        """Block until the job process has created the run; raise UserError if it could not, and
+        UserFailure (the job FAILED, the line naming the gate) after `timeout` seconds."""
         if not self.gate:
             return
-        from distexp.errors import UserError
+        from distexp.errors import UserError, UserFailure
 
         gate = Path(self.gate)
+        deadline = time.monotonic() + timeout
         while not gate.exists():
+            if time.monotonic() > deadline:
+                raise UserFailure(
+                    f"tracking: waited {timeout:g} s for the job process to create the MLflow run "
+                    f"(its gate file {gate} never appeared); the job process's output says why")
             time.sleep(poll)
         word, _, rest = gate.read_text().partition(" ")
         if word != "ok":

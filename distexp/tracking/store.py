@@ -100,14 +100,38 @@ class RedactingStream:
     """sys.stdout / sys.stderr of the job and sweep process (distexp.__main__): what anything
     writes there (Hydra's --cfg output, its "Error executing job with overrides" line, a sweeper
     plugin's prints, the trainers' output the job relays) goes out with redact_text applied.
-    Everything else (fileno, isatty, buffer, ...) is the wrapped stream's."""
+    Everything else (fileno, isatty, buffer, ...) is the wrapped stream's.
+
+    A console that is gone (`| head -1`, `| true`, a closed terminal: EPIPE, as Python ignores
+    SIGPIPE) is dropped, not raised: the job goes on and ends as it would have, its logs keep every
+    line. The stream's descriptor then points at /dev/null (the recipe of Python's `signal` docs),
+    so whoever else holds it (logging handlers, the interpreter's last flush) writes nowhere too."""
 
     def __init__(self, stream):
         self._stream = stream
 
     def write(self, text: str) -> int:
-        self._stream.write(redact_text(text) if ("@" in text or "=" in text) else text)
+        try:
+            self._stream.write(redact_text(text) if ("@" in text or "=" in text) else text)
+        except BrokenPipeError:
+            self._drop()
         return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._drop()
+
+    def _drop(self) -> None:
+        """The reader is gone: from now on this stream writes to /dev/null."""
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self._stream.fileno())
+        except (OSError, ValueError, AttributeError):  # no descriptor (a test's StringIO)
+            self._stream = open(os.devnull, "w")
+        finally:
+            os.close(devnull)
 
     def writelines(self, lines) -> None:
         for line in lines:

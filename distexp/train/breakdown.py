@@ -1,5 +1,5 @@
 """The probe phase: where a step's time goes, measured after training (definitions in
-distexp.figures.breakdown and the README).
+distexp.figures.breakdown and docs/tasks-and-figures.md).
 
 It runs once the timed training is over, so nothing here can perturb `perf/examples_per_sec`,
 and it leaves the model as training left it: every model and optimizer variable is copied to the

@@ -1,8 +1,11 @@
 """Checkpoints of the custom loops (tf.train.CheckpointManager) and `resume=true`.
 
-- What is saved: the model, the optimizer (slots and iterations) and the training step count.
-  The data order is a function of the step (seeded shuffle, repeated), so a resumed job skips the
-  batches already trained and sees exactly the batches an uninterrupted job would.
+- What is saved: the model, the optimizer (slots and iterations), the training step count and
+  the model's random generators (each Keras SeedGenerator's state: Dropout masks, noise and random
+  augmentation layers; a checkpoint of the model alone does not reach them). The data order is a
+  function of the step (seeded shuffle, repeated), so a resumed job skips the batches already
+  trained and sees exactly the batches an uninterrupted job would: its per-step losses are the
+  uninterrupted job's.
 - Where: the chief writes `checkpoint.dir` (stable across invocations, unlike the Hydra run dir,
   so a later `resume=true` finds it); every other worker must take part in the save under
   MultiWorkerMirroredStrategy and writes a throwaway directory, deleted at the end (the TF
@@ -18,6 +21,14 @@
   Concurrent jobs of the same strategy/model/dataset (parallel or concurrent sweeps) would
   otherwise overwrite each other's files: a fresh job that finds the directory busy writes to
   `<checkpoint.dir>.<pid>` instead and says so; a resume that finds it busy is a user error.
+- A save that fails (a full disk, a read-only file system) is one line naming `checkpoint.dir`,
+  the bytes free and needed and the checkpoint kept; what it wrote is removed (the earlier
+  checkpoints are whole: the manager records and sweeps only after a save succeeded), so
+  `resume=true` continues from the last one once there is room.
+- Resume reads the newest checkpoint back whole before restoring it (distexp.train.
+  checkpoint_files.unreadable). One that does not (truncated, corrupt, a file missing) is skipped
+  for the newest that does, said in one line and the run's tag `distexp.resume_fallback`; when
+  none does, one line naming the newest one's file and what to do.
 """
 from __future__ import annotations
 
@@ -29,7 +40,9 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-IDENTITY = "distexp-model.json"  # whose checkpoints these are (written by the chief)
+from distexp.errors import UserError
+from distexp.train import checkpoint_files as files
+from distexp.train.checkpoint_files import IDENTITY, clear
 
 
 class Checkpoints:
@@ -46,7 +59,8 @@ class Checkpoints:
         self.saves = saves and self.every > 0
         self.say = say
         self.logger = logger  # tracking.RunLogger: the run says whether and whence it resumed
-        self.ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
+        self.ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step,
+                                        seeds=seed_states(model))
         self.identity = identity(cfg, model)
         self._tmp: Optional[str] = None
         self._lock = None
@@ -56,8 +70,6 @@ class Checkpoints:
                 self._lock = _take(self.real)
                 if self._lock is None:
                     if self.resume:
-                        from distexp.errors import UserError
-
                         raise UserError(f"checkpoint.dir: received {str(self.real)!r}; another "
                                         "running job is using it, so there is nothing safe to "
                                         "resume from: wait for it, or set checkpoint.dir")
@@ -65,45 +77,85 @@ class Checkpoints:
                     self._lock = _take(self.real)
                     say(f"checkpoint: {busy} is in use by another running job; this job's "
                         f"checkpoints go to {self.real}")
-                if not self.resume:
-                    clear(self.real)
-                    self._write_identity()
+                self._start_dir()
                 where = str(self.real)
             else:
                 where = self._tmp = tempfile.mkdtemp(prefix="distexp-ckpt-")
             self.manager = tf.train.CheckpointManager(self.ckpt, where,
                                                       max_to_keep=int(cfg.checkpoint.keep))
 
-    def restore(self) -> int:
-        """With resume=true: the latest checkpoint of checkpoint.dir (every worker reads the
-        chief's), returning the step it was taken at; 0 = fresh start."""
-        import tensorflow as tf
+    def _start_dir(self) -> None:
+        """The chief's checkpoint.dir before training: a fresh job empties it and says whose it
+        is; a resume removes only what a save killed half-way left."""
+        try:
+            if self.resume:
+                files.remove_temporary(self.real)
+            else:
+                clear(self.real)
+                self._write_identity()
+        except OSError as ex:
+            raise UserError(f"checkpoint.dir: received {str(self.real)!r}; it cannot be written "
+                            f"({ex.strerror}; {shutil.disk_usage(self.real).free:,} bytes free); "
+                            "valid: a writable directory with room for the checkpoints, or "
+                            "checkpoint.every_steps=0 (no checkpoints)") from None
 
+    def restore(self) -> int:
+        """With resume=true: the newest checkpoint of checkpoint.dir that reads back whole (every
+        worker reads the chief's), returning the step it was taken at; 0 = fresh start."""
         if not self.resume:
             return 0
-        latest = tf.train.latest_checkpoint(str(self.real))
-        if latest is None:
+        found = files.candidates(self.real)
+        if not found:
             self.say(f"resume: no checkpoint in {self.real}; starting fresh")
             self._tag("no checkpoint: fresh start", 0, "")
             if self.manager is not None and self.chief:
                 self._write_identity()
             return 0
         self._check_identity()
-        try:
-            self.ckpt.restore(latest).expect_partial()
-        except (ValueError, tf.errors.OpError) as ex:  # written by another model, no identity file
-            from distexp.errors import UserError
+        path, skipped = self._newest_whole(found)
+        self._restore(path)
+        step = int(self.step.numpy())
+        if skipped:
+            self.say(f"resume: {skipped}; restored the newest checkpoint that reads back whole, "
+                     f"{path} (step {step})")
+            if self.logger is not None and self.chief:
+                self.logger.set_tags({"distexp.resume_fallback": f"{skipped}; restored {path}"})
+        else:
+            self.say(f"resume: restored {path} (step {step})")
+        self._tag("restored", step, path)
+        return step
 
+    def _newest_whole(self, found) -> tuple:
+        """(the newest checkpoint that reads back whole, what was wrong with the newer ones or
+        ""); none whole: one line naming the newest one's file and what to do."""
+        bad = []
+        for path in found:
+            problem = files.unreadable(path)
+            if problem is None:
+                more = len(bad) - 1
+                return path, (f"{bad[0][0]} cannot be read back ({bad[0][1]})" +
+                              (f" (nor can {more} other checkpoint{'s' * (more > 1)} newer than "
+                               "the one restored)" if more else "") if bad else "")
+            print(f"distexp: detail: resume: {problem[0]}: {problem[1]}", flush=True)  # log only
+            bad.append(problem)
+        raise UserError(f"checkpoint.dir: received {str(self.real)!r}; no checkpoint in it reads "
+                        f"back whole: {bad[0][0]} ({bad[0][1]})"
+                        + (f", and {len(bad) - 1} older" if len(bad) > 1 else "")
+                        + "; valid: restore those files from a copy, another checkpoint.dir, or "
+                        "resume=false (a fresh start, which deletes them)")
+
+    def _restore(self, path: str) -> None:
+        import tensorflow as tf
+
+        try:
+            self.ckpt.restore(path).expect_partial()
+        except (ValueError, tf.errors.OpError) as ex:  # written by another model, no identity file
             why = str(ex).strip().splitlines()[0] if str(ex).strip() else type(ex).__name__
             why = why.split(" Target variable:")[0][:300]
             raise UserError(f"checkpoint.dir: received {str(self.real)!r}, whose checkpoint does "
                             f"not fit this job's model={self.identity['model']} ({why}); valid: "
                             "resume with the model that wrote it, another checkpoint.dir, or "
                             "resume=false (a fresh start)") from None
-        step = int(self.step.numpy())
-        self.say(f"resume: restored {latest} (step {step})")
-        self._tag("restored", step, latest)
-        return step
 
     def _write_identity(self) -> None:
         if self.chief and self.saves:
@@ -118,8 +170,6 @@ class Checkpoints:
         mine = self.identity
         if theirs.get("model") == mine["model"] and theirs.get("shapes") == mine["shapes"]:
             return
-        from distexp.errors import UserError
-
         same = theirs.get("model") == mine["model"]
         raise UserError(
             f"checkpoint.dir: received {str(self.real)!r}, which holds a checkpoint of "
@@ -140,9 +190,46 @@ class Checkpoints:
         since = step - 1 if since is None else since
         if not self.saves or not (last or step // self.every > since // self.every):
             return False
+        import tensorflow as tf
+
         self.step.assign(step)
-        self.manager.save(checkpoint_number=step)
+        try:
+            self.manager.save(checkpoint_number=step)
+        except (tf.errors.OpError, OSError) as ex:  # a full disk, a read-only file system
+            self._failed_save(step, ex)
         return True
+
+    def _failed_save(self, step: int, ex: BaseException) -> None:
+        """Remove what the failed save wrote and stop with one line: checkpoint.dir, the bytes free
+        and needed, the checkpoint kept (the manager has not recorded or swept anything)."""
+        where = Path(self.manager.directory)
+        print(f"distexp: detail: checkpoint save: {files.reason(ex)}", flush=True)  # log only
+        files.remove_partial(where, step)
+        whole = [c for c in files.candidates(where) if Path(c + ".index").is_file()]
+        kept = whole[0] if whole else None  # the state file's newest (not the manager's memory)
+        needed = files.size(kept) or files.variable_bytes(self.ckpt_variables())
+        try:
+            free = f"{shutil.disk_usage(where).free:,}"
+        except OSError:
+            free = "unknown"
+        text = str(ex)
+        read_only = "Read-only file system" in text
+        why = ("no space left on the device" if "No space left" in text else
+               "the file system is read-only" if read_only else files.reason(ex))
+        fix = ("make it writable (or set checkpoint.dir to a writable directory)" if read_only
+               else "make room (or set checkpoint.dir to a disk with room)")
+        key = f"checkpoint.dir: received {str(self.real)!r}" if self.chief else \
+            f"checkpoint: this worker's temporary directory {str(where)!r}"
+        after = (f"the checkpoint of step {files.number(kept)} ({kept}) is kept whole: {fix}, "
+                 "then run the same command with resume=true" if kept else
+                 f"no earlier checkpoint of this job was kept: {fix} and run it again")
+        raise UserError(f"{key}; the checkpoint of step {step} could not be written ({why}: "
+                        f"{free} bytes free, about {needed:,} needed); {after}") from None
+
+    def ckpt_variables(self) -> list:
+        """Every variable the checkpoint holds (model, optimizer, step, seeds)."""
+        model, optimizer = self.ckpt.model, self.ckpt.optimizer
+        return [*model.variables, *optimizer.variables, self.step]
 
     def close(self) -> None:
         if self._tmp:
@@ -150,6 +237,15 @@ class Checkpoints:
         if self._lock is not None:
             self._lock.close()  # releases the flock
             self._lock = None
+
+
+def seed_states(model) -> list:
+    """The model's random generators: each Keras SeedGenerator's state (Dropout, noise and random
+    augmentation layers), which `model.variables` lists beside the weights but a
+    tf.train.Checkpoint of the model does not reach. Without them a resumed job draws the
+    masks an uninterrupted job drew in its first steps, and trains to other losses."""
+    weights = {id(v) for v in model.weights}
+    return [v for v in model.variables if id(v) not in weights]
 
 
 def _take(directory: Path):
@@ -173,13 +269,3 @@ def identity(cfg, model) -> dict:
         name = f"custom ({cfg.model.factory})"
     return {"model": name, "parameters": sum(math.prod(v.shape) for v in model.weights),
             "shapes": [list(v.shape) for v in model.weights]}
-
-
-def clear(directory: Path) -> None:
-    """Remove what tf.train.CheckpointManager (and the identity file) wrote in `directory` (and
-    nothing else)."""
-    if not directory.is_dir():
-        return
-    for p in directory.iterdir():
-        if p.name in ("checkpoint", IDENTITY) or p.name.startswith("ckpt-"):
-            p.unlink(missing_ok=True)

@@ -175,7 +175,15 @@ def _run(ctx, logger, replica_devices, facts, job_dir: Path) -> dict:
               "global_batch_size": ctx.global_batch}
     if chief:
         write_result(job_dir, result)
+    _FINISHED.append(ctx)  # freed by no one: see _FINISHED
     return result
+
+
+# The trained job's objects (strategy, datasets and their iterators, model): never freed in this
+# process. Freeing them when train() returns joins TensorFlow's input threads and device state,
+# seconds after the job's last line (seen: 5-8 s on a loaded 2-core machine); the process exits
+# right after (errors.exit_now) or tears TensorFlow down as a whole.
+_FINISHED: list = []
 
 
 def _write_parity(job_dir, ctx) -> None:
@@ -290,14 +298,21 @@ def main(argv=None) -> int:
     return errors.OK
 
 
-if __name__ == "__main__":
+def entry(argv=None) -> int:
+    """What `python -m distexp.train.trainer` runs, fresh or forked from the warm trainer
+    (distexp.train.warm): the exit code; a failure that is not a user error is printed as Python
+    would print it."""
     try:
-        code = main()
+        return main(argv)
     except Exception:  # printed as Python would, then out at once
         import traceback
 
         traceback.print_exc()
-        code = errors.FAILED
+        return errors.FAILED
+
+
+if __name__ == "__main__":
+    code = entry()
     if code != 0:
         # Without Python's and TensorFlow's exit handlers: after a failed multi-worker step they
         # wait on the coordination service of a peer that may be unreachable (a cut link kept the

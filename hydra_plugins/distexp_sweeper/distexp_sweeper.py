@@ -5,15 +5,29 @@ logic is in distexp.sweeps.planning. Selected by distexp's conf (`hydra/sweeper:
 """
 from __future__ import annotations
 
+import copy
 import logging
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import OmegaConf
 
 log = logging.getLogger(__name__)
+
+
+def _cached(compose: Callable[[List[str]], Any]) -> Callable[[List[str]], Any]:
+    """`compose`, each job's config composed once (a copy each call: callers may edit it)."""
+    done: Dict[tuple, Any] = {}
+
+    def cached(overrides: List[str]) -> Any:
+        key = tuple(overrides)
+        if key not in done:
+            done[key] = compose(list(overrides))
+        return copy.deepcopy(done[key])
+
+    return cached
 
 
 class DistexpSweeper(BasicSweeper):
@@ -43,10 +57,13 @@ class DistexpSweeper(BasicSweeper):
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         overrides = parser.parse_overrides(params_conf)
         jobs = [job for batch in self.split_arguments(overrides, None) for job in batch]
-        loader = self.hydra_context.config_loader
+        compose = _cached(lambda o: self.hydra_context.config_loader.load_sweep_config(
+            self.config, o))
+        jobs, merged = S.merge(jobs, compose)
+        if merged:
+            print(merged, flush=True)
         if S.controls_on(self.config, overrides):
-            jobs, lines = S.with_controls(
-                jobs, lambda o: loader.load_sweep_config(self.config, o))
+            jobs, lines = S.with_controls(jobs, compose)
             for line in lines:
                 print(line, flush=True)
         jobs = S.interleave(jobs, S.repeats(self.config, overrides))
@@ -56,9 +73,8 @@ class DistexpSweeper(BasicSweeper):
 
         (sweep_dir / "multirun.yaml").write_text(redact_text(OmegaConf.to_yaml(self.config)))
 
-        plan = S.plan(jobs, self.config, lambda o: loader.load_sweep_config(self.config, o))
-        S.check_jobs([job for _, job in plan.launch],
-                     lambda o: loader.load_sweep_config(self.config, o))
+        plan = S.plan(jobs, self.config, compose)
+        S.check_jobs([job for _, job in plan.launch], compose)
         records.write_records(sweep_dir.absolute(), plan.skipped)
         self.overrides = [[job for _, job in plan.launch]]
         self.batch_index = 1

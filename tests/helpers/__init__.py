@@ -14,7 +14,7 @@ file). No TensorFlow here. Every name is also importable from `helpers` itself.
 from helpers.cli import (CONF, FAST, ROOT, TESTS, NoProcess, Result,  # noqa: F401
                          child_env, cli_env, distexp_cmd, finished_job, no_process, run_cli,
                          run_in_process, run_probe)
-from helpers.fakes import Clock, RecordingLauncher, sweeper  # noqa: F401
+from helpers.fakes import Clock, RecordingLauncher, launched, sweeper  # noqa: F401
 from helpers.processes import processes_mentioning, processes_with, wait_until  # noqa: F401
 from helpers.store import (db_uri, job_params, mlflow_runs, new_store, perf_metrics,  # noqa: F401
                            report_store, store_run)

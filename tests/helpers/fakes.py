@@ -52,3 +52,16 @@ def sweeper(tmp_path, *overrides):
             config_loader=GlobalHydra.instance().config_loader(), callbacks=None)
         sweeper.launcher = RecordingLauncher()
     return sweeper
+
+
+def launched(tmp_path, *args, preset=()):
+    """The override lists of the jobs the real sweeper launches for `args` (after `preset`, e.g.
+    an experiment), recorded instead of started."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    try:
+        recorder = sweeper(tmp_path, *preset)
+        recorder.sweep(list(args))
+        return [ovr for _, ovr in recorder.launcher.launched]
+    finally:
+        GlobalHydra.instance().clear()

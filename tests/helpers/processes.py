@@ -34,7 +34,8 @@ def processes_with(text: str, cmd_part: bytes, env_part: bytes = b""):
             env = Path(f"/proc/{pid}/environ").read_bytes()
         except OSError:
             continue
-        if cmd_part in cmd and env_part in env:
+        # a warm-forked trainer names its task in its command line (distexp.train.warm)
+        if cmd_part in cmd and (env_part in env or env_part in cmd):
             pids.append(pid)
     return pids
 

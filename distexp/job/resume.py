@@ -1,0 +1,54 @@
+"""What an interrupted job says about continuing it (the job process: no TensorFlow).
+
+The checkpoint kept is the one `resume=true` starts from: the newest that `checkpoint.dir`'s
+state file (tf.train.CheckpointManager's `checkpoint`, a text protobuf) names and whose index is
+on disk. distexp.train.checkpoints reads the checkpoints themselves (and falls back to an older
+one when the newest does not read back whole); this module only reads the state file's text.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+_LATEST = re.compile(r'^model_checkpoint_path:\s*"(.*)"\s*$', re.M)
+
+
+def kept(directory) -> Optional[Tuple[str, int]]:
+    """(the newest checkpoint's path, its step) in `directory`, or None."""
+    try:
+        m = _LATEST.search((Path(directory) / "checkpoint").read_text())
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not m:
+        return None
+    path = Path(directory) / m.group(1)  # relative to the directory (an absolute one stays)
+    step = re.search(r"ckpt-(\d+)$", m.group(1))
+    if not step or not Path(f"{path}.index").is_file():
+        return None
+    return str(path), int(step.group(1))
+
+
+def command(overrides: List[str]) -> str:
+    """The command that continues the job: its overrides, resume=true instead of any resume=."""
+    keep = [o for o in overrides if o.lstrip("+~").partition("=")[0] != "resume"]
+    return " ".join(["python -m distexp", *map(shlex.quote, keep), "resume=true"])
+
+
+def hint(cfg, overrides: Optional[List[str]] = None) -> str:
+    """'; checkpoint kept: <path> (step N); continue with: <command>' for the interrupted line
+    ('' when this job keeps no checkpoints: loop=fit, checkpoint.every_steps=0)."""
+    if cfg.loop.name != "custom" or cfg.checkpoint.every_steps == 0:
+        return ""
+    if overrides is None:
+        try:
+            from hydra.core.hydra_config import HydraConfig
+
+            overrides = list(HydraConfig.get().overrides.task)
+        except ValueError:  # not inside a Hydra job
+            return ""
+    found = kept(cfg.checkpoint.dir)
+    if found is None:
+        return f"; no checkpoint was kept in {cfg.checkpoint.dir} (none was written yet)"
+    return f"; checkpoint kept: {found[0]} (step {found[1]}); continue with: {command(overrides)}"

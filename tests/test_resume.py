@@ -1,0 +1,217 @@
+"""Checkpoints that survive and resume exactly, through the CLI (slow): a resumed job with Dropout
+trains to the uninterrupted job's per-step losses; a full disk at a checkpoint is one line and
+the earlier checkpoint restores once there is room; a truncated checkpoint falls back to the
+newest whole one (one line, a tag) or stops with one line; Ctrl-C names the checkpoint kept and
+the command. Checkpoints are the custom loop's (loop=fit refuses resume=true before TensorFlow)."""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from distexp.parity import losses
+from helpers import ROOT, mlflow_runs, processes_mentioning
+
+pytestmark = pytest.mark.slow
+
+# A model whose Dropout draws a new mask every step; 5 steps an epoch, a checkpoint every 5.
+DROPOUT = ["model=custom", "model.factory=factories:dropout_mlp", "steps_per_epoch=5",
+           "warmup_steps=0", "measure_peak_flops=false", "checkpoint.every_steps=5"]
+OFF = "tracking.enabled=false"
+
+
+def _error_lines(r):
+    return [ln for ln in r.stderr.splitlines() if ln.startswith("distexp: error:")]
+
+
+def _run_of(cli, name):
+    _, runs = mlflow_runs(cli.uri)
+    found = [x for x in runs if x.data.tags.get("distexp.job_dir") == str(cli.cwd / name)]
+    assert len(found) == 1, [x.data.tags.get("distexp.job_dir") for x in runs]
+    return found[0]
+
+
+def test_a_resumed_job_with_dropout_trains_to_the_uninterrupted_losses(cli):
+    """Mirrored over 2 CPU replicas: 20 steps in one job vs 10 steps, then resume=true to 20.
+    Steps 11-20 must be the same to the last digit (the Dropout masks come from a generator whose
+    state is in the checkpoint; without it every one of them differed)."""
+    ck = cli.cwd / "ck"
+    job = ["strategy=mirrored", "cpu_replicas=2", *DROPOUT, f"checkpoint.dir={ck}"]
+    r = cli(*job, "epochs=4", OFF, f"hydra.run.dir={cli.cwd / 'whole'}")
+    assert r.returncode == 0, r
+    r = cli(*job, "epochs=2", OFF, f"hydra.run.dir={cli.cwd / 'first'}")
+    assert r.returncode == 0, r
+    r = cli(*job, "epochs=4", "resume=true", f"hydra.run.dir={cli.cwd / 'resumed'}")
+    assert r.returncode == 0, r
+    assert f"resume: restored {ck}/ckpt-10 (step 10)" in r.stdout, r
+    whole = losses(cli.cwd / "whole")
+    assert len(whole) == 20 and losses(cli.cwd / "first") == whole[:10]
+    assert losses(cli.cwd / "resumed") == whole[10:]
+    run = _run_of(cli, "resumed")
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["distexp.resumed_from_step"] == "10"
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MiB tmpfs (needs root and mount(2)); unmounted whatever happens."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_full_disk_at_a_checkpoint_is_one_line_and_resume_continues_once_there_is_room(
+        cli, small_disk):
+    ck = small_disk / "ck"
+    job = ["strategy=one_device", *DROPOUT, f"checkpoint.dir={ck}", "epochs=2"]
+    r = cli(*job[:-1], "epochs=1", OFF, f"hydra.run.dir={cli.cwd / 'first'}")  # ckpt-5
+    assert r.returncode == 0, r
+    kept = {p.name: p.read_bytes() for p in ck.glob("ckpt-5.*")}
+    assert sorted(kept) == ["ckpt-5.data-00000-of-00001", "ckpt-5.index"]
+    filler = small_disk / "filler"
+    room = os.statvfs(small_disk)
+    filler.write_bytes(b"\0" * (room.f_bavail * room.f_frsize - 8192))  # 8 KiB left
+
+    full = cli.cwd / "full"
+    r = cli(*job, "resume=true", f"hydra.run.dir={full}")  # restores ckpt-5, fails at step 10
+    assert r.returncode == 2, r
+    assert "Traceback" not in r.out
+    lines = _error_lines(r)
+    assert len(lines) == 1, r
+    m = re.fullmatch(
+        rf"distexp: error: checkpoint\.dir: received '{re.escape(str(ck))}'; the checkpoint of "
+        r"step 10 could not be written \(no space left on the device: ([\d,]+) bytes free, about "
+        r"([\d,]+) needed\); the checkpoint of step 5 \(" + re.escape(f"{ck}/ckpt-5") + r"\) is "
+        r"kept whole: make room \(or set checkpoint\.dir to a disk with room\), then run the same "
+        r"command with resume=true", lines[0])
+    assert m, lines[0]
+    free, needed = (int(g.replace(",", "")) for g in m.groups())
+    assert free < needed == sum(len(b) for b in kept.values())
+    assert not list(ck.glob("*_temp*")) and not list(ck.glob("ckpt-10*")), sorted(os.listdir(ck))
+    assert {p.name: p.read_bytes() for p in ck.glob("ckpt-5.*")} == kept  # intact
+    assert _run_of(cli, "full").info.status == "FAILED"
+    assert processes_mentioning(str(full)) == []
+
+    filler.unlink()  # room again: the same command with resume=true finishes from ckpt-5
+    r = cli(*job, "resume=true", OFF, f"hydra.run.dir={cli.cwd / 'again'}")
+    assert r.returncode == 0, r
+    assert f"resume: restored {ck}/ckpt-5 (step 5)" in r.stdout, r
+    trained = losses(full)  # steps 6-10 before the save failed
+    assert len(trained) == 5 and losses(cli.cwd / "again") == trained
+
+
+def test_a_truncated_checkpoint_falls_back_to_the_newest_whole_one_or_stops_in_one_line(cli):
+    ck = cli.cwd / "ck"
+    job = ["strategy=one_device", *DROPOUT, f"checkpoint.dir={ck}"]
+    r = cli(*job, "epochs=2", OFF, f"hydra.run.dir={cli.cwd / 'first'}")  # ckpt-5, ckpt-10
+    assert r.returncode == 0, r
+    data = ck / "ckpt-10.data-00000-of-00001"
+    os.truncate(data, data.stat().st_size // 2)
+
+    r = cli(*job, "epochs=3", "resume=true", f"hydra.run.dir={cli.cwd / 'fallback'}")
+    assert r.returncode == 0, r
+    said = (f"resume: {data} cannot be read back (IndexError: Read less bytes than requested); "
+            f"restored the newest checkpoint that reads back whole, {ck}/ckpt-5 (step 5)")
+    assert said in r.stdout.splitlines(), r
+    assert "Traceback" not in r.out
+    tags = _run_of(cli, "fallback").data.tags
+    assert tags["distexp.resume_fallback"] == (
+        f"{data} cannot be read back (IndexError: Read less bytes than requested); restored "
+        f"{ck}/ckpt-5")
+    assert tags["distexp.resumed_from_step"] == "5"
+    assert losses(cli.cwd / "fallback")[:5] == losses(cli.cwd / "first")[5:]  # steps 6-10, exact
+
+    for index in ck.glob("ckpt-*.index"):  # now ckpt-5, -10, -15: none reads back whole
+        os.truncate(index, 10)
+    stop = cli.cwd / "stop"
+    r = cli(*job, "epochs=3", "resume=true", f"hydra.run.dir={stop}")
+    assert r.returncode == 2, r
+    assert "Traceback" not in r.out
+    assert _error_lines(r) == [
+        f"distexp: error: checkpoint.dir: received '{ck}'; no checkpoint in it reads back whole: "
+        f"{ck}/ckpt-15.index (OpError: file is too short to be an sstable), and 2 older; valid: "
+        "restore those files from a copy, another checkpoint.dir, or resume=false (a fresh start, "
+        "which deletes them)"], r
+    assert _run_of(cli, "stop").info.status == "FAILED"
+    assert processes_mentioning(str(stop)) == []
+
+
+def _long_job(cli, ck: Path, job: Path):
+    """A job of 100,000 epochs, returned once its first checkpoint is written."""
+    args = ["strategy=one_device", *DROPOUT, f"checkpoint.dir={ck}", "epochs=100000"]
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}:{ROOT / 'tests'}")
+    p = subprocess.Popen([sys.executable, "-m", "distexp", *args, f"hydra.run.dir={job}"],
+                         cwd=cli.cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    deadline = time.time() + 180
+    while time.time() < deadline and not (ck / "checkpoint").exists():
+        time.sleep(0.5)
+    time.sleep(1)
+    return p, args
+
+
+def test_a_checkpoint_dir_turned_read_only_is_one_line_and_the_last_checkpoint_stays(
+        cli, small_disk):
+    """checkpoint.dir is made read-only under a running job (a read-only bind mount over it):
+    the next save is one line, exit 2, the run FAILED; the checkpoint before it is still whole."""
+    ck, job = small_disk / "ck", cli.cwd / "job"
+    p, _ = _long_job(cli, ck, job)
+    try:
+        for cmd in (["mount", "--bind", str(ck), str(ck)],
+                    ["mount", "-o", "remount,bind,ro", str(ck)]):
+            subprocess.run(cmd, check=True)
+        out, err = p.communicate(timeout=120)
+        kept = {p.name: p.stat().st_size for p in ck.glob("ckpt-*")}
+    finally:
+        p.kill()
+        subprocess.run(["umount", str(ck)], check=False)
+    assert p.returncode == 2, out + err
+    assert "Traceback" not in out + err
+    lines = [ln for ln in err.splitlines() if ln.startswith("distexp: error:")]
+    assert len(lines) == 1, err
+    step = max(int(n[len("ckpt-"):-len(".index")]) for n in kept if n.endswith(".index"))
+    assert re.fullmatch(
+        rf"distexp: error: checkpoint\.dir: received '{re.escape(str(ck))}'; the checkpoint of "
+        rf"step {step + 5} could not be written \(the file system is read-only: [\d,]+ bytes "
+        rf"free, about [\d,]+ needed\); the checkpoint of step {step} "
+        rf"\({re.escape(str(ck))}/ckpt-{step}\) is kept whole: make it writable \(or set "
+        r"checkpoint\.dir to a writable directory\), then run the same command with resume=true",
+        lines[0]), lines[0]
+    assert not [n for n in kept if "_temp" in n or n.startswith(f"ckpt-{step + 5}")], kept
+    assert kept[f"ckpt-{step}.data-00000-of-00001"] > 0
+    assert _run_of(cli, "job").info.status == "FAILED"
+    assert processes_mentioning(str(job)) == []
+
+
+def test_ctrl_c_names_the_checkpoint_kept_and_the_resume_command(cli):
+    ck, job = cli.cwd / "ck", cli.cwd / "job"
+    p, args = _long_job(cli, ck, job)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, out + err
+    lines = [ln for ln in err.splitlines() if ln.startswith("distexp: error:")]
+    assert len(lines) == 1, err
+    m = re.fullmatch(r"distexp: error: interrupted: every training process was stopped \(logs: "
+                     rf"{re.escape(str(job))}/chief\.log\); checkpoint kept: "
+                     rf"({re.escape(str(ck))}/ckpt-(\d+)) \(step (\d+)\); continue with: (.*)",
+                     lines[0])
+    assert m, lines[0]
+    path, n, step, command = m.groups()
+    assert n == step and int(step) % 5 == 0 and Path(path + ".index").is_file()
+    assert shlex.split(command) == ["python", "-m", "distexp", *args, "resume=true"]
+    assert _run_of(cli, "job").info.status == "KILLED"
+    assert processes_mentioning(str(job)) == []

@@ -1,0 +1,60 @@
+"""A sweep runs each set-up once (distexp.sweeps.planning.merge): jobs that train the same thing
+are merged into the first of them, with one line naming them. The real DistexpSweeper on composed
+configs, its launcher recording the jobs: no TensorFlow, no process."""
+from __future__ import annotations
+
+from helpers import launched as _launched
+
+
+def _merged_line(out: str):
+    lines = [x for x in out.splitlines() if x.startswith("sweep: ")]
+    assert len(lines) <= 1, out
+    return lines[0] if lines else None
+
+
+def test_the_readme_sweep_runs_one_device_once(tmp_path, capsys):
+    got = _launched(tmp_path, "strategy=one_device,mirrored", "cpu_replicas=1,2", "repeats=2")
+    # one_device ignores cpu_replicas: with 2 it is the 1-replica job again; repeats apply to
+    # the jobs left, interleaved
+    assert got == [["strategy=one_device", "cpu_replicas=1", "repeats=2", "repeat=0"],
+                   ["strategy=mirrored", "cpu_replicas=1", "repeats=2", "repeat=0"],
+                   ["strategy=mirrored", "cpu_replicas=2", "repeats=2", "repeat=0"],
+                   ["strategy=one_device", "cpu_replicas=1", "repeats=2", "repeat=1"],
+                   ["strategy=mirrored", "cpu_replicas=1", "repeats=2", "repeat=1"],
+                   ["strategy=mirrored", "cpu_replicas=2", "repeats=2", "repeat=1"]]
+    assert _merged_line(capsys.readouterr().out) == (
+        "sweep: 1 job(s) merged into an earlier job of the same set-up (strategy, replicas, "
+        "global batch, model, data, knobs), run once: "
+        "[strategy=one_device cpu_replicas=2] -> [strategy=one_device cpu_replicas=1]")
+
+
+def test_same_facts_from_other_keys_merge(tmp_path, capsys):
+    # one replica at global batch 64 with the same learning rate, however it is spelled
+    got = _launched(tmp_path, "strategy=one_device", "batch_size_per_replica=32,64",
+                    "global_batch_size=64")
+    assert got == [["strategy=one_device", "batch_size_per_replica=32", "global_batch_size=64"]]
+    # mirrored ignores `workers` (one process); the same job typed twice is one job
+    assert len(_launched(tmp_path / "w", "strategy=mirrored", "workers=2,3")) == 1
+    assert len(_launched(tmp_path / "s", "seed=0,0")) == 1
+    capsys.readouterr()
+
+
+def test_different_work_is_never_merged(tmp_path, capsys):
+    cases = [
+        ("seed=0,1",),                                          # the seed changes the work
+        ("strategy=one_device,mirrored",),                      # one replica, other strategy
+        ("strategy=mirrored", "cpu_replicas=1,2"),              # replicas
+        ("strategy=multiworker", "workers=1,2"),                # a count the strategy uses
+        ("strategy=ps", "ps=1,2"),                              # the same replicas, more ps
+        ("strategy=one_device", "gpus=0", "global_batch_size=32,64"),
+        ("epochs=1,2",),
+        # the same global batch at another learning rate: linear scaling takes
+        # batch_size_per_replica as the reference (x2 at 32, x1 at 64)
+        ("strategy=one_device", "learning_rate_scaling=linear", "global_batch_size=64",
+         "batch_size_per_replica=32,64"),
+        # cpu_replicas=0 fails the checks: a failing job is not hidden behind a good one
+        ("strategy=one_device", "cpu_replicas=1,0"),
+    ]
+    for i, case in enumerate(cases):
+        assert len(_launched(tmp_path / str(i), *case)) == 2, case
+        assert _merged_line(capsys.readouterr().out) is None, case
