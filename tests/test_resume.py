@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from distexp.parity import losses
-from helpers import ROOT, mlflow_runs, processes_mentioning
+from helpers import child_env, mlflow_runs, processes_mentioning
 
 pytestmark = pytest.mark.slow
 
@@ -153,7 +153,7 @@ def test_a_truncated_checkpoint_falls_back_to_the_newest_whole_one_or_stops_in_o
 def _long_job(cli, ck: Path, job: Path):
     """A job of 100,000 epochs, returned once its first checkpoint is written."""
     args = ["strategy=one_device", *DROPOUT, f"checkpoint.dir={ck}", "epochs=100000"]
-    env = dict(os.environ, PYTHONPATH=f"{ROOT}:{ROOT / 'tests'}")
+    env = child_env()
     p = subprocess.Popen([sys.executable, "-m", "distexp", *args, f"hydra.run.dir={job}"],
                          cwd=cli.cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
