@@ -27,13 +27,12 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Optional, Sequence
 
-from distexp.sweeps.records import RUN_KIND, SWEEP_ID
 from distexp.tracking.store import redact
+from distexp.tracking import tags as tag
+from distexp.tracking import lookup
 
-VIEW_TAG = "mlflow.sharedViewState."
 # Display tags a job's run carries (distexp.tracking.display): what the table shows, rounded.
 COLUMNS = ["params.`strategy.name`", "params.`num_replicas`", "params.`global_batch_size`",
            "tags.`examples/s`", "tags.`accuracy`", "tags.`speed-up`"]
@@ -60,7 +59,7 @@ def view_state(sweep_id: str, parent_run_id: Optional[str]) -> dict:
     """The shared view of one sweep: its runs only, sorted by name, the figures as columns, the
     parent expanded so that its jobs are rows at once."""
     return {
-        "searchFilter": f"tags.`{SWEEP_ID}` = '{sweep_id}'",
+        "searchFilter": f"tags.`{tag.SWEEP_ID}` = '{sweep_id}'",
         "orderByKey": SORT,
         "orderByAsc": True,
         "startTime": "ALL",
@@ -82,7 +81,7 @@ def publish_view(client, experiment_id: str, sweep_id: str, parent_run_id: Optio
     now = int(time.time() * 1000)
     envelope = {"name": f"distexp sweep {sweep_id}", "createdAt": now, "updatedAt": now,
                 "state": json.dumps(view_state(sweep_id, parent_run_id))}
-    client.set_experiment_tag(experiment_id, VIEW_TAG + key, json.dumps(envelope))
+    client.set_experiment_tag(experiment_id, tag.SHARED_VIEW + key, json.dumps(envelope))
     return key
 
 
@@ -91,42 +90,25 @@ def url(base: str, experiment_id: str, key: Optional[str]) -> str:
     return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?{q}"
 
 
-class UiError(Exception):
+class UiError(lookup.LookupFailed):
     """One line for the user, exit 2."""
 
 
 def sweep_view(uri: str, experiment: Optional[str], sweep_id: Optional[str]):
     """(experiment id, view key or None, sweep id or None) of the latest sweep (or `sweep_id`)
     in `experiment` (default: wherever the latest sweep is)."""
-    from distexp.tracking import client as make
-
-    if uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///"):])
-        if not path.exists():
-            raise UiError(f"--tracking-uri: no MLflow store at {path}; run a job first "
-                          "(python -m distexp) or pass --tracking-uri URI")
-    client = make(uri)
-    if experiment:
-        exp = client.get_experiment_by_name(experiment)
-        if exp is None:
-            names = ", ".join(e.name for e in client.search_experiments()) or "(none)"
-            raise UiError(f"--experiment: received {experiment!r}; experiments in the store: {names}")
-        ids = [exp.experiment_id]
-    else:
-        ids = [e.experiment_id for e in client.search_experiments()]
+    client = lookup.open_store(uri, "a job first (python -m distexp)")
+    ids = lookup.experiment_ids(client, experiment or None)
     if not ids:
         raise UiError(f"--tracking-uri: the store at {redact(uri)} has no experiment; run a job first")
-    query = f"tags.`{RUN_KIND}` = 'sweep'" + (f" and tags.`{SWEEP_ID}` = '{sweep_id}'"
-                                               if sweep_id else "")
-    found = client.search_runs(ids, query, order_by=["attributes.start_time DESC"], max_results=1)
-    if not found:
+    parent = lookup.latest_sweep(client, ids, sweep_id)
+    if parent is None:
         if sweep_id:
             raise UiError(f"--sweep-id: received {sweep_id!r}; no such sweep in the store (a "
                           "sweep prints its id when it starts)")
         latest = client.search_runs(ids, "", order_by=["attributes.start_time DESC"], max_results=1)
         return (latest[0].info.experiment_id if latest else ids[0]), None, None
-    parent = found[0]
-    sid = parent.data.tags[SWEEP_ID]
+    sid = parent.data.tags[tag.SWEEP_ID]
     key = publish_view(client, parent.info.experiment_id, sid, parent.info.run_id)
     return parent.info.experiment_id, key, sid
 
@@ -247,7 +229,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     try:
         exp_id, key, sid = sweep_view(uri, a.experiment, a.sweep_id)
-    except UiError as ex:
+    except lookup.LookupFailed as ex:  # UiError is one
         print(f"distexp.ui: error: {ex}", file=sys.stderr)
         return 2
     if remote:

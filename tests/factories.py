@@ -89,7 +89,6 @@ def mse_task():
         train_metrics = ("mae",)
         eval_metrics = ("mae",)
         objective = "eval/mae"
-        needs_labels = True
 
         def loss(self, labels, outputs):
             import tensorflow as tf

@@ -114,9 +114,14 @@ def test_caps_and_fit_rule():
 
 
 def test_welch_interval():
-    diff, half = autotune.welch([1.0, 1.1, 0.9, 1.0], [0.5, 0.6, 0.4, 0.5])
-    assert diff == pytest.approx(0.5) and 0 < half < 0.2
-    assert autotune.t975(1) == 12.706 and autotune.t975(1000) == pytest.approx(1.9624)
+    from distexp.figures.stats import welch
+
+    diff, half, df = welch([1.0, 1.1, 0.9, 1.0], [0.5, 0.6, 0.4, 0.5])
+    # equal spreads, 4 a side: df 6, t(0.975, 6) = 2.447, se = sqrt(2 * 0.00667 / 4)
+    assert (diff, df) == (pytest.approx(0.5), pytest.approx(6))
+    assert half == pytest.approx(2.4469 * (2 * 0.02 / 3 / 4) ** 0.5, rel=1e-3)
+    assert welch([1.0, 1.0], [2.0, 2.0]) == (-1.0, 0.0, float("inf"))
+    assert welch([1.0], [2.0, 3.0]) is None
 
 
 def _schedule(configured, **kw):

@@ -192,7 +192,9 @@ def test_validate_rejects(compose, overrides, needle):
 
 
 def test_free_ports_are_distinct():
-    ports = cluster.free_ports(8)
+    from distexp.cluster.processes import free_ports
+
+    ports = free_ports(8)
     assert len(set(ports)) == 8 and all(1024 <= p < 65536 for p in ports)
 
 
@@ -324,3 +326,33 @@ def test_sbatch_transient_errors_are_retried_refusals_are_one_line(monkeypatch):
     with pytest.raises(errors.UserError, match="Socket timed out"):
         slurm._submit(ex, None, [("a", 1)])
     assert ex.calls == slurm.ATTEMPTS
+
+
+def test_one_rule_names_the_chief():
+    """Record.chief_task: the job process (logs_to_mlflow), the Slurm node sampler and the trainer
+    (strategies.is_chief) all ask it."""
+    mw, ps = strategies.get("multiworker"), strategies.get("ps")
+    assert mw.chief_task({"worker": 2}) == "worker-0"
+    assert mw.chief_task({"chief": 1, "worker": 2}) == "chief"
+    assert ps.chief_task({"chief": 1, "worker": 2, "ps": 1}) == "chief"
+    assert [mw.is_chief_task("worker", i, {"worker": 2}) for i in (0, 1)] == [True, False]
+    assert not mw.is_chief_task("worker", 0, {"chief": 1, "worker": 2})
+    assert not ps.is_chief_task("ps", 0, {"worker": 1, "ps": 1})
+
+
+@pytest.mark.parametrize("strategy, rank, samples", [
+    ("multiworker", 0, False),  # worker-0 is the chief: its run samples this node itself
+    ("multiworker", 1, True),   # worker-1, first task on the other node
+    ("ps", 1, False),           # ps-0: the second task on n1, the chief's node
+    ("ps", 2, True),            # worker-0, first task on n2
+])
+def test_slurm_first_task_of_another_node_samples_it(compose, monkeypatch, strategy, rank, samples):
+    ntasks = 2 if strategy == "multiworker" else 4
+    env = {**_step(rank, ntasks), "SLURM_STEP_NODELIST": "n1,n2",
+           "SLURM_STEP_TASKS_PER_NODE": f"{ntasks // 2}(x2)",
+           "SLURM_LOCALID": str(rank % (ntasks // 2))}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    plan = _plan(compose, f"strategy={strategy}", "cluster=slurm", "workers=2", "ps=1")
+    assert plan.cluster_id == "slurm:4242.0"
+    assert plan.samples_node is samples

@@ -16,12 +16,14 @@ GROUPS = {g.name: sorted(p.stem for p in g.glob("*.yaml")) for g in CONF.iterdir
 
 def test_groups_match_the_contract():
     from distexp import strategies
+    from distexp.cluster import kinds
 
     assert GROUPS["strategy"] == sorted(strategies.names())
     assert set(GROUPS["model"]) >= {"mlp", "cnn", "resnet50", "mobilenet_v2"}
     assert set(GROUPS["dataset"]) >= {"digits", "synthetic"}
     assert GROUPS["loop"] == ["custom", "fit"]
-    assert GROUPS["cluster"] == sorted(C.CLUSTERS)
+    assert kinds.names() == ("local", "tf_config", "slurm")  # the contract's order
+    assert GROUPS["cluster"] == sorted(kinds.names())
 
 
 EXTRA = {("model", "custom"): ["model.factory=tests.factories:small_mlp"],
@@ -146,3 +148,11 @@ def test_a_users_model_and_data_are_named_by_their_factory():
               "dataset.name": "digits", "loop.name": "custom"}
     assert description(params) == "mirrored, 1 replica, global batch 64 (mnist_convnet on digits, custom loop)"
 
+
+def test_every_optimizer_the_schema_accepts_is_registered():
+    """The checks refuse a name before TensorFlow from schema.OPTIMIZERS; the trainer builds from
+    distexp.train.optimizer's registry: the two lists must be one."""
+    from distexp.config.schema import OPTIMIZERS
+    from distexp.train import optimizer
+
+    assert optimizer.REGISTRY.names() == OPTIMIZERS

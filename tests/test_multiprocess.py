@@ -194,7 +194,7 @@ def _cluster_env(addrs):
 
 
 def test_slurm_cluster_started_by_hand(tmp_path):
-    from distexp.cluster.plan import free_ports
+    from distexp.cluster.processes import free_ports
 
     port = next(p for p in free_ports(20) if _free(p + 1))
     srun = {"SLURM_STEP_NUM_TASKS": "2", "SLURM_NTASKS": "2", "SLURM_STEP_NODELIST": "localhost",
@@ -228,7 +228,7 @@ def test_tf_config_cluster_started_by_hand(tmp_path):
     machine allows (root, iproute2): the two workers live in two network namespaces joined by a
     veth pair, i.e. two hosts with no localhost shortcut; elsewhere both on 127.0.0.1."""
     if not _netns_available():
-        from distexp.cluster.plan import free_ports
+        from distexp.cluster.processes import free_ports
 
         addrs = [f"127.0.0.1:{p}" for p in free_ports(2)]
         outs = _start_by_hand(tmp_path, _cluster_env(addrs),

@@ -38,7 +38,7 @@ def test_mfu():
 def _reporter(tmp_path, accs, target):
     meter = perf.Meter(global_batch=4, replicas=1, warmup_steps=0, job_start=0.0)
     it = iter(accs)
-    return progress.Reporter(meter=meter, logger=RunLogger(run_id=""), chief=True,
+    return progress.Reporter(meter=meter, logger=RunLogger(sink="", gate=""), chief=True,
                              job_dir=tmp_path, epochs=len(accs), steps_per_epoch=2, log_every=0,
                              evaluate=lambda: {"eval/loss": 1.0, "eval/accuracy": next(it)},
                              target_accuracy=target, target_metric="eval/accuracy")
@@ -83,7 +83,7 @@ class _Recorder(RunLogger):
     """A RunLogger that keeps what would be logged."""
 
     def __init__(self):
-        super().__init__(run_id="")
+        super().__init__(sink="", gate="")
         self.points = []
 
     def log_metrics(self, metrics, step=0):

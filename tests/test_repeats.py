@@ -60,6 +60,13 @@ def test_t_quantiles_match_the_tables():
         assert stats.t_quantile(p, df) == pytest.approx(table, abs=1e-4)
 
 
+def test_first_non_finite_finds_nan_and_both_infinities():
+    assert stats.first_non_finite([0.5, 0.4, 0.3]) is None and stats.first_non_finite([]) is None
+    assert stats.first_non_finite([0.5, float("nan"), float("inf")]) == 1
+    assert stats.first_non_finite([0.5, 0.4, float("-inf")]) == 2
+    assert stats.first_non_finite([float("inf")]) == 0
+
+
 def test_ratio_interval_by_hand():
     # x = 2 y run by run: equal spread of the logs, so Welch's df = 2 (n - 1) = 4 exactly
     y = [900.0, 1000.0, 1100.0]

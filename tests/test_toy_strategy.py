@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
-from pathlib import Path
 
 import pytest
 
+from helpers import plug_in
 from distexp import errors, strategies
+from distexp.cluster import kinds
 from distexp.cluster import plan as cluster
 from distexp.cluster import slurm_env
 from distexp.config import checks, resolved
@@ -46,14 +46,7 @@ class Relay(Record):
 
 @pytest.fixture
 def toy(tmp_path, monkeypatch, compose):
-    pkg = tmp_path / "pkg"
-    pkg.mkdir()
-    (pkg / "toy_relay_record.py").write_text(textwrap.dedent(RECORD))
-    conf = tmp_path / "conf" / "strategy"
-    conf.mkdir(parents=True)
-    (conf / "relay.yaml").write_text("name: relay\nrecord: toy_relay_record\n")
-    monkeypatch.syspath_prepend(str(pkg))
-    search = f"hydra.searchpath=[file://{tmp_path / 'conf'}]"
+    search = plug_in(tmp_path, monkeypatch, "strategy", "relay", "toy_relay_record", RECORD)
     yield lambda *o: compose(search, "strategy=relay", *o)
     strategies.REGISTRY.pop("relay", None)
     sys.modules.pop("toy_relay_record", None)
@@ -84,7 +77,7 @@ def test_a_toy_strategy_plans_validates_and_builds_its_processes(toy, tmp_path):
     assert (facts["replicas"], facts["global_batch"], facts["workers"]) == (6, 6 * 64, 3)
 
     # Slurm: four tasks (chief + 2 workers + monitor), ranks over the job names alphabetically
-    assert checks.local_processes(cfg) == 4
+    assert kinds.of(cfg).local_processes(cfg, rec) == 4
     assert sweep_slurm.job_tasks(toy("workers=2", "cluster=slurm"), 2) == 2
     env = {"SLURM_STEP_NODELIST": "a", "SLURM_STEP_TASKS_PER_NODE": "4"}
     assert slurm_env.slurm_addresses(toy("workers=2", "cluster=slurm", "cluster.port=20000"),

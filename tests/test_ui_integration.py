@@ -135,3 +135,51 @@ def test_ui_prints_one_url_and_keeps_the_servers_output_in_a_file(tmp_path):
     log = tmp_path / "outputs" / "mlflow-ui.log"
     assert f"server log: {log}" in out
     assert "GET / " in log.read_text() and "GET /" not in out, (out, log.read_text()[-2000:])
+
+
+class _CountingClient:
+    """An MLflow client that records every read (get_*, search_*, list_*) and passes all through."""
+
+    def __init__(self, client):
+        self.client, self.reads = client, []
+
+    def __getattr__(self, name):
+        if name.startswith(("get_", "search_", "list_")):
+            self.reads.append(name)
+        return getattr(self.client, name)
+
+
+def test_closing_a_run_shows_the_chiefs_figures_without_reading_the_run_back(tmp_path):
+    from distexp import tracking
+
+    from helpers import new_store
+
+    _, uri = new_store(tmp_path)
+    params = {"strategy.name": "mirrored", "num_replicas": "2", "global_batch_size": "128",
+              "model.name": "cnn", "dataset.name": "digits", "loop.name": "custom"}
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    for name, figures, reads in [("given", {"perf/examples_per_sec": 20586.4,
+                                            "perf/examples_per_sec_ci95": 712.2,
+                                            "eval/accuracy": 0.9138,
+                                            "perf/time_to_accuracy_s": None, "diverged": False},
+                                  []),
+                                 ("no result", None, [])]:
+        run = tracking.JobRun(uri, "distexp", name, {}, params)
+        run.log_params({"task.eval_metric": "eval/accuracy"})  # as the chief's sink forwards it
+        store = run.client
+        run.client = counting = _CountingClient(store)
+        run.close("FINISHED", job_dir, [], [], figures=figures)
+        assert counting.reads == reads
+        got = store.get_run(run.run_id)
+        assert got.info.status == "FINISHED"
+        assert got.data.tags["mlflow.note.content"] == ("mirrored, 2 replicas, global batch 128 "
+                                                        "(cnn on digits, custom loop)")
+        shown = {k: got.data.tags.get(k) for k in ("examples/s", "accuracy")}
+        assert shown == ({"examples/s": "20,586 [19,874, 21,299]", "accuracy": "0.914"}
+                         if figures else {"examples/s": None, "accuracy": None})
+    # today's call (distexp.job, until it passes result.json) still reads the run back, once
+    run = tracking.JobRun(uri, "distexp", "read back", {}, params)
+    run.client = counting = _CountingClient(run.client)
+    run.close("FINISHED", job_dir, [], [])
+    assert counting.reads == ["get_run"]

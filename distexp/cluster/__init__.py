@@ -1,6 +1,10 @@
-"""Which processes a job needs and how they find each other (no TensorFlow here).
+"""Which processes a job needs, where they run and how they find each other (no TensorFlow here).
 
-- ``plan``: the job's processes (local clusters, TF_CONFIG, Slurm tasks) and what each is told
+- ``kind``, ``kinds``: one record per cluster kind (``local``, ``tf_config``, ``slurm``: Lightning's
+  ClusterEnvironment is the model); it plans the job's processes, builds the trainer's cluster
+  resolver and answers what the job, the checks and the sweeps ask (nothing compares the name)
+- ``local``, ``tf_config``, ``slurm``: the built-in kinds
+- ``plan``: the job's processes (a strategy's record and the cluster kind); ``processes``: `Plan`
 - ``slurm_env``: Slurm's step variables read as SlurmClusterResolver reads them (a leaf)
 - ``liveness``: watches that end or fail a ps task whose peer is gone
 """

@@ -2,9 +2,9 @@
 
 distexp.config.schema holds the schema (OmegaConf already refuses a wrong type, an unknown key, a
 missing option); this module refuses what is well typed but makes no sense: out-of-range values,
-combinations a strategy's record or a task refuses (`validate`), what the resolved GPU count rules
-out (`validate_devices`), and sizes this machine cannot hold or places it cannot write
-(`validate_limits`). Each is one line, `key: received X; valid/expected Y`, and no TensorFlow is
+combinations a strategy's record or a task refuses, what the GPU count rules out, and sizes this
+machine cannot hold or places it cannot write (`validate`, which finds the facts once: the
+strategy's record, the cluster kind, the GPUs, the resolved figures; `validate_limits` reads them). Each is one line, `key: received X; valid/expected Y`, and no TensorFlow is
 imported.
 """
 from __future__ import annotations
@@ -16,9 +16,13 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from distexp.config.schema import CLUSTERS, COMMUNICATIONS, CROSS_DEVICE_OPS, LOOPS, MODELS, OPTIMIZERS, LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PREPROCESSING, TOKENS, StrategyConfig
+from distexp import strategies
+from distexp.cluster import kinds
+from distexp.config.schema import COMMUNICATIONS, CROSS_DEVICE_OPS, LOOPS, MODELS, OPTIMIZERS, LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PREPROCESSING, TOKENS, StrategyConfig
 from distexp.errors import UserError
-from distexp.config.resolved import _multirun, resolve, strategy_record, visible_gpus
+from distexp.user_code import check_factory
+from distexp.config.mode import in_multirun
+from distexp.config.resolved import resolve, strategy_record, visible_gpus
 
 
 def _choice(key: str, value: Any, valid) -> None:
@@ -60,28 +64,45 @@ def _unknown_keys(node: DictConfig, prefix: str = "") -> None:
 
 def validate(cfg: DictConfig) -> None:
     """Raise UserError for values the schema's types accept but that make no sense (the first
-    one found, in this order)."""
+    one found, in this order). The facts they need are found once, here: the strategy's record,
+    the cluster kind, the GPUs (`gpus` if set, else the visible ones) and the job's resolved
+    figures; the checks below read them."""
     _unknown_keys(cfg)
     rec = strategy_record(cfg)
-    _validate_ranges(cfg)
-    _validate_knobs(cfg, rec)
+    kind = _validate_ranges(cfg)
+    visible = visible_gpus()
+    gpus = cfg.gpus if cfg.gpus is not None else visible
+    _validate_knobs(cfg, rec, on_cpu=gpus == 0 or visible == 0)
     _validate_dataset(cfg)
     _validate_task(cfg)
     _validate_repeats(cfg)
-    _validate_strategy(cfg, rec)
-    replicas = resolve(cfg)["sync_replicas"]
+    _validate_strategy(cfg, rec, gpus)
+    facts = resolve(cfg, gpus)
+    replicas = facts["sync_replicas"]
     if cfg.global_batch_size is not None and cfg.global_batch_size % replicas:
         raise UserError(
             f"global_batch_size: received {cfg.global_batch_size}; it must divide evenly over "
             f"{replicas} replicas (try {max(replicas, cfg.global_batch_size // replicas * replicas)})")
-    validate_limits(cfg)
+    validate_limits(cfg, rec, kind, facts)
+    _check_factories(cfg)
 
 
-def _validate_ranges(cfg: DictConfig) -> None:
-    """Names from a fixed list, and numbers in their range."""
+def _check_factories(cfg: DictConfig) -> None:
+    """A user's factories: the spec's shape and that its module can be found, before TensorFlow
+    (the trainer imports it and checks the function)."""
+    if cfg.model.name == "custom":
+        check_factory("model.factory", cfg.model.factory)
+    if cfg.dataset.name == "custom":
+        check_factory("dataset.factory", cfg.dataset.factory)
+    if cfg.task.factory:
+        check_factory("task.factory", cfg.task.factory)
+
+
+def _validate_ranges(cfg: DictConfig):
+    """Names from a fixed list, and numbers in their range; returns the cluster kind."""
     _choice("model", cfg.model.name, MODELS)
     _choice("loop", cfg.loop.name, LOOPS)
-    _choice("cluster", cfg.cluster.name, CLUSTERS)
+    kind = kinds.of(cfg)  # cluster: received 'x'; valid: local, tf_config, slurm, or its record's
     _choice("model.optimizer", cfg.model.optimizer, OPTIMIZERS)
     _choice("learning_rate_scaling", cfg.learning_rate_scaling, LR_SCALING)
     if cfg.strategy.cross_device_ops is not None:
@@ -104,12 +125,12 @@ def _validate_ranges(cfg: DictConfig) -> None:
     if cfg.target_accuracy is not None and not 0 < cfg.target_accuracy <= 1:
         raise UserError(f"target_accuracy: received {cfg.target_accuracy}; expected 0 < x <= 1 "
                         "or null")
+    return kind
 
 
-def _validate_knobs(cfg: DictConfig, rec) -> None:
+def _validate_knobs(cfg: DictConfig, rec, on_cpu: bool) -> None:
     """Knobs that rule each other out (XLA, on-device data, resume, checkpoints, factories)."""
-    if (cfg.jit_compile and rec.cpu_replicas and cfg.cpu_replicas > 1
-            and (cfg.gpus == 0 or visible_gpus() == 0)):
+    if cfg.jit_compile and rec.cpu_replicas and cfg.cpu_replicas > 1 and on_cpu:
         raise UserError(f"jit_compile: received true with cpu_replicas={cfg.cpu_replicas}; XLA "
                         "cannot reach a variable on another logical CPU device (TensorFlow's XLA "
                         "known issues: tf.Variable on a different device): use cpu_replicas=1 or "
@@ -157,7 +178,7 @@ def _validate_dataset(cfg: DictConfig) -> None:
 def _validate_repeats(cfg: DictConfig) -> None:
     ds = cfg.dataset
     _at_least("repeats", cfg.repeats, 1)
-    if cfg.repeats > 1 and not _multirun():
+    if cfg.repeats > 1 and not in_multirun(outside_hydra=True):
         raise UserError(f"repeats: received {cfg.repeats} for a single run; repeats are runs of "
                         "a sweep's jobs: add -m (python -m distexp -m ... repeats=N)")
     if not 0 <= cfg.repeat < max(cfg.repeats, 1):
@@ -167,7 +188,7 @@ def _validate_repeats(cfg: DictConfig) -> None:
         raise UserError(f"dataset.test_fraction: received {ds.test_fraction}; expected 0 < x < 1")
 
 
-def _validate_strategy(cfg: DictConfig, rec) -> None:
+def _validate_strategy(cfg: DictConfig, rec, gpus: int) -> None:
     """What the strategy's record says it cannot do: loops, knobs, options (one line each)."""
     why = rec.loops.get(cfg.loop.name)
     if why:
@@ -184,25 +205,13 @@ def _validate_strategy(cfg: DictConfig, rec) -> None:
     for option in ("cross_device_ops", "communication", "tpu", "tpu_cores"):
         value = cfg.strategy.get(option)
         if option not in rec.options and value != getattr(defaults, option):
-            users = [r for r in _strategy_names() if option in _record(r).options]
+            users = [r.name for r in strategies.REGISTRY.values() if option in r.options]
             default = getattr(defaults, option)
             raise UserError(f"strategy.{option}: received {value!r} with strategy={rec.name}; it "
                             f"applies to strategy={' or '.join(users)} only: leave it at "
                             f"{'null' if default is None else default}")
     rec.check(cfg)
-    rec.check_devices(cfg, cfg.gpus if cfg.gpus is not None else visible_gpus())
-
-
-def _strategy_names():
-    from distexp import strategies
-
-    return strategies.names()
-
-
-def _record(name: str):
-    from distexp import strategies
-
-    return strategies.get(name)
+    rec.check_devices(cfg, gpus)  # the one call: what the job resolves `gpus` to (check_gpus)
 
 
 def _validate_task(cfg: DictConfig) -> None:
@@ -246,8 +255,9 @@ def _validate_task(cfg: DictConfig) -> None:
 
 
 def validate_devices(cfg: DictConfig, gpus: int) -> None:
-    """Checks that need the resolved GPU count (still before TensorFlow): the record's."""
-    strategy_record(cfg).check_devices(cfg, gpus)
+    """Nothing left to check: `validate` ran the record's device checks with the GPU count the job
+    resolves (`gpus` if set, else the visible ones; more than visible fails in check_gpus). Kept
+    until distexp.job.lifecycle drops its call."""
 
 
 SEED_MAX = 2 ** 32 - 1  # keras.utils.set_random_seed seeds NumPy: np.random.seed takes 0..2**32-1
@@ -265,8 +275,9 @@ TRAINER_MB = 700           # one training process's resident memory (measured: 7
 DIGITS_EXAMPLES = 1797     # scikit-learn's load_digits
 
 
-def validate_limits(cfg: DictConfig) -> None:
-    """Raise UserError for a value no process could run with (one line, before TensorFlow)."""
+def validate_limits(cfg: DictConfig, rec, kind, facts: dict) -> None:
+    """Raise UserError for a value no process could run with (one line, before TensorFlow).
+    `rec`, `kind`, `facts`: the strategy's record, the cluster kind, the resolved facts."""
     if not 0 <= cfg.seed <= SEED_MAX:
         raise UserError(f"seed: received {cfg.seed}; expected 0..{SEED_MAX} (2**32-1: the range "
                         "NumPy's and TensorFlow's seeding accept)")
@@ -284,21 +295,14 @@ def validate_limits(cfg: DictConfig) -> None:
                             + ("MLflow tracking URI, e.g. sqlite:///outputs/mlflow.db or "
                                "http://host:5000" if key == "tracking.uri" else
                                "MLflow experiment name, e.g. distexp"))
-    processes = local_processes(cfg)
+    processes = kind.local_processes(cfg, rec)
     if cfg.cluster.port is not None and not 1024 <= cfg.cluster.port <= 65536 - processes:
         raise UserError(f"cluster.port: received {cfg.cluster.port}; expected "
                         f"1024..{65536 - processes} (the {processes} task(s) take port, port+1, ...; "
                         "at most 65535), or null for free ports")
-    _check_machine(cfg, processes)
-    _check_data_size(cfg)
-    _check_checkpoint_dir(cfg)
-
-
-def local_processes(cfg: DictConfig) -> int:
-    """Training processes a job starts on this machine (cluster=local), or 1 (one per task)."""
-    if cfg.cluster.name != "local":
-        return 1
-    return strategy_record(cfg).tasks(cfg)
+    _check_machine(cfg, rec, processes, on_cpu=facts["gpus"] == 0)
+    _check_data_size(cfg, rec, facts["global_batch"])
+    _check_checkpoint_dir(cfg, kind.chief_here(rec))
 
 
 def machine() -> tuple:
@@ -315,10 +319,9 @@ def machine() -> tuple:
         return cores, None
 
 
-def _check_machine(cfg: DictConfig, processes: int) -> None:
+def _check_machine(cfg: DictConfig, rec, processes: int, on_cpu: bool) -> None:
     cores, mem_mb = machine()
-    on_cpu = cfg.gpus == 0 or (cfg.gpus is None and visible_gpus() == 0)
-    if on_cpu and strategy_record(cfg).cpu_replicas:
+    if on_cpu and rec.cpu_replicas:
         most = CPU_REPLICAS_PER_CORE * cores
         if cfg.cpu_replicas > most:
             raise UserError(f"cpu_replicas: received {cfg.cpu_replicas}; this machine has {cores} "
@@ -326,7 +329,7 @@ def _check_machine(cfg: DictConfig, processes: int) -> None:
                             "per core; more only slow the start-up and the all-reduce)")
     if processes <= 1:
         return
-    key = max(strategy_record(cfg).count_keys(), key=lambda k: cfg[k])  # the largest: a tie -> workers
+    key = max(rec.count_keys(), key=lambda k: cfg[k])  # the largest: a tie -> workers
     need_mb = processes * TRAINER_MB
     said = (f"cluster=local would start {processes} TensorFlow processes (~{TRAINER_MB} MB each, "
             f"~{need_mb} MB in all) on this machine's {cores} core(s)"
@@ -342,7 +345,7 @@ def _most_processes(cores: int, mem_mb) -> int:
     return most if mem_mb is None else min(most, mem_mb // TRAINER_MB)
 
 
-def _check_data_size(cfg: DictConfig) -> None:
+def _check_data_size(cfg: DictConfig, rec, batch: int) -> None:
     """A training set smaller than one global batch: not one step could be taken."""
     ds = cfg.dataset
     if ds.name == "synthetic":
@@ -352,10 +355,9 @@ def _check_data_size(cfg: DictConfig) -> None:
         key = "global_batch_size" if cfg.global_batch_size is not None else "batch_size_per_replica"
     else:
         return
-    sharded = strategy_record(cfg).coordinated
+    sharded = rec.coordinated
     if sharded:
         n //= cfg.workers  # each ps worker reads its own shard
-    batch = resolve(cfg)["global_batch"]
     if n < batch:
         what = f"{n} training examples" + (" per ps worker" if sharded else "")
         raise UserError(f"{key}: received {cfg[key] if '.' not in key else ds.size}; dataset="
@@ -365,11 +367,10 @@ def _check_data_size(cfg: DictConfig) -> None:
                                                           ds.name == "synthetic" else ")"))
 
 
-def _check_checkpoint_dir(cfg: DictConfig) -> None:
-    """The chief's checkpoint.dir must be creatable and writable (a probe directory is made in it and removed)."""
+def _check_checkpoint_dir(cfg: DictConfig, chief_here: bool) -> None:
+    """The chief's checkpoint.dir must be creatable and writable (a probe directory is made in it
+    and removed), when the chief runs here (the cluster kind's answer)."""
     saves = cfg.loop.name == "custom" and cfg.checkpoint.every_steps != 0
-    # the chief's job process runs here: a local cluster, or a strategy of one process
-    chief_here = cfg.cluster.name == "local" or not strategy_record(cfg).cluster_jobs
     if not saves or not chief_here:
         return
     path = os.path.abspath(str(cfg.checkpoint.dir))

@@ -29,13 +29,6 @@ def objective_name(cfg: DictConfig) -> Optional[str]:
     task = tasks.builtin(cfg)
     return task.objective if task is not None else None
 
-def _multirun() -> bool:
-    """In a Hydra multirun (True when Hydra is not running at all: tests compose configs)."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    return not HydraConfig.initialized() or HydraConfig.get().mode == RunMode.MULTIRUN
-
 NVIDIA_GPUS = "/proc/driver/nvidia/gpus"  # the NVIDIA driver's own list, one entry per GPU
 
 def visible_gpus() -> int:

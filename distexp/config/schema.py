@@ -19,7 +19,6 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 MODELS = ("mlp", "cnn", "resnet50", "mobilenet_v2", "gru_seq2seq", "custom")
 TOKENS = ("word", "char", "auto")
 LOOPS = ("custom", "fit")
-CLUSTERS = ("local", "tf_config", "slurm")
 CROSS_DEVICE_OPS = ("nccl", "hierarchical_copy", "reduction_to_one_device")
 COMMUNICATIONS = ("auto", "ring", "nccl")
 OPTIMIZERS = ("adam", "sgd", "rmsprop")
@@ -135,6 +134,9 @@ class ClusterConfig:
     # the OS. A port that turns out to be taken is replaced by a free one and the job retried.
     # slurm: the resolver's port_base (tasks on one node get port, port + 1, ...); null = 8888.
     port: Optional[int] = None
+    # A cluster kind defined outside distexp: the module that registers its record
+    # (distexp.cluster.kind.register), imported before the name is looked up.
+    record: Optional[str] = None
 
 
 @dataclass
@@ -270,9 +272,10 @@ def _checkpoint_dir(name: str) -> str:
     """`outputs/checkpoints/<name>` under the cwd; a sweep job's own `<job dir>/checkpoints`."""
     try:
         from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
 
-        if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        from distexp.config.mode import in_multirun
+
+        if in_multirun():
             job_dir = HydraConfig.get().runtime.output_dir
             if job_dir:
                 return f"{os.path.abspath(job_dir)}/checkpoints"

@@ -16,7 +16,7 @@ starts. Test aid: with DISTEXP_TFDS_MOCK=N in the environment, TFDS loading runs
 from __future__ import annotations
 
 import os
-from typing import Callable, Dict, Optional
+from typing import Callable, Optional
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -24,28 +24,18 @@ from omegaconf import DictConfig, OmegaConf
 from distexp.data.arrays import Arrays
 from distexp.data.tfds import TFDS_MOCK_ENV, is_tfds, not_prepared, open_builder, tfds_data
 from distexp.errors import UserError
+from distexp.registry import Registry
 
 
 Loader = Callable[[DictConfig, int], Arrays]
-REGISTRY: Dict[str, Loader] = {}
-
-
-def register(name: str):
-    def deco(fn: Loader) -> Loader:
-        REGISTRY[name] = fn
-        return fn
-    return deco
+REGISTRY = Registry("dataset", sort=True)
+register = REGISTRY.add_as
 
 
 def load(cfg: DictConfig) -> Arrays:
     if is_tfds(cfg.dataset):
         return tfds_data(cfg.dataset, int(cfg.seed))
-    try:
-        loader = REGISTRY[cfg.dataset.name]
-    except KeyError:
-        raise UserError(f"dataset: received {cfg.dataset.name!r}; valid: "
-                        f"{', '.join(sorted(REGISTRY))}") from None
-    return loader(cfg.dataset, int(cfg.seed))
+    return REGISTRY.find(cfg.dataset.name)(cfg.dataset, int(cfg.seed))
 
 
 @register("digits")
@@ -123,7 +113,7 @@ def steps_per_epoch(cfg: DictConfig, n_train: Optional[int], global_batch: int) 
     return steps
 
 
-def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard_policy=None, shard=None):
+def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard=None):
     """(train, eval) tf.data pipelines at the global batch size.
 
     train: shuffled with `seed` (reshuffled each pass), batched with drop_remainder so every step
@@ -145,7 +135,7 @@ def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard_policy=N
                                reshuffle_each_iteration=True)
                  .repeat().batch(global_batch, drop_remainder=True).prefetch(prefetch))
         ev = ev.batch(global_batch).prefetch(prefetch)
-        return _with_shard_policy(tf, train, ev, shard_policy, int(cfg.dataset.threadpool))
+        return _with_options(tf, train, ev, int(cfg.dataset.threadpool))
     train = tf.data.Dataset.from_tensor_slices((arrays.x_train, arrays.y_train))
     if shard is not None:
         train = train.shard(*shard)
@@ -158,15 +148,16 @@ def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard_policy=N
     train = train.prefetch(prefetch)
     ev = (tf.data.Dataset.from_tensor_slices((arrays.x_eval, arrays.y_eval))
           .batch(global_batch).cache().prefetch(prefetch))
-    return _with_shard_policy(tf, train, ev, shard_policy, int(cfg.dataset.threadpool))
+    return _with_options(tf, train, ev, int(cfg.dataset.threadpool))
 
 
-def _with_shard_policy(tf, train, ev, shard_policy, threadpool: int = 0):
+def _with_options(tf, train, ev, threadpool: int = 0):
+    """Both pipelines auto-sharded by DATA across workers (each keeps its share of the elements), with
+    `dataset.threadpool`'s private pool when set."""
     options = tf.data.Options()
     if threadpool > 0:  # dataset.threadpool: a private pool for this pipeline
         options.threading.private_threadpool_size = threadpool
-    options.experimental_distribute.auto_shard_policy = (
-        shard_policy if shard_policy is not None else tf.data.experimental.AutoShardPolicy.DATA)
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return train.with_options(options), ev.with_options(options)
 
 
@@ -175,7 +166,7 @@ def _with_shard_policy(tf, train, ev, shard_policy, threadpool: int = 0):
 @register("custom")
 def custom(ds: DictConfig, seed: int) -> Arrays:
     """dataset.factory=package.module:function, called as function(seed=seed, **dataset.kwargs)."""
-    from distexp.models import load_factory
+    from distexp.user_code import load_factory
 
     fn = load_factory("dataset.factory", ds.factory)
     kwargs = OmegaConf.to_container(ds.kwargs, resolve=True) if ds.kwargs else {}

@@ -87,20 +87,35 @@ def t_quantile(p: float, df: float) -> float:
     return (lo + hi) / 2
 
 
+def first_non_finite(values: Sequence[float]) -> Optional[int]:
+    """The index of the first NaN or infinite value of `values`, or None: the one test of a
+    diverged training loss (both loops; math.isfinite, as the run's sink drops such a figure)."""
+    return next((i for i, v in enumerate(values) if not math.isfinite(v)), None)
+
+
+def welch(x: Sequence[float], y: Sequence[float],
+          level: float = LEVEL) -> Optional[Tuple[float, float, float]]:
+    """Welch's t-interval of mean(x) - mean(y): (the difference, the half-width of its `level`
+    interval, the Welch-Satterthwaite degrees of freedom), or None with fewer than 2 samples on
+    either side. No spread on either side: half-width 0, df infinite. The one Welch of distexp
+    (the report's ratios, distexp.train.autotune's steps_per_execution)."""
+    if len(x) < 2 or len(y) < 2:
+        return None
+    (mx, vx), (my, vy) = _mean_var(x), _mean_var(y)
+    a, b = vx / len(x), vy / len(y)
+    if a + b == 0:
+        return mx - my, 0.0, float("inf")
+    df = (a + b) ** 2 / (a * a / (len(x) - 1) + b * b / (len(y) - 1))
+    return mx - my, t_quantile(0.5 + level / 2, df) * math.sqrt(a + b), df
+
+
 def ratio_interval(x: Sequence[float], y: Sequence[float],
                    level: float = LEVEL) -> Optional[Tuple[float, float, float]]:
     """(low, high, df) of the `level` interval of x/y (Welch on logs; module docstring), or None
     with fewer than 2 positive samples on either side."""
     if len(x) < 2 or len(y) < 2 or min(x) <= 0 or min(y) <= 0:
         return None
-    (mx, vx), (my, vy) = _mean_var([math.log(v) for v in x]), _mean_var([math.log(v) for v in y])
-    d = mx - my
-    a, b = vx / len(x), vy / len(y)
-    se = math.sqrt(a + b)
-    if se == 0:
-        return math.exp(d), math.exp(d), float("inf")
-    df = (a + b) ** 2 / (a * a / (len(x) - 1) + b * b / (len(y) - 1))
-    half = t_quantile(0.5 + level / 2, df) * se
+    d, half, df = welch([math.log(v) for v in x], [math.log(v) for v in y], level)
     return math.exp(d - half), math.exp(d + half), df
 
 

@@ -1,36 +1,26 @@
-"""Models by name -> keras.Model that outputs logits, and the optimizer.
+"""Models by name -> keras.Model that outputs logits.
 
-Call `build` and `optimizer` inside ``strategy.scope()``: variables created outside it land on the
+Call `build` inside ``strategy.scope()``: variables created outside it land on the
 wrong device (Keras: "Model must be created under scope of DistStrat it will be trained with").
 """
 from __future__ import annotations
 
-import importlib
-from typing import Callable, Dict, Tuple
+from typing import Callable, Tuple
 
 from omegaconf import DictConfig
 
 from distexp.errors import UserError
+from distexp.registry import Registry
+from distexp.user_code import check_factory, load_factory  # noqa: F401  (distexp.job imports check_factory here)
 
 Shape = Tuple[int, ...]
 Builder = Callable[[DictConfig, Shape, int], object]
-REGISTRY: Dict[str, Builder] = {}
-
-
-def register(name: str):
-    def deco(fn: Builder) -> Builder:
-        REGISTRY[name] = fn
-        return fn
-    return deco
+REGISTRY = Registry("model", sort=True)
+register = REGISTRY.add_as
 
 
 def build(cfg: DictConfig, input_shape: Shape, num_classes: int):
-    try:
-        builder = REGISTRY[cfg.model.name]
-    except KeyError:
-        raise UserError(f"model: received {cfg.model.name!r}; valid: "
-                        f"{', '.join(sorted(REGISTRY))}") from None
-    return builder(cfg.model, tuple(input_shape), int(num_classes))
+    return REGISTRY.find(cfg.model.name)(cfg.model, tuple(input_shape), int(num_classes))
 
 
 def _image_input(m: DictConfig, shape: Shape):
@@ -116,51 +106,3 @@ def custom(m: DictConfig, shape: Shape, classes: int):
                         f"{tuple(shape)} and num_classes={classes}, e.g. keras.Sequential([...]); "
                         "return the model, not its class or a tf_keras model")
     return model
-
-
-def check_factory(key: str, spec) -> None:
-    """Before TensorFlow starts: the spec's shape, and that its module can be found (not imported:
-    a user's module may import TensorFlow). The trainer imports it and checks the function."""
-    import importlib.util
-
-    module, _, attr = (spec or "").partition(":")
-    if not module or not attr:
-        raise UserError(f"{key}: received {spec!r}; expected 'package.module:function'")
-    try:
-        found = importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
-        raise UserError(f"{key}: received {spec!r}; no module named {module!r} on the Python path; "
-                        "valid: an importable module (run from the directory that holds it, or add "
-                        "it to PYTHONPATH)")
-
-
-def load_factory(key: str, spec: str):
-    module, _, attr = (spec or "").partition(":")
-    if not module or not attr:
-        raise UserError(f"{key}: received {spec!r}; expected 'package.module:function'")
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as ex:
-        raise UserError(f"{key}: received {spec!r}; cannot import it ({ex}); expected "
-                        "'package.module:function' naming an existing function") from None
-
-
-def optimizer(cfg: DictConfig, model, lr: float):
-    """The optimizer at rate `lr` (distexp.config.resolved.learning_rate), with its slot
-    variables built now (Keras 3 builds them lazily, which breaks the first `strategy.run` of a
-    custom loop under MirroredStrategy)."""
-    import keras
-
-    name = cfg.model.optimizer
-    if name == "adam":
-        opt = keras.optimizers.Adam(lr)
-    elif name == "sgd":
-        opt = keras.optimizers.SGD(lr, momentum=0.9)
-    else:
-        opt = keras.optimizers.RMSprop(lr)
-    if cfg.get("precision") == "mixed_float16":  # dynamic loss scaling (fit would add it too)
-        opt = keras.optimizers.LossScaleOptimizer(opt)
-    opt.build(model.trainable_variables)
-    return opt

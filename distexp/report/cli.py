@@ -32,12 +32,11 @@ from distexp.report.plots import plots
 from distexp.report import verdict
 from distexp.report.columns import CSV_FIELDS, bottleneck_text, shown_mfu, write_csv  # noqa: F401
 from distexp.report.scaling import NO_BASELINE, WITHIN_RUN, Row, add_scaling, aggregate, row_from_run
+from distexp.tracking import lookup
+from distexp.tracking import tags as tag
 
-KIND = "distexp.run_kind"
-SWEEP_ID = "distexp.sweep_id"
 
-
-class ReportError(Exception):
+class ReportError(lookup.LookupFailed):
     """One line for the user, exit 2."""
 
 
@@ -48,43 +47,20 @@ def default_uri() -> str:
 
 
 def _client(uri: str):
-    from distexp.tracking import client as make
-    from distexp.tracking.store import not_a_database, sqlite_path
-
-    if uri.startswith("sqlite:///"):
-        path = sqlite_path(uri)
-        if not path.exists():
-            raise ReportError(f"--tracking-uri: no MLflow store at {path}; run a sweep first "
-                              "(python -m distexp -m ...) or pass --tracking-uri URI")
-        bad = not_a_database(path)  # checked before MLflow opens it (and leaves a lock file)
-        if bad:
-            raise ReportError(f"--tracking-uri: received {uri!r}; {bad}; valid: the MLflow store "
-                              "a sweep wrote (default outputs/mlflow.db where it ran), or a "
-                              "tracking server's URL")
-    return make(uri)
+    return lookup.open_store(uri, "a sweep first (python -m distexp -m ...)")
 
 
 def find(client, experiment: str, sweep_id: Optional[str], filter_string: Optional[str]):
     """(parent run or None, the runs to report)."""
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        names = ", ".join(e.name for e in client.search_experiments()) or "(none)"
-        raise ReportError(f"--experiment: received {experiment!r}; experiments in the store: {names}")
-    ids = [exp.experiment_id]
+    ids = lookup.experiment_ids(client, experiment)
     parent = None
     if sweep_id or not filter_string:
-        query = f"tags.`{KIND}` = 'sweep'"
-        if sweep_id:
-            query += f" and tags.`{SWEEP_ID}` = '{sweep_id}'"
-        found = client.search_runs(ids, query, order_by=["attributes.start_time DESC"],
-                                   max_results=1)
-        if not found:
+        parent = lookup.latest_sweep(client, ids, sweep_id)
+        if parent is None:
             what = f"sweep {sweep_id!r}" if sweep_id else "a sweep (a parent run)"
             raise ReportError(f"--sweep-id: found no {what} in experiment {experiment!r}; run "
                               "`python -m distexp -m ...` or pass --filter to report any runs")
-        parent = found[0]
-        sid = parent.data.tags[SWEEP_ID]
-        query = f"tags.`{SWEEP_ID}` = '{sid}' and tags.`{KIND}` = 'job'"
+        query = lookup.jobs_of(parent)
         if filter_string:
             query += f" and {filter_string}"
     else:
@@ -94,7 +70,7 @@ def find(client, experiment: str, sweep_id: Optional[str], filter_string: Option
     except Exception as ex:  # noqa: BLE001  (a bad --filter)
         raise ReportError(f"--filter: received {filter_string!r}; MLflow says: "
                           f"{str(ex).strip().splitlines()[0][:300]}") from None
-    runs = [r for r in runs if r.data.tags.get(KIND) != "sweep"]
+    runs = [r for r in runs if r.data.tags.get(tag.RUN_KIND) != "sweep"]
     if not runs:
         raise ReportError(f"no runs to report (query: {query})")
     return parent, runs
@@ -298,9 +274,9 @@ def build(uri: str, experiment: str = "distexp", sweep_id: Optional[str] = None,
     rows.sort(key=lambda r: (r.group, order.get(r.strategy, len(order)), r.strategy,
                              r.replicas or 0, r.job_num if r.job_num is not None else 0))
     if parent is not None:
-        sid = parent.data.tags[SWEEP_ID]
+        sid = parent.data.tags[tag.SWEEP_ID]
         title = f"Sweep {sid}"
-        sweep_dir = parent.data.tags.get("distexp.sweep_dir")
+        sweep_dir = parent.data.tags.get(tag.SWEEP_DIR)
         default_out = (Path(sweep_dir) / "report" if sweep_dir and Path(sweep_dir).is_dir()
                        else Path("outputs") / "reports" / sid)
     else:
@@ -342,7 +318,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # a quiet console
     try:
         rows, out, md = build(uri, a.experiment, a.sweep_id, a.filter, a.out, log=not a.no_log)
-    except ReportError as ex:
+    except lookup.LookupFailed as ex:  # ReportError is one
         print(f"distexp.report: error: {ex}", file=sys.stderr)
         return 2
     from distexp.report.console import table

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from distexp.figures import stats
+from distexp.tracking import tags as tag
 
 NO_BASELINE = "no 1-replica baseline"
 WITHIN_RUN = "within-run only"
@@ -164,7 +165,7 @@ def _is_baseline(strategy: str) -> bool:
 
 def row_from_run(run) -> Row:
     p, m, t = run.data.params, run.data.metrics, run.data.tags
-    diverged = str(t.get("distexp.diverged", "")).lower() == "true"
+    diverged = str(t.get(tag.DIVERGED, "")).lower() == "true"
     finished = run.info.status == "FINISHED" and not diverged
     rate = m.get("perf/examples_per_sec") if finished else None  # a failed run has no throughput
     return Row(run_id=run.info.run_id, run_name=run.info.run_name or run.info.run_id[:8],
@@ -176,10 +177,10 @@ def row_from_run(run) -> Row:
                eval_accuracy=m.get(p.get("task.eval_metric") or "eval/accuracy"),
                eval_metric=p.get("task.eval_metric") or "eval/accuracy",
                time_to_first_step=m.get("perf/time_to_first_step_s"),
-               job_num=_int(t.get("distexp.job_num")),
-               overrides=t.get("distexp.overrides", ""), diverged=diverged,
+               job_num=_int(t.get(tag.JOB_NUM)),
+               overrides=t.get(tag.OVERRIDES, ""), diverged=diverged,
                mfu=m.get("perf/mfu") if finished else None,
-               peak_source=t.get("distexp.peak_source"),
+               peak_source=t.get(tag.PEAK_SOURCE),
                rates=[rate] if rate is not None and rate > 0 else [], run_ids=[run.info.run_id],
                epochs=_int(p.get("epochs")), steps_per_epoch=_int(p.get("steps_per_epoch_resolved")),
                rate_end_to_end=m.get(E2E) if finished else None,

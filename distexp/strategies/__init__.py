@@ -17,35 +17,20 @@ optimizer inside ``strategy.scope()``.
 """
 from __future__ import annotations
 
-import importlib
 from typing import List, Tuple
 
 from omegaconf import DictConfig
 
-from distexp.errors import UserError
 from distexp.strategies.record import REGISTRY, Record, register  # noqa: F401  (the records' API)
 
 
-def get(name: str) -> Record:
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise UserError(f"strategy: received {name!r}; valid: {', '.join(sorted(REGISTRY))}") \
-            from None
+get = REGISTRY.find
 
 
 def of(cfg: DictConfig) -> Record:
     """The record of `cfg`'s strategy; `strategy.record` (a module path) is imported first, so a
     strategy defined outside distexp registers itself."""
-    module = cfg.strategy.get("record")
-    if module and cfg.strategy.name not in REGISTRY:
-        try:
-            importlib.import_module(str(module))
-        except ImportError as ex:
-            raise UserError(f"strategy.record: received {module!r}, which cannot be imported "
-                            f"({ex}); valid: an importable module that registers a Record "
-                            "(distexp.strategies.register)") from None
-    return get(cfg.strategy.name)
+    return REGISTRY.load(cfg.strategy.name, cfg.strategy.get("record"))
 
 
 def names() -> Tuple[str, ...]:
@@ -56,11 +41,6 @@ def names() -> Tuple[str, ...]:
 def build(cfg: DictConfig, devices: List[str], resolver=None):
     with grpc_errors(resolver):
         return of(cfg).build(cfg, devices, resolver=resolver)
-
-
-def cluster_resolver(cfg: DictConfig, gpus: int):
-    """The strategy's cluster resolver (None for one-process strategies)."""
-    return of(cfg).resolver(cfg, gpus)
 
 
 class PortInUse(Exception):
@@ -98,16 +78,14 @@ def serve(resolver) -> None:
     server.join()
 
 
-def is_chief(strategy) -> bool:
-    """True on the process that logs and prints: the only one, the chief, or worker 0 without one."""
+def is_chief(strategy, record: Record) -> bool:
+    """True on the process that logs and prints: the only one, else the record's chief task of
+    the built strategy's cluster (Record.chief_task)."""
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not resolver.task_type:
         return True
-    if resolver.task_type == "chief":
-        return True
-    if resolver.task_type == "worker" and resolver.task_id == 0:
-        return "chief" not in resolver.cluster_spec().as_dict()
-    return False
+    counts = {job: len(tasks) for job, tasks in resolver.cluster_spec().as_dict().items()}
+    return record.is_chief_task(resolver.task_type, int(resolver.task_id or 0), counts)
 
 
 # The records register themselves, in the contract's order.

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from distexp.errors import UserError
 from distexp.strategies.record import Record, register
-from distexp.strategies.multiworker import tf_cluster_resolver
 
 
 @register
@@ -31,8 +30,8 @@ class ParameterServer(Record):
         if cfg.ps < 1:
             raise UserError(f"ps: received {cfg.ps}; strategy=ps needs at least 1 parameter server")
 
-    def resolver(self, cfg, gpus):
-        return tf_cluster_resolver(self, cfg, gpus)
+    def resolver(self, cfg, gpus, cluster):
+        return cluster.resolver(cfg, self, gpus)
 
     def build(self, cfg, devices, resolver=None):
         import tensorflow as tf

@@ -6,11 +6,12 @@ job, sweep and train code ask it and never compare a strategy's name or layout a
 """
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Tuple, Type
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from omegaconf import DictConfig
 
 from distexp.errors import UserError
+from distexp.registry import Registry
 
 
 def needs_gpus(key: str, value: str, gpus: int, instead: str) -> None:
@@ -78,10 +79,15 @@ class Record:
         """The config keys that set how many processes a job starts (for messages)."""
         return tuple(key for _, key in self.cluster_jobs if key)
 
+    def chief_task(self, counts: Mapping[str, int]) -> str:
+        """The task that logs and prints (distexp's one rule for "who is the chief"): the chief,
+        or task 0 of the first job that holds replicas in a cluster without one (worker-0)."""
+        if "chief" in counts:
+            return "chief"
+        return task_name(next((j for j in self.replica_jobs if j in counts), "worker"), 0)
+
     def is_chief_task(self, job: str, index: int, counts: Mapping[str, int]) -> bool:
-        """The task that logs and prints: the chief, or worker 0 of a cluster without one."""
-        return job == "chief" or ("chief" not in counts and job in self.replica_jobs
-                                  and index == 0)
+        return task_name(job, index) == self.chief_task(counts)
 
     def workers_in(self, counts: Mapping[str, int]) -> int:
         """Processes holding replicas in a cluster of `counts` tasks per job."""
@@ -131,8 +137,9 @@ class Record:
         """How many local devices this process trains on (logical CPU devices when no GPU)."""
         return self.replicas_per_worker(cfg, gpus)
 
-    def resolver(self, cfg: DictConfig, gpus: int):
-        """The cluster resolver (None: no cluster)."""
+    def resolver(self, cfg: DictConfig, gpus: int, cluster):
+        """The cluster resolver (None: no cluster); `cluster`: the job's cluster kind
+        (distexp.cluster.kind.Kind), which builds the resolver of a strategy with a cluster."""
         return None
 
     def build(self, cfg: DictConfig, devices: List[str], resolver=None):
@@ -143,9 +150,5 @@ class Record:
         return devices
 
 
-REGISTRY: Dict[str, Record] = {}
-
-
-def register(cls: Type[Record]) -> Type[Record]:
-    REGISTRY[cls.name] = cls()
-    return cls
+REGISTRY = Registry("strategy", sort=True, base="Record (distexp.strategies.register)")
+register = REGISTRY.add

@@ -40,8 +40,10 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from distexp import errors
-from distexp.sweeps.records import (JOBS_DIR, RUN_KIND, SWEEP_FILE, SWEEP_ID, outcome, records,
+from distexp.config import mode
+from distexp.sweeps.records import (JOBS_DIR, SWEEP_FILE, outcome, records,
                                     swept_keys, write_record)
+from distexp.tracking import tags as tag
 
 
 _OPEN: Optional["_Sweep"] = None  # the sweep this process opened and has not ended yet
@@ -100,9 +102,8 @@ class SweepCallback(Callback):
         sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
         if not (sweep_dir / SWEEP_FILE).exists():
             return  # not a distexp sweep (e.g. a single run)
-        if OmegaConf.select(config, "cluster.name") == "slurm" and \
-                os.environ.get("SLURM_PROCID", "0") != "0":
-            return  # one record per job: task 0 (the chief) writes it, the other tasks do not
+        if not _first_task(config):
+            return  # one record per job: its first task (the chief) writes it, the others do not
         from distexp.tracking.store import redact_text
 
         value = job_return._return_value  # .return_value would re-raise a failure here
@@ -117,6 +118,19 @@ class SweepCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         finish()
+
+
+def _first_task(config: DictConfig) -> bool:
+    """Whether this process is the task of its job that writes the job's record (the cluster
+    kind's answer: under Slurm task 0; a job whose cluster is unknown failed before any task
+    started: its one process writes the record)."""
+    from distexp.cluster import kinds
+    from distexp.errors import UserError
+
+    try:
+        return kinds.of(config).first_task(os.environ)
+    except UserError:
+        return True
 
 
 def _refuse_before_any_job(config: DictConfig) -> None:
@@ -147,10 +161,10 @@ def _reopen_parent(config: DictConfig, resume: str, sweep_dir: Path, info: Dict[
     sweep_id = resume
     resumed_status = parent.info.status
     run = _Reopened(config.tracking.uri, parent.info.run_id)
-    run.set_tag("distexp.resumed_in", str(sweep_dir))
+    run.set_tag(tag.RESUMED_IN, str(sweep_dir))
     info.update(sweep_id=sweep_id, parent_run_id=run.run_id,
                 tracking_uri=tracking.redact(config.tracking.uri),
-                experiment=config.tracking.experiment, resumes=parent.data.tags.get("distexp.sweep_dir"))
+                experiment=config.tracking.experiment, resumes=parent.data.tags.get(tag.SWEEP_DIR))
     print(f"Sweep {sweep_id} (resumed): MLflow parent run {run.run_id} reopened "
           f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
     return sweep_id, run, resumed_status
@@ -169,8 +183,8 @@ def _open_parent(config: DictConfig, sweep_id: str, sweep_dir: Path, info: Dict[
     if swept:
         params["sweeper.params"] = tracking.redact_text(
             json.dumps(OmegaConf.to_container(swept, resolve=False)))
-    tags = {SWEEP_ID: sweep_id, RUN_KIND: "sweep", "distexp.sweep_dir": str(sweep_dir),
-            "distexp.overrides": overrides}
+    tags = {tag.SWEEP_ID: sweep_id, tag.RUN_KIND: "sweep", tag.SWEEP_DIR: str(sweep_dir),
+            tag.OVERRIDES: overrides}
     try:
         run = tracking.JobRun(config.tracking.uri, config.tracking.experiment,
                               f"sweep-{sweep_id}", {**tags, **tracking.owner_tags()},
@@ -247,13 +261,13 @@ def child_tags(cfg_sweep_dir: str, uri: str, experiment: str, job_num: int) -> D
         info = json.loads((Path(cfg_sweep_dir).absolute() / SWEEP_FILE).read_text())
     except (OSError, ValueError):
         return {}
-    tags = {SWEEP_ID: info["sweep_id"], RUN_KIND: "job", "distexp.job_num": str(job_num),
-            "distexp.repeat": _repeat()}
+    tags = {tag.SWEEP_ID: info["sweep_id"], tag.RUN_KIND: "job", tag.JOB_NUM: str(job_num),
+            tag.REPEAT: _repeat()}
     from distexp.tracking.store import redact
 
     if info.get("parent_run_id") and info.get("tracking_uri") == redact(uri) and \
             info.get("experiment") == experiment:
-        tags["mlflow.parentRunId"] = info["parent_run_id"]
+        tags[tag.PARENT_RUN] = info["parent_run_id"]
     return tags
 
 
@@ -336,17 +350,17 @@ def _log_outcome(sweep: _Sweep, jobs: List[dict], failed: List[dict], best: Opti
     try:
         run.log_params({"job_count": len(jobs)})
     except Exception:  # noqa: BLE001  (a resumed sweep that grew: params are immutable)
-        run.set_tag("distexp.job_count", str(len(jobs)))
+        run.set_tag(tag.JOB_COUNT, str(len(jobs)))
     run.log_metrics(
         {"sweep/jobs": len(jobs), "sweep/failed_jobs": len(failed),
          **({"sweep/best_value": best["value"]} if best else {})}, step=0)
     if best:
-        run.set_tag("distexp.best_job", str(best["num"]))
-        run.set_tag("distexp.best_overrides", " ".join(best["overrides"]))
+        run.set_tag(tag.BEST_JOB, str(best["num"]))
+        run.set_tag(tag.BEST_OVERRIDES, " ".join(best["overrides"]))
     if error is not None and not failed:
         from distexp.tracking.store import redact_text
 
-        run.set_tag("distexp.error", redact_text(_first_line(error)))
+        run.set_tag(tag.ERROR, redact_text(_first_line(error)))
     from distexp.tracking.store import redact_file
 
     files = [sweep.sweep_dir / SWEEP_FILE, sweep.sweep_dir / "multirun.yaml",
@@ -391,8 +405,5 @@ def _at_exit() -> None:  # the process ends with the parent still open: never le
         finish(error=RuntimeError("the sweep process exited before the sweep ended"))
 
 
-def in_multirun() -> bool:
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+# distexp.job and distexp.__main__ ask it here (distexp.config.mode is its home)
+in_multirun = mode.in_multirun

@@ -31,6 +31,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from distexp.errors import UserError
+from distexp.tracking import tags as tag
 
 # Keys that may differ between a job's first run and its re-run: not part of its identity.
 NOT_IDENTITY = ("resume", "sweep.resume", "tracking.uri", "checkpoint.dir")
@@ -288,11 +289,10 @@ def _quote(value: str) -> str:
 
 
 def _parent(client, config: DictConfig, sweep_id: str):
-    from distexp.sweeps.records import RUN_KIND, SWEEP_ID
 
     exp = client.get_experiment_by_name(config.tracking.experiment)
     found = [] if exp is None else client.search_runs(
-        [exp.experiment_id], f"tags.`{SWEEP_ID}` = '{sweep_id}' and tags.`{RUN_KIND}` = 'sweep'",
+        [exp.experiment_id], f"tags.`{tag.SWEEP_ID}` = '{sweep_id}' and tags.`{tag.RUN_KIND}` = 'sweep'",
         order_by=["attributes.start_time ASC"], max_results=1)
     if not found:
         raise UserError(f"sweep.resume: received {sweep_id!r}; no such sweep in experiment "
@@ -312,25 +312,24 @@ def find_parent(config: DictConfig, sweep_id: str):
 
 
 def _sweep_runs(config: DictConfig, sweep_id: str) -> List[dict]:
-    from distexp.sweeps.records import RUN_KIND, SWEEP_ID
     from distexp.tracking import client as _client
 
     if not config.tracking.enabled:
         find_parent(config, sweep_id)  # raises the one-line refusal
     client = _client(config.tracking.uri)
     exp_id, _ = _parent(client, config, sweep_id)
-    runs = client.search_runs([exp_id], f"tags.`{SWEEP_ID}` = '{sweep_id}' and "
-                              f"tags.`{RUN_KIND}` = 'job'", order_by=["attributes.start_time ASC"],
+    runs = client.search_runs([exp_id], f"tags.`{tag.SWEEP_ID}` = '{sweep_id}' and "
+                              f"tags.`{tag.RUN_KIND}` = 'job'", order_by=["attributes.start_time ASC"],
                               max_results=50000)
     out = []
     for r in runs:
         # the job's objective: as configured, else its task's (written by the trainer)
         objective = str(config.objective or r.data.params.get("task.eval_metric")
                         or "eval/accuracy")
-        num = r.data.tags.get("distexp.job_num")
+        num = r.data.tags.get(tag.JOB_NUM)
         out.append({"run_id": r.info.run_id, "status": r.info.status,
                     "num": int(num) if num is not None and num.isdigit() else None,
-                    "params": dict(r.data.params), "job_dir": r.data.tags.get("distexp.job_dir"),
+                    "params": dict(r.data.params), "job_dir": r.data.tags.get(tag.JOB_DIR),
                     "objective": r.data.metrics.get(objective)})
     return out
 

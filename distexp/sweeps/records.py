@@ -1,6 +1,5 @@
 """A sweep's bookkeeping, in one place: what it writes beside its jobs (sweep.json, one record per
-job in sweep_jobs/<num>.json: written only here), the tags that tie its runs together, and how
-the records decide the sweep's outcome (its parent run's status and the command's exit code,
+job in sweep_jobs/<num>.json: written only here), and how the records decide the sweep's outcome (its parent run's status and the command's exit code,
 from the table in distexp.errors)."""
 from __future__ import annotations
 
@@ -12,8 +11,6 @@ from distexp import errors
 
 SWEEP_FILE = "sweep.json"
 JOBS_DIR = "sweep_jobs"
-RUN_KIND = "distexp.run_kind"
-SWEEP_ID = "distexp.sweep_id"
 
 def records(sweep_dir: Path) -> List[dict]:
     out = []

@@ -28,18 +28,19 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from distexp import errors
 from distexp.errors import UserError
+from distexp.tracking import tags as tag
 
 CANCEL_WAIT_S = 90.0  # Slurm's KillWait (30 s here) plus the job processes closing their runs
 
 
 def job_tasks(cfg, nodes: int) -> int:
     """Tasks per node for one job: a Slurm task per cluster process for cluster=slurm."""
+    from distexp.cluster import kinds
     from distexp.config.resolved import strategy_record
 
-    rec = strategy_record(cfg)
-    if cfg.cluster.name != "slurm" or not rec.cluster_jobs:
+    n = kinds.of(cfg).srun_tasks(cfg, strategy_record(cfg))
+    if n is None:
         return 1
-    n = rec.tasks(cfg)
     if n % nodes:
         raise UserError(f"hydra.launcher.nodes: received {nodes}; strategy={cfg.strategy.name} "
                         f"workers={cfg.workers} needs {n} Slurm tasks, which do not split evenly "
@@ -251,10 +252,10 @@ def _end_running_children(sweep_dir: Path) -> None:
     if exp is None:
         return
     runs = client.search_runs([exp.experiment_id], filter_string=(
-        f"tags.`{sweep.SWEEP_ID}` = '{info['sweep_id']}' and tags.`{sweep.RUN_KIND}` = 'job' "
+        f"tags.`{tag.SWEEP_ID}` = '{info['sweep_id']}' and tags.`{tag.RUN_KIND}` = 'job' "
         "and attributes.status = 'RUNNING'"))
     for r in runs:
         client.set_terminated(r.info.run_id, "KILLED")
-        print(f"distexp: run {r.info.run_id} (job {r.data.tags.get('distexp.job_num', '?')}) "
+        print(f"distexp: run {r.info.run_id} (job {r.data.tags.get(tag.JOB_NUM, '?')}) "
               "ended KILLED", flush=True)
 

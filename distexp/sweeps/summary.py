@@ -20,8 +20,8 @@ import sys
 from typing import List, Optional, Sequence
 
 from distexp.report.console import speed_text, verdict  # noqa: F401  (the verdict line)
+from distexp.tracking import tags as tag
 
-NOTE = "mlflow.note.content"
 EXPERIMENT_NOTE_MAX = 5000
 RUN_NOTE_MAX = 8000
 
@@ -75,8 +75,8 @@ def _first(ex: BaseException) -> str:
 
 def _publish(run, sweep_id: str, rows, md: str, line: str, out) -> None:
     client = run.client
-    run.set_tag(NOTE, clip(f"{line}\n\n{md}", RUN_NOTE_MAX))
-    client.set_experiment_tag(run.experiment_id, NOTE, clip(
+    run.set_tag(tag.NOTE, clip(f"{line}\n\n{md}", RUN_NOTE_MAX))
+    client.set_experiment_tag(run.experiment_id, tag.NOTE, clip(
         f"{line}\n\nThe latest sweep of this experiment: {sweep_id}.\n\n{md}",
         EXPERIMENT_NOTE_MAX))
     for r in rows:

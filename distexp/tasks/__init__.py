@@ -49,7 +49,7 @@ def get(cfg) -> Task:
         raise UserError(f"task.name: received {name!r}; valid: {', '.join(NAMES)}")
     from omegaconf import OmegaConf
 
-    from distexp.models import load_factory
+    from distexp.user_code import load_factory
 
     spec = cfg.task.factory
     fn = load_factory("task.factory", spec)

@@ -45,8 +45,6 @@ class Task:
     fit_ok: bool = False
     fit_refusal: str = ("Keras fit would compute this task's loss with Keras loss objects, "
                         "which average over each replica and then over replicas")
-    # What accuracy-like figures mean on data with random labels (dataset=synthetic).
-    needs_labels: bool = True
 
     # -- built by the trainer -----------------------------------------------------------------
     def build_model(self, cfg, data):

@@ -16,7 +16,7 @@ import math
 import re
 from typing import Dict, Mapping, Optional
 
-NOTE = "mlflow.note.content"
+from distexp.tracking import tags as tag
 
 
 def rate_text(rate: Optional[float], ci95: Optional[float]) -> Optional[str]:
@@ -47,7 +47,7 @@ def description(params: Mapping[str, str]) -> str:
 
 
 def job_tags(metrics: Mapping[str, float], params: Mapping[str, str]) -> Dict[str, str]:
-    tags = {NOTE: description(params)}
+    tags = {tag.NOTE: description(params)}
     rate = rate_text(metrics.get("perf/examples_per_sec"), metrics.get("perf/examples_per_sec_ci95"))
     if rate:
         tags["examples/s"] = rate

@@ -11,7 +11,9 @@ import logging
 import threading
 from typing import Optional
 
-CLUSTER_ID = "distexp.cluster_id"
+from distexp.tracking import tags as tag
+
+CLUSTER_ID = tag.CLUSTER_ID  # distexp.job.lifecycle reads it from here
 
 
 class NodeMetrics:

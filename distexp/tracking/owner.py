@@ -26,9 +26,9 @@ import sys
 import time
 from typing import Mapping, Optional
 
-OWNER_TAG = "distexp.owner"
-BEAT_TAG = "distexp.heartbeat"
-ENDED_TAG = "distexp.ended_by"
+from distexp.tracking import tags as tag
+
+OWNER_TAG, BEAT_TAG, ENDED_TAG = tag.OWNER, tag.HEARTBEAT, tag.ENDED_BY
 BEAT_S = 60.0      # a live job renews its heartbeat this often
 STALE_S = 600.0    # a run on another host whose heartbeat is older is ended (10 beats missed)
 
@@ -99,7 +99,7 @@ def dead(tags: Mapping[str, str], now: Optional[float] = None,
     except (KeyError, ValueError):
         return None
     silent = (time.time() if now is None else now) - beat
-    if tags.get("distexp.run_kind") == "sweep" or silent <= STALE_S:
+    if tags.get(tag.RUN_KIND) == "sweep" or silent <= STALE_S:
         return None  # a sweep's parent does not beat: judged on its own host only
     return (f"its owner, process {pid} on {where}, sent no heartbeat for {silent:.0f} s "
             f"(> {STALE_S:.0f} s)")
@@ -129,7 +129,7 @@ def end_dead_runs(client, experiment_ids, quiet: bool = False) -> list:
             why = dead(run.data.tags, now, here)
             if why is None:
                 continue
-            why += _offline_hint(run.data.tags.get("distexp.job_dir"))
+            why += _offline_hint(run.data.tags.get(tag.JOB_DIR))
             client.set_tag(run.info.run_id, ENDED_TAG, f"distexp: {why}")
             client.set_terminated(run.info.run_id, status="FAILED")
             ended.append(run.info.run_id)

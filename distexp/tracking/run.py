@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Iterable, List, Mapping, Optional
+from typing import Dict, Iterable, List, Mapping, Optional, Union
 
 from distexp.tracking import store
 from distexp.tracking.offline import Offline, offline_summary
@@ -17,6 +17,10 @@ from distexp.tracking.sink import clip
 
 
 # How a swept key shows in a run name (others: their last component, e.g. optimizer.lr -> lr).
+# JobRun.describe's default: read the run's metrics back from the store (distexp.job passes the
+# chief's result.json instead once the job's side calls close(..., figures=)).
+READ_BACK = object()
+
 _SHORT = {"cpu_replicas": "cpu", "gpus": "gpu", "global_batch_size": "gb",
           "batch_size_per_replica": "bpr", "steps_per_execution": "spe", "workers": "w"}
 # Shown already: by the name's own parts, or (replica counts) by r<replicas> when equal to it.
@@ -64,6 +68,7 @@ class JobRun:
             raise UserError(store.unreachable(uri, ex)) from None
         self.run_id = run.info.run_id
         self.experiment_id = exp_id
+        self.params: Dict[str, str] = {}  # every param logged (the job's and the chief's)
         self.log_params(params)
 
     def go_offline(self, job_dir: Path, ex: BaseException) -> None:
@@ -82,6 +87,7 @@ class JobRun:
         from mlflow.entities import Param
 
         items = [Param(k, clip(v)) for k, v in params.items()]
+        self.params.update((p.key, p.value) for p in items)
         for i in range(0, len(items), 100):
             self._call({"kind": "params", "params": {p.key: p.value for p in items[i:i + 100]}},
                        lambda b=items[i:i + 100]: self.client.log_batch(self.run_id, params=b))
@@ -137,9 +143,11 @@ class JobRun:
         self._call({"kind": "tag", "key": key, "value": value},
                    lambda: self.client.set_tag(self.run_id, key, value))
 
-    def close(self, status: str, job_dir: Path, files: Iterable[Path], logs: Iterable[Path]) -> None:
-        """Artifacts (the job's files, its logs under logs/, distexp.log, steps.csv), then the
-        terminal status; a failure here must not leave the run RUNNING.
+    def close(self, status: str, job_dir: Path, files: Iterable[Path], logs: Iterable[Path],
+              figures: Union[Mapping[str, Optional[float]], None, object] = READ_BACK) -> None:
+        """Artifacts (the job's files, its logs under logs/, distexp.log, steps.csv), the display
+        tags of `figures` (describe), then the terminal status; a failure here must not leave the
+        run RUNNING.
 
         If the trainer already found the server dead, or a call here fails, the rest goes to the
         job's offline file (one bounded retry per call, never a hang on a dead server)."""
@@ -149,7 +157,7 @@ class JobRun:
                  # a process that died before printing a word: its empty log says so
                  lambda: self.log_artifacts(logs, artifact_path="logs", keep_empty=True),
                  lambda: self.log_artifacts([job_dir / "distexp.log", job_dir / "steps.csv"]),
-                 self.describe,
+                 lambda: self.describe(figures),
                  lambda: self.end(status)]
         i = 0
         while i < len(steps):
@@ -161,14 +169,25 @@ class JobRun:
                     raise
                 self.go_offline(job_dir, ex)
 
-    def describe(self) -> None:
-        """The rounded figures and the description the UI shows (distexp.tracking.display)."""
+    def describe(self, figures: Union[Mapping[str, Optional[float]], None, object] = READ_BACK
+                 ) -> None:
+        """The rounded figures and the description the UI shows (distexp.tracking.display).
+
+        `figures`: the chief's final figures (its result.json), shown with the params this run
+        logged, without reading the run back; None: the job left no result (the description
+        only). READ_BACK (the default, until distexp.job passes result.json): the run's metrics
+        and params as the store has them."""
         if self.offline is not None:
             return
         from distexp.tracking.display import job_tags
 
-        data = self.client.get_run(self.run_id).data
-        for k, v in job_tags(data.metrics, data.params).items():
+        if figures is READ_BACK:
+            data = self.client.get_run(self.run_id).data
+            metrics, params = data.metrics, data.params
+        else:
+            metrics = {k: v for k, v in (figures or {}).items() if isinstance(v, (int, float))}
+            params = self.params
+        for k, v in job_tags(metrics, params).items():
             self.set_tag(k, v)
 
     def end(self, status: str) -> None:

@@ -10,6 +10,7 @@ nothing.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -34,17 +35,14 @@ def clip(value) -> str:
 class RunLogger:
     """Appends metrics, params and tags to the job's run from the chief trainer; a no-op elsewhere.
 
-    `sink` / `gate` default to the paths the job process put in the environment (only the chief's).
-    `run_id` and `fallback_dir` are what callers passed when the trainer could also log to MLflow
-    directly; that mode is gone: ``RunLogger(run_id="")`` is a logger that logs nothing, and the
-    offline file is kept by the job process.
+    `sink` / `gate` default to the paths the job process put in the environment (only the chief's);
+    ``RunLogger(sink="", gate="")`` is a logger that logs nothing. The offline file is kept by the
+    job process.
     """
 
-    def __init__(self, sink: Optional[str] = None, gate: Optional[str] = None, *,
-                 run_id: Optional[str] = None, fallback_dir: Optional[Path] = None):
-        off = run_id is not None
-        self.sink = None if off else (sink if sink is not None else os.environ.get(SINK_ENV))
-        self.gate = None if off else (gate if gate is not None else os.environ.get(GATE_ENV))
+    def __init__(self, sink: Optional[str] = None, gate: Optional[str] = None):
+        self.sink = sink if sink is not None else os.environ.get(SINK_ENV)
+        self.gate = gate if gate is not None else os.environ.get(GATE_ENV)
         self._file = open(self.sink, "a") if self.sink else None
         self._last_ts = 0
 
@@ -98,7 +96,7 @@ class RunLogger:
         ts = max(int(time.time() * 1000), self._last_ts + 1)
         self._last_ts = ts
         items = [[k, float(v), ts, step] for k, v in metrics.items()
-                 if v is not None and v == v and abs(v) != float("inf")]
+                 if v is not None and math.isfinite(v)]
         if items:
             self._send({"kind": "metrics", "metrics": items})
 

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Iterator, Mapping, Optional
 from urllib.parse import urlsplit, urlunsplit
 
+from distexp.tracking import tags as tag
+
 # MLflow's HTTP client retries 7 times with a backoff factor of 2 and a 120 s timeout per request
 # by default: minutes of waiting on a dead server. distexp's bounds (a user's own env wins):
 HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
@@ -287,7 +289,7 @@ def experiment_id(mlflow_client, name: str, uri: str) -> str:
     try:
         # the MLflow 3 UI then opens it as a training experiment (runs table), not a GenAI one
         return mlflow_client.create_experiment(
-            name, artifact_location=location, tags={"mlflow.experimentKind": "custom_model_development"})
+            name, artifact_location=location, tags={tag.EXPERIMENT_KIND: "custom_model_development"})
     except Exception:  # another job created it first (concurrent sweeps)
         exp = mlflow_client.get_experiment_by_name(name)
         if exp is None:

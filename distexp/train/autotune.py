@@ -40,40 +40,14 @@ reported by the usual definitions (a call's interval shared by its steps).
 """
 from __future__ import annotations
 
-import math
 import statistics
 from typing import Dict, List, Optional
+
+from distexp.figures.stats import welch
 
 MAX_K = 128
 FIXED_K = 8  # multiworker: every worker must run the same call sizes; no per-worker timing
 FIT_MAX_K = 16
-
-# Student t, 97.5 % quantile, df 1..30 (two-sided 95 %).
-_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-         2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
-
-
-def t975(df: float) -> float:
-    if df < 1:
-        return _T975[0]
-    if df <= 30:
-        lo = int(math.floor(df))
-        hi = min(lo + 1, 30)
-        return _T975[lo - 1] + (_T975[hi - 1] - _T975[lo - 1]) * (df - lo)
-    return 1.96 + 2.4 / df  # within 0.01 of the exact quantile above 30
-
-
-def welch(a: List[float], b: List[float]):
-    """(mean(a) - mean(b), half-width of its 95 % Welch interval)."""
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-    diff = statistics.fmean(a) - statistics.fmean(b)
-    se2 = va + vb
-    if se2 == 0:
-        return diff, 0.0
-    df = se2 ** 2 / ((va ** 2 / (len(a) - 1) if va else 0) + (vb ** 2 / (len(b) - 1) if vb else 0))
-    return diff, t975(df) * math.sqrt(se2)
-
 
 def cap_for(*limits: Optional[int], max_k: int = MAX_K) -> int:
     """The largest k allowed: the smallest of the positive limits (epoch length, checkpoint
@@ -172,7 +146,7 @@ class Tuner:
         a, b = self._per_step.get(self.k, []), self._per_step.get(big, [])
         if not (self._enough(a, self.k) and self._enough(b, big)):
             return
-        diff, half = welch(a, b)
+        diff, half, _ = welch(a, b)  # 95 %
         ma, mb = statistics.fmean(a), statistics.fmean(b)
         line = (f"{self.cost_name} ms/step: k={self.k} {1e3 * ma:.3f} (n={len(a)}), k={big} "
                 f"{1e3 * mb:.3f} (n={len(b)}), difference {1e3 * diff:+.3f} "

@@ -197,7 +197,7 @@ def run(ctx, job_dir: Path, chief: bool, step_ms: Optional[float]) -> Dict[str, 
     from distexp.figures import breakdown
 
     strategy, dispatch = ctx.strategy, ctx.dispatch
-    if ctx.is_ps:
+    if not ctx.dispatcher.local_replicas:
         return ps_run(ctx, job_dir, chief, step_ms)
     if dispatch is not None:  # the custom loop: its own iterator, as training left it
         iterator, k = dispatch.iterator, int(dispatch.k)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Optional
 
 from distexp.errors import UserError
+from distexp.tracking import tags as tag
 from distexp.train import checkpoint_files as files
 from distexp.train.checkpoint_files import IDENTITY, clear
 
@@ -181,8 +182,8 @@ class Checkpoints:
 
     def _tag(self, what: str, step: int, path: str) -> None:
         if self.logger is not None and self.chief:
-            self.logger.set_tags({"distexp.resume": what, "distexp.resumed_from_step": step,
-                                  "distexp.resumed_from": path or "-"})
+            self.logger.set_tags({tag.RESUME: what, tag.RESUMED_FROM_STEP: step,
+                                  tag.RESUMED_FROM: path or "-"})
 
     def after_step(self, step: int, last: bool = False, since: Optional[int] = None) -> bool:
         """Save when a multiple of every_steps was reached in (since, step] (default: the step

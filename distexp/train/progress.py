@@ -15,6 +15,7 @@ from typing import Callable, Dict, Optional, Sequence, Union
 from distexp.figures import breakdown
 from distexp.figures.meter import Meter
 from distexp.tracking import RunLogger
+from distexp.tracking import tags as tag
 
 
 class Reporter:
@@ -54,12 +55,6 @@ class Reporter:
         steps of the whole training (warm-up is counted again from this process's first step)."""
         self.step_offset = step
 
-    def end_steps(self, losses) -> None:
-        """Several steps finished together (e.g. asynchronous ps steps fetched after a join): they
-        share the interval equally; each gets its own steps.csv row."""
-        if losses:
-            self.end_step(list(losses), steps=len(losses))
-
     def end_step(self, loss: Union[float, Sequence[float]], kind: str = "step",
                  steps: int = 1, units: Optional[float] = None) -> None:
         """`steps` steps just finished; `loss` is each one's loss (one row each in steps.csv) or a
@@ -78,8 +73,8 @@ class Reporter:
     def diverged(self, epoch: int, step_in_epoch: int, step: int, value: float) -> None:
         """The training loss became non-finite at this step: tag the run, say it once."""
         self.diverged_at = (epoch, step_in_epoch, step, value)
-        self.logger.set_tags({"distexp.diverged": "true",
-                              "distexp.diverged_at": f"epoch {epoch} step {step_in_epoch}"})
+        self.logger.set_tags({tag.DIVERGED: "true",
+                              tag.DIVERGED_AT: f"epoch {epoch} step {step_in_epoch}"})
 
     def diverged_line(self, stopped: bool) -> str:
         epoch, in_epoch, step, value = self.diverged_at

@@ -17,7 +17,6 @@ The outer loop (epochs, evaluation, checkpoints, reporting) is distexp.train.loo
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
@@ -107,9 +106,26 @@ class Step:
                      float(units) if self.counts_units else None)
 
 
+def dispatcher(record):
+    """The dispatcher class of a strategy (its record's `coordinated`): ClusterCoordinator.schedule
+    onto remote workers (ps), else strategy.run on this process's replicas. What a ps job does
+    differently (who runs the loop, where evaluation and the probes run) is asked of it."""
+    return PSDispatch if record.coordinated else SyncDispatch
+
+
 class SyncDispatch:
     """strategy.run on a distributed iterator; the step count lives outside the strategy (each
     multiworker worker keeps its own, they agree)."""
+
+    # Steps run on this process's replicas: every process of the job runs the loop; evaluation,
+    # the parity probe and the step-time probes distribute over the strategy.
+    local_replicas = True
+
+    @classmethod
+    def start(cls, step: Step, ctx, schedule) -> "SyncDispatch":
+        """The dispatcher of the custom loop's Context `ctx`."""
+        return cls(step, ctx.train_ds, schedule=schedule, on_device=bool(ctx.cfg.dataset.on_device),
+                   input_wait=ctx.reporter.input_wait)
 
     def __init__(self, step: Step, train_ds, *, schedule, on_device: bool, input_wait):
         import tensorflow as tf
@@ -151,6 +167,16 @@ class SyncDispatch:
 
 class PSDispatch:
     """ClusterCoordinator.schedule of the k-step function; joins every window of calls."""
+
+    # Steps run on remote workers: only the coordinator runs the loop (it keeps the checkpoints)
+    # and evaluates in-process; the probes are scheduled (distexp.train.breakdown.ps_run).
+    local_replicas = False
+
+    @classmethod
+    def start(cls, step: Step, ctx, schedule) -> "PSDispatch":
+        """The dispatcher of the custom loop's Context `ctx` (each worker reads its own shard)."""
+        return cls(step, ctx.cfg, ctx.data, ctx.global_batch, schedule=schedule,
+                   workers=ctx.workers)
 
     def __init__(self, step: Step, cfg, data, global_batch: int, *, schedule, workers: int):
         import tensorflow as tf
@@ -244,10 +270,6 @@ def gradient_norm(step: Step, model, batch) -> float:
     norm = tf.function(lambda x, y: strategy.run(replica, args=(x, y)))(*batch)
     values = strategy.experimental_local_results(norm)
     return float(values[0])
-
-
-def finite(values) -> bool:
-    return all(math.isfinite(v) for v in values)
 
 
 def metric_figures(names, sums, prefix: str) -> Dict[str, Optional[float]]:

@@ -2,6 +2,8 @@
 
 The order is the one TensorFlow needs, kept in one place: devices (before the runtime starts),
 the strategy, the data, then model and optimizer inside ``strategy.scope()``, then the loop.
+Figures about the hardware after training are distexp.train.hardware's; the parity probe
+(`python -m distexp.parity`) is distexp.train.parity_probe's.
 A user error prints one line and exits 2; anything else is a traceback and exit 1.
 """
 from __future__ import annotations
@@ -20,7 +22,6 @@ from distexp.errors import PORT_IN_USE_EXIT
 from distexp.errors import UserError, UserFailure
 from distexp.train.loops.custom import Diverged
 
-PARITY_ENV = "DISTEXP_PARITY"  # set by distexp.parity: write the first step's gradient norm
 
 
 def train(cfg, job_dir: Optional[Path] = None) -> dict:
@@ -31,6 +32,7 @@ def train(cfg, job_dir: Optional[Path] = None) -> dict:
     that has a `resolved:` node (distexp.config.resolved.resolve): the facts (GPUs, workers,
     replicas, global batch, objective) come from there, never from the environment. A composed
     config of a one-process strategy without one is resolved here as the job would resolve it."""
+    from distexp.cluster import kinds
     from distexp.config import resolved
 
     record = strategies.of(cfg)
@@ -40,7 +42,8 @@ def train(cfg, job_dir: Optional[Path] = None) -> dict:
         resolved.attach(cfg, resolved.resolve(cfg, gpus, job_dir=job_dir))
     facts = resolved.facts_of(cfg)  # a cluster's facts need the job's plan: its config.yaml
     job_dir = Path(job_dir if job_dir is not None else facts.job_dir or ".")
-    resolver = record.resolver(cfg, facts.gpus)  # before devices: it may set the GPUs
+    # before devices: it may set the GPUs; a strategy with a cluster asks the cluster kind
+    resolver = record.resolver(cfg, facts.gpus, kinds.of(cfg))
     if resolver is not None and resolver.task_type in record.server_roles:
         strategies.serve(resolver)  # blocks until the job process (or the engine) stops it
         return {}
@@ -53,13 +56,14 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     TensorFlow needs), and the loop's Context."""
     import keras
 
-    from distexp import models, tasks
+    from distexp import tasks
     from distexp.config.resolved import learning_rate
     from distexp.data import datasets
     from distexp.figures.meter import Meter
     from distexp.strategies.record import task_name
     from distexp.tracking import RunLogger
-    from distexp.train import devices
+    from distexp.train import devices, step
+    from distexp.train import optimizer as optimizers
     from distexp.train.loops.context import Context
     from distexp.train.loops.evaluate import make_evaluate
     from distexp.train.progress import Reporter
@@ -86,15 +90,15 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     logger.wait_ready()
     with strategy.scope():
         model = task.build_model(cfg, data)
-        optimizer = models.optimizer(cfg, model, learning_rate(cfg, int(facts.global_batch)))
-    chief = strategies.is_chief(strategy)
+        optimizer = optimizers.build(cfg, model, learning_rate(cfg, int(facts.global_batch)))
+    chief = strategies.is_chief(strategy, record)
     replica_devices = record.replica_devices(strategy, configured)
     _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, logger, chief)
     meter = Meter(global_batch=G, replicas=int(facts.replicas), warmup_steps=int(cfg.warmup_steps),
                   job_start=facts.job_start or time.time(),
                   units_name=getattr(task, "units", None))
-    is_ps = record.coordinated
-    evaluate = make_evaluate(task, model, eval_ds, None if is_ps else strategy)
+    dispatcher = step.dispatcher(record)  # ps: steps scheduled onto remote workers
+    evaluate = make_evaluate(task, model, eval_ds, strategy if dispatcher.local_replicas else None)
     reporter = Reporter(meter=meter, logger=logger, chief=chief, job_dir=job_dir,
                         epochs=int(cfg.epochs), steps_per_epoch=steps,
                         log_every=int(cfg.log_every_steps), evaluate=evaluate,
@@ -102,7 +106,8 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
                         target_metric=getattr(task, "target_metric", None))
     ctx = Context(cfg=cfg, strategy=strategy, task=task, model=model, optimizer=optimizer,
                   data=data, train_ds=train_ds, eval_ds=eval_ds, global_batch=G,
-                  steps_per_epoch=steps, epochs=int(cfg.epochs), reporter=reporter, is_ps=is_ps,
+                  steps_per_epoch=steps, epochs=int(cfg.epochs), reporter=reporter,
+                  dispatcher=dispatcher,
                   workers=int(facts.workers))
     return ctx, logger, replica_devices
 
@@ -140,12 +145,13 @@ def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, l
 
 def _run(ctx, logger, replica_devices, facts, job_dir: Path) -> dict:
     """The loop, then the figures measured after training, the result (chief: result.json)."""
-    from distexp.train import loops
+    from distexp.train import hardware, loops
+    from distexp.train.parity_probe import PARITY_ENV, write_parity
     from distexp.train.progress import write_result
 
     cfg, reporter, chief = ctx.cfg, ctx.reporter, ctx.reporter.chief
-    if os.environ.get(PARITY_ENV) and not ctx.is_ps:  # every worker: the norm is all-reduced
-        _write_parity(job_dir if chief else None, ctx)
+    if os.environ.get(PARITY_ENV) and ctx.dispatcher.local_replicas:  # the norm is all-reduced
+        write_parity(job_dir if chief else None, ctx)
     try:
         loops.get(cfg.loop.name)(ctx)
     except Diverged:
@@ -162,7 +168,7 @@ def _run(ctx, logger, replica_devices, facts, job_dir: Path) -> dict:
         reporter.print(f"step time split not measured ({type(ex).__name__}: "
                        f"{str(ex).splitlines()[0][:200]})")
         split = {}
-    final = reporter.finish({**split, **after_training(
+    final = reporter.finish({**split, **hardware.after_training(
         cfg, ctx.model, ctx.data.input_shape, replica_devices,
         meter.final_figures()["perf/examples_per_sec"], chief, logger)})
     if reporter.diverged_at is not None:
@@ -184,90 +190,6 @@ def _run(ctx, logger, replica_devices, facts, job_dir: Path) -> dict:
 # seconds after the job's last line (seen: 5-8 s on a loaded 2-core machine); the process exits
 # right after (errors.exit_now) or tears TensorFlow down as a whole.
 _FINISHED: list = []
-
-
-def _write_parity(job_dir, ctx) -> None:
-    """`python -m distexp.parity`: the gradient norm of the first batch before training, in every
-    process of the job (it is a collective); the chief writes it to parity.json."""
-    import json
-
-    from distexp.data import datasets
-    from distexp.train.step import Step, gradient_norm
-
-    step = Step(ctx.strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch)
-    # A pipeline of its own: iterating the training pipeline here would use up its first
-    # shuffled pass; a new one with the same seed yields the same first batch.
-    first, _ = datasets.pipelines(ctx.cfg, ctx.data, ctx.global_batch)
-    batch = next(iter(ctx.strategy.experimental_distribute_dataset(first.take(1))))
-    state = [v.numpy() for v in ctx.model.non_trainable_variables]
-    norm = gradient_norm(step, ctx.model, batch)
-    for v, value in zip(ctx.model.non_trainable_variables, state):  # BatchNorm stats, seeds
-        v.assign(value)
-    if job_dir is None:
-        return
-    (job_dir / "parity.json").write_text(json.dumps(
-        {"grad_norm": norm, "replicas": int(ctx.strategy.num_replicas_in_sync),
-         "global_batch": ctx.global_batch}))
-
-
-def after_training(cfg, model, input_shape, replica_devices, examples_per_sec, chief,
-                   logger) -> dict:
-    """Figures measured once training is over, so they cost nothing before the first step:
-    FLOPs per example, the devices' peak FLOP/s and MFU, peak host (and GPU) memory. The peak is
-    a constant of the hardware with its source (tag distexp.peak_source): a known GPU's datasheet
-    figure, or the CPU's theoretical peak from /proc/cpuinfo (distexp.figures.cpu_peak); when
-    neither applies there is no MFU. `measure_peak_flops=true` also logs what a matmul benchmark
-    achieved (perf/matmul_flops), never the denominator: it moves with the machine's load."""
-    import resource
-
-    import tensorflow as tf
-
-    from distexp.config import resolved
-    from distexp.figures import flops
-    from distexp.figures.meter import mfu
-
-    out = {"perf/peak_host_memory_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-    gpus = [d for d in replica_devices if d.startswith("/gpu")]
-    if gpus:
-        out["perf/peak_gpu_memory_mb"] = sum(
-            tf.config.experimental.get_memory_info(d.replace("/gpu", "GPU"))["peak"]
-            for d in gpus) / 2 ** 20
-    if not chief:
-        return out
-    try:
-        per_example = flops.train_flops_per_example(model, input_shape)
-    except Exception as ex:  # noqa: BLE001  (a user model the profiler cannot trace)
-        print("FLOPs not counted: TensorFlow's profiler could not trace this model, so perf/mfu "
-              "is not logged (the reason is in the chief's log)", flush=True)
-        print("distexp: detail: FLOPs: " + f"{type(ex).__name__}: {ex}".replace("\n", " | "),
-              flush=True)  # log only (distexp.job.launch.LOG_ONLY)
-        per_example = None
-    peak, why_not = None, None
-    if gpus:  # a known GPU's datasheet peak (distexp.figures.peaks)
-        from distexp.figures import peaks
-
-        names = [tf.config.experimental.get_device_details(d).get("device_name", "")
-                 for d in tf.config.list_physical_devices("GPU")[:len(gpus)]]
-        peak = peaks.datasheet_peak(names, cfg.precision)
-        why_not = f"no datasheet peak for {', '.join(sorted(set(names)))}"
-    elif cfg.cluster.name != "local" and resolved.num_workers(cfg) > 1:
-        why_not = (f"cluster={cfg.cluster.name}: the job's processes may span machines whose "
-                   "processors this process cannot see")
-    else:  # every process of the job runs on this machine's CPUs
-        from distexp.figures.cpu_peak import machine_cpu_peak
-
-        peak = machine_cpu_peak()
-        why_not = "no peak rule for this processor (distexp.figures.cpu_peak)"
-    if peak is None:
-        print(f"perf/mfu not logged: {why_not}", flush=True)
-    else:
-        logger.set_tags({"distexp.peak_source": peak[1]})
-    value = None if peak is None else peak[0]
-    if cfg.measure_peak_flops:
-        out["perf/matmul_flops"] = flops.peak_flops(replica_devices)
-    out.update({"perf/flops_per_example": per_example, "perf/peak_flops": value,
-                "perf/mfu": mfu(per_example, examples_per_sec, value)})
-    return out
 
 
 def main(argv=None) -> int:

@@ -1,6 +1,9 @@
-"""Fakes for unit tests: a clock moved by hand, and the real sweeper on a composed config with a
-launcher that records the jobs instead of starting them."""
+"""Fakes for unit tests: a clock moved by hand, the real sweeper on a composed config with a
+launcher that records the jobs instead of starting them, and an option of one's own (a record's
+module and its yaml) in a temporary directory."""
 from __future__ import annotations
+
+from pathlib import Path
 
 from helpers.cli import CONF
 
@@ -65,3 +68,20 @@ def launched(tmp_path, *args, preset=()):
         return [ovr for _, ovr in recorder.launcher.launched]
     finally:
         GlobalHydra.instance().clear()
+
+
+def plug_in(tmp_path: Path, monkeypatch, group: str, option: str, module: str,
+            source: str) -> str:
+    """Write `source` as the importable module `module` and `conf/<group>/<option>.yaml` naming it
+    (`record: module`), both under `tmp_path`; returns the override that adds that conf dir to
+    Hydra's search path. The caller unregisters the record and drops the module afterwards."""
+    import textwrap
+
+    pkg = tmp_path / "pkg"
+    pkg.mkdir(exist_ok=True)
+    (pkg / f"{module}.py").write_text(textwrap.dedent(source))
+    conf = tmp_path / "conf" / group
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / f"{option}.yaml").write_text(f"name: {option}\nrecord: {module}\n")
+    monkeypatch.syspath_prepend(str(pkg))
+    return f"hydra.searchpath=[file://{tmp_path / 'conf'}]"

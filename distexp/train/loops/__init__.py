@@ -5,14 +5,8 @@ from __future__ import annotations
 
 
 def get(name: str):
-    if name == "custom":
-        from distexp.train.loops import custom
+    """The loop's `train(ctx)` (loop: received 'x'; valid: custom, fit)."""
+    from distexp.train.loops import custom, fit  # noqa: F401  (they register, in this order)
+    from distexp.train.loops.registry import REGISTRY
 
-        return custom.train
-    if name == "fit":
-        from distexp.train.loops import fit
-
-        return fit.train
-    from distexp.errors import UserError
-
-    raise UserError(f"loop: received {name!r}; valid: custom, fit")
+    return REGISTRY.find(name)

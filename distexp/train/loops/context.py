@@ -19,6 +19,6 @@ class Context:
     steps_per_epoch: int
     epochs: int
     reporter: Any          # distexp.train.progress.Reporter
-    is_ps: bool = False    # steps scheduled by a ClusterCoordinator (the record's `coordinated`)
+    dispatcher: Any        # its class (distexp.train.step.dispatcher): SyncDispatch or PSDispatch
     workers: int = 1       # processes holding replicas (the job's resolved facts)
-    dispatch: Any = None   # the custom loop's dispatcher (distexp.train.step), for the probe phase
+    dispatch: Any = None   # the custom loop's dispatcher instance, for the probe phase

@@ -23,26 +23,24 @@ from distexp.train import autotune
 from distexp import strategies
 from distexp.train.checkpoints import Checkpoints
 from distexp.train.loops.context import Context
-from distexp.train.step import PSDispatch, Step, SyncDispatch, finite, metric_figures
+from distexp.train.loops.registry import REGISTRY
+from distexp.figures.stats import first_non_finite
+from distexp.train.step import Step, metric_figures
 
 
 class Diverged(Exception):
     """The training loss became NaN or infinite."""
 
 
+@REGISTRY.add_as("custom")
 def train(ctx: Context) -> None:
     cfg, rep = ctx.cfg, ctx.reporter
     schedule = autotune.Schedule(cfg.steps_per_execution)  # k's one owner; the dispatcher reads it
     step = Step(ctx.strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch,
                 jit=bool(cfg.jit_compile))
-    if ctx.is_ps:
-        dispatch = PSDispatch(step, cfg, ctx.data, ctx.global_batch, schedule=schedule,
-                              workers=ctx.workers)
-    else:
-        dispatch = SyncDispatch(step, ctx.train_ds, schedule=schedule,
-                                on_device=bool(cfg.dataset.on_device), input_wait=rep.input_wait)
+    dispatch = ctx.dispatcher.start(step, ctx, schedule)
     ckpts = Checkpoints(cfg, model=ctx.model, optimizer=ctx.optimizer, step=dispatch.step_var,
-                        chief=True if ctx.is_ps else rep.chief,
+                        chief=rep.chief or not dispatch.local_replicas,  # ps: the coordinator
                         steps_per_epoch=ctx.steps_per_epoch, say=rep.print, logger=rep.logger)
     ctx.dispatch = dispatch  # the probe phase after training reuses its iterator and step
     start = ckpts.restore()
@@ -87,8 +85,8 @@ def _epochs(ctx, step, dispatch, schedule, ckpts, start: int, every: int) -> Non
                              cost=time.process_time() - c0)
             loss_sum += sum(out.losses)
             sums = [a + b for a, b in zip(sums, out.sums)]
-            if diverged is None and not finite(out.losses):
-                bad = next(i for i, v in enumerate(out.losses) if not v == v or abs(v) == float("inf"))
+            bad = first_non_finite(out.losses) if diverged is None else None
+            if bad is not None:
                 diverged = (epoch, at + bad + 1 - (epoch - 1) * ctx.steps_per_epoch,
                             at - start + bad + 1, out.losses[bad])
                 rep.diverged(*diverged)

@@ -12,11 +12,14 @@ TerminateOnNaN does (distexp.train.loops.custom.Diverged).
 """
 from __future__ import annotations
 
+from distexp.figures.stats import first_non_finite
 from distexp.train import autotune
 from distexp.train.loops.context import Context
 from distexp.train.loops.custom import Diverged
+from distexp.train.loops.registry import REGISTRY
 
 
+@REGISTRY.add_as("fit")
 def train(ctx: Context) -> None:
     import keras
 
@@ -43,7 +46,7 @@ def train(ctx: Context) -> None:
             self.next_step = batch + 1
             loss = float(logs["loss"])
             rep.end_step([loss], kind="running_mean", steps=steps)
-            if not (loss == loss and abs(loss) != float("inf")) and self.diverged is None:
+            if self.diverged is None and first_non_finite([loss]) is not None:
                 self.diverged = (rep.epoch, rep.step_in_epoch, rep.meter.step, loss)
                 rep.diverged(*self.diverged)
                 if ctx.cfg.terminate_on_nan:

@@ -1,0 +1,102 @@
+"""The cluster kind record: where a job's processes run and how they find each other (see
+distexp.cluster.kinds). Lightning's `ClusterEnvironment` is the model: one class per kind answers
+every question the job, the checks, the sweeps and the trainer used to ask by comparing
+`cluster.name` as a string.
+
+- `local`: this job process starts every process of the job on this machine (distexp.cluster.local)
+- `tf_config`: this job process is one task of a cluster an engine started (TFJob, Vertex AI)
+- `slurm`: this job process is one Slurm task of a step (srun, hydra/launcher=slurm)
+
+A record is asked, never compared: a new kind (LSF, PBS, a Kubernetes operator) is a `Kind`
+subclass registered with `register` and a `conf/cluster/<name>.yaml`; a kind defined outside
+distexp names its module there (`record: my_pkg.my_cluster`, imported before the name is looked
+up). No TensorFlow at module level (the job process plans with it); `resolver` imports it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, Mapping, Optional
+
+from omegaconf import DictConfig
+
+from distexp.cluster.liveness import ChiefWatch, ServerWatch
+from distexp.cluster.processes import Plan
+from distexp.registry import Registry
+from distexp.strategies.record import task_name
+
+
+class Kind:
+    name: str = ""
+    # This job process starts every process of the job, on this machine (cluster=local); otherwise
+    # it is one task of a cluster someone else started, and runs one training process.
+    starts_processes: bool = False
+
+    # -- the job process (before TensorFlow) -----------------------------------------------------
+    def plan(self, cfg: DictConfig, rec, job_dir: Path, gpus: int) -> Plan:
+        """The processes this job process starts, for a strategy `rec` with a cluster (a strategy of
+        one process never asks). `gpus`: what `gpus` resolved to on this machine."""
+        raise NotImplementedError
+
+    def local_processes(self, cfg: DictConfig, rec) -> int:
+        """Training processes this job process starts on this machine."""
+        return rec.tasks(cfg) if self.starts_processes else 1
+
+    def chief_here(self, rec) -> bool:
+        """Whether the chief's training process runs beside this job process (its checkpoint.dir
+        is this machine's): always for a strategy of one process."""
+        return self.starts_processes or not rec.cluster_jobs
+
+    def spans_machines(self, cfg: DictConfig, rec) -> bool:
+        """Whether the job's training processes may run on several machines."""
+        return not self.starts_processes and rec.num_workers(cfg) > 1
+
+    def srun_tasks(self, cfg: DictConfig, rec) -> Optional[int]:
+        """Slurm tasks hydra/launcher=slurm starts for one job: one per process of the strategy's
+        cluster when this kind makes each process a Slurm task; None: one task, which starts (or
+        is) the job's processes."""
+        return None
+
+    def first_task(self, env: Mapping[str, str]) -> bool:
+        """Whether this process is the one task of a job that writes the sweep's record of it."""
+        return True
+
+    # -- the training process ------------------------------------------------------------------
+    def resolver(self, cfg: DictConfig, rec, gpus: int):
+        """TensorFlow's cluster resolver for a strategy `rec` with a cluster: TF_CONFIG's (the
+        job process wrote it, or the engine set it)."""
+        import tensorflow as tf
+
+        return tf.distribute.cluster_resolver.TFConfigClusterResolver()
+
+
+class External(Kind):
+    """A kind whose job process is one task of a cluster someone else started."""
+
+    def task_plan(self, rec, job_dir: Path, gpus: int, task: tuple,
+                  addrs: Dict[str, str]) -> Plan:
+        """The one process of task `task` = (job, index, {job: count}), the cluster's tasks at
+        `addrs` (task name -> host:port), and what this task's job process watches
+        (distexp.cluster.liveness): a peer that never started fails the job, naming it; with
+        server tasks (ps) they stop when the coordinator is gone (ChiefWatch) and the coordinator
+        fails when a server it saw is gone (ServerWatch)."""
+        kind, index, counts = task
+        rec.check_cluster(counts)
+        workers = rec.workers_in(counts)
+        p = Plan(names=[task_name(kind, index)], replica_workers=workers,
+                 sync_workers=rec.sync_of(workers), gpus_per_worker=gpus,
+                 logs_to_mlflow=rec.is_chief_task(kind, index, counts), job_dir=job_dir,
+                 task=f"{kind}:{index}")
+        p.hosts = {name: a.rpartition(":")[0] for name, a in addrs.items()}
+        me = p.names[0]
+        peers = {n: a for n, a in addrs.items() if n != me}
+        if not rec.server_roles:  # every task trains: a peer that never started fails the job
+            p.until = ServerWatch(peers, own=addrs.get(me), lost=False)
+        elif me == "chief":
+            p.until = ServerWatch(peers, own=addrs.get(me))
+        else:
+            p.until = ChiefWatch(addrs["chief"], own=addrs.get(me))
+        return p
+
+
+REGISTRY = Registry("cluster", base="Kind (distexp.cluster.kind.register)")
+register = REGISTRY.add

@@ -1,0 +1,47 @@
+"""cluster=local: this job process starts every process of the job on this machine, bound to
+127.0.0.1, each told its TF_CONFIG (multiworker: worker-0..N-1, worker-0 the chief, as
+MultiWorkerMirroredStrategy names a cluster without a chief task; ps: the chief (the coordinator),
+worker-0..N-1 and ps-0..P-1 servers, stopped at the end). The visible GPUs are split between the
+workers (CUDA_VISIBLE_DEVICES); `gpus` is per worker."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from distexp.cluster.kind import Kind, register
+from distexp.cluster.processes import Plan, free_ports, split_gpus
+from distexp.errors import UserError
+
+
+@register
+class Local(Kind):
+    name = "local"
+    starts_processes = True
+
+    def plan(self, cfg: DictConfig, rec, job_dir: Path, gpus: int) -> Plan:
+        n, host = rec.num_workers(cfg), str(cfg.cluster.host)
+        if host not in ("127.0.0.1", "localhost"):
+            raise UserError(f"cluster.host: received {host!r}; a local cluster binds to 127.0.0.1 "
+                            "only (for several hosts use cluster=tf_config or cluster=slurm)")
+        names, jobs = rec.task_names(cfg), rec.jobs(cfg)
+        per_worker, visible_ids = split_gpus(cfg.gpus, gpus, n)
+        ports = list(range(cfg.cluster.port, cfg.cluster.port + len(names))) if cfg.cluster.port \
+            else free_ports(len(names))
+        addrs = iter(f"127.0.0.1:{p}" for p in ports)
+        cluster = {job: [next(addrs) for _ in range(count)] for job, count in jobs.items()}
+        extra, task_gpus, i = {}, {}, 0
+        for name in names:
+            env, task_gpus[name] = {"CUDA_VISIBLE_DEVICES": ""}, 0
+            if name.rpartition("-")[0] in rec.replica_jobs and per_worker:  # the i-th replica worker
+                env = {"CUDA_VISIBLE_DEVICES": ",".join(
+                    visible_ids[i * per_worker:(i + 1) * per_worker])}
+                task_gpus[name] = per_worker
+                i += 1
+            if gpus == 0 and "CUDA_VISIBLE_DEVICES" not in os.environ:
+                env.pop("CUDA_VISIBLE_DEVICES")  # CPU machine: leave the environment alone
+            extra[name] = env
+        return Plan(names=names, replica_workers=n, sync_workers=rec.sync_of(n),
+                    gpus_per_worker=per_worker, task_gpus=task_gpus, extra_env=extra,
+                    servers=rec.servers(cfg), job_dir=job_dir, cluster=cluster, retry_ports=True)

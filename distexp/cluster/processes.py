@@ -1,0 +1,105 @@
+"""The processes of one job before they start (`Plan`), and what each is told: its TF_CONFIG, its
+ports, its GPUs (no TensorFlow here). The cluster kinds (distexp.cluster.kind) build a Plan."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+from distexp.job import launch
+from distexp.errors import UserError
+
+PORT_ATTEMPTS = 3
+
+
+@dataclass
+class Plan:
+    """The processes of one job, before they start."""
+
+    names: List[str]                      # first = the chief (logs, prints)
+    replica_workers: int = 1              # processes that hold replicas (num_workers)
+    sync_workers: int = 1                 # workers whose replicas share one global batch
+    gpus_per_worker: int = 0
+    task_gpus: Dict[str, int] = field(default_factory=dict)  # local processes without replicas: 0
+    logs_to_mlflow: bool = True           # false for a non-chief task of an external cluster
+    extra_env: Dict[str, Dict[str, str]] = field(default_factory=dict)
+    servers: List[str] = field(default_factory=list)
+    job_dir: Optional[Path] = None
+    task: str = "chief"                   # tf_config / slurm: this process's task, for messages
+    # local clusters: job name -> addresses; rebuilt by `new_ports` after a port clash
+    cluster: Dict[str, List[str]] = field(default_factory=dict)
+    retry_ports: bool = False
+    # ps on an external cluster (launch.run polls it): a server task's ChiefWatch, true once the
+    # coordinator is gone (stop the server, exit 0); the coordinator's ServerWatch, raises when a
+    # server it saw is gone (the job fails)
+    until: Optional[Callable[[], bool]] = None
+    # task name -> the host it runs on (external clusters: as the resolver computes it; the chief's
+    # run records it as the tag distexp.task_hosts)
+    hosts: Dict[str, str] = field(default_factory=dict)
+    # Slurm: the step's id, tagged on the chief's run (distexp.tracking.node_metrics finds it)
+    cluster_id: Optional[str] = None
+    # the first task on a node without the chief: samples that node's system metrics into the run
+    samples_node: bool = False
+
+    def several_hosts(self) -> bool:
+        return len(set(self.hosts.values())) > 1
+
+    def processes(self, config_path: Path, env: Dict[str, str]) -> List[launch.Proc]:
+        procs = []
+        for i, name in enumerate(self.names):
+            e = dict(env)
+            e.update(self.extra_env.get(name, {}))
+            if self.cluster:
+                e["TF_CONFIG"] = tf_config(self.cluster, name)
+            e["DISTEXP_TASK"] = name
+            procs.append(launch.Proc(name=name, cmd=launch.trainer_cmd(config_path), env=e,
+                                     log=self.job_dir / f"{name}.log", console=(i == 0),
+                                     server=name in self.servers))
+        return procs
+
+    def new_ports(self) -> None:
+        """After a port clash: the same cluster on fresh ports picked by the OS."""
+        ports = iter(free_ports(sum(len(v) for v in self.cluster.values())))
+        self.cluster = {job: [f"{a.rsplit(':', 1)[0]}:{next(ports)}" for a in addrs]
+                        for job, addrs in self.cluster.items()}
+
+
+def split_gpus(requested: Optional[int], visible: int, workers: int):
+    """(GPUs per worker, the visible GPU ids) for `workers` local workers sharing this machine.
+
+    null = the visible GPUs split evenly; N = N per worker, which needs N x workers visible."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [d.strip() for d in env.split(",") if d.strip()] if env else [str(i) for i in range(visible)]
+    ids = ids[:visible]
+    if requested is None:
+        return visible // workers, ids
+    if requested * workers > visible:
+        raise UserError(f"gpus: received {requested} per worker; {workers} local workers need "
+                        f"{requested * workers} GPU(s) and {visible} are visible. Use gpus="
+                        f"{visible // workers} or gpus=0 (CPU)")
+    return requested, ids
+
+
+def free_ports(n: int) -> List[int]:
+    """`n` distinct ports free right now on every interface (TensorFlow's gRPC server listens on
+    all of them). Another process may take one before the trainer binds it: the job then retries."""
+    socks, ports = [], []
+    try:
+        while len(ports) < n:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("", 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def tf_config(cluster: Dict[str, List[str]], name: str) -> str:
+    """TF_CONFIG for process `name` (chief, worker-1, ps-0) of `cluster`."""
+    job, _, index = name.partition("-")
+    return json.dumps({"cluster": cluster, "task": {"type": job, "index": int(index or 0)}})

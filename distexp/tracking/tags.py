@@ -1,0 +1,40 @@
+"""Every tag name distexp sets on an MLflow run or experiment, or reads back (a leaf: the job, the
+trainer, the sweeps, the report and the UI all name them from here).
+
+MLflow's own tags that distexp writes are at the end.
+"""
+# -- a run's place in a sweep (the sweep's parent run and each job's run) --------------------------
+RUN_KIND = "distexp.run_kind"              # "sweep" (the parent) or "job"
+SWEEP_ID = "distexp.sweep_id"
+SWEEP_DIR = "distexp.sweep_dir"
+JOB_NUM = "distexp.job_num"                # Hydra's job number in the sweep
+REPEAT = "distexp.repeat"
+JOB_COUNT = "distexp.job_count"            # the parent: jobs that ran
+BEST_JOB = "distexp.best_job"
+BEST_OVERRIDES = "distexp.best_overrides"
+ERROR = "distexp.error"                    # the parent of a sweep that failed: the one line
+RESUMED_IN = "distexp.resumed_in"          # sweep.resume=<id>: the sweep dir that resumed it
+
+# -- one job's run ---------------------------------------------------------------------------------
+JOB_DIR = "distexp.job_dir"
+OVERRIDES = "distexp.overrides"
+HOST = "distexp.host"
+TASK_HOSTS = "distexp.task_hosts"          # an external cluster: task=host, ...
+CLUSTER_ID = "distexp.cluster_id"          # Slurm: slurm:<job>.<step> (other nodes find the run)
+RESUME = "distexp.resume"
+RESUMED_FROM = "distexp.resumed_from"
+RESUMED_FROM_STEP = "distexp.resumed_from_step"
+DIVERGED = "distexp.diverged"
+DIVERGED_AT = "distexp.diverged_at"
+PEAK_SOURCE = "distexp.peak_source"        # where perf/peak_flops comes from
+
+# -- who owns a RUNNING run (distexp.tracking.owner) ---------------------------------------------
+OWNER = "distexp.owner"
+HEARTBEAT = "distexp.heartbeat"
+ENDED_BY = "distexp.ended_by"
+
+# -- MLflow's own ---------------------------------------------------------------------------------
+NOTE = "mlflow.note.content"               # a run's or experiment's description
+PARENT_RUN = "mlflow.parentRunId"
+EXPERIMENT_KIND = "mlflow.experimentKind"
+SHARED_VIEW = "mlflow.sharedViewState."    # + a key: a shared runs-table view (distexp.ui)

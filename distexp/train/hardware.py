@@ -1,0 +1,66 @@
+"""Figures about the hardware, measured once training is over (FLOPs per example, the devices'
+peak FLOP/s and MFU, peak host and GPU memory), so that they cost nothing before the first step."""
+from __future__ import annotations
+
+from distexp import strategies
+from distexp.tracking import tags as tag
+
+
+def after_training(cfg, model, input_shape, replica_devices, examples_per_sec, chief,
+                   logger) -> dict:
+    """Figures measured once training is over, so they cost nothing before the first step:
+    FLOPs per example, the devices' peak FLOP/s and MFU, peak host (and GPU) memory. The peak is
+    a constant of the hardware with its source (tag distexp.peak_source): a known GPU's datasheet
+    figure, or the CPU's theoretical peak from /proc/cpuinfo (distexp.figures.cpu_peak); when
+    neither applies there is no MFU. `measure_peak_flops=true` also logs what a matmul benchmark
+    achieved (perf/matmul_flops), never the denominator: it moves with the machine's load."""
+    import resource
+
+    import tensorflow as tf
+
+    from distexp.cluster import kinds
+    from distexp.figures import flops
+    from distexp.figures.meter import mfu
+
+    out = {"perf/peak_host_memory_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    gpus = [d for d in replica_devices if d.startswith("/gpu")]
+    if gpus:
+        out["perf/peak_gpu_memory_mb"] = sum(
+            tf.config.experimental.get_memory_info(d.replace("/gpu", "GPU"))["peak"]
+            for d in gpus) / 2 ** 20
+    if not chief:
+        return out
+    try:
+        per_example = flops.train_flops_per_example(model, input_shape)
+    except Exception as ex:  # noqa: BLE001  (a user model the profiler cannot trace)
+        print("FLOPs not counted: TensorFlow's profiler could not trace this model, so perf/mfu "
+              "is not logged (the reason is in the chief's log)", flush=True)
+        print("distexp: detail: FLOPs: " + f"{type(ex).__name__}: {ex}".replace("\n", " | "),
+              flush=True)  # log only (distexp.job.launch.LOG_ONLY)
+        per_example = None
+    peak, why_not = None, None
+    if gpus:  # a known GPU's datasheet peak (distexp.figures.peaks)
+        from distexp.figures import peaks
+
+        names = [tf.config.experimental.get_device_details(d).get("device_name", "")
+                 for d in tf.config.list_physical_devices("GPU")[:len(gpus)]]
+        peak = peaks.datasheet_peak(names, cfg.precision)
+        why_not = f"no datasheet peak for {', '.join(sorted(set(names)))}"
+    elif kinds.of(cfg).spans_machines(cfg, strategies.of(cfg)):
+        why_not = (f"cluster={kinds.of(cfg).name}: the job's processes may span machines whose "
+                   "processors this process cannot see")
+    else:  # every process of the job runs on this machine's CPUs
+        from distexp.figures.cpu_peak import machine_cpu_peak
+
+        peak = machine_cpu_peak()
+        why_not = "no peak rule for this processor (distexp.figures.cpu_peak)"
+    if peak is None:
+        print(f"perf/mfu not logged: {why_not}", flush=True)
+    else:
+        logger.set_tags({tag.PEAK_SOURCE: peak[1]})
+    value = None if peak is None else peak[0]
+    if cfg.measure_peak_flops:
+        out["perf/matmul_flops"] = flops.peak_flops(replica_devices)
+    out.update({"perf/flops_per_example": per_example, "perf/peak_flops": value,
+                "perf/mfu": mfu(per_example, examples_per_sec, value)})
+    return out
