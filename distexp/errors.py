@@ -141,6 +141,41 @@ def _null_group() -> Optional[str]:
     return None
 
 
+# Lines of an exception's message that wrap the message rather than say it: Keras' "Exception
+# encountered when calling ..." and its arguments, TensorFlow's "Graph execution error:" with the
+# Python stack of the failed node and the node's name.
+_WRAPPING = ("Graph execution error", "Detected at node", "File ", "Exception encountered when",
+             "Arguments received by", "\u2022", "[[", "Traceback (most recent call last)")
+
+
+def first_line(ex: BaseException) -> str:
+    """The first line of `ex`'s message that says what went wrong (not a wrapper's line)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(ex))
+    inner = list(re.finditer(r"^\s*\w+(?:Error|Exception): (.*)$", text, re.M))
+    if "in user code:" in text and inner:  # tf.function's stack: the exception is at its end
+        text = text[inner[-1].start(1):]
+    # a tf.data function's error: the op and the iterator's path come first
+    text = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", text)
+    text = re.sub(r"^Error in user-defined function passed to \S+ transformation with "
+                  r"iterator: \S+: ", "", text)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    said = [ln for ln in lines if not ln.startswith(_WRAPPING)]
+    line = (said or lines or [type(ex).__name__])[0]
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+def log_traceback(ex: BaseException) -> None:
+    """Print `ex`'s traceback for the process's log only (distexp.job.launch.LOG_ONLY keeps lines
+    with this prefix off the console)."""
+    import sys
+    import traceback
+
+    for chunk in traceback.format_exception(ex):
+        for line in chunk.rstrip("\n").splitlines():
+            print(f"distexp: detail: {line}", file=sys.stderr)
+    sys.stderr.flush()
+
+
 def _first(text: str) -> str:
     lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
     return lines[0] if lines else str(text)
@@ -156,6 +191,17 @@ def report_user_error(job_dir: Path, message: str) -> None:
         user_error_path(job_dir, os.environ.get("DISTEXP_TASK", "chief")).write_text(message + "\n")
     except OSError:
         pass  # the job then reports the process's exit code and its log
+
+
+def traceback_note(log: Path) -> str:
+    """" (traceback: <log>)" when a training process's log holds the traceback of the exception
+    its user error was translated from (log_traceback), else ""."""
+    try:
+        with open(log, "rb") as f:
+            found = b"distexp: detail: Traceback (most recent call last)" in f.read()
+    except OSError:
+        return ""
+    return f" (traceback: {log})" if found else ""
 
 
 def read_user_error(job_dir: Path, task: str) -> Optional[str]:

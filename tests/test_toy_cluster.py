@@ -71,7 +71,10 @@ def test_a_toy_cluster_kind_plans_and_answers_for_the_job(toy, tmp_path, monkeyp
     plan = cluster.plan(cfg, tmp_path, 0)
     assert (plan.names, plan.task, plan.logs_to_mlflow) == (["worker-1"], "worker:1", False)
     assert plan.hosts == {"worker-0": "node-a", "worker-1": "node-b"}
-    assert (plan.replica_workers, plan.sync_workers, plan.until) == (2, 2, None)
+    assert (plan.replica_workers, plan.sync_workers) == (2, 2)
+    # its job process watches the peer that must start (distexp.cluster.liveness), as any
+    # external kind's task does: a peer that never listens fails the job
+    assert type(plan.until).__name__ == "ServerWatch" and set(plan.until.watches) == {"worker-0"}
     # one task per job process, on several machines: no local processes, no CPU peak, no
     # checkpoint.dir probe here, one Slurm task per job (it is not a Slurm kind)
     assert kind.local_processes(cfg, strategies.of(cfg)) == 1

@@ -254,12 +254,6 @@ def _validate_task(cfg: DictConfig) -> None:
                         "no accuracy to reach: set it to null")
 
 
-def validate_devices(cfg: DictConfig, gpus: int) -> None:
-    """Nothing left to check: `validate` ran the record's device checks with the GPU count the job
-    resolves (`gpus` if set, else the visible ones; more than visible fails in check_gpus). Kept
-    until distexp.job.lifecycle drops its call."""
-
-
 SEED_MAX = 2 ** 32 - 1  # keras.utils.set_random_seed seeds NumPy: np.random.seed takes 0..2**32-1
 
 

@@ -21,6 +21,7 @@ from typing import Callable, Optional
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from distexp.data import validate
 from distexp.data.arrays import Arrays
 from distexp.data.tfds import TFDS_MOCK_ENV, is_tfds, not_prepared, open_builder, tfds_data
 from distexp.errors import UserError
@@ -193,17 +194,7 @@ def from_user(out, ds: DictConfig) -> Arrays:
             raise UserError(f"{where} a dict with keys {sorted(out)}; expected x_train, y_train, "
                             "x_eval, y_eval (arrays) or train, eval (tf.data), plus num_classes")
     if isinstance(out, (tuple, list)) and len(out) == 4:
-        x_tr, y_tr, x_ev, y_ev = (np.asarray(a) for a in out)
-        if len(x_tr) != len(y_tr) or len(x_ev) != len(y_ev) or x_tr.shape[1:] != x_ev.shape[1:]:
-            raise UserError(f"{where} arrays that do not match: x_train {x_tr.shape}, y_train "
-                            f"{y_tr.shape}, x_eval {x_ev.shape}, y_eval {y_ev.shape}")
-        if np.issubdtype(y_tr.dtype, np.integer):  # class labels
-            y_tr, y_ev = y_tr.astype(np.int32).reshape(-1), y_ev.astype(np.int32).reshape(-1)
-            k = int(num_classes or max(y_tr.max(), y_ev.max()) + 1)
-        else:  # real-valued targets (a user's regression task): kept as float32
-            y_tr, y_ev = y_tr.astype(np.float32), y_ev.astype(np.float32)
-            k = int(num_classes or (y_tr.shape[1] if y_tr.ndim > 1 else 1))
-        return Arrays(x_tr.astype(np.float32), y_tr, x_ev.astype(np.float32), y_ev, num_classes=k)
+        return _from_arrays(where, [np.asarray(a) for a in out], num_classes)
     if isinstance(out, (tuple, list)) and len(out) == 2:
         import tensorflow as tf
 
@@ -211,6 +202,7 @@ def from_user(out, ds: DictConfig) -> Arrays:
         if not isinstance(train, tf.data.Dataset) or not isinstance(ev, tf.data.Dataset):
             raise UserError(f"{where} a pair of {type(train).__name__}, {type(ev).__name__}; "
                             "expected two unbatched tf.data.Datasets of (x, y)")
+        validate.check_tfdata(where, train, ev)
         shape = train.element_spec[0].shape
         if not shape.is_fully_defined():
             raise UserError(f"{where} examples of shape {shape}; every x must have a fixed shape "
@@ -228,6 +220,22 @@ def from_user(out, ds: DictConfig) -> Arrays:
                       cache=bool(ds.cache))
     raise UserError(f"{where} {type(out).__name__}; expected (x_train, y_train, x_eval, y_eval) "
                     "arrays or (train, eval) tf.data.Datasets")
+
+
+def _from_arrays(where: str, arrays, num_classes) -> Arrays:
+    x_tr, y_tr, x_ev, y_ev = arrays
+    if len(x_tr) != len(y_tr) or len(x_ev) != len(y_ev) or x_tr.shape[1:] != x_ev.shape[1:]:
+        raise UserError(f"{where} arrays that do not match: x_train {x_tr.shape}, y_train "
+                        f"{y_tr.shape}, x_eval {x_ev.shape}, y_eval {y_ev.shape}")
+    validate.check_arrays(where, x_tr, y_tr, x_ev, y_ev)
+    if np.issubdtype(y_tr.dtype, np.integer):  # class labels; (n, 1) taken as (n,)
+        y_tr, y_ev = (y.astype(np.int32).reshape(-1) if y.shape[1:] == (1,)
+                      else y.astype(np.int32) for y in (y_tr, y_ev))
+        k = int(num_classes or max(y_tr.max(), y_ev.max()) + 1)
+    else:  # real-valued targets (a user's regression task): kept as float32
+        y_tr, y_ev = y_tr.astype(np.float32), y_ev.astype(np.float32)
+        k = int(num_classes or (y_tr.shape[1] if y_tr.ndim > 1 else 1))
+    return Arrays(x_tr.astype(np.float32), y_tr, x_ev.astype(np.float32), y_ev, num_classes=k)
 
 
 # --- TensorFlow Datasets -----------------------------------------------------------------------

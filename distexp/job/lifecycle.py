@@ -33,10 +33,6 @@ from distexp.sweeps import callback as sweep
 from distexp.sweeps.records import swept_values
 from distexp.config import resolved
 
-# Training finished but MLflow stopped answering: what it missed is in the job's offline file.
-TRACKING_LOST_EXIT = errors.TRACKING_LOST
-
-
 class JobError(Exception):
     """A job of a multirun failed. Raised (not sys.exit) so that Hydra records the job as failed
     and runs the rest of the sweep; the command exits non-zero at the end (distexp.sweeps)."""
@@ -109,15 +105,8 @@ def prepare(cfg: DictConfig) -> Job:
     from distexp.data import datasets
 
     t_start = time.time()
-    checks.validate(cfg)
+    checks.validate(cfg)  # the factories' modules and functions too (distexp.user_code)
     gpus = resolved.check_gpus(cfg.gpus, resolved.visible_gpus())
-    checks.validate_devices(cfg, gpus)
-    from distexp.models import check_factory
-
-    if cfg.model.name == "custom":
-        check_factory("model.factory", cfg.model.factory)
-    if cfg.task.factory:
-        check_factory("task.factory", cfg.task.factory)
     os.environ.update(tracking.http_env())  # bounded MLflow retries here and in the trainers
     if os.environ.get("TF_CONFIG") == "":  # means "unset"; TF's resolvers crash on it (json.loads(""))
         del os.environ["TF_CONFIG"]
@@ -233,17 +222,18 @@ def execute(job: Job) -> Outcome:
             out.error = f"timeout: the job ran longer than {job.cfg.timeout:g} s and was stopped"
         chief = attempts[-1][0]
         user = errors.read_user_error(job.job_dir, chief.name) if chief.returncode == errors.BAD_INPUT else None
-        if user:  # the trainer's own one-line user error
-            out.error, out.user_error = user, True
+        if user:  # the trainer's own one-line user error (where its traceback is, if it has one)
+            out.error, out.user_error = user + errors.traceback_note(chief.log), True
     finally:
         if node is not None:
             node.stop()
+        out.result = _read_result(job.job_dir)  # the chief's figures: the run is not read back
         run = job.forwarder.close() if job.forwarder is not None else None
         if run is not None:
             logs = list(dict.fromkeys(p.log for ps in attempts for p in ps))  # retries reuse logs
-            run.close(out.status, job.job_dir, [job.config_path, job.overrides_path], logs)
+            run.close(out.status, job.job_dir, [job.config_path, job.overrides_path], logs,
+                      figures=out.result or None, error=out.error)
     out.logs = [p.log for p in attempts[-1]] if attempts else []
-    out.result = _read_result(job.job_dir)
     out.lost = tracking.offline_summary(job.job_dir) if run is not None else None
     return out
 

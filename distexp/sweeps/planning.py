@@ -96,7 +96,6 @@ def setup(cfg: DictConfig) -> Optional[Setup]:
     try:
         checks.validate(job)
         gpus = resolved.check_gpus(job.gpus, resolved.visible_gpus())
-        checks.validate_devices(job, gpus)
     except UserError:
         return None
     facts = resolved.resolve(job, gpus)

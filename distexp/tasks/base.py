@@ -53,6 +53,17 @@ class Task:
 
         return models.build(cfg, data.input_shape, data.num_classes)
 
+    # -- before the first step (the trainer calls these; cheap: array ops, specs) -----------------
+    def check_data(self, cfg, data):
+        """Raise UserError (one line) when `data` cannot train this task; return it (a task may
+        add checks to a tf.data pipeline)."""
+        return data
+
+    def check_model(self, cfg, model, data) -> Optional[str]:
+        """Raise UserError when `model` does not fit `data`; return a line to print (how the model
+        is trained, e.g. on probabilities) or None. Called inside strategy.scope()."""
+        return None
+
     # -- inside the replica step (TensorFlow) ---------------------------------------------------
     def loss(self, labels, outputs) -> Any:
         """(sum, weight) of this replica's per-unit losses, or one scalar (see the module doc)."""

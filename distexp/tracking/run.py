@@ -16,6 +16,8 @@ from distexp.tracking.offline import Offline, offline_summary
 from distexp.tracking.sink import clip
 
 
+ERROR_TAG = "distexp.error"  # why the job did not finish: the line it ended with (as a sweep's)
+
 # How a swept key shows in a run name (others: their last component, e.g. optimizer.lr -> lr).
 # JobRun.describe's default: read the run's metrics back from the store (distexp.job passes the
 # chief's result.json instead once the job's side calls close(..., figures=)).
@@ -144,10 +146,11 @@ class JobRun:
                    lambda: self.client.set_tag(self.run_id, key, value))
 
     def close(self, status: str, job_dir: Path, files: Iterable[Path], logs: Iterable[Path],
-              figures: Union[Mapping[str, Optional[float]], None, object] = READ_BACK) -> None:
+              figures: Union[Mapping[str, Optional[float]], None, object] = READ_BACK,
+              error: Optional[str] = None) -> None:
         """Artifacts (the job's files, its logs under logs/, distexp.log, steps.csv), the display
-        tags of `figures` (describe), then the terminal status; a failure here must not leave the
-        run RUNNING.
+        tags of `figures` (describe; with `error`, the line the job ended with, also as the tag
+        distexp.error), then the terminal status; a failure here must not leave the run RUNNING.
 
         If the trainer already found the server dead, or a call here fails, the rest goes to the
         job's offline file (one bounded retry per call, never a hang on a dead server)."""
@@ -157,7 +160,7 @@ class JobRun:
                  # a process that died before printing a word: its empty log says so
                  lambda: self.log_artifacts(logs, artifact_path="logs", keep_empty=True),
                  lambda: self.log_artifacts([job_dir / "distexp.log", job_dir / "steps.csv"]),
-                 lambda: self.describe(figures),
+                 lambda: self.describe(figures, error),
                  lambda: self.end(status)]
         i = 0
         while i < len(steps):
@@ -169,17 +172,19 @@ class JobRun:
                     raise
                 self.go_offline(job_dir, ex)
 
-    def describe(self, figures: Union[Mapping[str, Optional[float]], None, object] = READ_BACK
-                 ) -> None:
+    def describe(self, figures: Union[Mapping[str, Optional[float]], None, object] = READ_BACK,
+                 error: Optional[str] = None) -> None:
         """The rounded figures and the description the UI shows (distexp.tracking.display).
 
         `figures`: the chief's final figures (its result.json), shown with the params this run
         logged, without reading the run back; None: the job left no result (the description
-        only). READ_BACK (the default, until distexp.job passes result.json): the run's metrics
-        and params as the store has them."""
+        only). READ_BACK (the default): the run's metrics and params as the store has them.
+        `error`: a failed job's line, which leads the description and is the tag distexp.error."""
+        if error:
+            self.set_tag(ERROR_TAG, clip(store.redact_text(error)))
         if self.offline is not None:
             return
-        from distexp.tracking.display import job_tags
+        from distexp.tracking.display import NOTE, job_tags
 
         if figures is READ_BACK:
             data = self.client.get_run(self.run_id).data
@@ -187,7 +192,10 @@ class JobRun:
         else:
             metrics = {k: v for k, v in (figures or {}).items() if isinstance(v, (int, float))}
             params = self.params
-        for k, v in job_tags(metrics, params).items():
+        tags = job_tags(metrics, params)
+        if error:
+            tags[NOTE] = f"**Failed:** {clip(store.redact_text(error))}\n\n{tags[NOTE]}"
+        for k, v in tags.items():
             self.set_tag(k, v)
 
     def end(self, status: str) -> None:

@@ -47,8 +47,15 @@ def train(cfg, job_dir: Optional[Path] = None) -> dict:
     if resolver is not None and resolver.task_type in record.server_roles:
         strategies.serve(resolver)  # blocks until the job process (or the engine) stops it
         return {}
-    ctx, logger, replica_devices = _build(cfg, facts, record, resolver, job_dir)
-    return _run(ctx, logger, replica_devices, facts, job_dir)
+    try:
+        ctx, logger, replica_devices = _build(cfg, facts, record, resolver, job_dir)
+        return _run(ctx, logger, replica_devices, facts, job_dir)
+    except (UserError, UserFailure, strategies.PortInUse):
+        raise
+    except Exception as ex:  # noqa: BLE001  (one line that says it: distexp.train.diagnose)
+        from distexp.train import diagnose
+
+        raise diagnose.explain(ex, cfg) from ex
 
 
 def _build(cfg, facts, record, resolver, job_dir: Path):
@@ -82,6 +89,7 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     keras.mixed_precision.set_global_policy(cfg.precision)  # before any layer is built
     task = tasks.get(cfg)
     data = datasets.load(cfg)
+    data = getattr(task, "check_data", lambda c, d: d)(cfg, data)  # seconds, not a failed step
     steps = datasets.steps_per_epoch(cfg, data.n_train, G)
     train_ds, eval_ds = datasets.pipelines(cfg, data, G)
     # The job process creates the MLflow run while this process starts (tracking.Forwarder);
@@ -90,10 +98,12 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     logger.wait_ready()
     with strategy.scope():
         model = task.build_model(cfg, data)
+        note = getattr(task, "check_model", lambda *a: None)(cfg, model, data)
         optimizer = optimizers.build(cfg, model, learning_rate(cfg, int(facts.global_batch)))
     chief = strategies.is_chief(strategy, record)
     replica_devices = record.replica_devices(strategy, configured)
-    _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, logger, chief)
+    _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, logger, chief,
+              note)
     meter = Meter(global_batch=G, replicas=int(facts.replicas), warmup_steps=int(cfg.warmup_steps),
                   job_start=facts.job_start or time.time(),
                   units_name=getattr(task, "units", None))
@@ -113,8 +123,9 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
 
 
 def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, logger,
-              chief) -> None:
-    """The chief's opening lines and the run's params only the training process knows."""
+              chief, note=None) -> None:
+    """The chief's opening lines (with the task's `note` on the model, if any) and the run's params
+    only the training process knows."""
     import keras
     import tensorflow as tf
 
@@ -131,6 +142,8 @@ def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, l
         f"epochs: {cfg.epochs}  loop: {cfg.loop.name}")
     say(f"Model: {cfg.model.name} ({model.count_params():,} parameters)  dataset: "
         f"{cfg.dataset.name} ({data.describe()})  task: {task.describe()}")
+    if note:
+        say(note)
     if task.name == "classification" and not meaning.accuracy_meaningful(cfg.dataset.name):
         say(f"Note: dataset={cfg.dataset.name} has random labels: accuracy is chance level and "
             "not meaningful here (throughput is)")
@@ -208,10 +221,14 @@ def main(argv=None) -> int:
     except UserError as ex:
         from distexp.errors import report_user_error
 
+        if ex.__cause__ is not None:  # translated from an exception: its traceback, log only
+            errors.log_traceback(ex.__cause__)
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
         report_user_error(args.config.parent, str(ex))  # the job reads it there (exit 2)
         return errors.BAD_INPUT
     except UserFailure as ex:
+        if ex.__cause__ is not None:
+            errors.log_traceback(ex.__cause__)
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
         return errors.FAILED
     except strategies.PortInUse as ex:
@@ -226,10 +243,10 @@ def entry(argv=None) -> int:
     would print it."""
     try:
         return main(argv)
-    except Exception:  # printed as Python would, then out at once
-        import traceback
-
-        traceback.print_exc()
+    except Exception as ex:  # its traceback to the log, its own first line to the job
+        errors.log_traceback(ex)
+        print(f"distexp: error: {type(ex).__name__}: {errors.first_line(ex)}", file=sys.stderr,
+              flush=True)
         return errors.FAILED
 
 

@@ -72,8 +72,19 @@ CASES = [
      "repeats: received 2 for a single run; repeats are runs of a sweep's jobs: add -m"),
     ("dataset-factory-no-module", ["dataset=custom", "dataset.factory=nosuchmodule:load"],
      "dataset.factory: received 'nosuchmodule:load'; no module named 'nosuchmodule'"),
-    ("factory-no-function", ["model=custom", "model.factory=factories:nosuchfunction", TRAINER],
-     "model.factory: received 'factories:nosuchfunction'; cannot import it"),
+    ("factory-no-function", ["model=custom", "model.factory=factories:nosuchfunction"],
+     "model.factory: received 'factories:nosuchfunction'; {root}/tests/factories.py defines no "
+     "'nosuchfunction'; valid: its functions: blobs, blobs_tfdata, crash, deep_cnn, dropout_mlp, "
+     "explode"),
+    ("factory-function-typo", ["model=custom", "model.factory=factories:small_mpl"],
+     "model.factory: received 'factories:small_mpl'; {root}/tests/factories.py defines no "
+     "'small_mpl' (did you mean factories:small_mlp?)"),
+    ("dataset-factory-typo", ["dataset=custom", "dataset.factory=factories:blob"],
+     "dataset.factory: received 'factories:blob'; {root}/tests/factories.py defines no 'blob' "
+     "(did you mean factories:blobs?)"),
+    ("task-factory-typo", ["task.factory=factories:mse_tsk"],
+     "task.factory: received 'factories:mse_tsk'; {root}/tests/factories.py defines no "
+     "'mse_tsk' (did you mean factories:mse_task?)"),
     ("factory-raises", ["model=custom", "model.factory=factories:explode", TRAINER],
      "model.factory: factories:explode raised RuntimeError: factory exploded on purpose"),
     ("factory-not-a-model", ["model=custom", "model.factory=factories:not_a_model", TRAINER],
@@ -187,7 +198,8 @@ def case(cwd, args, expected):
         env["PYTHONPATH"] = env["PYTHONPATH"].format(**fill)
     args = [a if "TF_CONFIG" in a else a.format(**fill) for a in args
             if a != TRAINER and not a.startswith("env:")]
-    expected = expected.format(**fill) if "{cwd}" in expected or "{port}" in expected else expected
+    expected = expected.format(**fill) if re.search(r"\{(cwd|port|root)\}", expected) \
+        else expected
     args.append("epochs=1" if not any(a.startswith("epochs") for a in args) else "seed=0")
     return args, env, expected
 

@@ -60,7 +60,8 @@ def train(ctx: Context) -> None:
 
     with ctx.strategy.scope():
         ctx.model.compile(optimizer=ctx.optimizer,
-                          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                          loss=keras.losses.SparseCategoricalCrossentropy(
+                              from_logits=getattr(ctx.task, "from_logits", True)),
                           metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
                           steps_per_execution=k, jit_compile=bool(ctx.cfg.jit_compile))
     timing = Timing()
