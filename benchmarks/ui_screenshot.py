@@ -18,9 +18,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from helpers.browser import (chromium_page, close_assistant, expand_parent_runs,  # noqa: E402
+                             toggle_columns)
 from servers import MlflowServer, Rest  # noqa: E402
-
-CHROMIUM = "/usr/bin/chromium"
 
 
 def main() -> int:
@@ -37,30 +37,17 @@ def main() -> int:
                             work / "ui.log")
     try:
         exp = Rest(ui.url).experiment_id("distexp")
-        from playwright.sync_api import sync_playwright
-
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                         args=["--no-sandbox", "--disable-gpu"])
-            page = browser.new_page(viewport={"width": 1500, "height": 900})
+        with chromium_page(1500, 900) as page:
             page.goto(f"{ui.url}/#/experiments/{exp}/runs")
             page.get_by_text("sweep-").first.wait_for(timeout=90_000)
-            close = page.get_by_role("button", name="Close", exact=True)
-            if close.count():
-                close.first.click()
-            page.get_by_role("button", name="Columns").click()
-            for column in ("Dataset", "Source", "Models", "perf/examples_per_sec",
-                           "num_replicas", "repeat"):
-                page.get_by_text(column, exact=True).last.click()
-            page.keyboard.press("Escape")
-            for toggle in page.get_by_role("button", name="", exact=True).all():
-                if toggle.is_visible() and toggle.bounding_box() and toggle.bounding_box()["x"] < 400:
-                    toggle.click()
+            close_assistant(page)
+            toggle_columns(page, ("Dataset", "Source", "Models", "perf/examples_per_sec",
+                                  "num_replicas", "repeat"))
+            expand_parent_runs(page)
             page.get_by_text("mirrored-cnn-synthetic-r2").first.wait_for(timeout=30_000)
             page.wait_for_timeout(800)
             a.out.parent.mkdir(exist_ok=True)
             page.screenshot(path=str(a.out))
-            browser.close()
     finally:
         ui.stop()
     print(f"screenshot: {a.out}; the sweep's store and report: {work}/outputs")

@@ -1,4 +1,4 @@
-"""Fixtures (the helpers they use live in tests/helpers.py) and the test tiers. No TensorFlow here."""
+"""Fixtures (the helpers they use live in tests/helpers/) and the test tiers. No TensorFlow here."""
 from __future__ import annotations
 
 import pytest
@@ -17,6 +17,20 @@ def cli(tmp_path):
     run.cwd = tmp_path
     run.uri = f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}"
     return run
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """A fake clock (helpers.Clock) behind time.perf_counter, and time.time = 1000 s + it: the
+    throughput arithmetic of distexp.figures.meter and the progress lines, moved by hand."""
+    import time
+
+    from helpers import Clock
+
+    c = Clock()
+    monkeypatch.setattr(time, "perf_counter", c)
+    monkeypatch.setattr(time, "time", lambda: 1000.0 + c.t)
+    return c
 
 
 @pytest.fixture
@@ -39,7 +53,8 @@ def compose():
 # unit         the default: in this process, no subprocess, no TensorFlow, nothing trained
 # integration  starts processes or TensorFlow but trains nothing (or a probe's few steps)
 # slow         end to end: real training through the CLI
-# A test marked neither integration nor slow is unit; the guard below holds it to that.
+# A test marked neither integration nor slow is unit; the guard below holds it to that. One tier
+# per file: a file says its tier once, at its top (`pytestmark`), and nothing for unit.
 TIERS = ("unit", "integration", "slow")
 
 
@@ -88,6 +103,7 @@ def pytest_collection_modifyitems(config, items):
             raise pytest.UsageError(f"{item.nodeid}: in two tiers ({', '.join(tiers)}); pick one")
         if not tiers:
             item.add_marker(pytest.mark.unit)
+    one_tier_per_file(items)
     # fail fast in a whole-suite run: the unit tier first, then integration, then slow; within a
     # tier the longest files first, so that two xdist workers do not end on one long test
     rank = {t: i for i, t in enumerate(TIERS)}
@@ -96,10 +112,30 @@ def pytest_collection_modifyitems(config, items):
                                first.get(it.path.name, len(first))))
 
 
+# A file whose tests are in several tiers, while other engineers add tests to it (issue 27): split
+# it once they have landed. Nothing else may mix.
+MIXED_FOR_NOW = {"test_breakdown.py"}
+
+
+def one_tier_per_file(items) -> None:
+    """Every test of a file is of one tier (docs/testing-tiers.md), so that a file's cost reads
+    from its top: `pytestmark = pytest.mark.integration` or `slow`, nothing for unit."""
+    by_file: dict = {}
+    for it in items:
+        tier = next(t for t in TIERS if it.get_closest_marker(t))
+        by_file.setdefault(it.path.name, {}).setdefault(tier, it.name)
+    for name, tiers in sorted(by_file.items()):
+        if len(tiers) > 1 and name not in MIXED_FOR_NOW:
+            seen = ", ".join(f"{t} ({test})" for t, test in tiers.items())
+            raise pytest.UsageError(f"{name}: tests in {len(tiers)} tiers: {seen}; one tier per "
+                                    "file: move the test to a file of its tier, named for it "
+                                    "(e.g. test_x_slow.py with pytestmark = pytest.mark.slow)")
+
+
 # the slow tier's longest files (CI, 2026-11-24: the Slurm tests, a fixture shared by the file, a
 # 4-job parity command, the browser's sweep, ...), started first. xdist's loadgroup then puts the
 # groups with the most tests first (the Slurm group, ~7 min, mostly waiting on its cluster).
-LONGEST_FIRST = ("test_slurm.py", "test_slurm_nodes.py", "test_load.py", "test_parity.py", "test_ui.py", "test_multiprocess.py",
+LONGEST_FIRST = ("test_slurm.py", "test_slurm_nodes.py", "test_load.py", "test_parity.py", "test_ui_slow.py", "test_multiprocess.py",
                  "test_sweep_repeats_resume.py", "test_sweeps.py", "test_training.py",
                  "test_tasks.py")
 

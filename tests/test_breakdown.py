@@ -117,7 +117,8 @@ def test_breakdown_attributes_injected_costs(cli):
     for s, b in base.items():
         # every part measured, and other = the rest of the mean step (so the four add up to it)
         for f in (b, slow[s], deep[s]):
-            assert all(f[p] >= 0 for p in PARTS), report[s]
+            assert sum(f[p] for p in (*PARTS, "other")) == pytest.approx(
+                1000 * 64 / f["rate"]), report[s]  # global batch 64 / examples per s = mean step
             assert f["e2e"] > 0 and f["e2e"] < f["rate"], report[s]  # start-up-free, eval included
             assert f["lr"] == pytest.approx(f["model_lr"])  # learning_rate_scaling=none: as is
         # slow input: the input part grows by >= half the injected 20 ms, becomes the largest
@@ -160,7 +161,8 @@ def test_profile_leaves_a_trace_artifact_and_scaled_rate_is_logged(cli):
     assert traces and traces[0].file_size > 1000, list(files("profile"))
     assert traces[0].path.startswith("profile/plugins/profile/")  # the layout xprof reads
     m = run.data.metrics
-    assert all(m[f"perf/step_{p}_ms"] >= 0 for p in PARTS)
+    assert sum(m[f"perf/step_{p}_ms"] for p in (*PARTS, "other")) == pytest.approx(
+        1000 * float(run.data.params["global_batch_size"]) / m["perf/examples_per_sec"])
     assert "bottleneck:" in r.stdout
 
 

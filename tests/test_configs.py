@@ -1,12 +1,11 @@
 """Every option composes; bad inputs fail in one line before TensorFlow (no TF imported here)."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import CONF, run_in_process
+from helpers import CONF
 from distexp.config import schema as C
 from distexp.config import checks
 from distexp import errors
@@ -44,7 +43,7 @@ def test_every_option_composes(compose, group, option):
     cfg = compose(f"{group}={option}", *EXTRA.get((group, option), []))
     if group != "tracking":
         assert cfg[group].name == option
-    checks.validate(cfg) if (group, option) not in () else None
+    assert checks.validate(cfg) is None
 
 
 def test_defaults_are_the_contract(compose):
@@ -59,14 +58,7 @@ def test_defaults_are_the_contract(compose):
 
 
 @pytest.mark.parametrize("overrides,needle", [
-    (["epochs=-1"], "epochs: received -1; expected >= 1"),
-    (["epochs=0"], "epochs: received 0"),
-    (["batch_size_per_replica=0"], "batch_size_per_replica: received 0"),
-    (["cpu_replicas=0"], "cpu_replicas: received 0"),
-    (["global_batch_size=65", "cpu_replicas=2"], "global_batch_size: received 65"),
-    (["strategy=central", "loop=fit"], "loop: received 'fit' with strategy=central"),
     (["strategy.cross_device_ops=bogus"], "strategy.cross_device_ops: received 'bogus'"),
-    (["model.optimizer=adagrad"], "model.optimizer: received 'adagrad'; valid: adam, sgd, rmsprop"),
     (["learning_rate=-0.1"], "learning_rate: received -0.1"),
     (["dataset=synthetic", "dataset.shape=[0,4,3]"], "dataset.shape: received [0, 4, 3]"),
 ])
@@ -89,10 +81,19 @@ def test_gpus_resolution():
 
 
 def test_visible_gpus_honours_cuda_visible_devices(monkeypatch, tmp_path):
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert resolved.visible_gpus() == 0
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
-    assert resolved.visible_gpus() == 0
+    """A driver that lists 4 GPUs (a fake /proc/driver/nvidia/gpus): CUDA_VISIBLE_DEVICES picks
+    among them, hides them all ("" or -1), and cannot add GPUs the driver does not have."""
+    driver = tmp_path / "gpus"
+    for bus in ("0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "0000:04:00.0"):
+        (driver / bus).mkdir(parents=True)
+    monkeypatch.setattr(resolved, "NVIDIA_GPUS", str(driver))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert resolved.visible_gpus() == 4
+    for env, visible in (("", 0), ("-1", 0), ("1", 1), ("0,2", 2), ("0,1,2,3,4,5", 4)):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", env)
+        assert (env, resolved.visible_gpus()) == (env, visible)
+    monkeypatch.setattr(resolved, "NVIDIA_GPUS", str(tmp_path / "no-driver"))
+    assert resolved.visible_gpus() == 0  # no driver: no GPU, whatever the variable says
 
 
 def test_replicas_and_global_batch(compose):
@@ -146,48 +147,6 @@ def test_a_users_model_and_data_are_named_by_their_factory():
               "model.name": "custom", "model.factory": "mymodels:mnist_convnet",
               "dataset.name": "digits", "loop.name": "custom"}
     assert description(params) == "mirrored, 1 replica, global batch 64 (mnist_convnet on digits, custom loop)"
-
-
-# The CLI's entry point in this process (no process may start): one line on stderr, exit 2, no
-# traceback, no run.
-@pytest.mark.parametrize("args,expected", [
-    (["strategy=bogus"], "distexp: error: strategy: received 'bogus'; valid: central, mirrored, "
-                         "multiworker, one_device, ps"),
-    (["model=vgg"], "distexp: error: model: received 'vgg'; valid: "),
-    (["epochs=abc"], "distexp: error: epochs: received 'abc'; expected integer"),
-    (["epochs=-1"], "distexp: error: epochs: received -1; expected >= 1"),
-    (["gpus=2"], "distexp: error: gpus: received 2; 0 GPU(s) visible on this machine. "
-                 "To run on CPU use gpus=0 cpu_replicas=2"),
-    (["cpu_replicas=2", "global_batch_size=65"], "distexp: error: global_batch_size: received 65; "
-                                                 "it must divide evenly over 2 replicas (try 64)"),
-    (["epocs=3"], "distexp: error: epocs: unknown key"),
-    (["strategy.cross_device_ops=nccl"], "distexp: error: strategy.cross_device_ops: received "
-                                         "'nccl'; NCCL needs GPUs and this job trains on CPU"),
-    (["strategy.cros_device_ops=nccl"], "distexp: error: strategy.cros_device_ops: unknown key"),
-])
-def test_cli_bad_input_is_one_line(tmp_path, args, expected):
-    r = run_in_process(args, tmp_path, env={"CUDA_VISIBLE_DEVICES": ""})
-    assert r.returncode == 2, r
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, r
-    assert lines[0].startswith(expected), r
-    assert "Traceback" not in r.out
-    assert not (tmp_path / "outputs" / "mlflow.db").exists(), "no MLflow run for a rejected job"
-
-
-@pytest.mark.integration
-def test_help_and_cfg_do_not_import_tensorflow(cli):
-    code = ("import sys, runpy; sys.argv=['distexp','--cfg','job']; "
-            "import distexp.__main__ as m\n"
-            "try:\n    m.cli()\nexcept SystemExit:\n    pass\n"
-            "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n"
-            "assert 'mlflow' not in sys.modules, 'mlflow imported'\nprint('CLEAN')")
-    import subprocess
-    r = subprocess.run([sys.executable, "-c", code], cwd=cli.cwd, capture_output=True, text=True)
-    assert "CLEAN" in r.stdout, r.stderr
-    assert "strategy:" in r.stdout
-    r = cli("--help", timeout=60)
-    assert r.returncode == 0 and "strategy: central, mirrored, multiworker, one_device, ps" in r.stdout
 
 
 def test_every_optimizer_the_schema_accepts_is_registered():

@@ -4,13 +4,12 @@ figure; the peak FLOP/s micro-benchmark returns a sane number. Runs TensorFlow i
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
-from helpers import ROOT
+from helpers import child_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("flops")]  # one `counted` per worker
 
@@ -33,7 +32,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def counted():
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env = child_env(tests=False, TF_CPP_MIN_LOG_LEVEL="2")
     p = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env,
                        timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]

@@ -56,13 +56,25 @@ def test_failed_run_creation_stops_the_chief(tmp_path, monkeypatch):
     assert fwd.close() is None and fwd.error.startswith("tracking.uri")
 
 
-def test_no_job_process_means_no_logging(monkeypatch):
+def test_no_job_process_means_no_logging(monkeypatch, tmp_path):
+    """A trainer with no job process above it (no sink, no gate in its environment): the logger
+    neither waits for a run nor writes a record anywhere."""
+    from distexp.tracking import sink
+
+    def no_wait(seconds):
+        raise AssertionError(f"waited {seconds} s for a gate no job process will open")
+
     for k in (tracking.SINK_ENV, tracking.GATE_ENV):
         monkeypatch.delenv(k, raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sink.time, "sleep", no_wait)
     log = tracking.RunLogger()
-    assert not log.enabled
+    assert not log.enabled and (log.sink, log.gate) == (None, None)
     log.wait_ready()
+    log.log_params({"devices": "/cpu:0"})
     log.log_metrics({"a": 1.0}, step=1)
+    log.close()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_chief_gives_up_at_a_gate_that_never_opens(tmp_path, monkeypatch):

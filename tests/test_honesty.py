@@ -5,25 +5,13 @@ without losing the one-line error for an unreachable server. No timed assertions
 from __future__ import annotations
 
 import csv
-import json
 import math
-import subprocess
-import sys
 
 import pytest
 
-from helpers import ROOT, mlflow_runs
+from helpers import mlflow_runs, run_probe
 
 pytestmark = pytest.mark.slow
-
-
-def _probe(tmp_path, *overrides):
-    env = {"PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    p = subprocess.run([sys.executable, str(ROOT / "tests" / "honesty_probe.py"),
-                        str(tmp_path / "job"), *overrides], capture_output=True, text=True,
-                       env={**__import__("os").environ, **env}, timeout=300)
-    assert p.returncode == 0, p.stderr[-3000:]
-    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 # timed steps: 60 - the calls holding any of the 10 warm-up steps (fit auto: k = 15, the
@@ -32,9 +20,10 @@ def _probe(tmp_path, *overrides):
                                           ("custom", "auto", 50), ("fit", "auto", 45)])
 def test_logged_rate_matches_a_stopwatch_outside_the_loop(tmp_path, loop, k, timed):
     G = 64
-    out = _probe(tmp_path, "strategy=one_device", f"loop={loop}", f"steps_per_execution={k}",
-                 "epochs=1", "steps_per_epoch=60", "warmup_steps=10", f"global_batch_size={G}",
-                 "target_accuracy=1.0")
+    out = run_probe("honesty_probe.py", tmp_path / "job", "strategy=one_device", f"loop={loop}",
+                    f"steps_per_execution={k}", "epochs=1", "steps_per_epoch=60",
+                    "warmup_steps=10", f"global_batch_size={G}", "target_accuracy=1.0",
+                    TF_CPP_MIN_LOG_LEVEL="2")
     final = out["final"]
     # never reached: null, not 0; the peak is the CPU's theoretical one (no benchmark, no load)
     assert final["perf/time_to_accuracy_s"] is None
@@ -50,7 +39,7 @@ def test_logged_rate_matches_a_stopwatch_outside_the_loop(tmp_path, loop, k, tim
     assert final["perf/examples_per_sec_per_replica"] == final["perf/examples_per_sec"]
 
 
-def _losses(job):
+def _steps_and_losses(job):
     with open(job / "steps.csv") as f:
         return [(int(r["step"]), float(r["loss"])) for r in csv.DictReader(f)]
 
@@ -62,7 +51,7 @@ def test_steps_per_call_keep_every_step_loss(cli):
     for job, k in ((one, 1), (four, 4)):
         r = cli(f"hydra.run.dir={job}", f"steps_per_execution={k}", *args)
         assert r.returncode == 0, r
-    a, b = _losses(one), _losses(four)
+    a, b = _steps_and_losses(one), _steps_and_losses(four)
     assert [s for s, _ in a] == [s for s, _ in b] == list(range(1, 45))
     assert max(abs(x - y) for (_, x), (_, y) in zip(a, b)) < 1e-5
 

@@ -194,7 +194,7 @@ def test_processes_without_tensorflow_never_reach_the_train_side():
 
 def test_test_files_share_helpers_through_helpers_only():
     """A test file never imports another test file (issue 15): what tests share lives in
-    tests/helpers.py (and factories.py, servers.py), so a tier can run any file alone."""
+    tests/helpers/ (and factories.py, servers.py), so a tier can run any file alone."""
     offenders = []
     for path in sorted((ROOT / "tests").glob("test_*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -202,6 +202,26 @@ def test_test_files_share_helpers_through_helpers_only():
                      [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             offenders += [f"{path.name}: {n}" for n in names if n.startswith("test_")]
     assert not offenders, offenders
+
+
+def test_no_helper_defined_in_two_test_files():
+    """What test files share lives in tests/helpers/ (issue 27): a module-level helper of one name
+    in two test files is a copy, or two meanings under one name. A fixture is a file's own by
+    pytest's design (`toy` plugs a strategy in one file, a cluster kind in another), but the same
+    fixture body twice is a copy."""
+    names: dict = {}
+    bodies: dict = {}
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if not isinstance(node, ast.FunctionDef) or node.name.startswith("test_"):
+                continue
+            if any("fixture" in ast.unparse(d) for d in node.decorator_list):
+                body = ast.dump(ast.Module(body=node.body, type_ignores=[]))
+                bodies.setdefault(body, []).append(f"{path.name}:{node.name}")
+            else:
+                names.setdefault(node.name, []).append(path.name)
+    assert {name: files for name, files in names.items() if len(files) > 1} == {}
+    assert [where for where in bodies.values() if len(where) > 1] == []
 
 
 

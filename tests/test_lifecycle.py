@@ -2,7 +2,6 @@
 exit, and no training process left behind."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, mlflow_runs, processes_mentioning
+from helpers import child_env, mlflow_runs, processes_mentioning
 from helpers import processes_with  # noqa: F401  (tests/test_slurm.py imports both from here)
 
 pytestmark = pytest.mark.slow
@@ -62,7 +61,7 @@ def test_timeout_stops_a_hung_job(cli):
                                              (signal.SIGTERM, "KILLED", 130)])
 def test_interrupt_kills_the_run_and_its_processes(cli, sig, status, code):
     job = cli.cwd / "job"
-    env = dict(os.environ, PYTHONPATH=f"{ROOT}:{ROOT / 'tests'}")
+    env = child_env()
     p = subprocess.Popen([sys.executable, "-m", "distexp", f"hydra.run.dir={job}", "model=custom",
                           "model.factory=factories:hang"], cwd=cli.cwd, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, mlflow_runs, processes_mentioning
+from helpers import ROOT, child_env, mlflow_runs, processes_mentioning
+from helpers.browser import (chromium_page, close_assistant, expand_parent_runs, need_chromium,
+                             toggle_columns)
 from servers import MlflowServer, Rest, free_port, metrics, tags
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("load")]  # one `sweeps` per worker
@@ -25,16 +27,13 @@ TINY = ["strategy=one_device", "model=mlp", "dataset=synthetic", "dataset.shape=
         "batch_size_per_replica=16",
         "measure_peak_flops=false", "measure_step_split=false"]  # the ~0.5-1 s peak benchmark x 27 jobs; no MFU checked here
 BIG = 10  # 4 sweeps write at once (the load); the big one outlasts the others
-CHROMIUM = "/usr/bin/chromium"
 # The screenshot docs/mlflow-ui-sweep.png is refreshed only when asked (DISTEXP_UPDATE_SCREENSHOT=1): a test run
 # must not rewrite tracked files.
 README_SCREENSHOT = ROOT / "docs" / "mlflow-ui-sweep.png"
 
 
-def _sweep(cwd: Path, sweep_dir: Path, uri: str, seeds: str, experiment: str = "distexp"):
-    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
-    env["PYTHONPATH"] = f"{ROOT}:{ROOT / 'tests'}"
-    env["CUDA_VISIBLE_DEVICES"] = ""
+def _sweep_process(cwd: Path, sweep_dir: Path, uri: str, seeds: str, experiment: str = "distexp"):
+    env = child_env(CUDA_VISIBLE_DEVICES="")
     log = open(cwd / f"{sweep_dir.name}.out", "w")
     return subprocess.Popen(
         [sys.executable, "-m", "distexp", "-m", f"hydra.sweep.dir={sweep_dir}",
@@ -48,10 +47,10 @@ def sweeps(tmp_path_factory, mlflow_server):
     base = tmp_path_factory.mktemp("load")
     sqlite = f"sqlite:///{base / 'outputs' / 'mlflow.db'}"
     procs = {
-        "big": _sweep(base, base / "big", sqlite, f"range(0,{BIG})"),
-        "side": _sweep(base, base / "side", sqlite, "100,101,102"),
-        "srv-a": _sweep(base, base / "srv-a", mlflow_server.url, "200,201", "load"),
-        "srv-b": _sweep(base, base / "srv-b", mlflow_server.url, "300,301", "load"),
+        "big": _sweep_process(base, base / "big", sqlite, f"range(0,{BIG})"),
+        "side": _sweep_process(base, base / "side", sqlite, "100,101,102"),
+        "srv-a": _sweep_process(base, base / "srv-a", mlflow_server.url, "200,201", "load"),
+        "srv-b": _sweep_process(base, base / "srv-b", mlflow_server.url, "300,301", "load"),
     }
     codes = {}
     try:
@@ -124,56 +123,36 @@ def look_at_runs(url: str, experiment_id: str, run_name: str, n_runs: int, scree
     """Open the experiment's runs table in headless Chromium, add the perf/examples_per_sec
     column, check what is on screen (`run_name`: text of a row that must appear; `n_runs`: the
     runs the UI must count), save a screenshot."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        # Playwright gives the browser a fresh, empty profile dir of its own
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-quic",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"])
-        try:
-            page = browser.new_page(viewport={"width": 1500, "height": 900})
-            page.goto(f"{url}/#/experiments/{experiment_id}/runs")
-            page.get_by_text(run_name).first.wait_for(timeout=90_000)
-            matching = f"{n_runs} matching run" + ("s" if n_runs > 1 else "")
-            page.get_by_text(matching).first.wait_for(timeout=30_000)
-            close = page.get_by_role("button", name="Close", exact=True)  # the Assistant panel
-            if close.count():
-                close.first.click()
-            page.get_by_role("button", name="Columns").click()
-            # hide three empty attribute columns, show the figures a sweep is compared by
-            for column in ("Dataset", "Source", "Models", "perf/examples_per_sec", "eval/accuracy",
-                           "seed"):
-                page.get_by_text(column, exact=True).last.click()
-            page.keyboard.press("Escape")
-            # expand the sweeps: their jobs (child runs, with their figures) appear under them
-            for toggle in page.get_by_role("button", name="", exact=True).all():
-                if toggle.is_visible() and toggle.bounding_box() and toggle.bounding_box()["x"] < 400:
-                    toggle.click()
-            header = page.get_by_role("columnheader", name="perf/examples_per_sec").first
-            header.wait_for(timeout=30_000)
-            box = header.bounding_box()
-            assert header.is_visible() and box and box["x"] + box["width"] <= 1500, box
-            # a sweep's jobs are nested under its parent run: both sweeps' parent rows are on
-            # screen, and "N matching runs" above counted parents and children
-            assert page.get_by_text(re.compile(r"^sweep-\d{8}-")).count() >= 2
-            # expanded: the jobs' rows (child runs) are listed under their sweeps
-            page.get_by_text(re.compile(r"^one_device-r1-seed=\d+-mlp")).first.wait_for(timeout=30_000)
-            assert page.get_by_text(re.compile(r"^one_device-r1-seed=\d+-mlp")).count() >= 10
-            page.wait_for_timeout(500)
-            screenshot.parent.mkdir(exist_ok=True)
-            page.screenshot(path=str(screenshot))
-        finally:
-            browser.close()
+    with chromium_page(1500, 900) as page:
+        page.goto(f"{url}/#/experiments/{experiment_id}/runs")
+        page.get_by_text(run_name).first.wait_for(timeout=90_000)
+        matching = f"{n_runs} matching run" + ("s" if n_runs > 1 else "")
+        page.get_by_text(matching).first.wait_for(timeout=30_000)
+        close_assistant(page)
+        # hide three empty attribute columns, show the figures a sweep is compared by
+        toggle_columns(page, ("Dataset", "Source", "Models", "perf/examples_per_sec",
+                              "eval/accuracy", "seed"))
+        # expand the sweeps: their jobs (child runs, with their figures) appear under them
+        expand_parent_runs(page)
+        header = page.get_by_role("columnheader", name="perf/examples_per_sec").first
+        header.wait_for(timeout=30_000)
+        box = header.bounding_box()
+        assert header.is_visible() and box and box["x"] + box["width"] <= 1500, box
+        # a sweep's jobs are nested under its parent run: both sweeps' parent rows are on
+        # screen, and "N matching runs" above counted parents and children
+        assert page.get_by_text(re.compile(r"^sweep-\d{8}-")).count() >= 2
+        # expanded: the jobs' rows (child runs) are listed under their sweeps
+        page.get_by_text(re.compile(r"^one_device-r1-seed=\d+-mlp")).first.wait_for(timeout=30_000)
+        assert page.get_by_text(re.compile(r"^one_device-r1-seed=\d+-mlp")).count() >= 10
+        page.wait_for_timeout(500)
+        screenshot.parent.mkdir(exist_ok=True)
+        page.screenshot(path=str(screenshot))
 
 
 def test_mlflow_ui_shows_the_sweep(sweeps, tmp_path):
     """`mlflow server` on the 10-job store, opened in Debian's Chromium (driven by Playwright):
     the runs and the perf/examples_per_sec column are on screen; the screenshot goes to docs/."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} not found (apt-get install chromium; .ci/run does)")
-    pytest.importorskip("playwright.sync_api")
+    need_chromium()
     ui = MlflowServer.start(sweeps["sqlite"], tmp_path / "artifacts", tmp_path / "ui.log")
     try:
         exp = Rest(ui.url).experiment_id("distexp")

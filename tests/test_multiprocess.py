@@ -3,7 +3,6 @@ parity with one device, a SIGKILLed worker and the resume after it, and clusters
 the way TFJob (TF_CONFIG), srun (SLURM_*) or two hosts (network namespaces) start them."""
 from __future__ import annotations
 
-import csv
 import json
 import os
 import shutil
@@ -17,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, mlflow_runs, processes_mentioning, processes_with, run_cli
+from distexp.parity import losses as _losses
+from helpers import (cli_env as _env, mlflow_runs, processes_mentioning, processes_with,
+                     run_cli)
 
 pytestmark = pytest.mark.slow
 BASE = pytest.mark.xdist_group("multiprocess-base")  # CI's xdist: the tests sharing `base` share a worker, so it runs once
@@ -26,15 +27,6 @@ BASE = pytest.mark.xdist_group("multiprocess-base")  # CI's xdist: the tests sha
 # dominates): ps, asynchronous, lands within 4 points of one device only near the plateau
 COMMON = ["global_batch_size=64", "epochs=10", "warmup_steps=2"]
 TINY = ["epochs=1", "steps_per_epoch=4", "warmup_steps=1", "measure_step_split=false"]
-
-
-def _env():
-    return dict(os.environ, PYTHONPATH=f"{ROOT}:{ROOT / 'tests'}", TF_CPP_MIN_LOG_LEVEL="3")
-
-
-def _losses(job: Path):
-    with open(job / "steps.csv") as f:
-        return [float(r["loss"]) for r in csv.DictReader(f)]
 
 
 def _result(job: Path) -> dict:

@@ -14,56 +14,14 @@ uninterrupted reference of the resume test and the port-clash retry there, so it
 """
 from __future__ import annotations
 
-import csv
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from distexp.parity import losses as _losses
+from helpers import finished_job as _job
+
+pytestmark = pytest.mark.slow
 
 
-def _job(cli, name, *args):
-    job = cli.cwd / name
-    r = cli(f"hydra.run.dir={job}", "tracking.enabled=false", *args)
-    assert r.returncode == 0, r
-    return job, r
-
-
-def _losses(job: Path):
-    with open(job / "steps.csv") as f:
-        return [float(row["loss"]) for row in csv.DictReader(f)]
-
-
-@pytest.mark.parametrize("args, line", [
-    (["strategy=one_device"], "strategy: received 'one_device'; parity compares a strategy with "
-                              "one_device: choose another strategy"),
-    (["strategy=mirrored,central,mirrored"], "strategy: received mirrored,central,mirrored; each "
-                                             "strategy once"),
-    (["strategy=central,one_device"], "strategy: received 'one_device'; parity compares"),
-    (["strategy=ps", "workers=2"], "workers: received 2 with strategy=ps; its steps update "
-                                   "asynchronously"),
-    (["--steps", "0", "strategy=mirrored"], "--steps: received 0; expected >= 1"),
-])
-def test_parity_refuses_bad_input_in_one_line_before_any_run(capsys, tmp_path, args, line):
-    from distexp import parity
-
-    assert parity.main(["--out", str(tmp_path / "p"), *args]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"distexp.parity: error: {line}"), err
-    assert not (tmp_path / "p").exists()  # nothing ran
-
-
-def test_parity_strategies_list():
-    from distexp.parity import strategies
-
-    assert strategies(["cpu_replicas=2", "strategy=mirrored, central"]) == ["mirrored", "central"]
-    assert strategies(["strategy=ps"]) == ["ps"] and strategies(["workers=2"]) == []
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize("loop", ["custom", "fit"])
 def test_two_replicas_reproduce_one_device(cli, loop):
     """Same seed, same data order, same global batch: 2 replicas must give the 1-device losses."""
@@ -114,7 +72,6 @@ def _parity(cli, *args):
     return r, figures
 
 
-@pytest.mark.slow
 def test_seq2seq_parity_per_token_loss_is_exact(cli):
     """2 replicas (mirrored, central, multiworker) reproduce one device's per-step seq2seq
     losses within 1e-5: the per-token mean is exact though the replicas hold different numbers
@@ -130,7 +87,6 @@ def test_seq2seq_parity_per_token_loss_is_exact(cli):
     assert "parity: mirrored OK, central OK, multiworker OK" in r.stdout, r.stdout
 
 
-@pytest.mark.slow
 def test_parity_fails_a_mean_of_replica_means(cli):
     r, f = _parity(cli, "strategy=mirrored", "cpu_replicas=2", *varied_pairs(cli.cwd / "v.txt"),
                    "task.factory=factories:seq2seq_replica_mean_task")
@@ -139,7 +95,6 @@ def test_parity_fails_a_mean_of_replica_means(cli):
     assert "parity: FAILED: a mean of replica means" in r.stdout, r.stdout
 
 
-@pytest.mark.slow
 def test_parity_names_the_seed_loops_mistake(cli):
     """Per-replica reduce_mean, then summed over replicas: the loss and gradient are N x. (The
     same command without the mistake passes: test_two_replicas_reproduce_one_device[custom] runs
@@ -149,49 +104,3 @@ def test_parity_names_the_seed_loops_mistake(cli):
     assert r.returncode == 1, r
     assert f["mirrored"]["ratio"] == pytest.approx(2.0, rel=1e-3), r.stdout
     assert "parity: FAILED: the loss is scaled by N=2" in r.stdout, r.stdout
-
-
-MIRRORED = textwrap.dedent("""
-    import numpy as np, tensorflow as tf, keras
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from distexp.models.seq2seq import build_gru_seq2seq
-    rng = np.random.default_rng(0)
-    src = rng.integers(4, 20, size=(8, 6)).astype(np.int32); tgt = rng.integers(4, 15, size=(8, 5)).astype(np.int32)
-    tgt[:, 0] = 2
-    for i in range(8):
-        src[i, 1 + i % 6:] = 0; tgt[i, 1 + i % 5:] = 0
-    keras.utils.set_random_seed(0)
-    one = build_gru_seq2seq(20, 15, embedding_dim=8, units=16, max_target_len=5)
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    with strategy.scope():
-        m = build_gru_seq2seq(20, 15, embedding_dim=8, units=16, max_target_len=5)
-    m.set_weights(one.get_weights())
-    ds = strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices((src, tgt)).batch(8))
-    @tf.function
-    def run(batch):
-        def replica(s, t):
-            with tf.GradientTape() as tape:
-                logits = m((s, t), training=True)
-                loss = tf.reduce_sum(logits)
-            grads = tape.gradient(loss, m.trainable_variables)
-            return logits, m.greedy_decode(s, 5), tf.add_n([tf.reduce_sum(g) for g in grads])
-        return strategy.run(replica, args=batch)
-    logits, ids, _ = run(next(iter(ds)))
-    logits = tf.concat(strategy.experimental_local_results(logits), 0).numpy()
-    ids = tf.concat(strategy.experimental_local_results(ids), 0).numpy()
-    print("DIFF", np.abs(logits - one((src, tgt)).numpy()).max(), (ids == one.greedy_decode(src, 5).numpy()).all())
-""")
-
-
-@pytest.mark.integration
-def test_mirrored_strategy_run_matches_one_device():
-    """Built in MirroredStrategy.scope() over 2 logical CPUs, called in strategy.run in a
-    tf.function (forward, gradients, greedy decoding): the same logits as one device. A fresh
-    process: logical devices cannot change once TensorFlow has started."""
-    out = subprocess.run([sys.executable, "-c", MIRRORED], capture_output=True, text=True, cwd=ROOT,
-                         timeout=120)
-    line = [x for x in out.stdout.splitlines() if x.startswith("DIFF")]
-    assert line, out.stderr[-3000:]
-    _, diff, same_ids = line[0].split()
-    assert float(diff) < 1e-5 and same_ids == "True"

@@ -4,15 +4,6 @@ from __future__ import annotations
 import pytest
 
 from distexp.figures import meter as perf
-from helpers import Clock
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    c = Clock()
-    monkeypatch.setattr(perf.time, "perf_counter", c)
-    monkeypatch.setattr(perf.time, "time", lambda: 1000.0 + c.t)
-    return c
 
 
 def test_warmup_steps_are_not_timed(clock):

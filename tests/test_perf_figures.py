@@ -9,16 +9,6 @@ import pytest
 from distexp.figures import meter as perf
 from distexp.train import progress
 from distexp.tracking import RunLogger
-from helpers import Clock  # noqa: F401
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    c = Clock()
-    monkeypatch.setattr(perf.time, "perf_counter", c)
-    monkeypatch.setattr(perf.time, "time", lambda: 1000.0 + c.t)
-    monkeypatch.setattr(progress.time, "perf_counter", c)
-    return c
 
 
 def test_input_wait_share_counts_only_timed_steps(clock):

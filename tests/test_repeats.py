@@ -54,15 +54,6 @@ def test_batches_keep_job_numbers():
     assert batches(launch, 2) == [(1, [["a"], ["b"]]), (5, [["c"], ["d"]]), (7, [["e"]])]
 
 
-@pytest.mark.integration
-def test_repeats_with_another_sweeper_is_one_line(cli):
-    r = cli("-m", "hparams_search=optuna", "repeats=3", timeout=120)
-    assert r.returncode == 2, r
-    assert r.stderr.strip().splitlines()[-1] == (
-        "distexp: error: repeats: received 3 with the OptunaSweeper; repeats are run by distexp's "
-        "sweeper (hydra/sweeper=distexp, the default): drop repeats")
-
-
 def test_t_quantiles_match_the_tables():
     for p, df, table in [(0.975, 1, 12.7062), (0.975, 2, 4.3027), (0.975, 4, 2.7764),
                          (0.975, 10, 2.2281), (0.8, 4, 0.9410), (0.975, 30, 2.0423)]:

@@ -3,7 +3,6 @@ efficiency, the missing-baseline wording, valid PNGs, artifacts on the parent ru
 from __future__ import annotations
 
 import csv
-import sys
 
 import pytest
 
@@ -88,16 +87,3 @@ def test_report_cli_unknown_sweep(store, capsys):
     err = capsys.readouterr().err.strip()
     assert err == ("distexp.report: error: --sweep-id: found no sweep 'nope' in experiment "
                    "'distexp'; run `python -m distexp -m ...` or pass --filter to report any runs")
-
-
-@pytest.mark.integration
-def test_report_and_sweeps_do_not_import_tensorflow():
-    """In a fresh interpreter (the test process itself may have imported TensorFlow earlier)."""
-    import subprocess
-
-    code = ("import sys\nimport distexp.report, distexp.report.scaling, distexp.report.plots, distexp.sweeps.planning, "
-            "distexp.sweeps, distexp.figures.stats, distexp.parity, distexp.config.checks, distexp.strategies, "
-            "distexp.tasks\n"
-            "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\nprint('CLEAN')")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert "CLEAN" in r.stdout, r.stderr

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from distexp.parity import losses
-from helpers import ROOT, mlflow_runs, processes_mentioning
+from helpers import child_env, mlflow_runs, processes_mentioning
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ def _error_lines(r):
     return [ln for ln in r.stderr.splitlines() if ln.startswith("distexp: error:")]
 
 
-def _run(cli, name):
+def _run_of(cli, name):
     _, runs = mlflow_runs(cli.uri)
     found = [x for x in runs if x.data.tags.get("distexp.job_dir") == str(cli.cwd / name)]
     assert len(found) == 1, [x.data.tags.get("distexp.job_dir") for x in runs]
@@ -54,7 +54,7 @@ def test_a_resumed_job_with_dropout_trains_to_the_uninterrupted_losses(cli):
     whole = losses(cli.cwd / "whole")
     assert len(whole) == 20 and losses(cli.cwd / "first") == whole[:10]
     assert losses(cli.cwd / "resumed") == whole[10:]
-    run = _run(cli, "resumed")
+    run = _run_of(cli, "resumed")
     assert run.info.status == "FINISHED"
     assert run.data.tags["distexp.resumed_from_step"] == "10"
 
@@ -103,7 +103,7 @@ def test_a_full_disk_at_a_checkpoint_is_one_line_and_resume_continues_once_there
     assert free < needed == sum(len(b) for b in kept.values())
     assert not list(ck.glob("*_temp*")) and not list(ck.glob("ckpt-10*")), sorted(os.listdir(ck))
     assert {p.name: p.read_bytes() for p in ck.glob("ckpt-5.*")} == kept  # intact
-    assert _run(cli, "full").info.status == "FAILED"
+    assert _run_of(cli, "full").info.status == "FAILED"
     assert processes_mentioning(str(full)) == []
 
     filler.unlink()  # room again: the same command with resume=true finishes from ckpt-5
@@ -128,7 +128,7 @@ def test_a_truncated_checkpoint_falls_back_to_the_newest_whole_one_or_stops_in_o
             f"restored the newest checkpoint that reads back whole, {ck}/ckpt-5 (step 5)")
     assert said in r.stdout.splitlines(), r
     assert "Traceback" not in r.out
-    tags = _run(cli, "fallback").data.tags
+    tags = _run_of(cli, "fallback").data.tags
     assert tags["distexp.resume_fallback"] == (
         f"{data} cannot be read back (IndexError: Read less bytes than requested); restored "
         f"{ck}/ckpt-5")
@@ -146,14 +146,14 @@ def test_a_truncated_checkpoint_falls_back_to_the_newest_whole_one_or_stops_in_o
         f"{ck}/ckpt-15.index (OpError: file is too short to be an sstable), and 2 older; valid: "
         "restore those files from a copy, another checkpoint.dir, or resume=false (a fresh start, "
         "which deletes them)"], r
-    assert _run(cli, "stop").info.status == "FAILED"
+    assert _run_of(cli, "stop").info.status == "FAILED"
     assert processes_mentioning(str(stop)) == []
 
 
 def _long_job(cli, ck: Path, job: Path):
     """A job of 100,000 epochs, returned once its first checkpoint is written."""
     args = ["strategy=one_device", *DROPOUT, f"checkpoint.dir={ck}", "epochs=100000"]
-    env = dict(os.environ, PYTHONPATH=f"{ROOT}:{ROOT / 'tests'}")
+    env = child_env()
     p = subprocess.Popen([sys.executable, "-m", "distexp", *args, f"hydra.run.dir={job}"],
                          cwd=cli.cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
@@ -193,7 +193,7 @@ def test_a_checkpoint_dir_turned_read_only_is_one_line_and_the_last_checkpoint_s
         lines[0]), lines[0]
     assert not [n for n in kept if "_temp" in n or n.startswith(f"ckpt-{step + 5}")], kept
     assert kept[f"ckpt-{step}.data-00000-of-00001"] > 0
-    assert _run(cli, "job").info.status == "FAILED"
+    assert _run_of(cli, "job").info.status == "FAILED"
     assert processes_mentioning(str(job)) == []
 
 
@@ -213,5 +213,5 @@ def test_ctrl_c_names_the_checkpoint_kept_and_the_resume_command(cli):
     path, n, step, command = m.groups()
     assert n == step and int(step) % 5 == 0 and Path(path + ".index").is_file()
     assert shlex.split(command) == ["python", "-m", "distexp", *args, "resume=true"]
-    assert _run(cli, "job").info.status == "KILLED"
+    assert _run_of(cli, "job").info.status == "KILLED"
     assert processes_mentioning(str(job)) == []

@@ -7,14 +7,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, mlflow_runs, run_cli
-from servers import Rest, free_port, params, tags
-from helpers import processes_mentioning
+from conftest import mlflow_runs, run_cli
+from servers import Rest, params, tags
+from helpers import child_env, processes_mentioning, wait_until as _wait
+
+pytestmark = pytest.mark.slow
 
 PW = "Pw-h18-q9Zk"  # unique to this file: other tests use other secrets on the shared server
 TINY = ["strategy=one_device", "model=mlp", "steps_per_epoch=3", "warmup_steps=1",
@@ -46,7 +47,6 @@ def _db_hits(postgres: str, needle: str) -> dict:
         conn.close()
 
 
-@pytest.mark.slow
 def test_a_password_in_the_uri_is_stored_and_printed_nowhere(mlflow_server, postgres, tmp_path):
     """A 4-job sweep (2 train, 2 fail their config check: a failed job's line and records too)
     and a single job, with user:password in tracking.uri against a real server: the password is
@@ -138,7 +138,6 @@ class _BasicAuthProxy:
         self.server.server_close()
 
 
-@pytest.mark.slow
 def test_mlflow_native_credentials_work(mlflow_server, tmp_path):
     """The way docs/tracking-and-ui.md recommends: MLFLOW_TRACKING_USERNAME /
     MLFLOW_TRACKING_PASSWORD in the environment, a plain URI. Through a proxy that refuses
@@ -163,90 +162,6 @@ def test_mlflow_native_credentials_work(mlflow_server, tmp_path):
         proxy.close()
 
 
-@pytest.mark.integration
-def test_an_unreachable_store_stops_a_sweep_once_before_any_job(tmp_path):
-    """The server is down: one line (no Hydra warning with a file path, no per-job repeat, no
-    password), exit 2, no job started (no job dir)."""
-    port = free_port()
-    r = run_cli(["-m", f"tracking.uri=http://alice:{PW}@127.0.0.1:{port}", "seed=0,1", *TINY],
-                tmp_path, timeout=120)
-    assert r.returncode == 2, r
-    lines = [ln for ln in r.out.splitlines() if ln.strip()]
-    assert lines == [f"distexp: error: tracking.uri: received 'http://***@127.0.0.1:{port}'; MLflow "
-                     "cannot be reached there ([Errno 111] Connection refused); valid: the URI of a "
-                     "running tracking server or store (check the URI and the server), or "
-                     "tracking.enabled=false"], r
-    assert not [p for p in (tmp_path / "outputs").rglob("*") if p.is_dir() and p.name.isdigit()]
-    shown = run_cli(["--cfg", "job", f"tracking.uri='https://u:{PW}@h/?token={PW}&x=1'"], tmp_path)
-    assert "uri: https://***@h/?token=***&x=1" in shown.stdout and PW not in shown.out, shown
-
-
-@pytest.mark.integration
-def test_a_setting_every_job_rejects_stops_the_sweep_once(tmp_path):
-    """Every job fails the same config check: one line, exit 2, the parent run FAILED, no child
-    run and no job dir; an unknown option anywhere in the sweep: one line before any job."""
-    r = run_cli(["-m", "seed=0,1,2", "epochs=0", *TINY], tmp_path, timeout=120)
-    assert r.returncode == 2, r
-    err = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert err == ["distexp: error: epochs: received 0; expected >= 1"], r
-    assert "Launching" not in r.stdout, r
-    _, runs = mlflow_runs(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
-    assert [(x.data.tags.get("distexp.run_kind"), x.info.status) for x in runs] == [
-        ("sweep", "FAILED")]
-    assert not [p for p in (tmp_path / "outputs").rglob("*") if p.is_dir() and p.name.isdigit()]
-
-    r = run_cli(["-m", "strategy=one_device,nosuch", "tracking.enabled=false"], tmp_path,
-                timeout=120)
-    assert r.returncode == 2, r
-    assert [ln for ln in r.out.splitlines() if ln.strip()] == [
-        "distexp: error: strategy: received 'nosuch'; valid: central, mirrored, multiworker, "
-        "one_device, ps, tpu"], r
-
-
-@pytest.mark.integration
-def test_owner_liveness_rules():
-    """A run is judged dead only on proof: same host, the pid gone, a zombie or reused; another
-    host, a heartbeat older than STALE_S. No owner tag, a live owner, a sweep parent elsewhere:
-    left alone."""
-    from distexp.tracking import owner
-
-    here = owner.host()
-    me = owner.owner_tags()
-    assert owner.dead(me) is None  # this process: alive
-    assert owner.dead({}) is None  # not distexp's: never touched
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    tags_gone = owner.owner_tags(gone.pid)
-    gone.wait()
-    assert "is gone" in owner.dead(tags_gone)
-    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
-    tags_z = owner.owner_tags(zombie.pid)
-    deadline = time.time() + 30
-    while owner._start_ticks(zombie.pid) is not None and time.time() < deadline:
-        time.sleep(0.05)  # exited, not yet reaped: a zombie counts as gone
-    assert "is gone" in owner.dead(tags_z)
-    zombie.wait()
-    _, pid, start = me[owner.OWNER_TAG].split()
-    reused = {owner.OWNER_TAG: f"{here} {pid} {int(start) - 1}"}
-    assert "another process" in owner.dead(reused)
-    now = time.time()
-    far = {owner.OWNER_TAG: "node-b 123 456", owner.BEAT_TAG: str(int(now - owner.STALE_S - 5))}
-    assert "no heartbeat" in owner.dead(far, now)
-    assert owner.dead({**far, owner.BEAT_TAG: str(int(now - 30))}, now) is None
-    assert owner.dead({**far, "distexp.run_kind": "sweep"}, now) is None
-    assert owner.dead({owner.OWNER_TAG: "node-b 123 456"}, now) is None  # no beat: no proof
-
-
-def _wait(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-@pytest.mark.slow
 def test_a_sigkilled_job_is_ended_failed_by_the_next_command(tmp_path):
     """kill -9 of the job process (its trainer dies with it: PR_SET_PDEATHSIG): the run stays
     RUNNING until the next distexp command on the store (here the report, which needs no
@@ -254,8 +169,7 @@ def test_a_sigkilled_job_is_ended_failed_by_the_next_command(tmp_path):
     left it RUNNING."""
     uri = f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}"
     job = tmp_path / "job"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
-    env.pop("HYDRA_FULL_ERROR", None)
+    env = child_env()
     proc = subprocess.Popen([sys.executable, "-m", "distexp", f"hydra.run.dir={job}",
                              "strategy=one_device", "model=mlp", "epochs=100000",
                              "tracking.system_metrics=false"],
@@ -295,22 +209,3 @@ def test_a_sigkilled_job_is_ended_failed_by_the_next_command(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-
-
-@pytest.mark.parametrize("text, secret", [
-    ("tracking.uri=http://alice:S3c,ret@h:5000/", "S3c,ret"),
-    ('tracking.uri="http://alice:pa\\"ss@h"', 'pa\\"ss'),
-    ("tracking.uri=http://alice:p@ss@host/x", "p@ss"),
-    ("#0 : tracking.uri=http\\://alice\\:S3cr[e]t@127.0.0.1\\:5399/ seed=0", "S3cr[e]t"),
-    ("http://alice:pa'ss@h/?token=abc&x=1", "pa'ss"),
-])
-def test_redact_text_masks_passwords_with_awkward_characters(text, secret):
-    """A password holding , " ' [ ] or @ is masked whole (the launcher line, .hydra/ files and
-    the overrides tag go through redact_text); the host and the rest stay readable."""
-    from distexp.tracking.store import redact_text
-
-    out = redact_text(text)
-    assert secret not in out and "***@" in out, out
-    assert "alice" not in out
-    assert out.split("***@", 1)[1][:1] in ("h", "1") and "token=***" in redact_text(
-        "http://u:p@h/?token=abc") and "x=1" in redact_text("http://h/?token=abc&x=1")

@@ -18,71 +18,31 @@ from pathlib import Path
 
 import pytest
 
-from helpers import (ROOT, cli_env, db_uri, distexp_cmd, mlflow_runs, processes_mentioning,
-                     processes_with, wait_until)
+from helpers import cli_env as _env, db_uri as _uri, distexp_cmd as _cmd, wait_until as _wait
+from helpers.slurm import (SCRIPT, cluster_up, nothing_left as _nothing_left, queue as _queue,
+                           runs as _runs, srun, task_pids as _task_pids, training as _training)
 
 # one cluster: under CI's xdist, one worker runs every Slurm test, in file order
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
-SCRIPT = ROOT / "scripts" / "slurm-cluster.sh"
 TINY = ["epochs=1", "steps_per_epoch=3", "warmup_steps=1", "measure_step_split=false"]
 LONG = ["epochs=200", "steps_per_epoch=20", "warmup_steps=1", "checkpoint.every_steps=0"]
 
 
 @pytest.fixture(scope="session")
 def slurm():
-    if os.geteuid() != 0:
-        pytest.skip("a Slurm cluster needs root to install and start its daemons "
-                    f"(uid {os.geteuid()})")
-    if not Path("/etc/debian_version").exists():
-        pytest.skip("scripts/slurm-cluster.sh needs Debian (apt, slurm-wlm); "
-                    "no /etc/debian_version")
-    up = subprocess.run([str(SCRIPT), "up"], capture_output=True, text=True, timeout=900)
-    assert up.returncode == 0, f"slurm-cluster.sh up failed:\n{up.stdout}\n{up.stderr}"
-    print(up.stdout.strip())
+    up = cluster_up()
     yield
-    if "already up" not in up.stdout:
+    if "already up" not in up:
         subprocess.run([str(SCRIPT), "down"], capture_output=True, timeout=120)
-
-
-_env, _cmd, _uri = cli_env, distexp_cmd, db_uri
-
-
-def _wait(cond, timeout: float, what: str, every: float = 0.2):
-    return wait_until(cond, timeout, what, every)
-
-
-def _queue() -> list:
-    return subprocess.run(["squeue", "-h", "-o", "%i %T"], capture_output=True,
-                          text=True).stdout.split("\n")[:-1]
-
-
-def _nothing_left(marker: Path):
-    """Slurm's queue empty (completing jobs included) and no process of the job alive."""
-    _wait(lambda: not _queue(), 60, "an empty Slurm queue")
-    _wait(lambda: not processes_mentioning(str(marker)), 10, f"no process mentioning {marker}")
-
-
-def _runs(tmp: Path, kind=None):
-    if not (tmp / "mlflow.db").exists():  # never create the store here: it races the sweep's
-        return []
-    _, runs = mlflow_runs(_uri(tmp))
-    return [r for r in runs if kind is None or r.data.tags.get("distexp.run_kind") == kind]
-
-
-def _srun(tmp: Path, n: int, name: str, *args, **kw):
-    return subprocess.Popen(["srun", f"-n{n}", *_cmd(*args, f"tracking.uri={_uri(tmp)}",
-                                                     f"hydra.run.dir={tmp / name}")],
-                            cwd=tmp, env=_env(), text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, **kw)
 
 
 def test_srun_multiworker_and_ps_finish_with_every_task_gone(slurm, tmp_path):
     for strategy, n, logs in [("multiworker", 2, {"worker-0.log", "worker-1.log"}),
                               ("ps", 4, {"chief.log", "ps-0.log", "worker-0.log", "worker-1.log"})]:
         t0 = time.monotonic()
-        p = _srun(tmp_path, n, strategy, f"strategy={strategy}", "cluster=slurm", "workers=2",
-                  "ps=1", *TINY)
+        p = srun(tmp_path, [f"-n{n}"], strategy, f"strategy={strategy}", "cluster=slurm",
+                 "workers=2", "ps=1", *TINY)
         out = p.communicate(timeout=240)[0]
         print(f"srun -n{n} {strategy}: exit {p.returncode} after {time.monotonic() - t0:.1f} s")
         assert p.returncode == 0, out[-3000:]
@@ -122,15 +82,6 @@ srun {sys.executable} -m distexp {common} hydra.run.dir={tmp_path}/mw
     _nothing_left(tmp_path / "mw")
 
 
-def _task_pids(job: Path, rank: int):
-    """The job processes (`python -m distexp`, the Slurm tasks) of rank `rank`."""
-    return processes_with(str(job), b"-m\0distexp\0", f"SLURM_PROCID={rank}\0".encode())
-
-
-def _training(job: Path, log: str):
-    return lambda: (job / log).exists() and "epoch 1/" in (job / log).read_text()
-
-
 @pytest.mark.parametrize("strategy,n,rank,log", [("multiworker", 2, 1, "worker-0.log"),
                                                   ("ps", 4, 2, "chief.log")])
 def test_sigkill_of_a_task_fails_the_run_and_leaves_nothing(slurm, tmp_path, strategy, n, rank,
@@ -138,7 +89,7 @@ def test_sigkill_of_a_task_fails_the_run_and_leaves_nothing(slurm, tmp_path, str
     """multiworker: the chief's collectives fail. ps (rank 2 = worker-0): TensorFlow's coordinator
     would go on with the other worker; the chief's task sees the server gone and fails the job."""
     job = tmp_path / "job"
-    p = _srun(tmp_path, n, "job", f"strategy={strategy}", "cluster=slurm", *LONG)
+    p = srun(tmp_path, [f"-n{n}"], "job", f"strategy={strategy}", "cluster=slurm", *LONG)
     try:
         _wait(_training(job, log), 180, "the first epoch")
         victim = _task_pids(job, rank)
@@ -162,7 +113,7 @@ def test_sigkill_of_a_task_fails_the_run_and_leaves_nothing(slurm, tmp_path, str
 
 def test_scancel_kills_the_run_and_leaves_nothing(slurm, tmp_path):
     job = tmp_path / "mw"
-    p = _srun(tmp_path, 2, "mw", "strategy=multiworker", "cluster=slurm", *LONG)
+    p = srun(tmp_path, ["-n2"], "mw", "strategy=multiworker", "cluster=slurm", *LONG)
     try:
         _wait(_training(job, "worker-0.log"), 180, "the first epoch")
         ids = [line.split()[0] for line in _queue()]
@@ -177,7 +128,7 @@ def test_scancel_kills_the_run_and_leaves_nothing(slurm, tmp_path):
     _nothing_left(job)
 
 
-def _sweep(tmp: Path, *args, launcher="slurm", name="sweep", **kw):
+def _slurm_sweep(tmp: Path, *args, launcher="slurm", name="sweep", **kw):
     return subprocess.Popen(_cmd("-m", f"hydra/launcher={launcher}", *args,
                                  f"tracking.uri={_uri(tmp)}", f"hydra.sweep.dir={tmp / name}"),
                             cwd=tmp, env=_env(), text=True, stdout=subprocess.PIPE,
@@ -188,7 +139,8 @@ def test_submitit_sweep_runs_two_jobs_at_once(slurm, tmp_path):
     """multiworker with 1 worker (1 task) and ps with 1 worker + 1 ps (3 tasks): the launcher
     gives each its own task count, both fit the node's 4 CPUs together and run at the same time
     (ports from their job ids: no collision)."""
-    p = _sweep(tmp_path, "strategy=multiworker,ps", "cluster=slurm", "workers=1", "ps=1", *TINY)
+    p = _slurm_sweep(tmp_path, "strategy=multiworker,ps", "cluster=slurm", "workers=1", "ps=1",
+                     *TINY)
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0, out[-3000:] + err[-3000:]
     assert "(1 task(s) per node)" in out and "(3 task(s) per node)" in out
@@ -211,7 +163,8 @@ def test_submitit_sweep_runs_two_jobs_at_once(slurm, tmp_path):
 def test_interrupted_sweep_waiting_on_slurm_is_killed_and_cancelled(slurm, tmp_path, sig):
     """Two one_device jobs of 3 CPUs each: one runs, the other pends (4 CPUs). SIGTERM or Ctrl-C
     to the sweep process: scancel of both, every run KILLED, the queue empty."""
-    p = _sweep(tmp_path, "strategy=one_device", "seed=0,1", "hydra.launcher.cpus_per_task=3", *LONG)
+    p = _slurm_sweep(tmp_path, "strategy=one_device", "seed=0,1", "hydra.launcher.cpus_per_task=3",
+                     *LONG)
     try:
         _wait(lambda: (tmp_path / "sweep" / "sweep.json").exists(), 120, "the sweep's parent run")
         _wait(lambda: any(r.info.status == "RUNNING" for r in _runs(tmp_path, "job")), 180,
@@ -232,7 +185,7 @@ def test_interrupted_sweep_waiting_on_slurm_is_killed_and_cancelled(slurm, tmp_p
 
 def test_bad_requests_are_one_line(slurm, tmp_path):
     # more CPUs than any node has: refused before sbatch, nothing queued
-    p = _sweep(tmp_path, "strategy=one_device", "hydra.launcher.cpus_per_task=64", *TINY)
+    p = _slurm_sweep(tmp_path, "strategy=one_device", "hydra.launcher.cpus_per_task=64", *TINY)
     out, err = p.communicate(timeout=120)
     assert p.returncode == 2, out + err
     assert err.count("distexp: error:") == 1 and "Traceback" not in err, err
@@ -240,13 +193,13 @@ def test_bad_requests_are_one_line(slurm, tmp_path):
     assert not _queue()
     assert [r.info.status for r in _runs(tmp_path, "sweep")] == ["FAILED"]
     # a request sbatch refuses: one line with sbatch's reason
-    p = _sweep(tmp_path, "strategy=one_device", "hydra.launcher.partition=nosuch", *TINY,
+    p = _slurm_sweep(tmp_path, "strategy=one_device", "hydra.launcher.partition=nosuch", *TINY,
                name="refused")
     out, err = p.communicate(timeout=120)
     assert p.returncode == 2 and err.count("distexp: error:") == 1 and "Traceback" not in err, err
     assert "sbatch refused the job(s)" in err and "partition" in err, err
     # the plugin's own launcher gives 1 task: workers=2 is one line from the job, not 1 worker
-    p = _sweep(tmp_path, "strategy=multiworker", "cluster=slurm", "workers=2", *TINY,
+    p = _slurm_sweep(tmp_path, "strategy=multiworker", "cluster=slurm", "workers=2", *TINY,
                launcher="submitit_slurm", name="plain")
     out, err = p.communicate(timeout=240)
     assert p.returncode == 1, out + err

@@ -10,7 +10,7 @@ The module fixture starts the two-node cluster (switching a one-node one off) an
 unless it was already up; it skips only where the cluster cannot start (not root, not Debian)."""
 from __future__ import annotations
 
-import csv
+import functools
 import os
 import signal
 import subprocess
@@ -20,18 +20,21 @@ from pathlib import Path
 
 import pytest
 
-from helpers import (ROOT, cli_env, db_uri, distexp_cmd, mlflow_runs, processes_mentioning,
-                     processes_with, wait_until)
+from distexp.parity import losses as _losses
+from helpers import (cli_env as _env, db_uri as _uri, distexp_cmd as _cmd, processes_with,
+                     wait_until as _wait)
+from helpers.slurm import (SCRIPT, cluster_up, in_controller as _ctl, nothing_left, queue,
+                           runs as _runs, srun, task_pids as _task_pids, training as _training)
 
 # one cluster: under CI's xdist, one worker runs every Slurm test, in file order
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
-SCRIPT = ROOT / "scripts" / "slurm-cluster.sh"
 NODES = {"dx-n1": "dxs-n1", "dx-n2": "dxs-n2"}  # node -> its network namespace
 # parity: the same global batch, seed and steps as one device (the losses must agree to 1e-5)
 PARITY = ["global_batch_size=64", "epochs=1", "steps_per_epoch=8", "warmup_steps=1",
           "tracking.system_metrics_interval=1", "measure_step_split=false"]
 LONG = ["epochs=200", "steps_per_epoch=20", "warmup_steps=1", "checkpoint.every_steps=0"]
+_srun = functools.partial(srun, on=_ctl)  # srun from the controller's namespace, as on a login node
 # the partition bound: TF's coordination-service heartbeat (distexp.strategies.multiworker,
 # HEARTBEAT_S = 10 s) + the trainer's exit + the job process closing its run
 PARTITION_BOUND_S = 45
@@ -39,16 +42,9 @@ PARTITION_BOUND_S = 45
 
 @pytest.fixture(scope="module")
 def nodes():
-    if os.geteuid() != 0:
-        pytest.skip(f"a Slurm cluster needs root (uid {os.geteuid()})")
-    if not Path("/etc/debian_version").exists():
-        pytest.skip("scripts/slurm-cluster.sh needs Debian; no /etc/debian_version")
-    up = subprocess.run([str(SCRIPT), "up", "--nodes", "2"], capture_output=True, text=True,
-                        timeout=900)
-    assert up.returncode == 0, f"slurm-cluster.sh up --nodes 2 failed:\n{up.stdout}\n{up.stderr}"
-    print(up.stdout.strip())
+    up = cluster_up("--nodes", "2")
     yield
-    if "already up" not in up.stdout:
+    if "already up" not in up:
         down = subprocess.run([str(SCRIPT), "down"], capture_output=True, text=True, timeout=180)
         assert down.returncode == 0, down.stdout + down.stderr
         assert not [ns for ns in _netns() if ns.startswith("dxs-")], "down left a namespace"
@@ -58,23 +54,6 @@ def _netns():
     return [line.split()[0] for line in
             subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
             .splitlines() if line.strip()]
-
-
-def _ctl(*cmd):
-    """A command in the controller's namespace (where srun, sbatch and squeue reach slurmctld)."""
-    return [str(SCRIPT), "exec", *map(str, cmd)]
-
-
-_env, _cmd, _uri = cli_env, distexp_cmd, db_uri
-
-
-def _wait(cond, timeout: float, what: str, every: float = 0.25):
-    return wait_until(cond, timeout, what, every)
-
-
-def _queue() -> list:
-    return subprocess.run(_ctl("squeue", "-h", "-o", "%i %T"), capture_output=True,
-                          text=True).stdout.split("\n")[:-1]
 
 
 def _node_processes(ns: str) -> list:
@@ -97,34 +76,14 @@ def _idle() -> bool:
     return sorted(states) == ["dx-n1 idle", "dx-n2 idle"]
 
 
-def _nothing_left(marker: Path, settle: float = 30):
+def _nothing_on_either_node(marker: Path, settle: float = 30):
     """The queue empty, no process of the job (nor anything but slurmd) on either node, both
     nodes idle again. `settle`: after a partition, slurmstepd retries its step-completion message
     to slurmctld once a minute (seen), so it may outlive the link's return by that long."""
-    _wait(lambda: not _queue(), 90, "an empty Slurm queue")
-    _wait(lambda: not processes_mentioning(str(marker)), 30, f"no process mentioning {marker}")
+    nothing_left(marker, _ctl, queue_s=90, processes_s=30)
     for ns in NODES.values():
         _wait(lambda: not _node_processes(ns), settle, f"nothing but slurmd in {ns}")
     _wait(_idle, 60, "both nodes idle")
-
-
-def _runs(tmp: Path, kind=None):
-    if not (tmp / "mlflow.db").exists():
-        return []
-    _, runs = mlflow_runs(_uri(tmp))
-    return [r for r in runs if kind is None or r.data.tags.get("distexp.run_kind") == kind]
-
-
-def _losses(job: Path):
-    with open(job / "steps.csv") as f:
-        return [float(r["loss"]) for r in csv.DictReader(f)]
-
-
-def _srun(tmp: Path, srun_args, name: str, *args, **kw):
-    return subprocess.Popen(_ctl("srun", *srun_args, *_cmd(*args, f"tracking.uri={_uri(tmp)}",
-                                                           f"hydra.run.dir={tmp / name}")),
-                            cwd=tmp, env=_env(), text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, **kw)
 
 
 def _hosts(run) -> dict:
@@ -152,7 +111,7 @@ srun {sys.executable} -m distexp {common} hydra.run.dir={tmp_path}/mw2
     print(f"sbatch --nodes=2 multiworker: exit {r.returncode} after {time.monotonic() - t0:.1f} s")
     assert r.returncode == 0, r.stdout + r.stderr + (tmp_path / "slurm.out").read_text()[-3000:]
     assert one.wait(timeout=300) == 0, one.stdout.read()[-3000:]
-    _nothing_left(tmp_path / "mw2")
+    _nothing_on_either_node(tmp_path / "mw2")
 
     t0 = time.monotonic()
     p = _srun(tmp_path, ["-N2", "--ntasks-per-node=2"], "mw4", "strategy=multiworker",
@@ -161,7 +120,7 @@ srun {sys.executable} -m distexp {common} hydra.run.dir={tmp_path}/mw2
     print(f"srun -N2 --ntasks-per-node=2 multiworker: exit {p.returncode} after "
           f"{time.monotonic() - t0:.1f} s")
     assert p.returncode == 0, out[-3000:]
-    _nothing_left(tmp_path / "mw4")
+    _nothing_on_either_node(tmp_path / "mw4")
 
     t0 = time.monotonic()
     p = _srun(tmp_path, ["-N2", "--ntasks-per-node=2"], "ps", "strategy=ps", "cluster=slurm",
@@ -170,7 +129,7 @@ srun {sys.executable} -m distexp {common} hydra.run.dir={tmp_path}/mw2
     out = p.communicate(timeout=400)[0]
     print(f"srun -N2 ps: exit {p.returncode} after {time.monotonic() - t0:.1f} s")
     assert p.returncode == 0, out[-3000:]
-    _nothing_left(tmp_path / "ps")
+    _nothing_on_either_node(tmp_path / "ps")
 
     reference = _losses(tmp_path / "one")
     assert len(reference) == 8
@@ -214,15 +173,7 @@ def test_sweep_with_two_nodes(nodes, tmp_path):
     assert [r.info.status for r in jobs] == ["FINISHED"]
     assert _hosts(jobs[0]) == {"worker-0": "dx-n1", "worker-1": "dx-n2"}
     assert [r.info.status for r in _runs(tmp_path, "sweep")] == ["FINISHED"]
-    _nothing_left(tmp_path / "sweep")
-
-
-def _task_pids(job: Path, rank: int):
-    return processes_with(str(job), b"-m\0distexp\0", f"SLURM_PROCID={rank}\0".encode())
-
-
-def _training(job: Path):
-    return lambda: (job / "worker-0.log").exists() and "epoch 1/" in (job / "worker-0.log").read_text()
+    _nothing_on_either_node(tmp_path / "sweep")
 
 
 def test_faults_on_the_second_node(nodes, tmp_path):
@@ -246,7 +197,7 @@ def test_faults_on_the_second_node(nodes, tmp_path):
     assert p.returncode != 0, out[-3000:]
     runs = _runs(tmp_path)
     assert [r.info.status for r in runs] == ["FAILED"], out[-3000:]
-    _nothing_left(job)
+    _nothing_on_either_node(job)
 
     # 2. dx-n2's link cut: TF's coordination-service heartbeat fails both sides
     job = tmp_path / "cut"
@@ -274,14 +225,14 @@ def test_faults_on_the_second_node(nodes, tmp_path):
         subprocess.run(["ip", "-n", NODES["dx-n2"], "link", "set", "eth0", "up"])
         subprocess.run(_ctl("scontrol", "update", "nodename=dx-n2", "state=resume"),
                        capture_output=True)
-    _nothing_left(job, settle=150)
+    _nothing_on_either_node(job, settle=150)
 
     # 3. scancel of a two-node job
     job = tmp_path / "cancel"
     p = _srun(tmp_path, ["-N2", "-n2"], "cancel", "strategy=multiworker", "cluster=slurm", *LONG)
     try:
         _wait(_training(job), 240, "the first epoch")
-        ids = [line.split()[0] for line in _queue()]
+        ids = [line.split()[0] for line in queue(_ctl)]
         assert len(ids) == 1, ids
         subprocess.run(_ctl("scancel", ids[0]), check=True)
         out = p.communicate(timeout=180)[0]
@@ -290,7 +241,7 @@ def test_faults_on_the_second_node(nodes, tmp_path):
     assert p.returncode != 0, out[-3000:]
     run = [r for r in _runs(tmp_path) if r.data.tags["distexp.job_dir"] == str(job)]
     assert [r.info.status for r in run] == ["KILLED"], out[-3000:]
-    _nothing_left(job)
+    _nothing_on_either_node(job)
 
 
 def test_bad_input_across_nodes_is_one_line(nodes, tmp_path):
@@ -307,7 +258,7 @@ def test_bad_input_across_nodes_is_one_line(nodes, tmp_path):
     assert all(ln.startswith("distexp: error: workers: received workers=2, which needs 2 Slurm "
                              "tasks; this step has 3") for ln in lines), lines
     assert not (tmp_path / "n3" / "worker-0.log").exists()  # refused before any trainer started
-    _nothing_left(tmp_path / "n3")
+    _nothing_on_either_node(tmp_path / "n3")
 
     t0 = time.monotonic()
     p = subprocess.Popen(_ctl("srun", "-N2", "-n2", *_cmd(
@@ -324,4 +275,4 @@ def test_bad_input_across_nodes_is_one_line(nodes, tmp_path):
                          "of a running tracking server or store (check the URI and the server), or "
                          "tracking.enabled=false"], out[-3000:]
     assert "Traceback" not in out and not list((tmp_path / "unreachable").glob("worker-*.log"))
-    _nothing_left(tmp_path / "unreachable")
+    _nothing_on_either_node(tmp_path / "unreachable")

@@ -3,18 +3,7 @@ are merged into the first of them, with one line naming them. The real DistexpSw
 configs, its launcher recording the jobs: no TensorFlow, no process."""
 from __future__ import annotations
 
-from helpers import sweeper as _sweeper
-
-
-def _launched(tmp_path, *args):
-    from hydra.core.global_hydra import GlobalHydra
-
-    try:
-        sweeper = _sweeper(tmp_path)
-        sweeper.sweep(list(args))
-        return [ovr for _, ovr in sweeper.launcher.launched]
-    finally:
-        GlobalHydra.instance().clear()
+from helpers import launched as _launched
 
 
 def _merged_line(out: str):

@@ -1,96 +1,23 @@
 """Tasks and the one training step (issue 9): seq2seq trains under every strategy with exact
 figures, a user's own task trains and logs its own metrics, ps shares the step (loss scaling
 included), a diverging run ends FAILED. Parity (seq2seq per-token exactness, the known loss
-mistakes): tests/test_parity.py."""
+mistakes): tests/test_parity.py. Before TensorFlow: tests/test_tasks_unit.py."""
 from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from helpers import ROOT, mlflow_runs, run_in_process
+from helpers import mlflow_runs
 
-# the probe phase (perf/step_*_ms, tests/test_breakdown.py) traces seq2seq for several s: off here
-SEQ = ["model=gru_seq2seq", "dataset=synthetic_pairs", "measure_step_split=false"]
-
-
-def _probe(**env):
-    e = {**os.environ, **env, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, str(ROOT / "tests" / "ps_loss_scale_probe.py")], env=e,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+pytestmark = pytest.mark.slow
 
 
-@pytest.mark.integration
-def test_ps_mixed_float16_scales_the_loss():
-    """One ps step with SGD behind a LossScaleOptimizer updates the weights by lr x gradient:
-    the loss was scaled before the gradient and unscaled in apply_gradients. The control skips
-    the scaling (the old ps loop's bug): the update is then 2**-15 too small."""
-    good = _probe()
-    assert good["scale"] == 2.0 ** 15 and good["steps"] == 1
-    assert good["ratio"] == pytest.approx(1.0, rel=1e-3)
-    assert good["loss"] == pytest.approx(good["float32_loss"], rel=1e-3)
-    bad = _probe(PROBE_SKIP_SCALING="1")
-    assert bad["ratio"] == pytest.approx(2.0 ** -15, rel=1e-2)
-
-
-@pytest.mark.parametrize("overrides,needle", [
-    (["strategy=ps", "jit_compile=true"], "jit_compile: received true with strategy=ps"),
-    (["strategy=ps", "dataset.on_device=true"], "dataset.on_device: received true with strategy=ps"),
-    (["strategy=ps", "strategy.cross_device_ops=hierarchical_copy"],
-     "strategy.cross_device_ops: received 'hierarchical_copy' with strategy=ps"),
-    ([*SEQ, "loop=fit"], "loop: received 'fit' with the seq2seq task; Keras 3 loss objects"),
-    (["model=gru_seq2seq"], "dataset: received 'digits' with model=gru_seq2seq"),
-    (["dataset=synthetic_pairs"], "model: received 'cnn' with a seq2seq task"),
-    (["model=gru_seq2seq", "dataset=text_pairs"], "dataset.path: received null"),
-    ([*SEQ, "objective=eval/accuracy"], "objective: received 'eval/accuracy'; valid: "
-     "eval/token_accuracy, eval/sequence_accuracy, eval/loss"),
-    ([*SEQ, "dataset.source_tokens=bpe"], "dataset.source_tokens: received 'bpe'; valid: word"),
-    (["task.name=custom"], "task.factory: received null"),
-    (["task.name=ranking"], "task.name: received 'ranking'; valid: classification, seq2seq"),
-    (["task.factory=factories:mse_task", "loop=fit"], "loop: received 'fit' with the custom task"),
-])
-def test_refused_before_tensorflow(compose, overrides, needle):
-    from distexp import errors
-    from distexp.config import checks
-
-    with pytest.raises(errors.UserError) as err:
-        checks.validate(compose(*overrides))
-    assert str(err.value).startswith(needle), err.value
-
-
-def test_task_is_implied_by_the_dataset(compose):
-    from distexp import tasks
-    from distexp.config import resolved
-
-    assert tasks.name_of(compose()) == "classification"
-    seq = compose(*SEQ)
-    assert tasks.name_of(seq) == "seq2seq" and resolved.objective_name(seq) == "eval/token_accuracy"
-    assert resolved.objective_name(compose()) == "eval/accuracy"
-    assert tasks.name_of(compose("task.factory=factories:mse_task")) == "custom"
-
-
-def test_pair_file_errors_are_one_line_before_tensorflow(tmp_path):
-    bad = tmp_path / "pairs.txt"
-    bad.write_text("Hi.\t嗨。\tCC-BY\nno tab on this line\n", encoding="utf-8")
-    r = run_in_process([*SEQ[:1], "dataset=text_pairs", f"dataset.path={bad}"], tmp_path)
-    assert r.returncode == 2, r
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("distexp: error: dataset.path: received "), r
-    assert "line 2" in lines[0] and "Strategy:" not in r.stdout, r
-
-
-# -- end to end ----------------------------------------------------------------------------------
-
-@pytest.mark.slow
 def test_synthetic_pairs_learn_with_the_defaults(cli):
     """`python -m distexp model=gru_seq2seq dataset=synthetic_pairs`, defaults otherwise."""
-    r = cli(*SEQ[:2], timeout=900)  # the probe phase included: seq2seq's split is measured
+    # the probe phase included: seq2seq's split is measured
+    r = cli("model=gru_seq2seq", "dataset=synthetic_pairs", timeout=900)
     assert r.returncode == 0, r
     client, runs = mlflow_runs(cli.uri)
     run = runs[0]
@@ -114,7 +41,6 @@ CORPUS = [("I see a cat.", "我看见一只猫。"), ("I see a dog.", "我看见
           ("I have a cat.", "我有一只猫。"), ("You have a dog.", "你有一只狗。")]
 
 
-@pytest.mark.slow
 def test_text_pairs_word_source_chinese_char_target(cli):
     path = cli.cwd / "cmn.txt"
     path.write_text("".join(f"{en}\t{zh}\tCC-BY 2.0 (France) Attribution: tatoeba.org\n"
@@ -137,7 +63,6 @@ def test_text_pairs_word_source_chinese_char_target(cli):
     assert m["eval/token_accuracy"] > 0.5
 
 
-@pytest.mark.slow
 def test_user_regression_task_logs_its_own_metrics(cli):
     r = cli("strategy=mirrored", "cpu_replicas=2", "model=mlp", "dataset=custom",
             "dataset.factory=factories:regression_data", "task.factory=factories:mse_task",
@@ -152,7 +77,6 @@ def test_user_regression_task_logs_its_own_metrics(cli):
     assert result["objective"] == "eval/mae"
 
 
-@pytest.mark.slow
 def test_ps_trains_with_several_steps_per_call_and_mixed_precision(cli):
     """ps updates are asynchronous, so the figures vary from run to run: what is exact (every
     step's loss recorded once) is asserted exactly; learning is asserted with margins shown to
@@ -172,7 +96,6 @@ def test_ps_trains_with_several_steps_per_call_and_mixed_precision(cli):
     assert result["eval/accuracy"] >= 0.5, result
 
 
-@pytest.mark.slow
 def test_a_diverging_run_ends_failed_and_tagged(cli):
     r = cli("strategy=one_device", "model.optimizer=sgd", "learning_rate=1e30", "epochs=2",
             timeout=300)

@@ -2,10 +2,6 @@
 No TensorFlow: these run in well under a second."""
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -28,16 +24,6 @@ def corpus(tmp_path):
     p = tmp_path / "cmn.txt"
     p.write_text(CORPUS, encoding="utf-8")
     return p
-
-
-@pytest.mark.integration
-def test_no_tensorflow_import():
-    """The job process uses this module for checks: it must not start TensorFlow (a fresh process,
-    since other tests in the same session may have imported it)."""
-    code = "import sys, distexp.data.text; print('tensorflow' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[1])
-    assert out.stdout.strip() == "False"
 
 
 def test_tokenize_english_words_and_chinese_chars():

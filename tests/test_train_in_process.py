@@ -8,16 +8,15 @@ have started it. No environment variable carries a fact to it.
 """
 from __future__ import annotations
 
-import csv
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import CONF, ROOT
+from distexp.parity import losses as _losses
+from helpers import CONF, child_env
 
 pytestmark = pytest.mark.slow
 
@@ -40,11 +39,6 @@ print("RESULT " + json.dumps(train(cfg)))
 """
 
 
-def _losses(job):
-    with open(job / "steps.csv") as f:
-        return [float(r["loss"]) for r in csv.DictReader(f)]
-
-
 def test_train_called_in_process_trains_what_the_cli_trains(cli, tmp_path):
     r = cli(*JOB, "hydra.run.dir=outputs/cli", timeout=600)
     assert r.returncode == 0, r
@@ -55,9 +49,8 @@ def test_train_called_in_process_trains_what_the_cli_trains(cli, tmp_path):
 
     mine = tmp_path / "in_process"
     mine.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DISTEXP_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    env = {k: v for k, v in child_env(tests=False, TF_CPP_MIN_LOG_LEVEL="2").items()
+           if not k.startswith("DISTEXP_")}
     out = subprocess.run([sys.executable, "-c", IN_PROCESS, str(CONF), str(mine), *JOB],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]

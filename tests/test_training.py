@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from helpers import mlflow_runs
+from helpers import finished_job as _job, mlflow_runs
 
 pytestmark = pytest.mark.slow
 
@@ -17,13 +17,6 @@ CASES = [
     ("mirrored", "fit", 2),
     ("central", "custom", 2),
 ]
-
-
-def _job(cli, name, *args):
-    job = cli.cwd / name
-    r = cli(f"hydra.run.dir={job}", "tracking.enabled=false", *args)
-    assert r.returncode == 0, r
-    return job, r
 
 
 @pytest.mark.parametrize("strategy,loop,replicas", CASES)

@@ -2,13 +2,12 @@
 key or factory, what it gave and what is valid; exit 2; the run FAILED with that line as its
 reason (tag distexp.error, and the description); the traceback in the job's log only.
 
-Tiers:
-- unit: the translation of an exception into its line (distexp.train.diagnose, errors.first_line)
-  on exceptions made here, without TensorFlow.
-- integration: every case of CASES through `distexp.train.trainer.train(cfg)` in ONE fresh Python
-  process (one TensorFlow start for all; pytest's own process may hold another TF runtime), and a
-  few through the CLI to prove the exit code, the console, the run's status and reason, the log.
-- slow: keras-io's softmax convnet trains to the accuracy of the same model ending in logits.
+Tier: integration. Every case of CASES through `distexp.train.trainer.train(cfg)` in ONE fresh
+Python process (one TensorFlow start for all; pytest's own process may hold another TF runtime),
+and a few through the CLI to prove the exit code, the console, the run's status and reason, the
+log.
+The translation on exceptions made here: tests/test_training_errors_unit.py; keras-io's softmax
+convnet trained: tests/test_training_errors_slow.py.
 
 The cases (tests/bad_factories.py): each wrong thing is found BEFORE the first step (no
 steps.csv yet) unless marked IN_STEP, where only the data itself can tell (a tf.data pipeline's
@@ -17,16 +16,15 @@ labels, a model's own code).
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 
 import pytest
-from omegaconf import OmegaConf
 
-from helpers import CONF, ROOT, mlflow_runs, processes_mentioning
+from helpers import CONF, child_env, mlflow_runs, processes_mentioning
 
+pytestmark = pytest.mark.integration
 DATA = ["dataset=custom", "model=mlp"]
 IN_STEP = "in-step"  # found by TensorFlow while the first step runs, then translated
 BASE = ["strategy=one_device", "gpus=0", "epochs=1", "steps_per_epoch=2", "warmup_steps=0",
@@ -160,9 +158,8 @@ for name, overrides in cases:
 def in_process(tmp_path_factory):
     """Every case through train(cfg), in one fresh process: {id: outcome}, and the jobs' dir."""
     tmp = tmp_path_factory.mktemp("training_errors")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DISTEXP_")}
-    env.update(PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
-               TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    env = {k: v for k, v in child_env(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="").items()
+           if not k.startswith("DISTEXP_")}
     cases = [[i, args] for i, args, _, _ in CASES]
     p = subprocess.run([sys.executable, "-c", RUNNER, str(CONF), str(tmp / "jobs"),
                         json.dumps(cases), json.dumps(BASE)], cwd=tmp, env=env,
@@ -173,7 +170,6 @@ def in_process(tmp_path_factory):
     return outcomes, tmp / "jobs"
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("case,args,line,when", [pytest.param(*c, id=c[0]) for c in CASES])
 def test_one_line_inside_training(in_process, case, args, line, when):
     outcomes, jobs = in_process
@@ -204,7 +200,6 @@ THROUGH_CLI = ["labels-beyond-classes", "tfdata-beyond-classes", "model-input-sh
                "model-own-code"]
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("case", THROUGH_CLI)
 def test_one_line_through_the_cli(cli, case):
     args, line, when = next((a, ln, w) for i, a, ln, w in CASES if i == case)
@@ -226,82 +221,3 @@ def test_one_line_through_the_cli(cli, case):
         assert "distexp: detail: Traceback (most recent call last)" in log
         assert said.endswith(f" (traceback: {job / 'chief.log'})"), said
     assert processes_mentioning(str(cli.cwd)) == [], "a process was left behind"
-
-
-# --- unit: the translation itself ----------------------------------------------------------------
-
-KERAS_CALL = ("Exception encountered when calling Sequential.call().\n\n\x1b[1mInput 0 of layer "
-              "\"dense\" is incompatible with the layer: expected axis -1 of input shape to have "
-              "value 64, but received input with shape (None, 8, 8, 1)\x1b[0m\n\nArguments "
-              "received by Sequential.call():\n  \u2022 inputs=tf.Tensor(shape=(None, 8, 8, 1))\n"
-              "  \u2022 kwargs=<class 'inspect._empty'>")
-TF_OP = ("Graph execution error:\n\nDetected at node Sparse/Sparse defined at (most recent call "
-         "last):\n  File \"/x/step.py\", line 65, in replica_step\n\nReceived a label value of 12 "
-         "which is outside the valid range of [0, 10).  Label values: 0 12 3\n\t [[{{node "
-         "Sparse/Sparse}}]] [Op:__inference__one_step_441]")
-
-
-def _cfg(**dataset):
-    return OmegaConf.create({"model": {"name": "cnn", "factory": None},
-                             "dataset": {"name": "custom", "factory": "mydata:load",
-                                         "num_classes": 10, **dataset},
-                             "task": {"factory": None}})
-
-
-def test_the_exceptions_own_line_not_a_wrappers():
-    """Keras' "Exception encountered when calling" and TensorFlow's node stack wrap the message;
-    the log's last line was `• kwargs=<class 'inspect._empty'>` or the node's name."""
-    from distexp.errors import first_line
-
-    assert first_line(ValueError(KERAS_CALL)).startswith('Input 0 of layer "dense" is incompatible')
-    assert first_line(ValueError(TF_OP)).startswith("Received a label value of 12 which is outside")
-
-
-def test_a_label_out_of_range_from_tensorflow_names_the_key():
-    """On CPU TensorFlow's sparse cross-entropy finds it mid-step: the same line as the check."""
-    from distexp.errors import UserError
-    from distexp.train.diagnose import explain
-
-    ex = explain(ValueError(TF_OP), _cfg())
-    assert isinstance(ex, UserError)
-    assert str(ex) == ("labels: received 12 with 10 classes (dataset.num_classes=10, labels from "
-                       "mydata:load); valid: class ids 0..9: raise num_classes to the number of "
-                       "classes, or fix the labels")
-
-
-def test_anything_else_is_its_own_first_line():
-    """Not the user's code, not known: a failure (exit 1) with the exception's type and first line."""
-    from distexp.errors import UserFailure
-    from distexp.train.diagnose import explain
-
-    ex = explain(RuntimeError("the first line\nand more\nlast line"), _cfg())
-    assert isinstance(ex, UserFailure) and str(ex) == "RuntimeError: the first line"
-
-
-# --- nothing silent: a softmax head ------------------------------------------------------------
-
-SOFTMAX_JOB = ["strategy=one_device", "gpus=0", "epochs=10", "seed=0", "warmup_steps=2",
-               "measure_step_split=false", "measure_peak_flops=false"]
-
-
-@pytest.mark.slow
-def test_a_softmax_head_trains_as_well_as_logits(cli):
-    """keras-io's "Simple MNIST convnet" ends in Dense(10, activation="softmax"): trained as if it
-    gave logits it ended 10 epochs at eval/accuracy 0.85 against 0.96 (issue 26). It is trained on
-    its probabilities (from_logits=False), said in one line, to the logits model's accuracy."""
-    soft = cli(*SOFTMAX_JOB, *model("mnist_convnet"), "hydra.run.dir=outputs/softmax",
-               env={"CUDA_VISIBLE_DEVICES": ""})
-    logits = cli(*SOFTMAX_JOB, *model("mnist_convnet_logits"), "hydra.run.dir=outputs/logits",
-                 env={"CUDA_VISIBLE_DEVICES": ""})
-    assert soft.returncode == 0 and logits.returncode == 0, (soft, logits)
-    note = (f"model.factory: {F}:mnist_convnet ends in a softmax: its outputs are probabilities, "
-            "so the loss takes them as such (from_logits=False)")
-    assert sum(note in ln for ln in soft.stdout.splitlines()) == 1, soft
-    assert "ends in a softmax" not in logits.stdout, logits
-    acc = {name: json.loads((cli.cwd / "outputs" / name / "result.json").read_text())
-           for name in ("softmax", "logits")}
-    assert acc["logits"]["eval/accuracy"] > 0.9, acc
-    # Keras' cross-entropy on a softmax's output takes the softmax's input (its logits): the same
-    # training, to float precision (seen: equal to every printed digit)
-    assert acc["softmax"]["eval/accuracy"] == pytest.approx(acc["logits"]["eval/accuracy"],
-                                                            abs=0.01), acc

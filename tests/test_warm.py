@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from distexp.parity import losses
-from helpers import FAST, ROOT, mlflow_runs, processes_mentioning
+from helpers import ROOT, child_env, processes_mentioning
 
 PROBE = [sys.executable, "-u", "-m", "warm_probe"]
-ENV = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}"}
+pytestmark = pytest.mark.integration
+ENV = child_env()
 
 
 def _alive(pid: int) -> bool:
@@ -37,21 +37,6 @@ def _gone_within(pids, seconds: float) -> bool:
     return False
 
 
-# --- unit: which command lines warm up ---------------------------------------------------------
-
-@pytest.mark.parametrize("argv,trains", [
-    ([], True), (["-m", "seed=0,1"], True), (["strategy=ps", "warm_start=true"], True),
-    (["--help"], False), (["--cfg", "job"], False), (["-c", "job"], False), (["--info"], False),
-    (["--hydra-help"], False), (["warm_start=false"], False), (["+warm_start=False"], False),
-    (["-m", "warm_start=true,false"], True)])
-def test_only_a_command_that_trains_warms_up(argv, trains):
-    from distexp.job import warm
-
-    assert warm.trains(argv) is trains
-
-
-# --- integration: the server and its children --------------------------------------------------
-
 @pytest.fixture(scope="module")
 def server():
     from distexp.job import warm
@@ -70,7 +55,6 @@ def _spawn(server, tmp_path, *argv, marker="m1"):
     return server.spawn([*PROBE, *argv], {**ENV, "PROBE_MARKER": marker}, str(tmp_path))
 
 
-@pytest.mark.integration
 def test_a_forked_process_is_what_a_fresh_one_would_be(server, tmp_path):
     """Its output on the pipe (stdout and stderr), its own session (killpg stops it alone), the
     request's environment, directory and argv, the fresh command line in /proc, its exit code."""
@@ -85,7 +69,6 @@ def test_a_forked_process_is_what_a_fresh_one_would_be(server, tmp_path):
     assert server.popen.pid not in (child.pid, seen["sid"])
 
 
-@pytest.mark.integration
 def test_each_child_sets_its_own_devices(server, tmp_path):
     """The server imported TensorFlow without starting its runtime: two children in a row each
     configure 2 logical CPU devices (a started runtime refuses: 'Virtual devices cannot be
@@ -97,7 +80,6 @@ def test_each_child_sets_its_own_devices(server, tmp_path):
         assert out[-1] == "2"
 
 
-@pytest.mark.integration
 def test_exit_codes_signals_and_failures(server, tmp_path):
     child = _spawn(server, tmp_path, "sleep", "60")
     assert child.stdout.readline() == b"sleeping\n"
@@ -125,7 +107,6 @@ time.sleep(600)
 """
 
 
-@pytest.mark.integration
 def test_a_killed_job_process_takes_the_server_and_its_children(tmp_path):
     """kill -9 of the job process: the server dies with it, the training process with the server
     (PR_SET_PDEATHSIG on both), nothing is left."""
@@ -143,7 +124,6 @@ def test_a_killed_job_process_takes_the_server_and_its_children(tmp_path):
         owner.kill()
 
 
-@pytest.mark.integration
 def test_help_and_bad_input_leave_no_warm_trainer(tmp_path):
     """--help starts none; a bad input's server (started before Hydra composed) is stopped before
     the command exits."""
@@ -153,47 +133,3 @@ def test_help_and_bad_input_leave_no_warm_trainer(tmp_path):
         _, err = p.communicate(timeout=120)
         assert p.returncode == code, err
         assert processes_mentioning(f"--for {p.pid}") == []
-
-
-# --- slow: honest by construction --------------------------------------------------------------
-
-@pytest.mark.slow
-@pytest.mark.parametrize("strategy", ["mirrored", "multiworker"])
-def test_warm_and_fresh_trainers_train_the_same(cli, strategy):
-    """A fixed-seed job forked from the warm trainer and the same job in fresh interpreters: the
-    same per-step losses (a fork that carried state, a started runtime or another seed would
-    show here)."""
-    jobs = {}
-    for warm in ("true", "false"):
-        jobs[warm] = cli.cwd / f"job-{warm}"
-        r = cli(f"strategy={strategy}", "epochs=1", "steps_per_epoch=12", "seed=3",
-                "steps_per_execution=1", "measure_step_split=false", "tracking.enabled=false",
-                f"warm_start={warm}", f"hydra.run.dir={jobs[warm]}", *FAST[1:])
-        assert r.returncode == 0, r
-    warm_losses, fresh_losses = losses(jobs["true"]), losses(jobs["false"])
-    assert len(warm_losses) == 12
-    assert warm_losses == pytest.approx(fresh_losses, rel=1e-6, abs=1e-7)
-    assert "warm trainer unavailable" not in r.out
-
-
-@pytest.mark.slow
-@pytest.mark.alone
-def test_time_to_first_step_agrees_with_an_outside_stamp(tmp_path):
-    """perf/time_to_first_step_s counts from the job process's own start: the first step's line,
-    stamped here from the moment the command was started, agrees within 0.2 s."""
-    uri = f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}"
-    t0 = time.time()
-    p = subprocess.Popen([sys.executable, "-m", "distexp", "epochs=1", "steps_per_epoch=8",
-                          "log_every_steps=1", "steps_per_execution=1", "measure_step_split=false",
-                          f"tracking.uri={uri}"], cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True)
-    stamp, out = None, []
-    for line in p.stdout:
-        out.append(line)
-        if stamp is None and " step 1/8 " in line:
-            stamp = time.time() - t0
-    assert p.wait(timeout=300) == 0, "".join(out)
-    _, runs = mlflow_runs(uri)
-    figure = runs[0].data.metrics["perf/time_to_first_step_s"]
-    assert stamp is not None, "".join(out)
-    assert abs(figure - stamp) < 0.2, (figure, stamp)

@@ -29,6 +29,8 @@ def objective_name(cfg: DictConfig) -> Optional[str]:
     task = tasks.builtin(cfg)
     return task.objective if task is not None else None
 
+NVIDIA_GPUS = "/proc/driver/nvidia/gpus"  # the NVIDIA driver's own list, one entry per GPU
+
 def visible_gpus() -> int:
     """Number of GPUs this process may use, found without importing TensorFlow.
 
@@ -36,7 +38,7 @@ def visible_gpus() -> int:
     own list). The trainer re-checks with TensorFlow, which is authoritative.
     """
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    driver = "/proc/driver/nvidia/gpus"
+    driver = NVIDIA_GPUS
     present = len(os.listdir(driver)) if os.path.isdir(driver) else 0
     if env is not None:
         ids = [d for d in env.split(",") if d.strip() and d.strip() != "-1"]

@@ -1,0 +1,153 @@
+"""The CLI as a user runs it, and the environment of a child that must import distexp (no
+TensorFlow here).
+
+- `run_cli`: `python -m distexp ARGS` as a subprocess in a directory (tiers integration and slow)
+- `run_in_process`: the same entry point called in this process, for the unit tier: compose ->
+  checks -> the one line, with no process started (`no_process` fails a test that would start one)
+- `child_env`, `cli_env`, `distexp_cmd`: what a test needs to start such a child itself
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CONF = ROOT / "distexp" / "conf"
+TESTS = ROOT / "tests"
+
+# Small, fast jobs: digits, few epochs, little output.
+FAST = ["epochs=2", "warmup_steps=2"]
+
+
+def child_env(*, tests: bool = True, **extra) -> dict:
+    """This process's environment for a child that imports distexp from this checkout (and, with
+    `tests`, the modules in tests/: factories, probes): PYTHONPATH starts with the checkout, and
+    HYDRA_FULL_ERROR is dropped (a user's one line, not Hydra's traceback). `extra` goes on top."""
+    e = dict(os.environ)
+    e.pop("HYDRA_FULL_ERROR", None)
+    paths = [str(ROOT), *([str(TESTS)] if tests else []), e.get("PYTHONPATH", "")]
+    e["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    e.update(extra)
+    return e
+
+
+class Result:
+    def __init__(self, returncode, stdout: str, stderr: str, cwd: Path):
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        self.cwd = cwd
+
+    @property
+    def out(self) -> str:
+        return self.stdout + self.stderr
+
+    def __repr__(self) -> str:
+        return f"<exit {self.returncode}>\n--- stdout\n{self.stdout[-3000:]}\n--- stderr\n{self.stderr[-3000:]}"
+
+
+def run_cli(args, cwd: Path, module: str = "distexp", timeout: float = 600, env=None) -> Result:
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=cwd,
+                          env=child_env(**(env or {})), capture_output=True, text=True,
+                          timeout=timeout)
+    return Result(proc.returncode, proc.stdout, proc.stderr, cwd)
+
+
+class NoProcess(AssertionError):
+    """Raised when code under a unit test tries to start a process."""
+
+
+@contextlib.contextmanager
+def no_process():
+    """Any subprocess started inside raises NoProcess (the unit tier starts none). Yields the list
+    of the refused commands, so that a caller whose code swallowed the error still sees them."""
+    real = subprocess.Popen.__init__
+    refused = []
+
+    def refuse(self, args, *a, **kw):
+        refused.append(args)
+        raise NoProcess(f"a process would start here: {args!r} (the unit tier starts none; "
+                        "mark the test integration or slow)")
+
+    subprocess.Popen.__init__ = refuse
+    try:
+        yield refused
+    finally:
+        subprocess.Popen.__init__ = real
+    if refused:
+        raise NoProcess(f"a process would have started: {refused[0]!r}")
+
+
+def run_in_process(args, cwd: Path, env=None, module: str = "distexp") -> Result:
+    """`python -m distexp ARGS` called in this process (distexp.__main__.cli, or the report's
+    main), from `cwd`, with `env` on top of os.environ; stdout/stderr captured, the exit code from
+    its SystemExit. The process state it touches (cwd, argv, environ, Hydra's singleton, the root
+    logger) is put back afterwards. Starting a process raises NoProcess."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    saved_env, saved_argv, saved_cwd = dict(os.environ), list(sys.argv), os.getcwd()
+    root = logging.getLogger()
+    saved_log = (list(root.handlers), root.level)
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    try:
+        os.environ.pop("HYDRA_FULL_ERROR", None)
+        os.environ.update(env or {})
+        os.chdir(cwd)
+        sys.argv = [f"python -m {module}", *args]
+        with no_process(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                if module == "distexp":
+                    from distexp.__main__ import cli
+
+                    cli()
+                else:
+                    from distexp.report.cli import main
+
+                    code = main(list(args))
+            except SystemExit as ex:
+                code = ex.code if isinstance(ex.code, int) else (0 if ex.code is None else 1)
+    finally:
+        GlobalHydra.instance().clear()
+        os.chdir(saved_cwd)
+        sys.argv = saved_argv
+        os.environ.clear()
+        os.environ.update(saved_env)
+        root.handlers[:] = saved_log[0]
+        root.setLevel(saved_log[1])
+    return Result(code, out.getvalue(), err.getvalue(), Path(cwd))
+
+
+def run_probe(script: str, *args, tests: bool = True, timeout: float = 300, **env) -> dict:
+    """`python tests/SCRIPT ARGS`, a probe that prints its figures as one JSON line last: that
+    line, parsed (a failed probe fails the test with its stderr). `env` goes on top of
+    child_env's."""
+    p = subprocess.run([sys.executable, str(TESTS / script), *map(str, args)],
+                       env=child_env(tests=tests, **env), capture_output=True, text=True,
+                       timeout=timeout)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def finished_job(cli, name: str, *args):
+    """(job dir, result) of a job run by the `cli` fixture in cli.cwd/NAME, tracking off; it must
+    exit 0."""
+    job = cli.cwd / name
+    r = cli(f"hydra.run.dir={job}", "tracking.enabled=false", *args)
+    assert r.returncode == 0, r
+    return job, r
+
+
+def cli_env(**extra) -> dict:
+    """The environment of a CLI child that must import distexp and tests/factories from here."""
+    return child_env(TF_CPP_MIN_LOG_LEVEL="3", **extra)
+
+
+def distexp_cmd(*args) -> list:
+    return [sys.executable, "-m", "distexp", *args]

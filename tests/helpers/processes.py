@@ -1,0 +1,54 @@
+"""What is still running, and waiting for something to happen (no TensorFlow here).
+
+- `processes_mentioning`, `processes_with`: what is still running for a job (nothing may be left)
+- `wait_until`: a condition's first true value within a bound, else an AssertionError naming it
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+
+def processes_mentioning(text: str):
+    """PIDs whose command line contains `text` (the job's unique directory)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if text in cmd:
+            pids.append(int(d.name))
+    return pids
+
+
+def processes_with(text: str, cmd_part: bytes, env_part: bytes = b""):
+    """PIDs mentioning `text` whose command line holds `cmd_part` and environment `env_part`."""
+    pids = []
+    for pid in processes_mentioning(text):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        # a warm-forked trainer names its task in its command line (distexp.train.warm)
+        # a warm-forked trainer names its task in its command line, "(DISTEXP_TASK=worker-1)"
+        # (distexp.train.warm): its environ is the warm trainer's
+        in_title = b"(" + env_part.rstrip(b"\0") + b")" in cmd
+        if cmd_part in cmd and (env_part in env or in_title):
+            pids.append(pid)
+    return pids
+
+
+def wait_until(cond, timeout: float, what: str, every: float = 0.2):
+    """cond()'s first true value within `timeout` seconds, else an AssertionError naming `what`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")

@@ -1,0 +1,24 @@
+"""Sweep keys that only distexp's sweeper runs (sweep.controls, repeats), asked of another
+sweeper (Optuna's): one line, exit 2, through the CLI. Tier: integration (a process, no
+training)."""
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def test_controls_with_another_sweeper_is_one_line(cli):
+    r = cli("-m", "hparams_search=optuna", "sweep.controls=true", timeout=120)
+    assert r.returncode == 2, r
+    assert r.stderr.strip().splitlines()[-1] == (
+        "distexp: error: sweep.controls: received true with the OptunaSweeper; control jobs are "
+        "added by distexp's sweeper (hydra/sweeper=distexp, the default): drop sweep.controls")
+
+
+def test_repeats_with_another_sweeper_is_one_line(cli):
+    r = cli("-m", "hparams_search=optuna", "repeats=3", timeout=120)
+    assert r.returncode == 2, r
+    assert r.stderr.strip().splitlines()[-1] == (
+        "distexp: error: repeats: received 3 with the OptunaSweeper; repeats are run by distexp's "
+        "sweeper (hydra/sweeper=distexp, the default): drop repeats")

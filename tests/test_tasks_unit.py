@@ -1,0 +1,57 @@
+"""Tasks before TensorFlow: refusals of what a task cannot take, the task implied by the dataset,
+a pair file's errors in one line. Training: tests/test_tasks.py. Tier: unit."""
+from __future__ import annotations
+
+import pytest
+
+from helpers import run_in_process
+
+
+# the probe phase (perf/step_*_ms, tests/test_breakdown.py) traces seq2seq for several s: off here
+SEQ = ["model=gru_seq2seq", "dataset=synthetic_pairs", "measure_step_split=false"]
+
+
+@pytest.mark.parametrize("overrides,needle", [
+    (["strategy=ps", "jit_compile=true"], "jit_compile: received true with strategy=ps"),
+    (["strategy=ps", "dataset.on_device=true"], "dataset.on_device: received true with strategy=ps"),
+    (["strategy=ps", "strategy.cross_device_ops=hierarchical_copy"],
+     "strategy.cross_device_ops: received 'hierarchical_copy' with strategy=ps"),
+    ([*SEQ, "loop=fit"], "loop: received 'fit' with the seq2seq task; Keras 3 loss objects"),
+    (["model=gru_seq2seq"], "dataset: received 'digits' with model=gru_seq2seq"),
+    (["dataset=synthetic_pairs"], "model: received 'cnn' with a seq2seq task"),
+    (["model=gru_seq2seq", "dataset=text_pairs"], "dataset.path: received null"),
+    ([*SEQ, "objective=eval/accuracy"], "objective: received 'eval/accuracy'; valid: "
+     "eval/token_accuracy, eval/sequence_accuracy, eval/loss"),
+    ([*SEQ, "dataset.source_tokens=bpe"], "dataset.source_tokens: received 'bpe'; valid: word"),
+    (["task.name=custom"], "task.factory: received null"),
+    (["task.name=ranking"], "task.name: received 'ranking'; valid: classification, seq2seq"),
+    (["task.factory=factories:mse_task", "loop=fit"], "loop: received 'fit' with the custom task"),
+])
+def test_refused_before_tensorflow(compose, overrides, needle):
+    from distexp import errors
+    from distexp.config import checks
+
+    with pytest.raises(errors.UserError) as err:
+        checks.validate(compose(*overrides))
+    assert str(err.value).startswith(needle), err.value
+
+
+def test_task_is_implied_by_the_dataset(compose):
+    from distexp import tasks
+    from distexp.config import resolved
+
+    assert tasks.name_of(compose()) == "classification"
+    seq = compose(*SEQ)
+    assert tasks.name_of(seq) == "seq2seq" and resolved.objective_name(seq) == "eval/token_accuracy"
+    assert resolved.objective_name(compose()) == "eval/accuracy"
+    assert tasks.name_of(compose("task.factory=factories:mse_task")) == "custom"
+
+
+def test_pair_file_errors_are_one_line_before_tensorflow(tmp_path):
+    bad = tmp_path / "pairs.txt"
+    bad.write_text("Hi.\t嗨。\tCC-BY\nno tab on this line\n", encoding="utf-8")
+    r = run_in_process([*SEQ[:1], "dataset=text_pairs", f"dataset.path={bad}"], tmp_path)
+    assert r.returncode == 2, r
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("distexp: error: dataset.path: received "), r
+    assert "line 2" in lines[0] and "Strategy:" not in r.stdout, r
