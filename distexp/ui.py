@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Optional, Sequence
 
 from distexp.tracking.store import redact

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Union
 
 from distexp.tracking import store
+from distexp.tracking import tags as tag
 from distexp.tracking.offline import Offline, offline_summary
 from distexp.tracking.sink import clip
 
 
-ERROR_TAG = "distexp.error"  # why the job did not finish: the line it ended with (as a sweep's)
 
 # How a swept key shows in a run name (others: their last component, e.g. optimizer.lr -> lr).
 # JobRun.describe's default: read the run's metrics back from the store (distexp.job passes the
@@ -181,10 +181,11 @@ class JobRun:
         only). READ_BACK (the default): the run's metrics and params as the store has them.
         `error`: a failed job's line, which leads the description and is the tag distexp.error."""
         if error:
-            self.set_tag(ERROR_TAG, clip(store.redact_text(error)))
+            self.set_tag(tag.ERROR, clip(store.redact_text(error)))
         if self.offline is not None:
             return
-        from distexp.tracking.display import NOTE, job_tags
+        from distexp.tracking.display import job_tags
+        from distexp.tracking.tags import NOTE
 
         if figures is READ_BACK:
             data = self.client.get_run(self.run_id).data

@@ -12,7 +12,7 @@ REPEAT = "distexp.repeat"
 JOB_COUNT = "distexp.job_count"            # the parent: jobs that ran
 BEST_JOB = "distexp.best_job"
 BEST_OVERRIDES = "distexp.best_overrides"
-ERROR = "distexp.error"                    # the parent of a sweep that failed: the one line
+ERROR = "distexp.error"                    # why a job or a sweep failed: the one line
 RESUMED_IN = "distexp.resumed_in"          # sweep.resume=<id>: the sweep dir that resumed it
 
 # -- one job's run ---------------------------------------------------------------------------------
