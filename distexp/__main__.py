@@ -84,13 +84,16 @@ def _main(user_wants_trace: bool) -> None:
             raise
         print(f"distexp: error: {msg}", file=sys.stderr)
         sys.exit(errors.BAD_INPUT)
+    ran_sweep = sweep.active()
     code = sweep.finish()
     from distexp.job import warm
 
     warm.stop()
     loky = sys.modules.get("joblib.externals.loky.reusable_executor")
-    if getattr(loky, "_executor", None) is not None:
-        sys.exit(code)  # a joblib launcher's workers and shared memory are wound down at exit
+    if not (_SINGLE_JOB_DONE or ran_sweep) or getattr(loky, "_executor", None) is not None:
+        # --cfg, --help, --info: nothing ran; a joblib launcher's workers and shared memory are
+        # wound down at exit
+        sys.exit(code)
     # A job or basic sweep that is over (runs closed, lines printed): exit without the
     # interpreter's teardown of MLflow's, Hydra's and matplotlib's state (~2 s after a sweep's
     # last line).
