@@ -5,6 +5,10 @@ Unit tests (no TensorFlow): the split's arithmetic, the bottleneck, the learning
 End to end (slow): a known cost injected into one part must land there, for one_device,
 mirrored x2 and multiworker x2: a 20 ms sleep per batch in the input pipeline, and a model ~300x
 the tutorial CNN's compute. Three sweeps (base, slow input, deep model) over the three strategies.
+A slow input pipeline injected three ways (a per-example Python map, a lump per batch, a slow
+generator) must be named the bottleneck with input over half the step, and the same job without
+one must not blame input (tests.factories.slow_input). The input probe's drain rule is checked
+on a fake pipeline and clock (unit).
 """
 from __future__ import annotations
 
