@@ -10,7 +10,8 @@ Every process of a job runs the same probes with the same numbers of calls, in t
 only the chief's figures are logged. The calls use the loop's k (steps per call), so the per-call
 dispatch is amortised as in training.
 
-What it costs: the input probe 0.1 s or more (until the pipeline's rate is steady), one trace of
+What it costs: the input probe 0.1 s or more (until the pipeline's rate is steady) and a small trace
+(its in-graph fetch), one trace of
 the model (the compute probe; sync all-reduces zeros shaped as the gradients, so no gradient
 function is traced) and two small ones (sync, empty), then 1 + 5..9 rounds of k steps.
 """
@@ -50,7 +51,7 @@ def restore(state) -> None:
         v.assign(value)
 
 
-def pipeline_ms(iterator, clock=time.perf_counter) -> float:
+def pipeline_ms(iterator, clock=time.perf_counter, batches: int = 1) -> float:
     """ms per batch the training pipeline produces on its own: the median of back-to-back
     fetches once its buffers are drained.
 
@@ -59,7 +60,8 @@ def pipeline_ms(iterator, clock=time.perf_counter) -> float:
     come at once, then each fetch waits for the pipeline to make one. Draining takes little time
     (buffered fetches are fast), so the fetches timed are those that start in the second half of
     the probe's time, and the probe goes on until that half holds INPUT_FETCHES fetches and its
-    first quarter is not faster than its last (a buffer still draining would make it so)."""
+    first quarter is not faster than its last (a buffer still draining would make it so).
+    `batches`: batches one next() takes (the figure is per batch)."""
     import statistics
 
     fetches: List[tuple] = []  # (start since t0, seconds)
@@ -73,12 +75,35 @@ def pipeline_ms(iterator, clock=time.perf_counter) -> float:
         window = [d for s, d in fetches if s >= elapsed / 2]
         if elapsed > INPUT_MAX_S and window:
             break
-        if elapsed < INPUT_MIN_S or len(window) < INPUT_FETCHES:
+        if elapsed < INPUT_MIN_S or len(window) < max(4, -(-INPUT_FETCHES // batches)):
             continue
         q = len(window) // 4
         if statistics.median(window[:q]) >= 0.8 * statistics.median(window[-q:]):
             break
-    return 1000.0 * statistics.median(window)
+    return 1000.0 * statistics.median(window) / batches
+
+
+class InGraph:
+    """An iterator whose next() takes k batches inside one tf.function call, as the loop's k-step
+    function (and Keras' train function) does: no Python per replica, one dispatch per k."""
+
+    def __init__(self, strategy, iterator, k: int):
+        import tensorflow as tf
+
+        def first(*parts):  # a value of the batch on its replica: the fetch cannot be pruned
+            return tf.cast(tf.reshape(tf.nest.flatten(parts)[-1], [-1])[0], tf.float32)
+
+        @tf.function
+        def take(it, k):
+            done = tf.constant(0.0)
+            for _ in tf.range(k):
+                done += _local_sum(strategy, strategy.run(first, args=tuple(next(it))))
+            return done
+
+        self.take, self.iterator, self.k = take, iterator, tf.constant(k)
+
+    def __next__(self):
+        return float(self.take(self.iterator, self.k))
 
 
 class Probes:
@@ -243,7 +268,11 @@ def run(ctx, job_dir: Path, chief: bool, step_ms: Optional[float]) -> Dict[str, 
     measure = bool(ctx.cfg.measure_step_split)
     # input first, alone, before anything else runs (no collective: a worker never waits here
     # for another); dataset.on_device: training took no batch from the pipeline
-    input_ms = 0.0 if ctx.cfg.dataset.on_device else pipeline_ms(iterator) if measure else None
+    input_ms = 0.0 if ctx.cfg.dataset.on_device else None
+    if measure and input_ms is None:  # fetched as the loop fetches: on the host at k = 1 (custom)
+        host = dispatch is not None and k == 1
+        input_ms = pipeline_ms(iterator) if host else pipeline_ms(InGraph(strategy, iterator, k),
+                                                                  batches=k)
     state = snapshot(ctx.model, ctx.optimizer)
     try:
         probes = Probes(strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch)
