@@ -1,18 +1,38 @@
-"""The processes of one job before they start (`Plan`), and what each is told: its TF_CONFIG, its
+"""The processes of one job before they start (`Plan`, each a `Proc`), and what each is told: its TF_CONFIG, its
 ports, its GPUs (no TensorFlow here). The cluster kinds (distexp.cluster.kind) build a Plan."""
 from __future__ import annotations
 
 import json
 import os
 import socket
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
-from distexp.job import launch
 from distexp.errors import UserError
 
 PORT_ATTEMPTS = 3
+
+
+@dataclass
+class Proc:
+    """One process to start: its name (chief, worker-1, ps-0 ...), command, extra env, log file."""
+
+    name: str
+    cmd: Sequence[str]
+    env: Mapping[str, str]
+    log: Path
+    console: bool = False  # stream to our stdout too (the chief only)
+    # A server that never exits by itself (a PS or worker server): stopped when the others end.
+    server: bool = False
+    popen: Optional[subprocess.Popen] = field(default=None, repr=False)
+    returncode: Optional[int] = None
+
+
+def trainer_cmd(config_path: Path, *extra: str) -> List[str]:
+    return [sys.executable, "-u", "-m", "distexp.train.trainer", "--config", str(config_path), *extra]
 
 
 @dataclass
@@ -32,7 +52,7 @@ class Plan:
     # local clusters: job name -> addresses; rebuilt by `new_ports` after a port clash
     cluster: Dict[str, List[str]] = field(default_factory=dict)
     retry_ports: bool = False
-    # ps on an external cluster (launch.run polls it): a server task's ChiefWatch, true once the
+    # ps on an external cluster (distexp.job.launch.run polls it): a server task's ChiefWatch, true once the
     # coordinator is gone (stop the server, exit 0); the coordinator's ServerWatch, raises when a
     # server it saw is gone (the job fails)
     until: Optional[Callable[[], bool]] = None
@@ -47,7 +67,7 @@ class Plan:
     def several_hosts(self) -> bool:
         return len(set(self.hosts.values())) > 1
 
-    def processes(self, config_path: Path, env: Dict[str, str]) -> List[launch.Proc]:
+    def processes(self, config_path: Path, env: Dict[str, str]) -> List[Proc]:
         procs = []
         for i, name in enumerate(self.names):
             e = dict(env)
@@ -55,7 +75,7 @@ class Plan:
             if self.cluster:
                 e["TF_CONFIG"] = tf_config(self.cluster, name)
             e["DISTEXP_TASK"] = name
-            procs.append(launch.Proc(name=name, cmd=launch.trainer_cmd(config_path), env=e,
+            procs.append(Proc(name=name, cmd=trainer_cmd(config_path), env=e,
                                      log=self.job_dir / f"{name}.log", console=(i == 0),
                                      server=name in self.servers))
         return procs

@@ -17,32 +17,17 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence
 
 from distexp import errors
+from distexp.cluster.processes import Proc, trainer_cmd  # noqa: F401  (launch.Proc, as before)
 
 KILL_GRACE_S = 3.0
 # starts `python -m MODULE ARGS` (a command as trainer_cmd builds it) with env in a directory;
 # returns an object that answers as subprocess.Popen does (pid, stdout, poll, wait)
 Spawn = Callable[[Sequence[str], Mapping[str, str], str], "subprocess.Popen"]
 POLL_S = 0.1
-
-
-@dataclass
-class Proc:
-    """One process to start: its name (chief, worker-1, ps-0 ...), command, extra env, log file."""
-
-    name: str
-    cmd: Sequence[str]
-    env: Mapping[str, str]
-    log: Path
-    console: bool = False  # stream to our stdout too (the chief only)
-    # A server that never exits by itself (a PS or worker server): stopped when the others end.
-    server: bool = False
-    popen: Optional[subprocess.Popen] = field(default=None, repr=False)
-    returncode: Optional[int] = None
 
 
 class JobFailed(Exception):
@@ -271,7 +256,3 @@ def _last_error(lines: Sequence[str], rc: Optional[int] = None) -> str:
         if s and not s.startswith(("File ", "^", "~")) and not _NATIVE_LOG.match(s):
             return f": {s[:300]}"
     return ""
-
-
-def trainer_cmd(config_path: Path, *extra: str) -> List[str]:
-    return [sys.executable, "-u", "-m", "distexp.train.trainer", "--config", str(config_path), *extra]
