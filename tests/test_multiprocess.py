@@ -266,7 +266,7 @@ def test_a_task_that_stops_before_tensorflow_fails_its_peers_naming_it(tmp_path)
     """worker-1 of a cluster started by hand stops on bad input before TensorFlow; worker-0 (the
     chief) ends FAILED within STARTUP_S (60 s) of its own server listening, naming worker-1, instead
     of TensorFlow's 180 s registration wait (600 s for ps). Issue 26 item 4."""
-    from distexp.cluster.plan import free_ports
+    from distexp.cluster.processes import free_ports
 
     addrs = [f"127.0.0.1:{p}" for p in free_ports(2)]
     envs = _cluster_env(addrs)

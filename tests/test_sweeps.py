@@ -22,25 +22,27 @@ def _split(runs):
 
 
 def test_sweep_is_a_parent_run_and_a_failed_job_does_not_stop_it(cli):
-    # 4 jobs; exactly one (model=custom with the crashing factory) fails; mlp ignores the factory.
+    # 4 jobs planned; mlp ignores the factory, so its two are one set-up, run once (3 jobs);
+    # exactly one (model=custom with the crashing factory) fails
     r = cli("-m", "model=mlp,custom", "model.factory=factories:crash,factories:small_mlp",
             "epochs=1", "warmup_steps=2", "hydra.sweep.dir=sweep", timeout=900)
     assert r.returncode == 1, r
+    assert "sweep: 1 job(s) merged into an earlier job of the same set-up" in r.stdout, r
     client, runs = mlflow_runs(cli.uri)
     parents, children = _split(runs)
-    assert len(runs) == 5 and len(parents) == 1 and len(children) == 4
+    assert len(runs) == 4 and len(parents) == 1 and len(children) == 3
     parent = parents[0]
     sid = parent.data.tags["distexp.sweep_id"]
     assert parent.info.status == "FAILED"
-    assert parent.data.params["job_count"] == "4"
+    assert parent.data.params["job_count"] == "3"
     assert parent.data.params["overrides"].startswith("model=mlp,custom")
-    assert parent.data.metrics["sweep/jobs"] == 4 and parent.data.metrics["sweep/failed_jobs"] == 1
+    assert parent.data.metrics["sweep/jobs"] == 3 and parent.data.metrics["sweep/failed_jobs"] == 1
     assert all(c.data.tags["distexp.sweep_id"] == sid for c in children)
     assert all(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children)
     status = {int(c.data.tags["distexp.job_num"]): c.info.status for c in children}
-    assert status == {0: "FINISHED", 1: "FINISHED", 2: "FAILED", 3: "FINISHED"}
+    assert status == {0: "FINISHED", 1: "FAILED", 2: "FINISHED"}
     err = [ln for ln in r.stderr.splitlines() if ln.startswith("distexp: error: sweep")]
-    assert len(err) == 1 and "1 of 4 jobs failed (the others ran to the end); first: job 2" in err[0]
+    assert len(err) == 1 and "1 of 3 jobs failed (the others ran to the end); first: job 1" in err[0]
     assert processes_mentioning(str(cli.cwd / "sweep")) == []
     arts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"sweep.json", "multirun.yaml", "sweep_jobs"} <= arts

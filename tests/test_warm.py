@@ -84,6 +84,10 @@ def test_exit_codes_signals_and_failures(server, tmp_path):
     child = _spawn(server, tmp_path, "sleep", "60")
     assert child.stdout.readline() == b"sleeping\n"
     assert child.poll() is None
+    # `ps` shows the command a fresh process would have had, and its task (its environ is the
+    # server's): what the job's "nothing left behind" checks look for
+    cmdline = Path(f"/proc/{child.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    assert cmdline.startswith(f"{sys.executable} -u -m warm_probe sleep 60"), cmdline
     with pytest.raises(subprocess.TimeoutExpired):
         child.wait(timeout=0.2)
     os.killpg(child.pid, signal.SIGTERM)

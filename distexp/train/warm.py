@@ -164,10 +164,10 @@ def _become(req: dict, out_fd: int, server: int, own_fds) -> None:
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
                                   errors="backslashreplace", write_through=True)
     os.chdir(req["cwd"])
-    os.environ.clear()
+    _set_title(req)  # before the environment changes: setproctitle claims argv's and environ's
+    os.environ.clear()  # memory on its first call, and finds no title space once environ moved
     os.environ.update(req["env"])
     sys.argv = [req["module"], *req["argv"]]
-    _set_title(req)
 
 
 def _set_title(req: dict) -> None:
