@@ -26,7 +26,9 @@ from helpers.slurm import (SCRIPT, cluster_up, nothing_left as _nothing_left, qu
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
 TINY = ["epochs=1", "steps_per_epoch=3", "warmup_steps=1", "measure_step_split=false"]
-LONG = ["epochs=200", "steps_per_epoch=20", "warmup_steps=1", "checkpoint.every_steps=0"]
+# Jobs that are stopped mid-run (killed, cancelled, interrupted): long enough that a warm-started
+# job cannot finish before the test stops it (at epochs=200 one did, once, under CI)
+LONG = ["epochs=5000", "steps_per_epoch=20", "warmup_steps=1", "checkpoint.every_steps=0"]
 
 
 @pytest.fixture(scope="session")

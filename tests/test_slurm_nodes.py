@@ -33,7 +33,7 @@ NODES = {"dx-n1": "dxs-n1", "dx-n2": "dxs-n2"}  # node -> its network namespace
 # parity: the same global batch, seed and steps as one device (the losses must agree to 1e-5)
 PARITY = ["global_batch_size=64", "epochs=1", "steps_per_epoch=8", "warmup_steps=1",
           "tracking.system_metrics_interval=1", "measure_step_split=false"]
-LONG = ["epochs=200", "steps_per_epoch=20", "warmup_steps=1", "checkpoint.every_steps=0"]
+LONG = ["epochs=5000", "steps_per_epoch=20", "warmup_steps=1", "checkpoint.every_steps=0"]
 _srun = functools.partial(srun, on=_ctl)  # srun from the controller's namespace, as on a login node
 # the partition bound: TF's coordination-service heartbeat (distexp.strategies.multiworker,
 # HEARTBEAT_S = 10 s) + the trainer's exit + the job process closing its run
