@@ -13,7 +13,9 @@ dispatch is amortised as in training.
 What it costs: the input probe 0.1 s or more (until the pipeline's rate is steady) and a small trace
 (its in-graph fetch), one trace of
 the model (the compute probe; sync all-reduces zeros shaped as the gradients, so no gradient
-function is traced) and two small ones (sync, empty), then 1 + 5..9 rounds of k steps.
+function is traced) and two small ones (sync, empty), then 1 + 5..9 rounds of k steps. All four
+are plain TF (tf.while_loop, autograph=False): autograph's conversion cost ~0.7 s a function on a
+loaded 2-core machine, more than the tracing itself.
 """
 from __future__ import annotations
 
@@ -93,12 +95,13 @@ class InGraph:
         def first(*parts):  # a value of the batch on its replica: the fetch cannot be pruned
             return tf.cast(tf.reshape(tf.nest.flatten(parts)[-1], [-1])[0], tf.float32)
 
-        @tf.function
         def take(it, k):
-            done = tf.constant(0.0)
-            for _ in tf.range(k):
-                done += _local_sum(strategy, strategy.run(first, args=tuple(next(it))))
-            return done
+            return tf.while_loop(
+                lambda i, d: i < k,
+                lambda i, d: (i + 1, d + _local_sum(strategy, strategy.run(
+                    first, args=tuple(next(it))))),
+                (tf.constant(0), tf.constant(0.0)))[1]
+        take = tf.function(take, autograph=False)  # plain TF: no AST conversion to pay
 
         self.take, self.iterator, self.k = take, iterator, tf.constant(k)
 
@@ -117,10 +120,12 @@ class Probes:
         self.strategy = strategy
         variables = model.trainable_variables
         gradients = _gradients_fn(task, model, optimizer, global_batch, variables)
-        self.empty = tf.function(_empty_fn(strategy))
+        # written in plain TF (tf.while_loop): autograph's conversion (~0.2 s a function here,
+        # more under load) is not paid
+        self.empty = tf.function(_empty_fn(strategy), autograph=False)
         self.compute = tf.function(_compute_fn(strategy, optimizer, gradients, variables),
                                    autograph=False)
-        self.sync = tf.function(_sync_fn(strategy))
+        self.sync = tf.function(_sync_fn(strategy), autograph=False)
         self.variables = variables
 
     def measure(self, batch, k: int, calls: int = CALLS) -> Dict[str, float]:
@@ -220,10 +225,11 @@ def _sync_fn(strategy):
         return tf.add_n([tf.reshape(t, [-1])[0] for t in reduced])  # waits for all of it
 
     def sync(grads, k):
-        done = tf.constant(0.0)
-        for _ in tf.range(k):
-            done += _local_sum(strategy, strategy.run(all_reduce, args=tuple(grads)))
-        return done
+        return tf.while_loop(
+            lambda i, d: i < k,
+            lambda i, d: (i + 1, d + _local_sum(strategy, strategy.run(all_reduce,
+                                                                        args=tuple(grads)))),
+            (tf.constant(0), tf.constant(0.0)))[1]
 
     return sync
 
