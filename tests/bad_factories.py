@@ -113,6 +113,16 @@ def tfdata_beyond_classes(seed):
     return _tfdata(*_arrays(seed))
 
 
+def tfdata_one_label_beyond(seed):
+    """Labels 0..1 (dataset.num_classes=2) but the sixth example's, 9: inside the first batch
+    (dataset.shuffle_buffer=1 keeps the order), not its first. The range check (one per batch)
+    must name 9, not the batch's first label."""
+    x, y, xe, ye = _arrays(seed)
+    y = y % 2
+    y[5] = 9
+    return _tfdata(x, y, xe, ye % 2)
+
+
 def tfdata_strings(seed):
     x, y, xe, ye = _arrays(seed)
     return _tfdata(x, y.astype(str), xe, ye.astype(str), num_classes=CLASSES)

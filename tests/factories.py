@@ -200,3 +200,52 @@ def dropout_mlp(input_shape, num_classes):
                              keras.layers.Dense(32, activation="relu"),
                              keras.layers.Dropout(0.5),
                              keras.layers.Dense(num_classes)])
+
+
+def slow_input(seed, kind="none", ms=0.5, batch=64, n=1024):
+    """dataset=custom: random 8x8x1 images, 10 classes, whose input pipeline costs about
+    ms x batch per batch of `batch` examples, injected one of three ways (`kind`):
+    - "example": a per-example Python map (tf.numpy_function sleeping `ms`), sequential;
+    - "batch": the same map, sleeping `ms` x `batch` on every batch-th example (one lump a batch);
+    - "generator": tf.data.Dataset.from_generator whose generator sleeps `ms` per example;
+    - "none": the same examples, no cost.
+    Use with dataset.cache=false (a cache pays the cost once) and a small dataset.shuffle_buffer
+    (a large one pulls the epoch through the pipeline before the first batch)."""
+    import time
+
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(seed)
+    x = rng.random((n + n // 4, 8, 8, 1), dtype=np.float32)
+    y = rng.integers(0, 10, size=n + n // 4).astype(np.int32)
+    ev = tf.data.Dataset.from_tensor_slices((x[n:], y[n:]))
+    pause = ms / 1000.0
+    seen = [0]
+
+    def nap():  # sleeps, returns 0.0 (added to the image: the map cannot be pruned)
+        seen[0] += 1
+        if kind == "example":
+            time.sleep(pause)
+        elif kind == "batch" and seen[0] % batch == 0:
+            time.sleep(pause * batch)
+        return np.float32(0.0)
+
+    if kind == "generator":
+        def examples():
+            for i in range(n):
+                time.sleep(pause)
+                yield x[i], y[i]
+        spec = (tf.TensorSpec((8, 8, 1), tf.float32), tf.TensorSpec((), tf.int32))
+        return {"train": tf.data.Dataset.from_generator(examples, output_signature=spec),
+                "eval": ev, "num_classes": 10}
+    if kind not in ("none", "example", "batch"):
+        raise ValueError(f"kind: received {kind!r}; valid: none, example, batch, generator")
+    train = tf.data.Dataset.from_tensor_slices((x[:n], y[:n]))
+    if kind != "none":
+        def slow(a, b):
+            zero = tf.numpy_function(nap, [], tf.float32, stateful=True)
+            zero.set_shape([])
+            return a + zero, b
+        train = train.map(slow)  # sequential: the sleeps add up per batch
+    return {"train": train, "eval": ev, "num_classes": 10}

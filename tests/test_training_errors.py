@@ -68,6 +68,10 @@ CASES = [
     ("tfdata-beyond-classes", data("tfdata_beyond_classes", "dataset.num_classes=2"),
      f"labels: received 2 with 2 classes (dataset.num_classes=2, labels from "
      f"{F}:tfdata_beyond_classes); valid: class ids 0..1", IN_STEP),
+    ("tfdata-one-label-beyond", data("tfdata_one_label_beyond", "dataset.num_classes=2",
+                                            "dataset.shuffle_buffer=1"),
+     f"labels: received 9 with 2 classes (dataset.num_classes=2, labels from "
+     f"{F}:tfdata_one_label_beyond); valid: class ids 0..1", IN_STEP),
     # labels not one per example
     ("one-hot-labels", data("one_hot_labels"),
      f"dataset.factory: {F}:one_hot_labels returned y_train of shape (256, 3): (3,) per example; "
@@ -180,7 +184,7 @@ def test_one_line_inside_training(in_process, case, args, line, when):
     # names the key or the factory, and what it received
     assert re.match(r"(labels: received |(dataset|model)\.factory: bad_factories:\w+ )",
                     out["line"]), out
-    if case == "tfdata-beyond-classes":  # found by the range check mapped over the pipeline's
+    if case.startswith("tfdata-") and "beyond" in case:  # found by the range check mapped over the pipeline's
         #                                   labels (as on a GPU, whose sparse cross-entropy never
         #                                   checks), not by the CPU kernel's own check
         from distexp.tasks.preflight import RANGE_MARK

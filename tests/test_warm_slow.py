@@ -53,3 +53,34 @@ def test_time_to_first_step_agrees_with_an_outside_stamp(tmp_path):
     figure = runs[0].data.metrics["perf/time_to_first_step_s"]
     assert stamp is not None, "".join(out)
     assert abs(figure - stamp) < 0.2, (figure, stamp)
+
+
+IMPORTS_AFTER_FORK = """
+import json, sys
+from pathlib import Path
+from distexp.train import warm
+warm.preload()  # what the warm trainer imports before it forks
+before = set(sys.modules)
+from omegaconf import OmegaConf
+from distexp.train import trainer
+config = Path(sys.argv[1])
+trainer.train(OmegaConf.load(config), config.parent)
+print("NEW " + json.dumps(sorted(m for m in set(sys.modules) - before
+                                 if m.split(".")[0] in ("distexp", "hydra", "sklearn"))))
+"""
+
+
+def test_the_warm_trainer_preloads_what_a_default_job_imports(cli):
+    """Every distexp, hydra and sklearn module the default job's trainer imports (probes and
+    figures after training included) is imported by the warm trainer before it forks: a module
+    left out costs every forked job its import (hydra's ~0.3 s, paid per job of a sweep)."""
+    job = cli.cwd / "job"
+    r = cli("epochs=1", "steps_per_epoch=4", "tracking.enabled=false", f"hydra.run.dir={job}")
+    assert r.returncode == 0, r
+    p = subprocess.run([sys.executable, "-c", IMPORTS_AFTER_FORK, str(job / "config.yaml")],
+                       cwd=cli.cwd, env=child_env(), capture_output=True, text=True, timeout=300)
+    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("NEW ")), None)
+    assert p.returncode == 0 and line is not None, p.stderr[-3000:]
+    import json
+
+    assert json.loads(line[4:]) == [], line

@@ -134,8 +134,11 @@ def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard=None):
             train, ev = train.cache(), ev.cache()
         train = (train.shuffle(cfg.dataset.shuffle_buffer, seed=cfg.seed,
                                reshuffle_each_iteration=True)
-                 .repeat().batch(global_batch, drop_remainder=True).prefetch(prefetch))
-        ev = ev.batch(global_batch).prefetch(prefetch)
+                 .repeat().batch(global_batch, drop_remainder=True))
+        ev = ev.batch(global_batch)
+        for fn in arrays.per_batch:
+            train, ev = train.map(fn), ev.map(fn)
+        train, ev = train.prefetch(prefetch), ev.prefetch(prefetch)
         return _with_options(tf, train, ev, int(cfg.dataset.threadpool))
     train = tf.data.Dataset.from_tensor_slices((arrays.x_train, arrays.y_train))
     if shard is not None:
@@ -213,11 +216,12 @@ def from_user(out, ds: DictConfig) -> Arrays:
             return n if n >= 0 else None
 
         label = tf.int32 if train.element_spec[1].dtype.is_integer else tf.float32
-        train = train.map(lambda x, y: (tf.cast(x, tf.float32), tf.cast(y, label)))
-        ev = ev.map(lambda x, y: (tf.cast(x, tf.float32), tf.cast(y, label)))
+
+        def cast(x, y):  # on each batch (Arrays.per_batch), not on each example
+            return tf.cast(x, tf.float32), tf.cast(y, label)
         return Arrays(None, None, None, None, num_classes=int(num_classes or ds.num_classes),
                       train=train, eval=ev, shape=tuple(shape), sizes=(size(train), size(ev)),
-                      cache=bool(ds.cache))
+                      cache=bool(ds.cache), per_batch=(cast,))
     raise UserError(f"{where} {type(out).__name__}; expected (x_train, y_train, x_eval, y_eval) "
                     "arrays or (train, eval) tf.data.Datasets")
 

@@ -3,8 +3,11 @@
 The probes that measure the parts run in the training process (distexp.train.breakdown); this
 module only names and combines their figures, so the report can read them without TensorFlow.
 
-- input: mean host time in `next(iterator)` on the training pipeline, each fetch followed by a
-  compute step on that batch (so the pipeline overlaps compute as it does in training).
+- input: the training pipeline's own time per batch: the median of back-to-back fetches from the
+  loop's training iterator, with nothing else consuming, once the buffers that filled while
+  training paused (evaluation, the probes' set-up) are drained. A pipeline slower than the rest
+  of the step sets the step's pace; a faster one overlaps compute (prefetch), and its part is
+  then counted in full although training hid it (so `other` goes negative).
 - compute: mean time of forward + backward + the optimizer's update on a batch already on the
   replicas' devices, with the gradient all-reduce left out (each replica applies its own
   gradient), per step, in calls of k steps as the loop runs them.

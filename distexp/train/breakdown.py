@@ -9,6 +9,13 @@ Every process of a job runs the same probes with the same numbers of calls, in t
 (multiworker: the sync probe is a collective, so a worker that skipped it would hang the others);
 only the chief's figures are logged. The calls use the loop's k (steps per call), so the per-call
 dispatch is amortised as in training.
+
+What it costs: the input probe 0.1 s or more (until the pipeline's rate is steady) and a small trace
+(its in-graph fetch), one trace of
+the model (the compute probe; sync all-reduces zeros shaped as the gradients, so no gradient
+function is traced) and two small ones (sync, empty), then 1 + 5..9 rounds of k steps. All four
+are plain TF (tf.while_loop, autograph=False): autograph's conversion cost ~0.7 s a function on a
+loaded 2-core machine, more than the tracing itself.
 """
 from __future__ import annotations
 
@@ -16,19 +23,24 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-WARMUP = 2   # untimed calls per probe (tracing)
-CALLS = 15   # timed rounds at most (one call of each probe per round)
+WARMUP = 1   # untimed rounds of the compute and sync probes (the first call traces)
+CALLS = 9    # timed rounds at most (one call of each probe per round)
 MIN_CALLS = 5
-BUDGET_S = 10.0  # the rounds are cut to fit about this long, from the training's mean step
+BUDGET_S = 3.0  # the rounds are cut to fit about this long, from the training's mean step
+# the input probe: back-to-back fetches until the second half of its time holds this many, its
+# first and second quarters agree (nothing left in a buffer), and at least MIN_S has passed;
+# never past MAX_S (then the latest half is taken as it is)
+INPUT_FETCHES = 10
+INPUT_MIN_S = 0.1
+INPUT_MAX_S = 3.0
 
 
 def rounds(step_ms: Optional[float], k: int) -> int:
-    """Timed rounds for a step of `step_ms`: a round costs about k + 1 steps (a compute call of k
-    steps, an input fetch with its one-step compute; sync and the empty call are a small part of
-    a step); 5..15 rounds."""
+    """Timed rounds for a step of `step_ms`: a round costs about k steps (a compute call of k
+    steps; sync and the empty call are a small part of a step); 5..9 rounds."""
     if not step_ms:
         return MIN_CALLS
-    return max(MIN_CALLS, min(CALLS, int(BUDGET_S * 1000.0 / ((k + 1) * step_ms))))
+    return max(MIN_CALLS, min(CALLS, int(BUDGET_S * 1000.0 / (k * step_ms))))
 
 
 def snapshot(model, optimizer) -> List:
@@ -41,8 +53,66 @@ def restore(state) -> None:
         v.assign(value)
 
 
+def pipeline_ms(iterator, clock=time.perf_counter, batches: int = 1) -> float:
+    """ms per batch the training pipeline produces on its own: the median of back-to-back
+    fetches once its buffers are drained.
+
+    Nothing else consumes meanwhile. A prefetch buffer (the pipeline's, a parallel map's, the
+    distributed iterator's) refilled while evaluation ran and the probes were built; its batches
+    come at once, then each fetch waits for the pipeline to make one. Draining takes little time
+    (buffered fetches are fast), so the fetches timed are those that start in the second half of
+    the probe's time, and the probe goes on until that half holds INPUT_FETCHES fetches and its
+    first quarter is not faster than its last (a buffer still draining would make it so).
+    `batches`: batches one next() takes (the figure is per batch)."""
+    import statistics
+
+    fetches: List[tuple] = []  # (start since t0, seconds)
+    t0 = clock()
+    while True:
+        a = clock()
+        next(iterator)
+        b = clock()
+        fetches.append((a - t0, b - a))
+        elapsed = b - t0
+        window = [d for s, d in fetches if s >= elapsed / 2]
+        if elapsed > INPUT_MAX_S and window:
+            break
+        if elapsed < INPUT_MIN_S or len(window) < max(4, -(-INPUT_FETCHES // batches)):
+            continue
+        q = len(window) // 4
+        if statistics.median(window[:q]) >= 0.8 * statistics.median(window[-q:]):
+            break
+    return 1000.0 * statistics.median(window) / batches
+
+
+class InGraph:
+    """An iterator whose next() takes k batches inside one tf.function call, as the loop's k-step
+    function (and Keras' train function) does: no Python per replica, one dispatch per k."""
+
+    def __init__(self, strategy, iterator, k: int):
+        import tensorflow as tf
+
+        def first(*parts):  # a value of the batch on its replica: the fetch cannot be pruned
+            return tf.cast(tf.reshape(tf.nest.flatten(parts)[-1], [-1])[0], tf.float32)
+
+        def take(it, k):
+            return tf.while_loop(
+                lambda i, d: i < k,
+                lambda i, d: (i + 1, d + _local_sum(strategy, strategy.run(
+                    first, args=tuple(next(it))))),
+                (tf.constant(0), tf.constant(0.0)))[1]
+        take = tf.function(take, autograph=False)  # plain TF: no AST conversion to pay
+
+        self.take, self.iterator, self.k = take, iterator, tf.constant(k)
+
+    def __next__(self):
+        return float(self.take(self.iterator, self.k))
+
+
 class Probes:
-    """The three measuring functions of one job, built on its strategy, model and optimizer."""
+    """The measuring functions of one job, built on its strategy, model and optimizer: compute
+    (the model's step without the all-reduce), sync (the all-reduce of tensors shaped as the
+    model's gradients) and empty (the dispatch both include). Only compute traces the model."""
 
     def __init__(self, strategy, task, model, optimizer, global_batch: int):
         import tensorflow as tf
@@ -50,38 +120,34 @@ class Probes:
         self.strategy = strategy
         variables = model.trainable_variables
         gradients = _gradients_fn(task, model, optimizer, global_batch, variables)
-        self.gradients = tf.function(lambda x, y: strategy.run(gradients, args=(x, y)))
-        self.empty = tf.function(_empty_fn(strategy))
+        # written in plain TF (tf.while_loop): autograph's conversion (~0.2 s a function here,
+        # more under load) is not paid
+        self.empty = tf.function(_empty_fn(strategy), autograph=False)
         self.compute = tf.function(_compute_fn(strategy, optimizer, gradients, variables),
                                    autograph=False)
-        self.sync = tf.function(_sync_fn(strategy))
+        self.sync = tf.function(_sync_fn(strategy), autograph=False)
+        self.variables = variables
 
-    def measure(self, iterator, k: int, calls: int = CALLS) -> Dict[str, Optional[float]]:
-        """{"input", "compute", "sync"} in ms per step, each the median over `calls` calls (a call
-        preempted by another process does not move it).
+    def measure(self, batch, k: int, calls: int = CALLS) -> Dict[str, float]:
+        """{"compute", "sync"} in ms per step on `batch` (on the replicas' devices), each the
+        median over `calls` rounds (a call preempted by another process does not move it).
 
-        Input first, alone: each round fetches a batch and computes one step on it (the pipeline
-        refills meanwhile, as in training); no collective runs in this phase, so a worker never
-        waits here for another (that wait would let its own prefetch catch up and hide its
-        input cost). Then compute and sync, interleaved (one call of each per round, so they see
-        the same load on the machine), each net of the dispatch of an empty call of the same
-        shape in the same round: the loop pays one dispatch per call, not one per part, and it
-        belongs to `other`."""
+        Compute and sync are interleaved (one call of each per round, so they see the same load
+        on the machine), each net of the dispatch of an empty call of the same shape in the same
+        round: the loop pays one dispatch per call, not one per part, and it belongs to
+        `other`."""
         import statistics
 
         import tensorflow as tf
 
-        kk, one = tf.constant(k), tf.constant(1)
-        x, y = next(iterator)  # the fixed batch: already on the replicas' devices
-        grads = self.gradients(x, y)
-        times: Dict[str, List[float]] = {"input": [], "compute": [], "sync": [], "empty": []}
-        for i in range(WARMUP + calls):
-            t0 = time.perf_counter()
-            bx, by = next(iterator)
-            t1 = time.perf_counter()
-            float(self.compute(bx, by, one))
-            if i >= WARMUP:
-                times["input"].append(t1 - t0)
+        kk = tf.constant(k)
+        x, y = batch
+        # what the sync probe all-reduces: a dense tensor per trainable variable, of its shape and
+        # dtype (the gradients the optimizer all-reduces; a sum's cost does not depend on the
+        # values), on each replica's device: no trace of the model
+        grads = self.strategy.experimental_distribute_values_from_function(
+            lambda _: [tf.zeros(v.shape, v.dtype) for v in self.variables])
+        times: Dict[str, List[float]] = {"compute": [], "sync": [], "empty": []}
         for i in range(WARMUP + calls):
             t0 = time.perf_counter()
             float(self.empty(kk))
@@ -96,8 +162,7 @@ class Probes:
                 times["sync"].append((t3 - t2) / k)
         ms = {part: 1000.0 * statistics.median(v) for part, v in times.items()}
         floor = ms.pop("empty")
-        return {"input": ms["input"], "compute": max(0.0, ms["compute"] - floor),
-                "sync": max(0.0, ms["sync"] - floor)}
+        return {"compute": max(0.0, ms["compute"] - floor), "sync": max(0.0, ms["sync"] - floor)}
 
 
 def _gradients_fn(task, model, optimizer, global_batch: int, variables):
@@ -160,10 +225,11 @@ def _sync_fn(strategy):
         return tf.add_n([tf.reshape(t, [-1])[0] for t in reduced])  # waits for all of it
 
     def sync(grads, k):
-        done = tf.constant(0.0)
-        for _ in tf.range(k):
-            done += _local_sum(strategy, strategy.run(all_reduce, args=tuple(grads)))
-        return done
+        return tf.while_loop(
+            lambda i, d: i < k,
+            lambda i, d: (i + 1, d + _local_sum(strategy, strategy.run(all_reduce,
+                                                                        args=tuple(grads)))),
+            (tf.constant(0), tf.constant(0.0)))[1]
 
     return sync
 
@@ -201,27 +267,34 @@ def run(ctx, job_dir: Path, chief: bool, step_ms: Optional[float]) -> Dict[str, 
         return ps_run(ctx, job_dir, chief, step_ms)
     if dispatch is not None:  # the custom loop: its own iterator, as training left it
         iterator, k = dispatch.iterator, int(dispatch.k)
-    else:  # fit: Keras' iterator is its own; a fresh one (the first fetches are not timed)
+    else:  # fit: Keras' iterator is its own; a fresh one, its first fetch (the fill) not timed
         iterator = iter(strategy.experimental_distribute_dataset(ctx.train_ds))
+        next(iterator)
         k = int(getattr(ctx.model, "steps_per_execution", 1) or 1)
+    measure = bool(ctx.cfg.measure_step_split)
+    # input first, alone, before anything else runs (no collective: a worker never waits here
+    # for another); dataset.on_device: training took no batch from the pipeline
+    input_ms = 0.0 if ctx.cfg.dataset.on_device else None
+    if measure and input_ms is None:  # fetched as the loop fetches: on the host at k = 1 (custom)
+        host = dispatch is not None and k == 1
+        input_ms = pipeline_ms(iterator) if host else pipeline_ms(InGraph(strategy, iterator, k),
+                                                                  batches=k)
     state = snapshot(ctx.model, ctx.optimizer)
     try:
         probes = Probes(strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch)
         if ctx.cfg.profile:
             _profile(ctx, probes, iterator, k, job_dir, chief)
-        if not ctx.cfg.measure_step_split:
+        if not measure:
             return {}
         # every process must run the same number of calls (multiworker): their mean, agreed (one
         # process: nothing to agree, and no eager cross-replica call)
         want = tf.constant(float(rounds(step_ms, k)))
         calls = int(strategy.reduce("MEAN", strategy.run(lambda: want), axis=None)) \
             if int(ctx.workers) > 1 else int(want)
-        parts = probes.measure(iterator, k, calls)
+        parts = probes.measure(next(iterator), k, calls)  # a batch on the replicas' devices
     finally:
         restore(state)
-    if ctx.cfg.dataset.on_device:  # training took no batch from the pipeline
-        parts["input"] = 0.0
-    return breakdown.split(step_ms, parts["input"], parts["compute"], parts["sync"])
+    return breakdown.split(step_ms, input_ms, parts["compute"], parts["sync"])
 
 
 def _profile(ctx, probes, iterator, k: int, job_dir: Path, chief: bool) -> None:

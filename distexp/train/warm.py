@@ -38,10 +38,17 @@ import time
 
 # What a training process imports (the train side is imported whole by distexp.train.trainer's
 # lazy imports as it runs; these are the ones that cost seconds).
+# The list holds every module the default job's trainer imports (checked by
+# tests/test_warm_slow.py: after the fork it imports no distexp, hydra or sklearn module).
 PRELOAD = ("tensorflow", "keras", "distexp.train.trainer", "distexp.train.loops.custom",
-           "distexp.train.loops.fit", "distexp.train.breakdown", "distexp.train.checkpoints",
+           "distexp.train.loops.fit", "distexp.train.loops.evaluate", "distexp.train.breakdown",
+           "distexp.train.checkpoints", "distexp.train.hardware", "distexp.train.progress",
+           "distexp.train.optimizer", "distexp.train.parity_probe", "distexp.train.devices",
            "distexp.models", "distexp.tasks", "distexp.data.datasets", "distexp.tracking",
-           "sklearn.datasets", "sklearn.model_selection")
+           "distexp.config.resolved", "distexp.config.schema", "distexp.cluster.kinds",
+           "distexp.figures.meter", "distexp.figures.flops", "distexp.figures.cpu_peak",
+           "distexp.figures.breakdown", "distexp.figures.meaning", "sklearn.datasets",
+           "sklearn.datasets.descr", "sklearn.datasets.data", "sklearn.model_selection")
 MAX_PACKET = 1 << 20
 
 
