@@ -318,14 +318,20 @@ def _read_result(job_dir: Path) -> dict:
 
 # --- conclude: what the user reads, and the exit ---------------------------------------------
 
+def objective(result: dict) -> tuple:
+    """(name, value) of the job's objective in the chief's result.json: the trainer names it from
+    the job's facts (distexp.config.resolved.objective_name); ("", None) without a result."""
+    name = result.get("objective") or ""
+    return name, result.get(name)
+
+
 def conclude(job: Job, out: Outcome) -> Optional[float]:
     """Print the outcome's line(s) and exit with `exit_code(out)`; return the objective on success.
     In a multirun a failed job raises JobError instead (the sweep goes on)."""
     cfg = job.cfg
     code = exit_code(out)
     if out.lost:
-        name = resolved.objective_name(cfg) or out.result.get("objective", "")
-        value = out.result.get(name)
+        name, value = objective(out.result)
         what = f"training {out.status}" + (f" ({name} {value:.4f})" if value is not None else "")
         lost = out.lost
         print(f"distexp: error: tracking: MLflow at {tracking.redact(cfg.tracking.uri)} stopped "
@@ -342,7 +348,7 @@ def conclude(job: Job, out: Outcome) -> Optional[float]:
             print(f"Job directory: {job.job_dir}", flush=True)
             if job.forwarder is not None:
                 print(f"Browse it: {ui.command(cfg.tracking.uri)}", flush=True)
-        return out.result.get(resolved.objective_name(cfg) or out.result.get("objective", ""))
+        return objective(out.result)[1]
     line = out.error if code == errors.BAD_INPUT else f"{out.error} (logs: {', '.join(map(str, out.logs))})"
     if code == errors.INTERRUPTED and not job.multirun:  # the checkpoint kept, the command to go on
         from distexp.job import resume
