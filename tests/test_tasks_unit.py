@@ -47,6 +47,19 @@ def test_task_is_implied_by_the_dataset(compose):
     assert tasks.name_of(compose("task.factory=factories:mse_task")) == "custom"
 
 
+def test_built_in_tasks_come_from_the_registry_a_fresh_one_per_job(compose):
+    """The trainer's way to a task (tasks.get): the registry's class, instantiated per job (a task
+    keeps state, e.g. from_logits); an unknown name is the registry's one line, custom listed."""
+    from distexp import errors, tasks
+
+    seq = compose(*SEQ)
+    assert type(tasks.get(seq)) is tasks.Seq2Seq and tasks.get(seq) is not tasks.get(seq)
+    assert tasks.NAMES == ("classification", "seq2seq", "custom")
+    with pytest.raises(errors.UserError) as err:
+        tasks.get(compose("task.name=ranking"))
+    assert str(err.value) == "task.name: received 'ranking'; valid: classification, seq2seq, custom"
+
+
 def test_pair_file_errors_are_one_line_before_tensorflow(tmp_path):
     bad = tmp_path / "pairs.txt"
     bad.write_text("Hi.\t嗨。\tCC-BY\nno tab on this line\n", encoding="utf-8")
