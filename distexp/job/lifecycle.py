@@ -343,11 +343,11 @@ def conclude(job: Job, out: Outcome) -> Optional[float]:
             sys.exit(code)
     if code == 0:
         if not job.multirun:  # a sweep prints its own ending (distexp.sweeps.callback.finish)
-            from distexp import ui
+            from distexp.tracking import view
 
             print(f"Job directory: {job.job_dir}", flush=True)
             if job.forwarder is not None:
-                print(f"Browse it: {ui.command(cfg.tracking.uri)}", flush=True)
+                print(f"Browse it: {view.command(cfg.tracking.uri)}", flush=True)
         return objective(out.result)[1]
     line = out.error if code == errors.BAD_INPUT else f"{out.error} (logs: {', '.join(map(str, out.logs))})"
     if code == errors.INTERRUPTED and not job.multirun:  # the checkpoint kept, the command to go on

@@ -317,11 +317,11 @@ def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> 
         finally:
             sweep.run.end(status)
     if sweep.run is not None and not interrupted:
-        from distexp import ui
+        from distexp.tracking import view
 
         if line:
             print(line, flush=True)
-        print(f"Browse it: {ui.command(sweep.run.uri)}", flush=True)
+        print(f"Browse it: {view.command(sweep.run.uri)}", flush=True)
     _LAST_CODE = sweep.exit_code = code
     return code
 
