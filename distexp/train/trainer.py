@@ -49,7 +49,7 @@ def train(cfg, job_dir: Optional[Path] = None) -> dict:
         return {}
     try:
         ctx, logger, replica_devices = _build(cfg, facts, record, resolver, job_dir)
-        return _run(ctx, logger, replica_devices, facts, job_dir)
+        return _run(ctx, record, logger, replica_devices, facts, job_dir)
     except (UserError, UserFailure, strategies.PortInUse):
         raise
     except Exception as ex:  # noqa: BLE001  (one line that says it: distexp.train.diagnose)
@@ -175,7 +175,7 @@ def task_params(facts, task) -> dict:
             OBJECTIVE_PARAM: facts.objective}
 
 
-def _run(ctx, logger, replica_devices, facts, job_dir: Path) -> dict:
+def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
     """The loop, then the figures measured after training, the result (chief: result.json)."""
     from distexp.train import hardware, loops
     from distexp.train.parity_probe import PARITY_ENV, write_parity
@@ -201,7 +201,7 @@ def _run(ctx, logger, replica_devices, facts, job_dir: Path) -> dict:
                        f"{str(ex).splitlines()[0][:200]})")
         split = {}
     final = reporter.finish({**split, **hardware.after_training(
-        cfg, ctx.model, ctx.data.input_shape, replica_devices,
+        cfg, record, ctx.model, ctx.data.input_shape, replica_devices,
         meter.final_figures()["perf/examples_per_sec"], chief, logger)})
     if reporter.diverged_at is not None:
         reporter.print(f"distexp: warning: {reporter.diverged_line(stopped=False)}")
