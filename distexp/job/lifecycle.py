@@ -30,6 +30,7 @@ from distexp import errors, tracking
 from distexp.job import launch, warm
 from distexp.tracking.node_metrics import CLUSTER_ID, NodeMetrics
 from distexp.sweeps import callback as sweep
+from distexp.sweeps.parent import child_tags
 from distexp.sweeps.records import swept_values
 from distexp.config import resolved
 
@@ -162,8 +163,8 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
     if plan.cluster_id:  # the other nodes' first tasks find the run by it (node_metrics)
         tags[CLUSTER_ID] = plan.cluster_id
     if multirun:
-        tags.update(sweep.child_tags(str(hc.sweep.dir), cfg.tracking.uri,
-                                     cfg.tracking.experiment, int(hc.job.num)))
+        tags.update(child_tags(str(hc.sweep.dir), cfg.tracking.uri,
+                               cfg.tracking.experiment, int(hc.job.num)))
     if cfg.resume:  # the chief trainer adds distexp.resumed_from_step once it has looked
         tags["distexp.resume"] = "requested"
     params = C.flatten(cfg)
