@@ -1,6 +1,7 @@
 """Built-ins picked by name: the one way distexp registers them (Lightning's StrategyRegistry is
 the model). A registry maps a name to a record instance (strategies, cluster kinds: `add` a class
-with a `name`) or to a function (models, datasets: `add_as(name)`); `find` is the one line for a
+with a `name`), to a function (models, datasets, loops, optimizers: `add_as(name)`) or to a class
+(tasks: `add_class`, a fresh instance per job); `find` is the one line for a
 name it does not know, and `load` first imports the module a config node names as its `record`
 (an option of one's own, outside distexp). A leaf: no TensorFlow, nothing of distexp but errors."""
 from __future__ import annotations
@@ -12,16 +13,23 @@ from distexp.errors import UserError
 
 
 class Registry(dict):
-    def __init__(self, key: str, *, sort: bool = False, base: str = ""):
+    def __init__(self, key: str, *, sort: bool = False, base: str = "",
+                 also: Tuple[str, ...] = ()):
         """`key`: the config key that names an entry (`strategy`, `cluster`, `model`); `sort`:
         list the valid names sorted (else in registration order); `base`: what a `record` module
-        must register (for its one line)."""
+        must register (for its one line); `also`: valid names the caller handles itself, listed
+        last (a task's `custom`: the user's factory)."""
         super().__init__()
-        self.key, self.sort, self.base = key, sort, base
+        self.key, self.sort, self.base, self.also = key, sort, base, tuple(also)
 
     def add(self, cls):
         """Class decorator: register an instance of `cls` under `cls.name`."""
         self[cls.name] = cls()
+        return cls
+
+    def add_class(self, cls):
+        """Class decorator: register `cls` itself under `cls.name` (the caller instantiates it)."""
+        self[cls.name] = cls
         return cls
 
     def add_as(self, name: str) -> Callable:
@@ -32,7 +40,7 @@ class Registry(dict):
         return deco
 
     def names(self) -> Tuple[str, ...]:
-        return tuple(sorted(self) if self.sort else self)
+        return (*(sorted(self) if self.sort else self), *self.also)
 
     def find(self, name: str):
         try:

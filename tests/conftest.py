@@ -118,7 +118,7 @@ MIXED_FOR_NOW = {"test_breakdown.py"}
 
 
 def one_tier_per_file(items) -> None:
-    """Every test of a file is of one tier (docs/testing-tiers.md), so that a file's cost reads
+    """Every test of a file is of one tier (docs/testing.md, "One tier per file"), so that a file's cost reads
     from its top: `pytestmark = pytest.mark.integration` or `slow`, nothing for unit."""
     by_file: dict = {}
     for it in items:

@@ -18,7 +18,7 @@ import pytest
 
 from distexp.parity import losses as _losses
 from helpers import (cli_env as _env, mlflow_runs, processes_mentioning, processes_with,
-                     run_cli)
+                     run_cli, run_together)
 
 pytestmark = pytest.mark.slow
 BASE = pytest.mark.xdist_group("multiprocess-base")  # CI's xdist: the tests sharing `base` share a worker, so it runs once
@@ -162,19 +162,11 @@ def test_killed_worker_fails_the_job_and_resume_finishes_it(base):
 
 def _start_by_hand(cwd: Path, tasks, common, netns=None):
     """One `python -m distexp` per task, each with the env the engine would set."""
-    procs = []
-    for i, env in enumerate(tasks):
+    cmds = []
+    for i in range(len(tasks)):
         cmd = [sys.executable, "-m", "distexp", *common, f"hydra.run.dir={cwd / f'task{i}'}"]
-        if netns:
-            cmd = ["ip", "netns", "exec", netns[i], *cmd]
-        procs.append(subprocess.Popen(cmd, cwd=cwd, env={**_env(), **env}, text=True,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-    try:
-        outs = [p.communicate(timeout=240)[0] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+        cmds.append(["ip", "netns", "exec", netns[i], *cmd] if netns else cmd)
+    procs, outs = run_together(cmds, cwd, [{**_env(), **env} for env in tasks])
     for p, out in zip(procs, outs):
         assert p.returncode == 0, out[-3000:]
     return outs
@@ -270,19 +262,11 @@ def test_a_task_that_stops_before_tensorflow_fails_its_peers_naming_it(tmp_path)
 
     addrs = [f"127.0.0.1:{p}" for p in free_ports(2)]
     envs = _cluster_env(addrs)
-    procs = []
-    for i, extra in enumerate([[], ["epochs=-1"]]):  # worker-1: a bad value, one line, exit 2
-        cmd = [sys.executable, "-m", "distexp", "strategy=multiworker", "cluster=tf_config",
-               *TINY, *extra, f"hydra.run.dir={tmp_path / f'task{i}'}"]
-        procs.append(subprocess.Popen(cmd, cwd=tmp_path, env={**_env(), **envs[i]}, text=True,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    cmds = [[sys.executable, "-m", "distexp", "strategy=multiworker", "cluster=tf_config", *TINY,
+             *extra, f"hydra.run.dir={tmp_path / f'task{i}'}"]
+            for i, extra in enumerate([[], ["epochs=-1"]])]  # worker-1: a bad value, exit 2
     t0 = time.monotonic()
-    try:
-        outs = [p.communicate(timeout=240)[0] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+    procs, outs = run_together(cmds, tmp_path, [{**_env(), **env} for env in envs])
     took = time.monotonic() - t0
     assert procs[1].returncode == 2 and "epochs: received -1" in outs[1], outs[1]
     assert procs[0].returncode == 1, outs[0][-3000:]

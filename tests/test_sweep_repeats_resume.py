@@ -68,6 +68,11 @@ def test_resume_skips_finished_jobs_and_reruns_failed_ones(cli, launcher):
         assert c.data.tags["mlflow.parentRunId"] == parent_id
         by_factory.setdefault(c.data.params["model.factory"], []).append(c)
     assert [c.info.status for c in by_factory["factories:small_mlp"]] == ["FINISHED"]  # not re-run
+    done = by_factory["factories:small_mlp"][0]  # its record keeps the objective its run named
+    kept = json.loads((cli.cwd / "again" / "sweep_jobs" /
+                       f"{done.data.tags['distexp.job_num']}.json").read_text())
+    assert done.data.params["objective_resolved"] == "eval/accuracy"
+    assert kept["value"] == done.data.metrics["eval/accuracy"] and kept["skipped"], kept
     retried = sorted(by_factory["factories:fails_when_env"], key=lambda c: c.info.start_time)
     assert [c.info.status for c in retried] == ["FAILED", "FINISHED"]
     assert [c.data.params["resume"] for c in retried] == ["False", "True"]

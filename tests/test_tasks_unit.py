@@ -47,6 +47,19 @@ def test_task_is_implied_by_the_dataset(compose):
     assert tasks.name_of(compose("task.factory=factories:mse_task")) == "custom"
 
 
+def test_built_in_tasks_come_from_the_registry_a_fresh_one_per_job(compose):
+    """The trainer's way to a task (tasks.get): the registry's class, instantiated per job (a task
+    keeps state, e.g. from_logits); an unknown name is the registry's one line, custom listed."""
+    from distexp import errors, tasks
+
+    seq = compose(*SEQ)
+    assert type(tasks.get(seq)) is tasks.Seq2Seq and tasks.get(seq) is not tasks.get(seq)
+    assert tasks.NAMES == ("classification", "seq2seq", "custom")
+    with pytest.raises(errors.UserError) as err:
+        tasks.get(compose("task.name=ranking"))
+    assert str(err.value) == "task.name: received 'ranking'; valid: classification, seq2seq, custom"
+
+
 def test_pair_file_errors_are_one_line_before_tensorflow(tmp_path):
     bad = tmp_path / "pairs.txt"
     bad.write_text("Hi.\t嗨。\tCC-BY\nno tab on this line\n", encoding="utf-8")
@@ -55,3 +68,39 @@ def test_pair_file_errors_are_one_line_before_tensorflow(tmp_path):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("distexp: error: dataset.path: received "), r
     assert "line 2" in lines[0] and "Strategy:" not in r.stdout, r
+
+
+# Every candidate figure with its own value: a consumer that reads the wrong name reads a wrong value.
+FINAL = {"eval/accuracy": 0.91, "eval/loss": 0.72, "eval/token_accuracy": 0.53, "eval/mae": 0.34}
+USER_TASK = "task.factory=factories:mse_task"  # its objective, eval/mae, is known in the trainer
+
+
+@pytest.mark.parametrize("overrides,expected", [
+    ([], "eval/accuracy"),
+    (["objective=eval/loss"], "eval/loss"),
+    (SEQ, "eval/token_accuracy"),
+    ([USER_TASK], "eval/mae"),
+    ([USER_TASK, "objective=eval/loss"], "eval/loss"),
+])
+def test_trainer_job_and_resumed_sweep_read_one_objective(compose, overrides, expected):
+    """The job's facts name the objective (a user's task's: completed by the trainer); the
+    trainer's param, the job's exit value and a resumed sweep's value all read that name."""
+    from distexp import tasks
+    from distexp.config import resolved
+    from distexp.job import lifecycle
+    from distexp.sweeps import planning
+    from distexp.train import trainer
+    from factories import mse_task
+
+    cfg = compose(*overrides)
+    facts = resolved.facts_of(resolved.attach(cfg, resolved.resolve(cfg, gpus=0)))
+    task = tasks.builtin(cfg) or mse_task()
+    assert resolved.complete_objective(facts, task) == facts.objective == expected
+    params = trainer.task_params(facts, task)  # what the chief logs
+    result = {**FINAL, "objective": facts.objective}  # the chief's result.json
+    assert lifecycle.objective(result) == (expected, FINAL[expected])
+    job_cfg = compose(*overrides)  # the sweep composes the job again
+    assert planning.run_objective({"params": params, "metrics": FINAL}, job_cfg) == FINAL[expected]
+    # a run logged before the param existed: the facts as resolved now (None for a user's task)
+    old = planning.run_objective({"params": {}, "metrics": FINAL}, job_cfg)
+    assert old == (None if overrides == [USER_TASK] else FINAL[expected])

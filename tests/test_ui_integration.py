@@ -35,13 +35,13 @@ def _store_with_sweep(tmp_path: Path, sweep_id: str = "s1"):
 
 
 def test_ui_writes_the_shared_view_mlflow_reads_and_prints_its_url(tmp_path):
-    from distexp import ui
+    from distexp.tracking import view
 
     uri, client, exp, parent = _store_with_sweep(tmp_path)
     old = client.create_run(exp, run_name="sweep-s0", tags={"distexp.sweep_id": "s0",
                                                              "distexp.run_kind": "sweep"})
     assert old  # a later parent: the latest is s0 now, unless --sweep-id asks for s1
-    exp_id, key, sid = ui.sweep_view(uri, None, "s1")
+    exp_id, key, sid = view.sweep_view(uri, None, "s1")
     assert (exp_id, sid, key) == (exp, "s1", "distexp-sweep-s1")
     tag = client.get_experiment(exp).tags[f"mlflow.sharedViewState.{key}"]
     envelope = json.loads(tag)
@@ -55,14 +55,14 @@ def test_ui_writes_the_shared_view_mlflow_reads_and_prints_its_url(tmp_path):
         "tags.`examples/s`", "tags.`accuracy`", "tags.`speed-up`"]
     assert state["runsExpanded"] == {parent: True}
     assert len(tag) < 5000  # MLflow's experiment tag limit
-    assert ui.url("http://127.0.0.1:5000", exp_id, key) == (
+    assert view.url("http://127.0.0.1:5000", exp_id, key) == (
         f"http://127.0.0.1:5000/#/experiments/{exp}/runs?workflowType=machine_learning"
         "&viewStateShareKey=distexp-sweep-s1")
     # without --sweep-id: the latest sweep
-    assert ui.sweep_view(uri, None, None)[2] == "s0"
+    assert view.sweep_view(uri, None, None)[2] == "s0"
     r = run_cli(["--print-url", "--sweep-id", "s1"], tmp_path, module="distexp.ui", timeout=120)
     assert r.returncode == 0, r
-    assert r.stdout.strip() == ui.url("http://127.0.0.1:5000", exp, "distexp-sweep-s1")
+    assert r.stdout.strip() == view.url("http://127.0.0.1:5000", exp, "distexp-sweep-s1")
 
 
 def test_ui_one_line_errors(tmp_path):

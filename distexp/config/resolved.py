@@ -21,13 +21,31 @@ def strategy_record(cfg: DictConfig):
     """The strategy's record (distexp.strategies: layout, loops, knobs, devices, builder)."""
     return strategies.of(cfg)
 
+# The run's param naming the job's objective, logged by the chief trainer from the facts: what a
+# resumed sweep reads (distexp.sweeps.planning), as the trainer's result.json names it the job.
+OBJECTIVE_PARAM = "objective_resolved"
+
+
 def objective_name(cfg: DictConfig) -> Optional[str]:
-    """The figure a job returns: `objective`, else the task's (None for a user's task: the
-    trainer writes it to result.json)."""
+    """The figure a job returns (the facts' `objective`): `objective`, else the task's.
+
+    The one place it is derived. A built-in task's is known here, before TensorFlow; a user's
+    task (`task.factory`) is imported only in the training process, so its facts hold None and
+    the trainer completes them once it has built the task (`complete_objective`). Everything
+    after reads the facts: the trainer's result.json (`objective`) and its param
+    OBJECTIVE_PARAM, the job's exit value (distexp.job.lifecycle), a resumed sweep."""
     if cfg.objective is not None:
         return str(cfg.objective)
     task = tasks.builtin(cfg)
     return task.objective if task is not None else None
+
+
+def complete_objective(facts, task) -> str:
+    """`facts.objective`, set from `task.objective` where the job process could not know it (a
+    user's task: None there); the trainer calls it once, after building the task."""
+    if facts.objective is None:
+        facts.objective = str(task.objective)
+    return str(facts.objective)
 
 NVIDIA_GPUS = "/proc/driver/nvidia/gpus"  # the NVIDIA driver's own list, one entry per GPU
 

@@ -30,6 +30,7 @@ from distexp import errors, tracking
 from distexp.job import launch, warm
 from distexp.tracking.node_metrics import CLUSTER_ID, NodeMetrics
 from distexp.sweeps import callback as sweep
+from distexp.sweeps.parent import child_tags
 from distexp.sweeps.records import swept_values
 from distexp.config import resolved
 
@@ -162,8 +163,8 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
     if plan.cluster_id:  # the other nodes' first tasks find the run by it (node_metrics)
         tags[CLUSTER_ID] = plan.cluster_id
     if multirun:
-        tags.update(sweep.child_tags(str(hc.sweep.dir), cfg.tracking.uri,
-                                     cfg.tracking.experiment, int(hc.job.num)))
+        tags.update(child_tags(str(hc.sweep.dir), cfg.tracking.uri,
+                               cfg.tracking.experiment, int(hc.job.num)))
     if cfg.resume:  # the chief trainer adds distexp.resumed_from_step once it has looked
         tags["distexp.resume"] = "requested"
     params = C.flatten(cfg)
@@ -318,14 +319,20 @@ def _read_result(job_dir: Path) -> dict:
 
 # --- conclude: what the user reads, and the exit ---------------------------------------------
 
+def objective(result: dict) -> tuple:
+    """(name, value) of the job's objective in the chief's result.json: the trainer names it from
+    the job's facts (distexp.config.resolved.objective_name); ("", None) without a result."""
+    name = result.get("objective") or ""
+    return name, result.get(name)
+
+
 def conclude(job: Job, out: Outcome) -> Optional[float]:
     """Print the outcome's line(s) and exit with `exit_code(out)`; return the objective on success.
     In a multirun a failed job raises JobError instead (the sweep goes on)."""
     cfg = job.cfg
     code = exit_code(out)
     if out.lost:
-        name = resolved.objective_name(cfg) or out.result.get("objective", "")
-        value = out.result.get(name)
+        name, value = objective(out.result)
         what = f"training {out.status}" + (f" ({name} {value:.4f})" if value is not None else "")
         lost = out.lost
         print(f"distexp: error: tracking: MLflow at {tracking.redact(cfg.tracking.uri)} stopped "
@@ -337,12 +344,12 @@ def conclude(job: Job, out: Outcome) -> Optional[float]:
             sys.exit(code)
     if code == 0:
         if not job.multirun:  # a sweep prints its own ending (distexp.sweeps.callback.finish)
-            from distexp import ui
+            from distexp.tracking import view
 
             print(f"Job directory: {job.job_dir}", flush=True)
             if job.forwarder is not None:
-                print(f"Browse it: {ui.command(cfg.tracking.uri)}", flush=True)
-        return out.result.get(resolved.objective_name(cfg) or out.result.get("objective", ""))
+                print(f"Browse it: {view.command(cfg.tracking.uri)}", flush=True)
+        return objective(out.result)[1]
     line = out.error if code == errors.BAD_INPUT else f"{out.error} (logs: {', '.join(map(str, out.logs))})"
     if code == errors.INTERRUPTED and not job.multirun:  # the checkpoint kept, the command to go on
         from distexp.job import resume

@@ -6,9 +6,10 @@ any sweeper (basic, Optuna) and launcher (basic, joblib, submitit):
 - ``on_multirun_start`` (the sweep process): opens the parent run (tags ``distexp.sweep_id``,
   ``distexp.run_kind=sweep``, ``distexp.sweep_dir``; params: the overrides, sweeper, launcher)
   and writes ``<sweep dir>/sweep.json``. Jobs find their parent there: a file on the sweep dir
-  reaches joblib workers and Slurm nodes alike, an environment variable would not.
+  reaches joblib workers and Slurm nodes alike, an environment variable would not. The parent
+  run itself (opened, reopened, its children's tags) is distexp.sweeps.parent's.
 - each job (distexp.job.lifecycle) reads sweep.json and opens its run as a child (``mlflow.parentRunId``,
-  ``distexp.sweep_id``, ``distexp.job_num``, ``distexp.repeat``).
+  ``distexp.sweep_id``, ``distexp.job_num``, ``distexp.repeat``: distexp.sweeps.parent.child_tags).
 - ``sweep.resume=<id>``: ``on_multirun_start`` reopens that sweep's parent run (RUNNING again)
   and writes its id and run to the new sweep.json; distexp.sweeps.planning decides which jobs run.
 - ``on_job_end`` (wherever the job ran): writes ``<sweep dir>/sweep_jobs/<num>.json`` (status,
@@ -41,6 +42,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from distexp import errors
 from distexp.config import mode
+from distexp.sweeps import parent
 from distexp.sweeps.records import (JOBS_DIR, SWEEP_FILE, outcome, records,
                                     swept_keys, write_record)
 from distexp.tracking import tags as tag
@@ -73,9 +75,9 @@ class SweepCallback(Callback):
         run, resumed_status = None, None
         resume = OmegaConf.select(config, "sweep.resume")
         if resume:  # the same sweep id and parent run: reopened, not a second parent
-            sweep_id, run, resumed_status = _reopen_parent(config, str(resume), sweep_dir, info)
+            sweep_id, run, resumed_status = parent.reopen_parent(config, str(resume), sweep_dir, info)
         elif config.tracking.enabled:
-            run = _open_parent(config, sweep_id, sweep_dir, info)
+            run = parent.open_parent(config, sweep_id, sweep_dir, info)
         (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=1))
         _OPEN = _Sweep(sweep_dir, sweep_id, run, resumed_status)
         atexit.register(_at_exit)
@@ -152,54 +154,6 @@ def _refuse_before_any_job(config: DictConfig) -> None:
         raise SystemExit(2) from None
 
 
-def _reopen_parent(config: DictConfig, resume: str, sweep_dir: Path, info: Dict[str, Any]):
-    """Reopen the resumed sweep's parent run; (sweep id, run, its status before), info updated."""
-    from distexp.sweeps import planning as sweeper
-    from distexp import tracking
-
-    parent = sweeper.find_parent(config, resume)
-    sweep_id = resume
-    resumed_status = parent.info.status
-    run = _Reopened(config.tracking.uri, parent.info.run_id)
-    run.set_tag(tag.RESUMED_IN, str(sweep_dir))
-    info.update(sweep_id=sweep_id, parent_run_id=run.run_id,
-                tracking_uri=tracking.redact(config.tracking.uri),
-                experiment=config.tracking.experiment, resumes=parent.data.tags.get(tag.SWEEP_DIR))
-    print(f"Sweep {sweep_id} (resumed): MLflow parent run {run.run_id} reopened "
-          f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
-    return sweep_id, run, resumed_status
-
-
-def _open_parent(config: DictConfig, sweep_id: str, sweep_dir: Path, info: Dict[str, Any]):
-    """Start a new sweep's parent run (exit 2 if the store refuses it); info updated."""
-    from distexp import tracking
-    from distexp.errors import UserError
-
-    overrides = tracking.redact_text(" ".join(config.hydra.overrides.task))
-    params = {"overrides": overrides or "(none)",
-              "sweeper": _target(config, "sweeper"),
-              "launcher": _target(config, "launcher")}
-    swept = OmegaConf.select(config, "hydra.sweeper.params")
-    if swept:
-        params["sweeper.params"] = tracking.redact_text(
-            json.dumps(OmegaConf.to_container(swept, resolve=False)))
-    tags = {tag.SWEEP_ID: sweep_id, tag.RUN_KIND: "sweep", tag.SWEEP_DIR: str(sweep_dir),
-            tag.OVERRIDES: overrides}
-    try:
-        run = tracking.JobRun(config.tracking.uri, config.tracking.experiment,
-                              f"sweep-{sweep_id}", {**tags, **tracking.owner_tags()},
-                              params)
-    except UserError as ex:  # e.g. a server that accepts connections but is no MLflow
-        print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
-        raise SystemExit(2) from None
-    tracking.end_dead_runs(run.client, [run.experiment_id])
-    info.update(parent_run_id=run.run_id, tracking_uri=tracking.redact(config.tracking.uri),
-                experiment=config.tracking.experiment)
-    print(f"Sweep {sweep_id}: MLflow parent run {run.run_id} "
-          f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
-    return run
-
-
 def _check_sweeper(config: DictConfig) -> None:
     """repeats, sweep.resume and sweep.controls are distexp's sweeper's (hydra/sweeper=basic, the default)."""
     target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
@@ -220,29 +174,6 @@ def _check_sweeper(config: DictConfig) -> None:
                         "sweep.controls")
 
 
-class _Reopened:
-    """The parent run of a sweep being resumed: the original run, set RUNNING again."""
-
-    def __new__(cls, uri: str, run_id: str):
-        from distexp import tracking
-
-        class Reopened(tracking.JobRun):
-            def __init__(self):  # noqa: D401  (no new run: attach to run_id)
-                self.uri, self.offline, self.run_id = uri, None, run_id
-                self.client = tracking.client(uri)
-                self.experiment_id = self.client.get_run(run_id).info.experiment_id
-                for k, v in tracking.owner_tags().items():  # this process owns it now
-                    self.client.set_tag(run_id, k, v)
-                self.client.update_run(run_id, status="RUNNING")
-
-        return Reopened()
-
-
-def _target(config: DictConfig, what: str) -> str:
-    t = OmegaConf.select(config, f"hydra.{what}._target_") or "?"
-    return t.rsplit(".", 1)[-1]
-
-
 def _number(v) -> Optional[float]:
     try:
         return float(v)
@@ -253,35 +184,6 @@ def _number(v) -> Optional[float]:
 def _first_line(ex) -> str:
     text = str(ex).strip()
     return (text.splitlines()[0] if text else type(ex).__name__)[:500]
-
-
-def child_tags(cfg_sweep_dir: str, uri: str, experiment: str, job_num: int) -> Dict[str, str]:
-    """Tags that make a job's run a child of its sweep (called by distexp.job.lifecycle in the job process)."""
-    try:
-        info = json.loads((Path(cfg_sweep_dir).absolute() / SWEEP_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    tags = {tag.SWEEP_ID: info["sweep_id"], tag.RUN_KIND: "job", tag.JOB_NUM: str(job_num),
-            tag.REPEAT: _repeat()}
-    from distexp.tracking.store import redact
-
-    if info.get("parent_run_id") and info.get("tracking_uri") == redact(uri) and \
-            info.get("experiment") == experiment:
-        tags[tag.PARENT_RUN] = info["parent_run_id"]
-    return tags
-
-
-def _repeat() -> str:
-    """This job's `repeat` (the sweeper's override; 0 when the job is not repeated)."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        for o in HydraConfig.get().overrides.task:
-            if o.startswith("repeat="):
-                return o.split("=", 1)[1]
-    except Exception:  # noqa: BLE001
-        pass
-    return "0"
 
 
 def active() -> bool:
@@ -317,11 +219,11 @@ def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> 
         finally:
             sweep.run.end(status)
     if sweep.run is not None and not interrupted:
-        from distexp import ui
+        from distexp.tracking import view
 
         if line:
             print(line, flush=True)
-        print(f"Browse it: {ui.command(sweep.run.uri)}", flush=True)
+        print(f"Browse it: {view.command(sweep.run.uri)}", flush=True)
     _LAST_CODE = sweep.exit_code = code
     return code
 

@@ -227,14 +227,16 @@ def plan(jobs: Sequence[Sequence[str]], config: DictConfig,
     next_num = max(taken, default=-1) + 1
     used = set()
     for job in jobs:
-        ident = identity(compose(list(job)))
+        job_cfg = compose(list(job))
+        ident = identity(job_cfg)
         mine = [r for r in runs if r["run_id"] not in used and _matches(ident, r["params"])]
         done = [r for r in mine if r["status"] == "FINISHED"]
         if done:
             r = done[0]
             used.add(r["run_id"])
             out.skipped.append({"num": r["num"], "overrides": list(job), "status": "COMPLETED",
-                                "value": r["objective"], "error": None, "job_dir": r["job_dir"],
+                                "value": run_objective(r, job_cfg), "error": None,
+                                "job_dir": r["job_dir"],
                                 "skipped": f"FINISHED in run {r['run_id']}"})
             continue
         tried = [r for r in mine if r["status"] in ("FAILED", "KILLED") and r["num"] is not None]
@@ -322,15 +324,23 @@ def _sweep_runs(config: DictConfig, sweep_id: str) -> List[dict]:
                               max_results=50000)
     out = []
     for r in runs:
-        # the job's objective: as configured, else its task's (written by the trainer)
-        objective = str(config.objective or r.data.params.get("task.eval_metric")
-                        or "eval/accuracy")
         num = r.data.tags.get(tag.JOB_NUM)
         out.append({"run_id": r.info.run_id, "status": r.info.status,
                     "num": int(num) if num is not None and num.isdigit() else None,
                     "params": dict(r.data.params), "job_dir": r.data.tags.get(tag.JOB_DIR),
-                    "objective": r.data.metrics.get(objective)})
+                    "metrics": dict(r.data.metrics)})
     return out
+
+
+def run_objective(run: dict, job_cfg: DictConfig) -> Optional[float]:
+    """A FINISHED run's objective figure: the metric its chief trainer named from the job's facts
+    (param resolved.OBJECTIVE_PARAM; a user's task's own objective included, which only the
+    trainer knows). A run logged before that param existed: the job's facts as resolved here
+    (resolved.objective_name), and None for a user's task (its objective is unknown here)."""
+    from distexp.config import resolved
+
+    name = run["params"].get(resolved.OBJECTIVE_PARAM) or resolved.objective_name(job_cfg)
+    return run["metrics"].get(name) if name else None
 
 
 def _original_command(config: DictConfig, sweep_id: str) -> str:

@@ -1,7 +1,7 @@
 """A finished sweep, made readable in the MLflow UI (the sweep process, at its end; no TensorFlow).
 
 `summarise` runs the scaling report (distexp.report) on the sweep and puts what it found where the
-UI shows it without a click (distexp.ui opens the view):
+UI shows it without a click (distexp.ui opens the view, distexp.tracking.view):
 - the parent run's and the experiment's Description (``mlflow.note.content``): the verdict as the
   first line (the runs page shows the experiment's description collapsed to its first line), then
   the report's table; clipped to MLflow's tag limits (experiment 5,000, run 8,000 characters);
@@ -10,7 +10,7 @@ UI shows it without a click (distexp.ui opens the view):
   the scaling curve: ``scaling/<strategy>/examples_per_sec``, ``.../speedup``, ``.../efficiency``;
 - the report's PNGs as images of the parent (``log_image``: the run page's image grid) besides
   the report/ artifacts the report logs;
-- the sweep's shared table view (distexp.ui.publish_view).
+- the sweep's shared table view (distexp.tracking.view.publish_view).
 A failure here never fails the sweep: it is one line saying what is missing.
 """
 from __future__ import annotations
@@ -90,9 +90,9 @@ def _publish(run, sweep_id: str, rows, md: str, line: str, out) -> None:
         ts = int(time.time() * 1000)
         run.log_metric_items([[k, v, ts, step] for k, v, step in items])
     _images(client, run.run_id, out)
-    from distexp import ui
+    from distexp.tracking import view
 
-    ui.publish_view(client, run.experiment_id, sweep_id, run.run_id)
+    view.publish_view(client, run.experiment_id, sweep_id, run.run_id)
 
 
 def _images(client, run_id: str, out) -> None:

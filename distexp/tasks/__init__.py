@@ -9,14 +9,11 @@ object with the same methods): see base.py for the contract and docs/extending.m
 """
 from __future__ import annotations
 
-from typing import Dict, Type
+from distexp.tasks.base import REGISTRY, Task
+from distexp.tasks.classification import Classification  # registers, first
+from distexp.tasks.seq2seq import Seq2Seq  # registers
 
-from distexp.tasks.base import Task
-from distexp.tasks.classification import Classification
-from distexp.tasks.seq2seq import Seq2Seq
-
-REGISTRY: Dict[str, Type[Task]] = {"classification": Classification, "seq2seq": Seq2Seq}
-NAMES = (*REGISTRY, "custom")
+NAMES = REGISTRY.names()  # the built-ins, then custom
 
 __all__ = ["Task", "Classification", "Seq2Seq", "REGISTRY", "NAMES", "name_of", "builtin", "get"]
 
@@ -43,10 +40,8 @@ def get(cfg) -> Task:
     from distexp.errors import UserError
 
     name = name_of(cfg)
-    if name in REGISTRY:
-        return REGISTRY[name]()
     if name != "custom":
-        raise UserError(f"task.name: received {name!r}; valid: {', '.join(NAMES)}")
+        return REGISTRY.find(name)()
     from omegaconf import OmegaConf
 
     from distexp.user_code import load_factory

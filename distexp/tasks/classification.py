@@ -12,9 +12,10 @@ layer is a softmax (most published Keras examples) is trained on its probabiliti
 from __future__ import annotations
 
 from distexp.tasks import preflight
-from distexp.tasks.base import Task
+from distexp.tasks.base import Task, register
 
 
+@register
 class Classification(Task):
     name = "classification"
     train_metrics = ("accuracy",)

@@ -13,11 +13,12 @@ starts with <start>, `target_out` is the same sentence shifted by one and ends w
 """
 from __future__ import annotations
 
-from distexp.tasks.base import Task
+from distexp.tasks.base import Task, register
 
 MODELS = ("gru_seq2seq",)
 
 
+@register
 class Seq2Seq(Task):
     name = "seq2seq"
     train_metrics = ("token_accuracy",)

@@ -14,6 +14,9 @@ Separation of concerns:
 - tracking.sink     RunLogger: the chief trainer's records as JSON lines (no MLflow imported there)
 - tracking.owner    the process that owns a run (tag + heartbeat), and ending the runs whose
                     owner was killed (``end_dead_runs``): no run stays RUNNING forever
+- tracking.view     the MLflow UI's view of a sweep (shared table view, URL, the command
+                    a job or sweep prints); tracking.lookup finds the latest sweep, tracking.tags
+                    names the tags
 - tracking.offline  the offline file of a job whose server died, and
                     ``python -m distexp.tracking import <job_dir>`` that replays it
 

@@ -1,8 +1,8 @@
 """What the MLflow UI shows of a job's run, as text: display tags and the run's description.
 
 MLflow's runs table shows metrics as raw floats (0.9138888888) and cuts run names; these tags
-carry the rounded figures a comparison needs, so that the columns distexp.ui picks read at
-once. They repeat the metrics (the metrics stay the numbers to compute with):
+carry the rounded figures a comparison needs, so that the columns distexp.tracking.view picks
+read at once. They repeat the metrics (the metrics stay the numbers to compute with):
 
 - ``examples/s``: perf/examples_per_sec rounded, with its 95 % interval ("20,586 [19,800, 21,300]";
   "(no CI)" when the run had under 20 timed steps: then the figure is one noisy window)

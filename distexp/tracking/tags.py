@@ -37,4 +37,4 @@ ENDED_BY = "distexp.ended_by"
 NOTE = "mlflow.note.content"               # a run's or experiment's description
 PARENT_RUN = "mlflow.parentRunId"
 EXPERIMENT_KIND = "mlflow.experimentKind"
-SHARED_VIEW = "mlflow.sharedViewState."    # + a key: a shared runs-table view (distexp.ui)
+SHARED_VIEW = "mlflow.sharedViewState."    # + a key: a shared runs-table view (tracking.view)

@@ -2,18 +2,18 @@
 peak FLOP/s and MFU, peak host and GPU memory), so that they cost nothing before the first step."""
 from __future__ import annotations
 
-from distexp import strategies
 from distexp.tracking import tags as tag
 
 
-def after_training(cfg, model, input_shape, replica_devices, examples_per_sec, chief,
+def after_training(cfg, record, model, input_shape, replica_devices, examples_per_sec, chief,
                    logger) -> dict:
     """Figures measured once training is over, so they cost nothing before the first step:
     FLOPs per example, the devices' peak FLOP/s and MFU, peak host (and GPU) memory. The peak is
     a constant of the hardware with its source (tag distexp.peak_source): a known GPU's datasheet
     figure, or the CPU's theoretical peak from /proc/cpuinfo (distexp.figures.cpu_peak); when
     neither applies there is no MFU. `measure_peak_flops=true` also logs what a matmul benchmark
-    achieved (perf/matmul_flops), never the denominator: it moves with the machine's load."""
+    achieved (perf/matmul_flops), never the denominator: it moves with the machine's load.
+    `record`: the job's strategy record, as the trainer built it (distexp.strategies)."""
     import resource
 
     import tensorflow as tf
@@ -46,7 +46,7 @@ def after_training(cfg, model, input_shape, replica_devices, examples_per_sec, c
                  for d in tf.config.list_physical_devices("GPU")[:len(gpus)]]
         peak = peaks.datasheet_peak(names, cfg.precision)
         why_not = f"no datasheet peak for {', '.join(sorted(set(names)))}"
-    elif kinds.of(cfg).spans_machines(cfg, strategies.of(cfg)):
+    elif kinds.of(cfg).spans_machines(cfg, record):
         why_not = (f"cluster={kinds.of(cfg).name}: the job's processes may span machines whose "
                    "processors this process cannot see")
     else:  # every process of the job runs on this machine's CPUs

@@ -49,7 +49,7 @@ def train(cfg, job_dir: Optional[Path] = None) -> dict:
         return {}
     try:
         ctx, logger, replica_devices = _build(cfg, facts, record, resolver, job_dir)
-        return _run(ctx, logger, replica_devices, facts, job_dir)
+        return _run(ctx, record, logger, replica_devices, facts, job_dir)
     except (UserError, UserFailure, strategies.PortInUse):
         raise
     except Exception as ex:  # noqa: BLE001  (one line that says it: distexp.train.diagnose)
@@ -64,6 +64,7 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     import keras
 
     from distexp import tasks
+    from distexp.config import resolved
     from distexp.config.resolved import learning_rate
     from distexp.data import datasets
     from distexp.figures.meter import Meter
@@ -79,6 +80,7 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     keras.utils.set_random_seed(int(cfg.seed))
     keras.mixed_precision.set_global_policy(cfg.precision)  # before any layer is built
     task = tasks.get(cfg)
+    resolved.complete_objective(facts, task)  # a user's task: known from here on
     data = datasets.load(cfg)
     data = getattr(task, "check_data", lambda c, d: d)(cfg, data)  # seconds, not a failed step
     steps = datasets.steps_per_epoch(cfg, data.n_train, G)
@@ -161,11 +163,19 @@ def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, l
                        "warmup_steps_resolved": min(cfg.warmup_steps, steps * cfg.epochs),
                        "task": task.name, **data.params(),
                        "learning_rate_effective": learning_rate(cfg, G),
-                       # the report's eval column: the task's headline evaluation figure
-                       "task.eval_metric": task.target_metric or task.objective})
+                       **task_params(facts, task)})
 
 
-def _run(ctx, logger, replica_devices, facts, job_dir: Path) -> dict:
+def task_params(facts, task) -> dict:
+    """The params that name the task's figures: the report's eval column (the task's headline
+    evaluation figure) and the job's objective, from the facts (complete_objective)."""
+    from distexp.config.resolved import OBJECTIVE_PARAM
+
+    return {"task.eval_metric": task.target_metric or task.objective,
+            OBJECTIVE_PARAM: facts.objective}
+
+
+def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
     """The loop, then the figures measured after training, the result (chief: result.json)."""
     from distexp.train import hardware, loops
     from distexp.train.parity_probe import PARITY_ENV, write_parity
@@ -191,14 +201,14 @@ def _run(ctx, logger, replica_devices, facts, job_dir: Path) -> dict:
                        f"{str(ex).splitlines()[0][:200]})")
         split = {}
     final = reporter.finish({**split, **hardware.after_training(
-        cfg, ctx.model, ctx.data.input_shape, replica_devices,
+        cfg, record, ctx.model, ctx.data.input_shape, replica_devices,
         meter.final_figures()["perf/examples_per_sec"], chief, logger)})
     if reporter.diverged_at is not None:
         reporter.print(f"distexp: warning: {reporter.diverged_line(stopped=False)}")
     logger.close()
     result = {**final, "first_step_unix": meter.first_step_unix,
               "cpu_seconds_timed": meter.cpu_timed, "diverged": reporter.diverged_at is not None,
-              "objective": facts.objective or ctx.task.objective,
+              "objective": facts.objective,
               "num_replicas": int(facts.replicas), "num_workers": int(facts.workers),
               "global_batch_size": ctx.global_batch}
     if chief:

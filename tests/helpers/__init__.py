@@ -6,7 +6,7 @@ file). No TensorFlow here. Every name is also importable from `helpers` itself.
 - `helpers.store`: read an MLflow store (`mlflow_runs`, `db_uri`), or write runs straight into a
   new one (`new_store`, `store_run`, `report_store`, ...: the report's tests)
 - `helpers.processes`: what is still running for a job (`processes_mentioning`,
-  `processes_with`); `wait_until`
+  `processes_with`); `wait_until`; commands started together (`run_together`)
 - `helpers.slurm`: the Slurm tests' commands, queue and checks that nothing is left
 - `helpers.browser`: headless Chromium on an MLflow UI page (the UI's tests, the screenshot)
 - `helpers.fakes`: a clock moved by hand, the real sweeper with a launcher that records its jobs,
@@ -16,6 +16,7 @@ from helpers.cli import (CONF, FAST, ROOT, TESTS, NoProcess, Result,  # noqa: F4
                          child_env, cli_env, distexp_cmd, finished_job, no_process, run_cli,
                          run_in_process, run_probe)
 from helpers.fakes import Clock, RecordingLauncher, launched, plug_in, sweeper  # noqa: F401
-from helpers.processes import processes_mentioning, processes_with, wait_until  # noqa: F401
+from helpers.processes import (processes_mentioning, processes_with, run_together,  # noqa: F401
+                               wait_until)
 from helpers.store import (db_uri, job_params, mlflow_runs, new_store, perf_metrics,  # noqa: F401
                            report_store, store_run)

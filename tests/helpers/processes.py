@@ -2,10 +2,12 @@
 
 - `processes_mentioning`, `processes_with`: what is still running for a job (nothing may be left)
 - `wait_until`: a condition's first true value within a bound, else an AssertionError naming it
+- `run_together`: several commands started at once (a cluster's tasks by hand), their outputs
 """
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -52,3 +54,20 @@ def wait_until(cond, timeout: float, what: str, every: float = 0.2):
             return v
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+def run_together(cmds, cwd, envs, timeout: float = 240):
+    """Start every command at once (stdout and stderr merged, as text), wait for each within
+    `timeout` s; whatever is still running then, or when a wait or a start fails, is killed.
+    Returns (the Popen objects, their outputs), in the commands' order."""
+    procs = []
+    try:
+        for cmd, env in zip(cmds, envs):
+            procs.append(subprocess.Popen(cmd, cwd=cwd, env=env, text=True,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+        outs = [p.communicate(timeout=timeout)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    return procs, outs

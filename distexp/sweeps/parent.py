@@ -1,0 +1,119 @@
+"""The sweep's parent run in MLflow: opened when a sweep starts, reopened by `sweep.resume`, and
+the tags that make a job's run its child.
+
+The sweep process (distexp.sweeps.callback, ``on_multirun_start``) calls `open_parent` or
+`reopen_parent`, which also fill in what sweep.json tells the jobs (the parent's run id, the
+redacted tracking URI, the experiment); each job process (distexp.job.lifecycle) reads that file
+back through `child_tags`. No TensorFlow here.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Dict
+
+from omegaconf import DictConfig, OmegaConf
+
+from distexp.sweeps.records import SWEEP_FILE
+from distexp.tracking import tags as tag
+
+
+def reopen_parent(config: DictConfig, resume: str, sweep_dir: Path, info: Dict[str, Any]):
+    """Reopen the resumed sweep's parent run; (sweep id, run, its status before), info updated."""
+    from distexp.sweeps import planning as sweeper
+    from distexp import tracking
+
+    parent = sweeper.find_parent(config, resume)
+    sweep_id = resume
+    resumed_status = parent.info.status
+    run = _Reopened(config.tracking.uri, parent.info.run_id)
+    run.set_tag(tag.RESUMED_IN, str(sweep_dir))
+    info.update(sweep_id=sweep_id, parent_run_id=run.run_id,
+                tracking_uri=tracking.redact(config.tracking.uri),
+                experiment=config.tracking.experiment, resumes=parent.data.tags.get(tag.SWEEP_DIR))
+    print(f"Sweep {sweep_id} (resumed): MLflow parent run {run.run_id} reopened "
+          f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
+    return sweep_id, run, resumed_status
+
+
+def open_parent(config: DictConfig, sweep_id: str, sweep_dir: Path, info: Dict[str, Any]):
+    """Start a new sweep's parent run (exit 2 if the store refuses it); info updated."""
+    from distexp import tracking
+    from distexp.errors import UserError
+
+    overrides = tracking.redact_text(" ".join(config.hydra.overrides.task))
+    params = {"overrides": overrides or "(none)",
+              "sweeper": _target(config, "sweeper"),
+              "launcher": _target(config, "launcher")}
+    swept = OmegaConf.select(config, "hydra.sweeper.params")
+    if swept:
+        params["sweeper.params"] = tracking.redact_text(
+            json.dumps(OmegaConf.to_container(swept, resolve=False)))
+    tags = {tag.SWEEP_ID: sweep_id, tag.RUN_KIND: "sweep", tag.SWEEP_DIR: str(sweep_dir),
+            tag.OVERRIDES: overrides}
+    try:
+        run = tracking.JobRun(config.tracking.uri, config.tracking.experiment,
+                              f"sweep-{sweep_id}", {**tags, **tracking.owner_tags()},
+                              params)
+    except UserError as ex:  # e.g. a server that accepts connections but is no MLflow
+        print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+    tracking.end_dead_runs(run.client, [run.experiment_id])
+    info.update(parent_run_id=run.run_id, tracking_uri=tracking.redact(config.tracking.uri),
+                experiment=config.tracking.experiment)
+    print(f"Sweep {sweep_id}: MLflow parent run {run.run_id} "
+          f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
+    return run
+
+
+class _Reopened:
+    """The parent run of a sweep being resumed: the original run, set RUNNING again."""
+
+    def __new__(cls, uri: str, run_id: str):
+        from distexp import tracking
+
+        class Reopened(tracking.JobRun):
+            def __init__(self):  # noqa: D401  (no new run: attach to run_id)
+                self.uri, self.offline, self.run_id = uri, None, run_id
+                self.client = tracking.client(uri)
+                self.experiment_id = self.client.get_run(run_id).info.experiment_id
+                for k, v in tracking.owner_tags().items():  # this process owns it now
+                    self.client.set_tag(run_id, k, v)
+                self.client.update_run(run_id, status="RUNNING")
+
+        return Reopened()
+
+
+def _target(config: DictConfig, what: str) -> str:
+    t = OmegaConf.select(config, f"hydra.{what}._target_") or "?"
+    return t.rsplit(".", 1)[-1]
+
+
+def child_tags(cfg_sweep_dir: str, uri: str, experiment: str, job_num: int) -> Dict[str, str]:
+    """Tags that make a job's run a child of its sweep (called by distexp.job.lifecycle in the job process)."""
+    try:
+        info = json.loads((Path(cfg_sweep_dir).absolute() / SWEEP_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    tags = {tag.SWEEP_ID: info["sweep_id"], tag.RUN_KIND: "job", tag.JOB_NUM: str(job_num),
+            tag.REPEAT: _repeat()}
+    from distexp.tracking.store import redact
+
+    if info.get("parent_run_id") and info.get("tracking_uri") == redact(uri) and \
+            info.get("experiment") == experiment:
+        tags[tag.PARENT_RUN] = info["parent_run_id"]
+    return tags
+
+
+def _repeat() -> str:
+    """This job's `repeat` (the sweeper's override; 0 when the job is not repeated)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        for o in HydraConfig.get().overrides.task:
+            if o.startswith("repeat="):
+                return o.split("=", 1)[1]
+    except Exception:  # noqa: BLE001
+        pass
+    return "0"
