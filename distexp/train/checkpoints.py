@@ -221,6 +221,13 @@ class Checkpoints:
                else "make room (or set checkpoint.dir to a disk with room)")
         key = f"checkpoint.dir: received {str(self.real)!r}" if self.chief else \
             f"checkpoint: this worker's temporary directory {str(where)!r}"
+        if kept is not None and files.number(kept) == step:
+            # the save landed and the state file records it; what failed came after it (the
+            # manager removing its oldest checkpoint): the directory turned unwritable meanwhile
+            raise UserError(f"{key}; the checkpoint of step {step} ({kept}) was written, then "
+                            f"removing an older one failed ({why}: {free} bytes free); it is "
+                            f"kept whole: {fix}, then run the same command with resume=true"
+                            ) from None
         after = (f"the checkpoint of step {files.number(kept)} ({kept}) is kept whole: {fix}, "
                  "then run the same command with resume=true" if kept else
                  f"no earlier checkpoint of this job was kept: {fix} and run it again")
