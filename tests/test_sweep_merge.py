@@ -58,3 +58,50 @@ def test_different_work_is_never_merged(tmp_path, capsys):
     for i, case in enumerate(cases):
         assert len(_launched(tmp_path / str(i), *case)) == 2, case
         assert _merged_line(capsys.readouterr().out) is None, case
+
+
+def test_the_basic_launcher_gets_the_configs_the_sweeper_composed(tmp_path, monkeypatch):
+    """Hydra's basic launcher composes every job again (load_sweep_config), ~0.2-0.5 s a job: it is
+    handed the sweeper's own composition instead, one per job, and the loader is left as it was."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.utils import JobReturn, JobStatus
+
+    from helpers.fakes import sweeper
+
+    composed = []
+    own = ConfigLoaderImpl.load_sweep_config
+
+    def counting(self, master_config, sweep_overrides):
+        composed.append(list(sweep_overrides))
+        return own(self, master_config, sweep_overrides)
+
+    monkeypatch.setattr(ConfigLoaderImpl, "load_sweep_config", counting)
+
+    class Launcher(BasicLauncher):  # loads each job's config as BasicLauncher.launch does
+        seeds = []
+
+        def launch(self, job_overrides, initial_job_idx):
+            out = []
+            for overrides in job_overrides:
+                cfg = self.hydra_context.config_loader.load_sweep_config(self.config,
+                                                                         list(overrides))
+                self.seeds.append(cfg.seed)
+                ret = JobReturn(overrides=list(overrides), _return_value=0.5)
+                ret.status = JobStatus.COMPLETED
+                out.append(ret)
+            return out
+
+    try:
+        s = sweeper(tmp_path)
+        launcher = Launcher()
+        launcher.config, launcher.hydra_context = s.config, s.hydra_context
+        s.launcher = launcher
+        s.sweep(["seed=0,1,2"])
+        loader = s.hydra_context.config_loader
+    finally:
+        GlobalHydra.instance().clear()
+    assert Launcher.seeds == [0, 1, 2]
+    assert len(composed) == 3, composed  # once per job, by the sweeper; not again by the launcher
+    assert "load_sweep_config" not in vars(loader)  # the class's method again
