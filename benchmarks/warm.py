@@ -15,6 +15,11 @@ counterpart (benchmarks/handwritten.py) so that other load hits both. Run it alo
   each (Welch's test: is the difference significant?), and both against the hand-written loop's
   steady examples/s (its epochs after each job's first).
 Prints a Markdown report with `uptime`'s load average at the start and end of each part.
+
+The MLflow store: `--store existing` (the default) gives each distexp command a store that already
+exists (a copy of one created before the rounds, as `outputs/mlflow.db` is after a user's first
+command); `--store fresh` a new file each time, so the command creates the store's tables too
+(seconds: SQLAlchemy's migrations), a cost paid once per store. The hand-written side logs nothing.
 """
 from __future__ import annotations
 
@@ -78,6 +83,25 @@ def metric(uri: str, key: str, n: int):
     return [r.data.metrics.get(key) for r in runs]
 
 
+STORE = {"mode": "existing"}
+
+
+def store(tmp: Path, name: str) -> str:
+    """The tracking URI of a store for one command: a copy of one made before the rounds (its
+    tables created), or a new file (`--store fresh`)."""
+    import shutil
+
+    path = tmp / f"{name}.db"
+    if STORE["mode"] == "existing":
+        template = tmp / "template.db"
+        if not template.exists():
+            from mlflow.tracking import MlflowClient
+
+            MlflowClient(f"sqlite:///{template}").search_experiments()  # creates the tables
+        shutil.copy(template, path)
+    return f"sqlite:///{path}"
+
+
 def part_sweep(rounds: int, tmp: Path) -> list:
     rows, lines = [], [f"## sweep: 6 jobs (seed=0..5, epochs=2)  load at start {load()}", "",
                        "| round | distexp sweep s | hand-written s | ratio | distexp s/job beyond "
@@ -88,7 +112,7 @@ def part_sweep(rounds: int, tmp: Path) -> list:
         for who in order:
             if who == "d":
                 got["d"] = distexp(tmp, "-m", "seed=0,1,2,3,4,5", "epochs=2",
-                                   f"tracking.uri=sqlite:///{tmp / f'sweep{r}.db'}")[1]
+                                   f"tracking.uri={store(tmp, f'sweep{r}')}")[1]
             else:
                 _, got["h"], _, steady = handwritten(tmp, 6, 2)
                 got["steady"] = statistics.median(steady)
@@ -106,7 +130,7 @@ def part_first(rounds: int, tmp: Path) -> list:
              "perf/time_to_first_step_s | figure - stamp s |", "|---|---|---|---|---|---|"]
     diffs = []
     for r in range(rounds):
-        uri = f"sqlite:///{tmp / f'first{r}.db'}"
+        uri = store(tmp, f"first{r}")
         order = ("d", "h") if r % 2 == 0 else ("h", "d")
         got = {}
         for who in order:
@@ -130,7 +154,7 @@ def part_aa(rounds: int, tmp: Path) -> list:
     rates = {"true": [], "false": []}
     for r in range(rounds):
         for w in (("true", "false") if r % 2 == 0 else ("false", "true")):
-            uri = f"sqlite:///{tmp / f'aa-{w}-{r}.db'}"
+            uri = store(tmp, f"aa-{w}-{r}")
             distexp(tmp, "epochs=20", f"warm_start={w}", f"tracking.uri={uri}")
             rates[w].append(metric(uri, "perf/examples_per_sec", 1)[0])
     _, _, data, steady = handwritten(tmp, 1, 20)
@@ -153,8 +177,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--only", choices=["sweep", "first", "aa"])
+    ap.add_argument("--store", choices=["existing", "fresh"], default="existing")
     a = ap.parse_args()
-    out = [f"# warm trainer benchmark ({time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores)", ""]
+    STORE["mode"] = a.store
+    out = [f"# warm trainer benchmark ({time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, "
+           f"{a.store} MLflow store)", ""]
     with tempfile.TemporaryDirectory() as d:
         for name, fn in (("sweep", part_sweep), ("first", part_first), ("aa", part_aa)):
             if a.only in (None, name):
