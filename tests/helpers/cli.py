@@ -157,15 +157,18 @@ def finished_sweep(cwd: Path, name: str, *args, timeout: float = 900, env=None):
     swept = json.loads((sweep / "sweep.json").read_text())["swept"]
     jobs = {}
     for job in sorted(p for p in sweep.iterdir() if (p / "overrides.yaml").is_file()):
-        given = dict(o.split("=", 1) for o in _yaml_list(job / "overrides.yaml"))
+        given = _overrides(job / "overrides.yaml")
         jobs[tuple(given[k] for k in swept)] = job
     return jobs, r
 
 
-def _yaml_list(path: Path) -> list:
+def _overrides(path: Path) -> dict:
+    """{key: value as str} of a job's overrides.yaml, parsed by Hydra (which escapes `:`)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
-    return [str(x) for x in OmegaConf.load(path)]
+    lines = [str(x) for x in OmegaConf.load(path)]
+    return {o.key_or_group: str(o.value()) for o in OverridesParser.create().parse_overrides(lines)}
 
 
 def cli_env(**extra) -> dict:
