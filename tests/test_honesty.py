@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from helpers import mlflow_runs, run_probe
+from helpers import finished_sweep, mlflow_runs, run_probe
 
 pytestmark = pytest.mark.slow
 
@@ -23,6 +23,7 @@ def test_logged_rate_matches_a_stopwatch_outside_the_loop(tmp_path, loop, k, tim
     out = run_probe("honesty_probe.py", tmp_path / "job", "strategy=one_device", f"loop={loop}",
                     f"steps_per_execution={k}", "epochs=1", "steps_per_epoch=60",
                     "warmup_steps=10", f"global_batch_size={G}", "target_accuracy=1.0",
+                    "measure_step_split=false",  # the probe phase after training: not checked
                     TF_CPP_MIN_LOG_LEVEL="2")
     final = out["final"]
     # never reached: null, not 0; the peak is the CPU's theoretical one (no benchmark, no load)
@@ -45,13 +46,11 @@ def _steps_and_losses(job):
 
 
 def test_steps_per_call_keep_every_step_loss(cli):
-    """k steps per tf.function call return their losses stacked: the same per-step losses."""
-    args = ["strategy=one_device", "epochs=2", "tracking.enabled=false"]
-    one, four = cli.cwd / "k1", cli.cwd / "k4"
-    for job, k in ((one, 1), (four, 4)):
-        r = cli(f"hydra.run.dir={job}", f"steps_per_execution={k}", *args)
-        assert r.returncode == 0, r
-    a, b = _steps_and_losses(one), _steps_and_losses(four)
+    """k steps per tf.function call return their losses stacked: the same per-step losses. Both
+    jobs in one sweep (one process: TensorFlow imported once)."""
+    jobs, _ = finished_sweep(cli.cwd, "sweep", "steps_per_execution=1,4", "strategy=one_device",
+                             "epochs=2", "measure_step_split=false")
+    a, b = _steps_and_losses(jobs[("1",)]), _steps_and_losses(jobs[("4",)])
     assert [s for s, _ in a] == [s for s, _ in b] == list(range(1, 45))
     assert max(abs(x - y) for (_, x), (_, y) in zip(a, b)) < 1e-5
 

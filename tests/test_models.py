@@ -1,5 +1,6 @@
 """Models take their input shape and classes from the dataset; too-small inputs are resized or
-refused in one line. Through the CLI (each case is one short training process)."""
+refused in one line. Through the CLI (the four models: one sweep; each other case one short
+training process)."""
 from __future__ import annotations
 
 import json
@@ -7,13 +8,26 @@ import re
 
 import pytest
 
+from helpers import finished_sweep
+
 pytestmark = pytest.mark.slow
 
-TINY = ["epochs=1", "steps_per_epoch=2", "warmup_steps=0", "batch_size_per_replica=8",
-        "tracking.enabled=false", "measure_peak_flops=false",
-        "measure_step_split=false"]
+OFF = "tracking.enabled=false"
+TINY = ["epochs=1", "steps_per_epoch=2", "warmup_steps=0", "batch_size_per_replica=8", OFF,
+        "measure_peak_flops=false", "measure_step_split=false"]
 
 
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """{model: job dir}: the four built-in models, 2 steps each on digits, as one sweep (one
+    process: TensorFlow imported once, not four times)."""
+    jobs, _ = finished_sweep(tmp_path_factory.mktemp("models"), "sweep",
+                             "model=mlp,cnn,mobilenet_v2,resnet50",
+                             *(a for a in TINY if a != OFF))  # the sweep turns tracking off
+    return {model: job for (model,), job in jobs.items()}
+
+
+@pytest.mark.xdist_group("models-trained")  # CI's xdist: one worker runs `trained` once
 @pytest.mark.parametrize("model,params", [
     ("mlp", 8_320 + 1_290),            # 64*128+128 + 128*10+10
     ("cnn", 19_466),                   # the tutorial CNN on 8x8x1 digits
@@ -22,13 +36,12 @@ TINY = ["epochs=1", "steps_per_epoch=2", "warmup_steps=0", "batch_size_per_repli
     ("mobilenet_v2", 3_538_984 - 2 * 3 * 3 * 32 - 1_281_000 + 12_810),
     ("resnet50", 25_636_712 - 2 * 7 * 7 * 64 - 2_049_000 + 20_490),
 ])
-def test_model_trains_on_digits(cli, model, params):
-    job = cli.cwd / "job"
-    r = cli(f"model={model}", f"hydra.run.dir={job}", *TINY)
-    assert r.returncode == 0, r
-    n = int(re.search(r"Model: \S+ \(([\d,]+) parameters\)", r.stdout).group(1).replace(",", ""))
-    assert n == params
-    assert "input [8, 8, 1], 10 classes" in r.stdout
+def test_model_trains_on_digits(trained, model, params):
+    job = trained[model]
+    log = (job / "chief.log").read_text()  # the trainer's lines, as the console shows them
+    name, n = re.search(r"Model: (\S+) \(([\d,]+) parameters\)", log).groups()
+    assert (name, int(n.replace(",", ""))) == (model, params)
+    assert "input [8, 8, 1], 10 classes" in log
     result = json.loads((job / "result.json").read_text())
     assert result["train/loss"] > 0 and 0 <= result["eval/accuracy"] <= 1
     assert "perf/step_compute_ms" not in result  # measure_step_split=false: no probe phase

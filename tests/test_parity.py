@@ -17,28 +17,32 @@ from __future__ import annotations
 import pytest
 
 from distexp.parity import losses as _losses
-from helpers import finished_job as _job
+from helpers import finished_sweep as _sweep
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("loop", ["custom", "fit"])
 def test_two_replicas_reproduce_one_device(cli, loop):
-    """Same seed, same data order, same global batch: 2 replicas must give the 1-device losses."""
+    """Same seed, same data order, same global batch: 2 replicas must give the 1-device losses.
+    One sweep per loop (one process: TensorFlow imported once); cpu_replicas=2 for all, which
+    one_device ignores (the sweep's merge counts it as the 1-replica set-up); central refuses
+    loop=fit."""
     # one step per call on both sides: fit reports a loss per execution only, and auto picks
     # k = 11 for one device but 1 for two replicas under fit (distexp.train.loops.fit)
     common = ["global_batch_size=64", "epochs=2", f"loop={loop}", "steps_per_execution=1",
               "measure_step_split=false"]
-    one, _ = _job(cli, "one", "strategy=one_device", *common)
-    two, _ = _job(cli, "two", "strategy=mirrored", "cpu_replicas=2", *common)
-    a, b = _losses(one), _losses(two)
+    strategies = ["one_device", "mirrored"] + (["central"] if loop == "custom" else [])
+    jobs, _ = _sweep(cli.cwd, "sweep", f"strategy={','.join(strategies)}", "cpu_replicas=2",
+                     *common)
+    a, b = _losses(jobs[("one_device",)]), _losses(jobs[("mirrored",)])
     assert len(a) == len(b) == 2 * (1437 // 64)
     diff = max(abs(x - y) for x, y in zip(a, b))
     assert diff < 1e-5, f"max per-step loss difference {diff}"
     assert a[-1] < a[0] * 0.7, "training must actually reduce the loss"
     if loop == "custom":
-        c, _ = _job(cli, "central", "strategy=central", "cpu_replicas=2", *common)
-        assert max(abs(x - y) for x, y in zip(a, _losses(c))) < 1e-5
+        c = _losses(jobs[("central",)])
+        assert len(c) == len(a) and max(abs(x - y) for x, y in zip(a, c)) < 1e-5
 
 
 def varied_pairs(path):

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from helpers import finished_sweep
+
 pytestmark = pytest.mark.slow
 
 
@@ -14,14 +16,27 @@ TINY = ["epochs=1", "steps_per_epoch=3", "warmup_steps=1", "tracking.enabled=fal
         "measure_step_split=false"]
 
 
+@pytest.fixture(scope="module")
+def presets(tmp_path_factory):
+    """{preset: job dir}: both tutorial presets, 3 steps each under TFDS mock data, as one sweep
+    (one process: TensorFlow imported once)."""
+    jobs, _ = finished_sweep(tmp_path_factory.mktemp("presets"), "sweep",
+                             "experiment=keras_mnist,custom_fashion_mnist", "cpu_replicas=2",
+                             "dataset.data_dir=/nonexistent",
+                             *(a for a in TINY if a != "tracking.enabled=false"),
+                             env={"DISTEXP_TFDS_MOCK": "96"}, timeout=300)
+    return {preset: job for (preset,), job in jobs.items()}
+
+
+@pytest.mark.xdist_group("presets-trained")  # CI's xdist: one worker runs `presets` once
 @pytest.mark.parametrize("preset", ["keras_mnist", "custom_fashion_mnist"])
-def test_preset_trains_under_tfds_mock_data(cli, preset):
-    job = cli.cwd / "job"
-    r = cli(f"experiment={preset}", f"hydra.run.dir={job}", "cpu_replicas=2",
-            "dataset.data_dir=/nonexistent", *TINY, env={"DISTEXP_TFDS_MOCK": "96"}, timeout=300)
-    assert r.returncode == 0, r
-    assert "Number of devices: 2" in r.stdout
-    assert "input [28, 28, 1], 10 classes" in r.stdout
+def test_preset_trains_under_tfds_mock_data(presets, preset):
+    job = presets[preset]
+    log = (job / "chief.log").read_text()  # the trainer's lines, as the console shows them
+    assert "Number of devices: 2" in log
+    assert "input [28, 28, 1], 10 classes" in log
+    dataset = {"keras_mnist": "mnist", "custom_fashion_mnist": "fashion_mnist"}[preset]
+    assert f"dataset: {dataset} (" in log
     result = json.loads((job / "result.json").read_text())
     assert 0 <= result["eval/accuracy"] <= 1 and result["train/loss"] > 0
     assert result["perf/examples_per_sec"] > 0

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from distexp.parity import losses
-from helpers import child_env, mlflow_runs, processes_mentioning
+from helpers import child_env, finished_sweep, mlflow_runs, processes_mentioning
 
 pytestmark = pytest.mark.slow
 
@@ -44,15 +44,14 @@ def test_a_resumed_job_with_dropout_trains_to_the_uninterrupted_losses(cli):
     state is in the checkpoint; without it every one of them differed)."""
     ck = cli.cwd / "ck"
     job = ["strategy=mirrored", "cpu_replicas=2", *DROPOUT, f"checkpoint.dir={ck}"]
-    r = cli(*job, "epochs=4", OFF, f"hydra.run.dir={cli.cwd / 'whole'}")
-    assert r.returncode == 0, r
-    r = cli(*job, "epochs=2", OFF, f"hydra.run.dir={cli.cwd / 'first'}")
-    assert r.returncode == 0, r
+    # the whole job, then the first half (a fresh start in the same checkpoint.dir: it ends
+    # holding ckpt-10), in this order: one sweep, one process
+    jobs, _ = finished_sweep(cli.cwd, "sweep", *job, "epochs=4,2")
     r = cli(*job, "epochs=4", "resume=true", f"hydra.run.dir={cli.cwd / 'resumed'}")
     assert r.returncode == 0, r
     assert f"resume: restored {ck}/ckpt-10 (step 10)" in r.stdout, r
-    whole = losses(cli.cwd / "whole")
-    assert len(whole) == 20 and losses(cli.cwd / "first") == whole[:10]
+    whole = losses(jobs[("4",)])
+    assert len(whole) == 20 and losses(jobs[("2",)]) == whole[:10]
     assert losses(cli.cwd / "resumed") == whole[10:]
     run = _run_of(cli, "resumed")
     assert run.info.status == "FINISHED"

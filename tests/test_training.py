@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from helpers import finished_job as _job, mlflow_runs
+from helpers import finished_sweep, mlflow_runs, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -17,16 +17,37 @@ CASES = [
     ("mirrored", "fit", 2),
     ("central", "custom", 2),
 ]
+# 10 epochs: digits reach 0.94-0.97 eval accuracy (seen 0.9417 at epoch 5, 0.95-0.9667 at 10 on
+# these four jobs); the step-time split's probe phase (~1 s a job) answers nothing asserted here
+LEARN = ["epochs=10", "measure_step_split=false"]
 
 
+@pytest.fixture(scope="module")
+def learned(tmp_path_factory):
+    """{(strategy, loop): job dir} for every case of CASES, each trained once: one sweep for
+    one_device and mirrored x custom and fit (cpu_replicas=2, which one_device ignores: the
+    sweep's own merge counts it as the 1-replica set-up), central with the custom loop alone
+    (central refuses loop=fit). Two processes, TensorFlow imported twice instead of five times."""
+    cwd = tmp_path_factory.mktemp("learn")
+    jobs, _ = finished_sweep(cwd, "sweep", "strategy=one_device,mirrored", "loop=custom,fit",
+                             "cpu_replicas=2", *LEARN)
+    central = run_cli(["strategy=central", "loop=custom", "cpu_replicas=2", *LEARN,
+                       "tracking.enabled=false", f"hydra.run.dir={cwd / 'central'}"], cwd)
+    assert central.returncode == 0, central
+    jobs[("central", "custom")] = cwd / "central"
+    return jobs
+
+
+@pytest.mark.xdist_group("training-learned")  # CI's xdist: one worker runs `learned` once
 @pytest.mark.parametrize("strategy,loop,replicas", CASES)
-def test_strategy_and_loop_learn_digits(cli, strategy, loop, replicas):
-    job, r = _job(cli, "job", f"strategy={strategy}", f"loop={loop}", f"cpu_replicas={replicas}",
-                  "epochs=10")
+def test_strategy_and_loop_learn_digits(learned, strategy, loop, replicas):
+    job = learned[(strategy, loop)]
     result = json.loads((job / "result.json").read_text())
-    assert result["eval/accuracy"] >= 0.90, r
-    assert f"Number of devices: {replicas}" in r.stdout
-    assert f"Global batch: {64 * replicas}  (per replica: 64)" in r.stdout
+    log = (job / "chief.log").read_text()  # the trainer's lines, as the console shows them
+    assert result["eval/accuracy"] >= 0.90, log[-3000:]
+    assert f"Strategy: {strategy} (" in log and f"Number of devices: {replicas}  (" in log
+    assert f"Global batch: {64 * replicas}  (per replica: 64)" in log
+    assert f"loop: {loop}" in log
     assert result["perf/examples_per_sec"] > 0
 
 
@@ -79,7 +100,8 @@ def test_cli_run_lands_in_mlflow_as_the_contract_says(cli):
 
 
 def test_sweep_over_strategies_and_replicas(cli):
-    r = cli("-m", "strategy=one_device,mirrored", "cpu_replicas=1,2", "epochs=1", timeout=900)
+    r = cli("-m", "strategy=one_device,mirrored", "cpu_replicas=1,2", "epochs=1",
+            "measure_step_split=false", timeout=900)  # the probe phase: nothing asserted here
     assert r.returncode == 0, r
     _, runs = mlflow_runs(cli.uri)
     parents = [x for x in runs if x.data.tags.get("distexp.run_kind") == "sweep"]

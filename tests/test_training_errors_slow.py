@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from helpers import finished_sweep
+
 pytestmark = pytest.mark.slow
 F = "bad_factories"
 
@@ -18,19 +20,17 @@ def test_a_softmax_head_trains_as_well_as_logits(cli):
     """keras-io's "Simple MNIST convnet" ends in Dense(10, activation="softmax"): trained as if it
     gave logits it ended 10 epochs at eval/accuracy 0.85 against 0.96 (issue 26). It is trained on
     its probabilities (from_logits=False), said in one line, to the logits model's accuracy."""
-    soft = cli(*SOFTMAX_JOB, "model=custom", f"model.factory={F}:mnist_convnet",
-               "hydra.run.dir=outputs/softmax",
-               env={"CUDA_VISIBLE_DEVICES": ""})
-    logits = cli(*SOFTMAX_JOB, "model=custom",
-                 f"model.factory={F}:mnist_convnet_logits", "hydra.run.dir=outputs/logits",
-                 env={"CUDA_VISIBLE_DEVICES": ""})
-    assert soft.returncode == 0 and logits.returncode == 0, (soft, logits)
+    jobs, _ = finished_sweep(cli.cwd, "sweep", *SOFTMAX_JOB, "model=custom",
+                             f"model.factory={F}:mnist_convnet,{F}:mnist_convnet_logits",
+                             env={"CUDA_VISIBLE_DEVICES": ""})  # one process: one TF import
+    jobs = {"softmax": jobs[(f"{F}:mnist_convnet",)],
+            "logits": jobs[(f"{F}:mnist_convnet_logits",)]}
+    logs = {name: (job / "chief.log").read_text() for name, job in jobs.items()}  # the console's
     note = (f"model.factory: {F}:mnist_convnet ends in a softmax: its outputs are probabilities, "
             "so the loss takes them as such (from_logits=False)")
-    assert sum(note in ln for ln in soft.stdout.splitlines()) == 1, soft
-    assert "ends in a softmax" not in logits.stdout, logits
-    acc = {name: json.loads((cli.cwd / "outputs" / name / "result.json").read_text())
-           for name in ("softmax", "logits")}
+    assert sum(note in ln for ln in logs["softmax"].splitlines()) == 1, logs["softmax"]
+    assert "ends in a softmax" not in logs["logits"], logs["logits"]
+    acc = {name: json.loads((job / "result.json").read_text()) for name, job in jobs.items()}
     assert acc["logits"]["eval/accuracy"] > 0.9, acc
     # Keras' cross-entropy on a softmax's output takes the softmax's input (its logits): the same
     # training, to float precision (seen: equal to every printed digit)

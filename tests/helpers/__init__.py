@@ -13,8 +13,8 @@ file). No TensorFlow here. Every name is also importable from `helpers` itself.
   an option of one's own (`plug_in`)
 """
 from helpers.cli import (CONF, FAST, ROOT, TESTS, NoProcess, Result,  # noqa: F401
-                         child_env, cli_env, distexp_cmd, finished_job, no_process, run_cli,
-                         run_in_process, run_probe)
+                         child_env, cli_env, distexp_cmd, finished_job, finished_sweep, no_process,
+                         run_cli, run_in_process, run_probe)
 from helpers.fakes import Clock, RecordingLauncher, launched, plug_in, sweeper  # noqa: F401
 from helpers.processes import (processes_mentioning, processes_with, run_together,  # noqa: F401
                                wait_until)

@@ -144,6 +144,33 @@ def finished_job(cli, name: str, *args):
     return job, r
 
 
+def finished_sweep(cwd: Path, name: str, *args, timeout: float = 900, env=None):
+    """(jobs, result) of `python -m distexp -m ARGS` run in `cwd` into the sweep dir cwd/NAME,
+    tracking off; it must exit 0. `jobs`: {the values of the swept keys, in the order the sweep
+    names them (sweep.json's `swept`): that job's dir}. One sweep trains its jobs in one warm
+    process (TensorFlow imported once), where one command per job pays the import each time: the
+    slow tier's way of training several jobs that are checked one by one."""
+    sweep = cwd / name
+    r = run_cli(["-m", f"hydra.sweep.dir={sweep}", "tracking.enabled=false", *args], cwd,
+                timeout=timeout, env=env)
+    assert r.returncode == 0, r
+    swept = json.loads((sweep / "sweep.json").read_text())["swept"]
+    jobs = {}
+    for job in sorted(p for p in sweep.iterdir() if (p / "overrides.yaml").is_file()):
+        given = _overrides(job / "overrides.yaml")
+        jobs[tuple(given[k] for k in swept)] = job
+    return jobs, r
+
+
+def _overrides(path: Path) -> dict:
+    """{key: value as str} of a job's overrides.yaml, parsed by Hydra (which escapes `:`)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    lines = [str(x) for x in OmegaConf.load(path)]
+    return {o.key_or_group: str(o.value()) for o in OverridesParser.create().parse_overrides(lines)}
+
+
 def cli_env(**extra) -> dict:
     """The environment of a CLI child that must import distexp and tests/factories from here."""
     return child_env(TF_CPP_MIN_LOG_LEVEL="3", **extra)
