@@ -163,6 +163,19 @@ def _long_job(cli, ck: Path, job: Path):
     return p, args
 
 
+def _remount_read_only(path: Path, tries: int = 200) -> None:
+    """Remount the bind mount at `path` read-only. mount(2) refuses (EBUSY, "mount point is
+    busy") while a file on it is open for writing, i.e. while a save is under way (seen in CI):
+    try again between two saves."""
+    for _ in range(tries):
+        r = subprocess.run(["mount", "-o", "remount,bind,ro", str(path)], capture_output=True,
+                           text=True)
+        if r.returncode == 0:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"could not remount {path} read-only: {r.stderr.strip()}")
+
+
 def test_a_checkpoint_dir_turned_read_only_is_one_line_and_the_last_checkpoint_stays(
         cli, small_disk):
     """checkpoint.dir is made read-only under a running job (a read-only bind mount over it):
@@ -170,9 +183,8 @@ def test_a_checkpoint_dir_turned_read_only_is_one_line_and_the_last_checkpoint_s
     ck, job = small_disk / "ck", cli.cwd / "job"
     p, _ = _long_job(cli, ck, job)
     try:
-        for cmd in (["mount", "--bind", str(ck), str(ck)],
-                    ["mount", "-o", "remount,bind,ro", str(ck)]):
-            subprocess.run(cmd, check=True)
+        subprocess.run(["mount", "--bind", str(ck), str(ck)], check=True)
+        _remount_read_only(ck)
         out, err = p.communicate(timeout=120)
         kept = {p.name: p.stat().st_size for p in ck.glob("ckpt-*")}
     finally:
