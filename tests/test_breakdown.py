@@ -202,7 +202,7 @@ class _Buffered:
     (600, 2.0, 0.1)])  # the drain ends inside the second half: the quarters' check waits
 def test_input_probe_measures_the_pipeline_once_its_buffer_is_drained(buffered, per_batch_ms,
                                                                       fast_ms):
-    from distexp.train import breakdown as probe
+    from distexp.train import input_probe as probe
 
     it = _Buffered(buffered, per_batch_ms / 1000.0, fast_ms / 1000.0)
     assert probe.pipeline_ms(it, clock=it.clock) == pytest.approx(per_batch_ms)
@@ -256,7 +256,7 @@ def test_a_slow_input_pipeline_is_named_the_bottleneck(cli, kind):
 
 
 def test_input_probe_gives_ms_per_batch_when_a_fetch_takes_several():
-    from distexp.train import breakdown as probe
+    from distexp.train import input_probe as probe
 
     it = _Buffered(100, 4 * 0.010)  # each next() takes 4 batches of 10 ms (as the loop's k = 4)
     assert probe.pipeline_ms(it, clock=it.clock, batches=4) == pytest.approx(10.0)

@@ -23,16 +23,12 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from distexp.train.input_probe import InGraph, local_sum, pipeline_ms
+
 WARMUP = 1   # untimed rounds of the compute and sync probes (the first call traces)
 CALLS = 9    # timed rounds at most (one call of each probe per round)
 MIN_CALLS = 5
 BUDGET_S = 3.0  # the rounds are cut to fit about this long, from the training's mean step
-# the input probe: back-to-back fetches until the second half of its time holds this many, its
-# first and second quarters agree (nothing left in a buffer), and at least MIN_S has passed;
-# never past MAX_S (then the latest half is taken as it is)
-INPUT_FETCHES = 10
-INPUT_MIN_S = 0.1
-INPUT_MAX_S = 3.0
 
 
 def rounds(step_ms: Optional[float], k: int) -> int:
@@ -51,62 +47,6 @@ def snapshot(model, optimizer) -> List:
 def restore(state) -> None:
     for v, value in state:
         v.assign(value)
-
-
-def pipeline_ms(iterator, clock=time.perf_counter, batches: int = 1) -> float:
-    """ms per batch the training pipeline produces on its own: the median of back-to-back
-    fetches once its buffers are drained.
-
-    Nothing else consumes meanwhile. A prefetch buffer (the pipeline's, a parallel map's, the
-    distributed iterator's) refilled while evaluation ran and the probes were built; its batches
-    come at once, then each fetch waits for the pipeline to make one. Draining takes little time
-    (buffered fetches are fast), so the fetches timed are those that start in the second half of
-    the probe's time, and the probe goes on until that half holds INPUT_FETCHES fetches and its
-    first quarter is not faster than its last (a buffer still draining would make it so).
-    `batches`: batches one next() takes (the figure is per batch)."""
-    import statistics
-
-    fetches: List[tuple] = []  # (start since t0, seconds)
-    t0 = clock()
-    while True:
-        a = clock()
-        next(iterator)
-        b = clock()
-        fetches.append((a - t0, b - a))
-        elapsed = b - t0
-        window = [d for s, d in fetches if s >= elapsed / 2]
-        if elapsed > INPUT_MAX_S and window:
-            break
-        if elapsed < INPUT_MIN_S or len(window) < max(4, -(-INPUT_FETCHES // batches)):
-            continue
-        q = len(window) // 4
-        if statistics.median(window[:q]) >= 0.8 * statistics.median(window[-q:]):
-            break
-    return 1000.0 * statistics.median(window) / batches
-
-
-class InGraph:
-    """An iterator whose next() takes k batches inside one tf.function call, as the loop's k-step
-    function (and Keras' train function) does: no Python per replica, one dispatch per k."""
-
-    def __init__(self, strategy, iterator, k: int):
-        import tensorflow as tf
-
-        def first(*parts):  # a value of the batch on its replica: the fetch cannot be pruned
-            return tf.cast(tf.reshape(tf.nest.flatten(parts)[-1], [-1])[0], tf.float32)
-
-        def take(it, k):
-            return tf.while_loop(
-                lambda i, d: i < k,
-                lambda i, d: (i + 1, d + _local_sum(strategy, strategy.run(
-                    first, args=tuple(next(it))))),
-                (tf.constant(0), tf.constant(0.0)))[1]
-        take = tf.function(take, autograph=False)  # plain TF: no AST conversion to pay
-
-        self.take, self.iterator, self.k = take, iterator, tf.constant(k)
-
-    def __next__(self):
-        return float(self.take(self.iterator, self.k))
 
 
 class Probes:
@@ -203,7 +143,7 @@ def _compute_fn(strategy, optimizer, gradients, variables):
         try:
             return tf.while_loop(
                 lambda i, d: i < k,
-                lambda i, d: (i + 1, d + _local_sum(strategy, strategy.run(local_step,
+                lambda i, d: (i + 1, d + local_sum(strategy, strategy.run(local_step,
                                                                             args=(x, y)))),
                 (tf.constant(0), tf.constant(0.0)))[1]
         finally:
@@ -227,7 +167,7 @@ def _sync_fn(strategy):
     def sync(grads, k):
         return tf.while_loop(
             lambda i, d: i < k,
-            lambda i, d: (i + 1, d + _local_sum(strategy, strategy.run(all_reduce,
+            lambda i, d: (i + 1, d + local_sum(strategy, strategy.run(all_reduce,
                                                                         args=tuple(grads)))),
             (tf.constant(0), tf.constant(0.0)))[1]
 
@@ -241,18 +181,11 @@ def _empty_fn(strategy):
     def empty(k):
         return tf.while_loop(
             lambda i, d: i < k,
-            lambda i, d: (i + 1, d + _local_sum(strategy, strategy.run(
+            lambda i, d: (i + 1, d + local_sum(strategy, strategy.run(
                 lambda: tf.constant(0.0)))),
             (tf.constant(0), tf.constant(0.0)))[1]
 
     return empty
-
-
-def _local_sum(strategy, value):
-    """This process's replicas' values added on the host side of the graph (no collective)."""
-    import tensorflow as tf
-
-    return tf.add_n(list(strategy.experimental_local_results(value)))
 
 
 def run(ctx, job_dir: Path, chief: bool, step_ms: Optional[float]) -> Dict[str, Optional[float]]:
