@@ -161,21 +161,33 @@ def test_schedule_is_the_one_owner_of_k():
 
 
 def test_a_run_too_short_to_decide_runs_one_step_per_call():
-    """The tuner needs the warm-up, then 1 + 5 calls at k = 1 and at k = 4: 5 + 6 x 5 = 35 steps.
-    A shorter run settles k = 1 at once (no 4-step function is traced for nothing)."""
-    s, said = _schedule("auto", warmup=5, steps_left=34)
+    """A first decision can take the warm-up, then 1 + up to 30 calls at k = 1 and at k = 4
+    (max_samples: a fast step never fills min_seconds): 5 + 31 x 5 = 160 steps. A shorter run
+    settles k = 1 at once (no 4-step function is traced for a decision that may never come)."""
+    s, said = _schedule("auto", warmup=5, steps_left=159)
     assert s.tuner is None and s.k == 1 and said == [(1, (
-        "auto: the run's 34 steps are too few to measure k=4 against 1 (that takes >= 35); one "
-        "call per step"))]
-    s, said = _schedule("auto", warmup=5, steps_left=35)
+        "auto: the run's 159 steps are too few to be sure to measure k=4 against 1 (that takes "
+        "up to 160); one call per step"))]
+    s, said = _schedule("auto", warmup=5, steps_left=160)
     assert s.tuner is not None and said == []
-    # ps: each observation is a window of 10 calls: 6 x (1 + 4) x 10
-    s, said = _schedule("auto", warmup=0, steps_left=299, window=10, steps_per_epoch=100)
-    assert s.tuner is None and "(that takes >= 300)" in said[0][1]
+    # ps: each observation is a window of 10 calls: 31 x (1 + 4) x 10
+    s, said = _schedule("auto", warmup=0, steps_left=1549, window=10, steps_per_epoch=100)
+    assert s.tuner is None and "(that takes up to 1550)" in said[0][1]
     # an epoch of 2 steps caps the candidate at 2
-    s, said = _schedule("auto", warmup=2, steps_left=10, steps_per_epoch=2)
-    assert said[0][1].startswith("auto: the run's 10 steps are too few to measure k=2 against 1 "
-                                 "(that takes >= 20)")
+    s, said = _schedule("auto", warmup=2, steps_left=90, steps_per_epoch=2)
+    assert said[0][1].startswith("auto: the run's 90 steps are too few to be sure to measure k=2 "
+                                 "against 1 (that takes up to 95)")
+
+
+def test_the_worst_case_bound_holds_for_a_fast_step():
+    """steps_to_decide is an upper bound: a tuner fed a fast step (1 ms per step, any k: no
+    saving, so min_seconds never fills) decides exactly when it says, not later."""
+    t = autotune.Tuner(cap=100, warmup_steps=5, cost_name="CPU")
+    bound = t.steps_to_decide()
+    while not t.done:
+        k = t.size()
+        t.observe(k, k, 0.001 * k, cost=0.001 * k)
+    assert t.seen == bound and t.k == 1
 
 
 def test_fit_k_for():

@@ -103,10 +103,13 @@ class Tuner:
         return max(0, self.warmup - self.seen)
 
     def steps_to_decide(self, window: int = 1) -> int:
-        """The fewest steps in which a first decision is possible: the warm-up, then an unused
-        first call and `samples` calls at k = 1 and at the candidate (`window` calls each under
-        ps). A shorter run could not decide, so tracing the candidate's function would be waste."""
-        return self.warmup + (self.samples + 1) * (1 + self._big()) * window
+        """The most steps a first decision can take: the warm-up, then an unused first call and
+        up to `max_samples` calls at k = 1 and at the candidate (`window` calls each under ps).
+        Fewer suffice only when `min_seconds` fills first, i.e. for slow steps, where a call's
+        overhead is too small a part of a step for k > 1 to matter. A run shorter than this
+        might never decide, and what k > 1 could save over it (the default model: ~0.2 ms a step)
+        is less than tracing the candidate's function costs (~0.2 s): k = 1 without tracing it."""
+        return self.warmup + (self.max_samples + 1) * (1 + self._big()) * window
 
     def observe(self, size: int, steps: int, seconds: float, full: Optional[bool] = None,
                 cost: Optional[float] = None) -> None:
@@ -205,9 +208,9 @@ class Schedule:
         tuner = Tuner(cap, warmup, parallel=parallel, cost_name="CPU")
         need = tuner.steps_to_decide(window)
         if steps_left is not None and not tuner.done and steps_left < need:
-            return self._settle(1, f"auto: the run's {steps_left} steps are too few to measure "
-                                f"k={tuner._big()} against 1 (that takes >= {need}); one call "
-                                "per step")
+            return self._settle(1, f"auto: the run's {steps_left} steps are too few to be sure to "
+                                f"measure k={tuner._big()} against 1 (that takes up to {need}); "
+                                "one call per step")
         self.tuner = tuner
 
     def warmup_left(self) -> int:

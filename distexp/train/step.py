@@ -4,9 +4,10 @@
   (see distexp.tasks.base), `optimizer.scale_loss` (identity unless mixed_float16's
   LossScaleOptimizer, which unscales in apply_gradients and skips non-finite steps), gradients
   summed over replicas by the optimizer, the task's training metrics as (sum, count).
-- `steps(iterator, n)`: n replica steps in one `tf.function` call, in a `tf.range` loop
+- `steps(iterator, n)`: n replica steps in one `tf.function` call, in a `tf.while_loop`
   (Orbit's standard_runner), returning the n per-step losses stacked, so every step's loss still
   reaches steps.csv; metric sums and units (tokens) summed over the n steps.
+- `traced`: every function here is traced as plain TF, without autograph (see there).
 - `SyncDispatch`: `strategy.run` on a distributed iterator (one_device, mirrored, central,
   multiworker). With n = 1 the batch is taken on the host and that wait is timed as input.
 - `PSDispatch`: the same `steps` function scheduled on the workers by a ClusterCoordinator
@@ -72,22 +73,24 @@ class Step:
             units = task.units_in(y) if self.counts_units else 0.0
             return loss, flat, tf.cast(units, tf.float32)
 
-        self.replica_step = tf.function(replica_step, jit_compile=True) if jit else replica_step
-        self.one = tf.function(self._one_step)
+        self.replica_step = traced(replica_step, jit_compile=True) if jit else replica_step
+        self.one = traced(self._one_step)
+        self.steps = traced(self._steps)
 
-        @tf.function
-        def steps(iterator, n):
-            losses = tf.TensorArray(tf.float32, size=n)
-            sums = [tf.constant(0.0) for _ in range(2 * len(self.names))]
-            units = tf.constant(0.0)
-            for i in tf.range(n):
-                loss, flat, u = self._one_step(*next(iterator))
-                losses = losses.write(i, loss)
-                sums = [a + b for a, b in zip(sums, flat)]
-                units += u
-            return losses.stack(), sums, units
+    def _steps(self, iterator, n):
+        """n steps in one call (a tf.while_loop, as Orbit's standard_runner), their losses stacked;
+        metric sums and units summed over the n steps."""
+        import tensorflow as tf
 
-        self.steps = steps
+        def body(i, losses, sums, units):
+            loss, flat, u = self._one_step(*next(iterator))
+            return i + 1, losses.write(i, loss), [a + b for a, b in zip(sums, flat)], units + u
+
+        start = (tf.constant(0), tf.TensorArray(tf.float32, size=n),
+                 [tf.constant(0.0) for _ in range(2 * len(self.names))], tf.constant(0.0))
+        _, losses, sums, units = tf.while_loop(lambda i, *_: i < n, body, start,
+                                               maximum_iterations=n)  # as autograph sets it
+        return losses.stack(), sums, units
 
     def _one_step(self, x, y):
         import tensorflow as tf
@@ -104,6 +107,46 @@ class Step:
         losses = [float(v) for v in (vals.reshape(-1) if hasattr(vals, "reshape") else [vals])]
         return Steps(losses, [float(s) for s in sums],
                      float(units) if self.counts_units else None)
+
+
+class traced:
+    """`tf.function(fn, autograph=False, **options)`: traced as plain TF, as Keras 3 traces its own
+    train and test steps (`tf.autograph.experimental.do_not_convert`). Autograph's conversion of
+    the Python code a step calls (distexp's step, the task's loss and metrics) was most of a job's
+    tracing: the one-step function 0.35 -> 0.15 s, the evaluation step 0.33 -> 0.08 s (a sweep
+    job of the default model, quiet 2-core machine). distexp's own steps, tasks and models
+    branch and loop with TF ops only.
+
+    A user's task or model code that branches on a tensor in Python (`if loss > 0:`) needs
+    autograph: its first trace raises OperatorNotAllowedInGraphError, and the function is traced
+    again with autograph (once; a second failure is the user's error, raised as it is)."""
+
+    def __init__(self, fn, **options):
+        import tensorflow as tf
+
+        self._fn, self._options = fn, options
+        self._function = tf.function(fn, autograph=False, **options)
+        self.autograph = False
+
+    def __call__(self, *args, **kwargs):
+        return self.via(lambda function: function(*args, **kwargs))
+
+    def via(self, call):
+        """`call(the tf.function)`, e.g. a ClusterCoordinator scheduling it (it takes only a
+        tf.function and traces it there); a first trace that needs autograph: again with it."""
+        import tensorflow as tf
+
+        try:
+            return call(self._function)
+        except tf.errors.OperatorNotAllowedInGraphError:
+            if self.autograph:
+                raise
+        self.autograph = True
+        self._function = tf.function(self._fn, autograph=True, **self._options)
+        return call(self._function)
+
+    def __getattr__(self, name):  # python_function, experimental_get_tracing_count, ...
+        return getattr(self._function, name)
 
 
 def dispatcher(record):
@@ -197,13 +240,12 @@ class PSDispatch:
             self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="distexp_step")
         counter = self.step_var
 
-        @tf.function
         def scheduled(iterator, n):
             out = step.steps.python_function(iterator, n)
             counter.assign_add(tf.cast(n, tf.int64))
             return out
 
-        self.scheduled = scheduled
+        self.scheduled = traced(scheduled)
         self.window = max(PS_WINDOW, 2 * workers)  # k-step calls per join
         self.workers = workers
         self.iterator = None
@@ -226,9 +268,8 @@ class PSDispatch:
 
         sizes = [self.k] * (n // self.k) + ([n % self.k] if n % self.k else [])
         before = int(self.step_var.numpy())
-        results = [self.coordinator.schedule(self.scheduled,
-                                             args=(self.iterator, tf.constant(s)))
-                   for s in sizes]
+        results = [self.scheduled.via(lambda scheduled, s=s: self.coordinator.schedule(
+                       scheduled, args=(self.iterator, tf.constant(s)))) for s in sizes]
         self.coordinator.join()
         finished = int(self.step_var.numpy()) - before
         if finished != n:

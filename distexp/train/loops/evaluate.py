@@ -14,6 +14,8 @@ def make_evaluate(task, model, eval_ds, strategy=None) -> Callable[[], Dict[str,
     """`strategy`: distribute the batches over its replicas; None: evaluate in this process."""
     import tensorflow as tf
 
+    from distexp.train.step import traced
+
     def replica_fn(x, y):
         return {k: (tf.cast(s, tf.float32), tf.cast(c, tf.float32))
                 for k, (s, c) in task.eval_sums(model, x, y).items()}
@@ -24,14 +26,15 @@ def make_evaluate(task, model, eval_ds, strategy=None) -> Callable[[], Dict[str,
     if strategy is not None:
         batches = strategy.experimental_distribute_dataset(eval_ds)
 
-        @tf.function(input_signature=list(batches.element_spec))
-        def step(x, y):
+        def distributed(x, y):
             out = strategy.run(replica_fn, args=(x, y))
             return tf.nest.map_structure(
                 lambda v: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None), out)
+
+        step = traced(distributed, input_signature=list(batches.element_spec))
     else:
         batches = eval_ds
-        step = tf.function(replica_fn, input_signature=list(eval_ds.element_spec))
+        step = traced(replica_fn, input_signature=list(eval_ds.element_spec))
 
     def evaluate() -> Dict[str, float]:
         totals: Dict[str, list] = {}

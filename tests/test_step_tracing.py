@@ -1,0 +1,98 @@
+"""The training step as traced (distexp.train.step): plain TF, without autograph, computes what
+autograph's trace computes; the k-step while loop equals k one-step calls; a user's task that
+branches on a tensor in Python still trains (autograph is used for it). In this process, on one
+CPU device, a tiny model: a few steps, seconds."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.integration,  # TensorFlow in this process
+              pytest.mark.xdist_group("step-tracing")]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tensorflow_imported():
+    """TensorFlow is imported when these tests run, not when the unit tier collects the file."""
+    global tf, keras
+    tf = pytest.importorskip("tensorflow")
+    import keras
+
+
+def _data(n=24, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(n, 5)).astype("float32"), rng.integers(0, 3, size=n).astype("int64")
+
+
+def _make_step(task, seed=0):
+    from distexp.train.step import Step
+
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    keras.utils.set_random_seed(seed)
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(8, activation="relu"),
+                                  keras.layers.Dense(3)])
+        opt = keras.optimizers.SGD(0.1)
+        opt.build(model.trainable_variables)
+    return Step(strategy, task, model, opt, global_batch=8), strategy
+
+
+def _iterator(strategy):
+    x, y = _data()
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+    return iter(strategy.experimental_distribute_dataset(ds))
+
+
+def _one_step_losses(step, strategy, n=3):
+    it = _iterator(strategy)
+    return [step.host(*step.one(*next(it))).losses[0] for _ in range(n)]
+
+
+def test_plain_trace_equals_autograph_trace():
+    """The one-step function traced without autograph (what distexp runs) gives the same losses,
+    to the last bit, as the same step traced with autograph (what it ran before)."""
+    from distexp.tasks.classification import Classification
+
+    step, strategy = _make_step(Classification())
+    plain = _one_step_losses(step, strategy)
+    assert step.one.autograph is False and step.one.experimental_get_tracing_count() == 1
+
+    step, strategy = _make_step(Classification())
+    step.one = tf.function(step._one_step, autograph=True)
+    assert _one_step_losses(step, strategy) == plain
+
+
+def test_k_steps_in_one_call_equal_k_one_step_calls():
+    """The k-step function (a tf.while_loop) trains the same k steps as k one-step calls: the
+    same per-step losses and the same metric sums."""
+    from distexp.tasks.classification import Classification
+
+    step, strategy = _make_step(Classification())
+    it = _iterator(strategy)
+    ones = [step.host(*step.one(*next(it))) for _ in range(3)]
+
+    step, strategy = _make_step(Classification())
+    k = step.host(*step.steps(_iterator(strategy), tf.constant(3)))
+    assert k.losses == pytest.approx([o.losses[0] for o in ones], abs=1e-6)
+    assert k.sums == pytest.approx([sum(v) for v in zip(*(o.sums for o in ones))], abs=1e-5)
+    assert len(set(k.losses)) == 3  # three different steps, not one repeated
+
+
+def test_a_task_that_branches_on_a_tensor_in_python_still_trains():
+    """A user's loss with `if <tensor>:` cannot be traced as plain TF
+    (OperatorNotAllowedInGraphError); the step is traced again with autograph, once, and trains."""
+    from distexp.tasks.classification import Classification
+
+    class Branching(Classification):
+        def loss(self, labels, outputs):
+            total, count = super().loss(labels, outputs)
+            if total > 0:  # a Python branch on a tensor: needs autograph
+                total = total * 1.0
+            return total, count
+
+    step, strategy = _make_step(Branching())
+    losses = _one_step_losses(step, strategy)
+    assert step.one.autograph is True
+    assert all(np.isfinite(losses)) and losses[0] != losses[-1]
+    reference, strategy = _make_step(Classification())
+    assert losses == pytest.approx(_one_step_losses(reference, strategy), abs=1e-6)
