@@ -84,8 +84,8 @@ def _main(user_wants_trace: bool) -> None:
             raise
         print(f"distexp: error: {msg}", file=sys.stderr)
         sys.exit(errors.BAD_INPUT)
-    ran_sweep = sweep.active()
-    code = sweep.finish()
+    code = sweep.finish()  # Hydra's on_multirun_end has normally ended it already
+    ran_sweep = sweep.ended()
     from distexp.job import warm
 
     warm.stop()

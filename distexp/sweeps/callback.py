@@ -50,6 +50,7 @@ from distexp.tracking import tags as tag
 
 _OPEN: Optional["_Sweep"] = None  # the sweep this process opened and has not ended yet
 _LAST_CODE = 0  # the exit code of the last sweep this process ended
+_ENDED = False  # this process ended a sweep (on_multirun_end, or distexp.__main__ after a failure)
 
 
 class _Sweep:
@@ -190,6 +191,11 @@ def active() -> bool:
     return _OPEN is not None
 
 
+def ended() -> bool:
+    """Whether this process ended a sweep (its parent run closed, its lines printed)."""
+    return _ENDED
+
+
 def tracking_uri() -> Optional[str]:
     """The open sweep's tracking URI, credentials included (sweep.json keeps it redacted)."""
     return getattr(getattr(_OPEN, "run", None), "uri", None)
@@ -198,11 +204,11 @@ def tracking_uri() -> Optional[str]:
 def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> int:
     """End the open sweep's parent run (idempotent) and return the command's exit code:
     0 every job finished, 1 a job failed (or the sweep itself failed), 130 interrupted."""
-    global _OPEN, _LAST_CODE
+    global _OPEN, _LAST_CODE, _ENDED
     sweep = _OPEN
     if sweep is None:
         return _LAST_CODE
-    _OPEN = None
+    _OPEN, _ENDED = None, True
     jobs = records(sweep.sweep_dir)
     failed = [j for j in jobs if j["status"] != "COMPLETED"]
     status, code = outcome(jobs, error=error, interrupted=interrupted)

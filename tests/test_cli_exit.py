@@ -1,0 +1,50 @@
+"""How `python -m distexp` ends (distexp.__main__._main): a job or a sweep that ran (its runs
+closed, its lines printed) ends the process at once (errors.exit_now: no interpreter teardown of
+MLflow's, Hydra's and matplotlib's state, ~1 s after a sweep's last line); a command that ran
+nothing (--cfg, --help, --info) returns through sys.exit, so an in-process caller gets its
+SystemExit. In this process, with Hydra's main replaced."""
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def ending(monkeypatch):
+    """(replace main with fn, the exit_now calls seen)."""
+    import distexp.__main__ as cli
+    from distexp import errors
+    from distexp.sweeps import callback
+
+    monkeypatch.setattr(callback, "_ENDED", False)
+    monkeypatch.setattr(cli, "_SINGLE_JOB_DONE", False)
+    seen = []
+
+    def exit_now(code):
+        seen.append(code)
+        raise SystemExit(code)
+
+    monkeypatch.setattr(errors, "exit_now", exit_now)
+
+    def run(fn):
+        monkeypatch.setattr(cli, "main", fn)
+        with pytest.raises(SystemExit) as ex:
+            cli._main(False)
+        return ex.value.code, seen
+    return run
+
+
+def test_a_sweep_ended_by_hydra_exits_at_once(ending, tmp_path):
+    """Hydra's on_multirun_end ends the sweep inside main(); the command still exits at once."""
+    from distexp.sweeps import callback
+
+    def sweep():
+        callback._OPEN = callback._Sweep(tmp_path, "20261125-000000-abcdef")
+        callback.SweepCallback().on_multirun_end(config=None)
+
+    code, seen = ending(sweep)
+    assert seen == [code]
+
+
+def test_a_command_that_ran_nothing_returns_through_sys_exit(ending):
+    code, seen = ending(lambda: None)  # --cfg job: Hydra printed and returned
+    assert seen == [] and code == 0
