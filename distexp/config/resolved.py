@@ -3,18 +3,39 @@ replicas, the global batch, the job's objective. They ask the strategy's record 
 
 `resolve` is the one place they are computed together. The job process calls it once (with the
 cluster plan) and writes the result into the job's config.yaml as its `resolved:` node (typed by
-distexp.config.schema.ResolvedConfig); every training process reads them from there
+`ResolvedConfig`, here: the training processes read it without the schema, which imports
+Hydra); every training process reads them from there
 (`facts_of`), so no fact travels through an environment variable and `train(cfg)` called
 in-process with a resolved config trains what the CLI would."""
 from __future__ import annotations
 
 import os
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Dict, Optional
 
 from omegaconf import DictConfig
 
 from distexp import strategies, tasks
 from distexp.errors import UserError
+
+
+@dataclass
+class ResolvedConfig:
+    """What the job process computed once (`resolve`) and wrote into the job's config.yaml; the
+    training processes read it from there. Not a setting: leave it unset."""
+    gpus: int = 0                  # GPUs per replica-holding worker
+    # GPUs of each local process by task name where they differ from `gpus` (a ps coordinator
+    # and the ps servers: 0); CUDA_VISIBLE_DEVICES says which.
+    task_gpus: Dict[str, int] = field(default_factory=dict)
+    replicas_per_worker: int = 1
+    workers: int = 1               # processes that hold replicas (num_workers)
+    sync_workers: int = 1          # workers whose replicas share one global batch
+    replicas: int = 1              # replicas computing at once (num_replicas)
+    sync_replicas: int = 1         # replicas sharing one global batch (TF's num_replicas_in_sync)
+    global_batch: int = 0
+    objective: Optional[str] = None
+    job_dir: Optional[str] = None
+    job_start: Optional[float] = None  # unix time the job process started (time to first step)
 
 
 def strategy_record(cfg: DictConfig):
@@ -138,17 +159,13 @@ def resolve(cfg: DictConfig, gpus: Optional[int] = None, plan=None, *, job_dir=N
 
 def attach(cfg: DictConfig, facts: dict) -> DictConfig:
     """Set `cfg.resolved` to `facts` (what `resolve` returned), typed; returns `cfg`."""
-    from distexp.config.schema import ResolvedConfig
-
     cfg.resolved = ResolvedConfig(**facts)
     return cfg
 
 
 def facts_of(cfg: DictConfig):
-    """The `resolved:` node of a job's config, typed (distexp.config.schema.ResolvedConfig)."""
+    """The `resolved:` node of a job's config, typed (`ResolvedConfig`)."""
     from omegaconf import OmegaConf
-
-    from distexp.config.schema import ResolvedConfig
 
     node = cfg.get("resolved") if hasattr(cfg, "get") else None
     if node is None:

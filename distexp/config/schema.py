@@ -16,6 +16,8 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from distexp.config.resolved import ResolvedConfig  # the facts' type lives with the facts
+
 MODELS = ("mlp", "cnn", "resnet50", "mobilenet_v2", "gru_seq2seq", "custom")
 TOKENS = ("word", "char", "auto")
 LOOPS = ("custom", "fit")
@@ -170,25 +172,6 @@ class SweepConfig:
     # Add, for each N-replica job, the 1-replica job (one_device) at the same global batch: the
     # report's equal-work comparison (strong speed-up, replica effect). distexp's sweeper only.
     controls: bool = False
-
-
-@dataclass
-class ResolvedConfig:
-    """What the job process computed once (distexp.config.resolved.resolve) and wrote into the
-    job's config.yaml; the training processes read it from there. Not a setting: leave it unset."""
-    gpus: int = 0                  # GPUs per replica-holding worker
-    # GPUs of each local process by task name where they differ from `gpus` (a ps coordinator
-    # and the ps servers: 0); CUDA_VISIBLE_DEVICES says which.
-    task_gpus: Dict[str, int] = field(default_factory=dict)
-    replicas_per_worker: int = 1
-    workers: int = 1               # processes that hold replicas (num_workers)
-    sync_workers: int = 1          # workers whose replicas share one global batch
-    replicas: int = 1              # replicas computing at once (num_replicas)
-    sync_replicas: int = 1         # replicas sharing one global batch (TF's num_replicas_in_sync)
-    global_batch: int = 0
-    objective: Optional[str] = None
-    job_dir: Optional[str] = None
-    job_start: Optional[float] = None  # unix time the job process started (time to first step)
 
 
 @dataclass

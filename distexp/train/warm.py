@@ -46,7 +46,7 @@ PRELOAD = ("tensorflow", "keras", "distexp.train.trainer", "distexp.train.loops.
            "distexp.train.checkpoints", "distexp.train.hardware", "distexp.train.progress",
            "distexp.train.optimizer", "distexp.train.parity_probe", "distexp.train.devices",
            "distexp.models", "distexp.tasks", "distexp.data.datasets", "distexp.tracking",
-           "distexp.config.resolved", "distexp.config.schema", "distexp.cluster.kinds",
+           "distexp.config.resolved", "distexp.cluster.kinds",
            "distexp.figures.meter", "distexp.figures.flops", "distexp.figures.cpu_peak",
            "distexp.figures.breakdown", "distexp.figures.meaning", "sklearn.datasets",
            "sklearn.datasets.descr", "sklearn.datasets.data", "sklearn.model_selection")
