@@ -57,7 +57,8 @@ def _spawn(server, tmp_path, *argv, marker="m1"):
 
 def test_a_forked_process_is_what_a_fresh_one_would_be(server, tmp_path):
     """Its output on the pipe (stdout and stderr), its own session (killpg stops it alone), the
-    request's environment, directory and argv, the fresh command line in /proc, its exit code."""
+    request's environment, directory and argv, the fresh command line in /proc, its exit code;
+    its garbage collector on, with the server's imports frozen out of its collections."""
     child = _spawn(server, tmp_path, "describe", "3")
     lines = child.stdout.read().decode().splitlines()
     assert child.wait(timeout=30) == 3 and child.returncode == 3
@@ -67,6 +68,7 @@ def test_a_forked_process_is_what_a_fresh_one_would_be(server, tmp_path):
     assert seen["cwd"] == str(tmp_path) and seen["marker"] == "m1"
     assert seen["argv"] == ["warm_probe", "describe", "3"]
     assert server.popen.pid not in (child.pid, seen["sid"])
+    assert seen["gc"] is True and seen["frozen"] > 500_000  # TensorFlow's and Keras' objects
 
 
 def test_each_child_sets_its_own_devices(server, tmp_path):

@@ -11,8 +11,11 @@ import time
 def entry(argv):
     what = argv[0]
     if what == "describe":  # who it is, as the job process sees it
+        import gc
+
         print(json.dumps({"pid": os.getpid(), "sid": os.getsid(0), "cwd": os.getcwd(),
-                          "marker": os.environ.get("PROBE_MARKER"), "argv": sys.argv}), flush=True)
+                          "marker": os.environ.get("PROBE_MARKER"), "argv": sys.argv,
+                          "gc": gc.isenabled(), "frozen": gc.get_freeze_count()}), flush=True)
         print("to stderr", file=sys.stderr, flush=True)
         return int(argv[1]) if len(argv) > 1 else 0
     if what == "devices":  # the server never started TensorFlow's runtime: devices are ours to set
