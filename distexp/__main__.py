@@ -11,6 +11,9 @@ import os
 import sys
 
 if __name__ == "__main__":  # first: TensorFlow's import (seconds) runs while Hydra composes
+    from distexp.job import startup
+
+    startup.begin()  # collect seldom until the start-up is over (distexp.job.startup)
     from distexp.job import warm as _warm
 
     _warm.start_early(sys.argv[1:])

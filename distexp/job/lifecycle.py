@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from distexp.config import checks
 from distexp.config import schema as C
 from distexp import errors, tracking
-from distexp.job import launch, warm
+from distexp.job import launch, startup, warm
 from distexp.tracking.node_metrics import CLUSTER_ID, NodeMetrics
 from distexp.sweeps import callback as sweep
 from distexp.sweeps.parent import child_tags
@@ -278,7 +278,8 @@ def _spawner(cfg: DictConfig) -> Optional[launch.Spawn]:
     if server is None:
         return None
     try:
-        server.wait_ready()
+        with sweep.using_the_wait():
+            server.wait_ready()
     except warm.Unavailable as ex:
         print(f"distexp: warm trainer unavailable ({ex}); the training processes start fresh",
               flush=True)
@@ -292,6 +293,7 @@ def _launch(job: Job, attempts: List[list]) -> None:
 
     cfg, plan = job.cfg, job.plan
     spawn = _spawner(cfg)
+    startup.over()  # the first training process is about to start
     for attempt in range(1, cluster.PORT_ATTEMPTS + 1):
         procs = plan.processes(job.config_path, job.env)
         if job.forwarder is not None:

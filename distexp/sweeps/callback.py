@@ -29,9 +29,11 @@ state Hydra's API could not carry: callbacks cannot set the exit code.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -59,6 +61,7 @@ class _Sweep:
         self.sweep_dir, self.sweep_id, self.run = sweep_dir, sweep_id, run
         self.exit_code: Optional[int] = None
         self.resumed_status = resumed_status  # the reopened parent's status before this resume
+        self.preloaded = False  # what its end needs was imported early (using_the_wait)
 
 
 class SweepCallback(Callback):
@@ -189,6 +192,25 @@ def _first_line(ex) -> str:
 
 def active() -> bool:
     return _OPEN is not None
+
+
+@contextlib.contextmanager
+def using_the_wait():
+    """Around the first job's wait for the warm trainer's import (seconds in which this process
+    has nothing to do): an open sweep imports what its end needs (summary.preload) in a thread,
+    which has finished when the block does, so it never runs beside a training process."""
+    preloading = None
+    if _OPEN is not None and _OPEN.run is not None and not _OPEN.preloaded:
+        from distexp.sweeps import summary
+
+        _OPEN.preloaded = True
+        preloading = threading.Thread(target=summary.preload, name="distexp-preload", daemon=True)
+        preloading.start()
+    try:
+        yield
+    finally:
+        if preloading is not None:
+            preloading.join()
 
 
 def ended() -> bool:
