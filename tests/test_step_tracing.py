@@ -96,3 +96,23 @@ def test_a_task_that_branches_on_a_tensor_in_python_still_trains():
     assert all(np.isfinite(losses)) and losses[0] != losses[-1]
     reference, strategy = _make_step(Classification())
     assert losses == pytest.approx(_one_step_losses(reference, strategy), abs=1e-6)
+
+
+def test_one_replica_evaluates_its_batches_whole():
+    """With one replica the evaluation batches go to strategy.run as they are (no distributed
+    dataset to build an iterator for at every evaluation): the same figures as evaluating in this
+    process, for every example once (24 examples in batches of 8, 8, 8)."""
+    from distexp.tasks.classification import Classification
+    from distexp.train.loops.evaluate import make_evaluate
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(3)])
+    x, y = _data()
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0"])
+    mirrored.experimental_distribute_dataset = lambda *a, **k: pytest.fail("distributed")
+    got = make_evaluate(Classification(), model, ds, mirrored)()
+    plain = make_evaluate(Classification(), model, ds)()
+    assert got.keys() == plain.keys() == {"eval/loss", "eval/accuracy"}
+    for k in got:
+        assert got[k] == pytest.approx(plain[k], abs=1e-6), k
