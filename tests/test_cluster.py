@@ -233,8 +233,7 @@ def test_a_peer_that_never_started_fails_the_job_naming_it(monkeypatch):
     own.bind(("127.0.0.1", 0))
     own_addr = f"127.0.0.1:{own.getsockname()[1]}"
     startup = liveness.Startup(own_addr, startup_s=0.3, own_s=60)
-    watch = liveness.ServerWatch({"worker-1": "127.0.0.1:1"}, lost=False)
-    watch.watches["worker-1"].startup = startup
+    watch = liveness.ServerWatch({"worker-1": "127.0.0.1:1"}, lost=False, startup=startup)
     time.sleep(0.5)
     assert watch() is False  # this task's own TensorFlow is not up yet: no verdict
     own.listen()
@@ -247,6 +246,22 @@ def test_a_peer_that_never_started_fails_the_job_naming_it(monkeypatch):
                              f"server ({own_addr}) did: its task stopped before TensorFlow started "
                              "(see that task's output)")
     assert liveness.STARTUP_S == 60  # the bound the issue asks for
+
+
+@pytest.mark.parametrize("strategy,task", [("multiworker", {"type": "worker", "index": 1}),
+                                           ("ps", {"type": "chief", "index": 0}),
+                                           ("ps", {"type": "worker", "index": 0})])
+def test_a_task_waits_for_its_peers_as_long_as_cluster_peer_start_timeout(compose, monkeypatch,
+                                                                         strategy, task):
+    """Every watch of a tf_config task counts its peers' start from the key (default 60 s)."""
+    cl = {"worker": ["h1:1", "h2:1"], **({"chief": ["h0:1"], "ps": ["h3:1"]}
+                                           if strategy == "ps" else {})}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cl, "task": task}))
+    for extra, bound in (([], 60.0), (["cluster.peer_start_timeout=7.5"], 7.5)):
+        watch = _plan(compose, f"strategy={strategy}", "cluster=tf_config", *extra).until
+        startups = ([w.startup for w in watch.watches.values()]
+                    if isinstance(watch, liveness.ServerWatch) else [watch.startup])
+        assert startups and {s.startup_s for s in startups} == {bound}
 
 
 def test_slurm_addresses_follow_the_resolver(compose):

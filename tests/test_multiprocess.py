@@ -256,14 +256,15 @@ def test_tf_config_cluster_started_by_hand(tmp_path):
 
 def test_a_task_that_stops_before_tensorflow_fails_its_peers_naming_it(tmp_path):
     """worker-1 of a cluster started by hand stops on bad input before TensorFlow; worker-0 (the
-    chief) ends FAILED within STARTUP_S (60 s) of its own server listening, naming worker-1, instead
-    of TensorFlow's 180 s registration wait (600 s for ps). Issue 26 item 4."""
+    chief) ends FAILED cluster.peer_start_timeout (here 10 s; 60 by default) after its own server
+    listens, naming worker-1, instead of TensorFlow's 180 s registration wait (600 s for ps).
+    Issue 26 item 4."""
     from distexp.cluster.processes import free_ports
 
     addrs = [f"127.0.0.1:{p}" for p in free_ports(2)]
     envs = _cluster_env(addrs)
     cmds = [[sys.executable, "-m", "distexp", "strategy=multiworker", "cluster=tf_config", *TINY,
-             *extra, f"hydra.run.dir={tmp_path / f'task{i}'}"]
+             "cluster.peer_start_timeout=10", *extra, f"hydra.run.dir={tmp_path / f'task{i}'}"]
             for i, extra in enumerate([[], ["epochs=-1"]])]  # worker-1: a bad value, exit 2
     t0 = time.monotonic()
     procs, outs = run_together(cmds, tmp_path, [{**_env(), **env} for env in envs])
@@ -272,7 +273,7 @@ def test_a_task_that_stops_before_tensorflow_fails_its_peers_naming_it(tmp_path)
     assert procs[0].returncode == 1, outs[0][-3000:]
     errs = [ln for ln in outs[0].splitlines() if ln.startswith("distexp: error:")]
     assert len(errs) == 1 and errs[0].startswith(
-        f"distexp: error: worker-1 never listened on {addrs[1]}, 60 s after this task's own "
+        f"distexp: error: worker-1 never listened on {addrs[1]}, 10 s after this task's own "
         f"server ({addrs[0]}) did: its task stopped before TensorFlow started"), outs[0][-3000:]
     assert took < 170, took  # TensorFlow's own registration bound is 180 s
     _, runs = mlflow_runs(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")

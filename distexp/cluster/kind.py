@@ -19,7 +19,7 @@ from typing import Dict, Mapping, Optional
 
 from omegaconf import DictConfig
 
-from distexp.cluster.liveness import ChiefWatch, ServerWatch
+from distexp.cluster.liveness import STARTUP_S, ChiefWatch, ServerWatch, Startup
 from distexp.cluster.processes import Plan
 from distexp.registry import Registry
 from distexp.strategies.record import task_name
@@ -73,12 +73,12 @@ class External(Kind):
     """A kind whose job process is one task of a cluster someone else started."""
 
     def task_plan(self, rec, job_dir: Path, gpus: int, task: tuple,
-                  addrs: Dict[str, str]) -> Plan:
+                  addrs: Dict[str, str], peer_start_s: float = STARTUP_S) -> Plan:
         """The one process of task `task` = (job, index, {job: count}), the cluster's tasks at
         `addrs` (task name -> host:port), and what this task's job process watches
-        (distexp.cluster.liveness): a peer that never started fails the job, naming it; with
-        server tasks (ps) they stop when the coordinator is gone (ChiefWatch) and the coordinator
-        fails when a server it saw is gone (ServerWatch)."""
+        (distexp.cluster.liveness): a peer not listening `peer_start_s` after this task's own
+        server fails the job, naming it; with server tasks (ps) they stop when the coordinator is
+        gone (ChiefWatch) and the coordinator fails when a server it saw is gone (ServerWatch)."""
         kind, index, counts = task
         rec.check_cluster(counts)
         workers = rec.workers_in(counts)
@@ -89,12 +89,13 @@ class External(Kind):
         p.hosts = {name: a.rpartition(":")[0] for name, a in addrs.items()}
         me = p.names[0]
         peers = {n: a for n, a in addrs.items() if n != me}
+        startup = Startup(addrs.get(me), peer_start_s)
         if not rec.server_roles:  # every task trains: a peer that never started fails the job
-            p.until = ServerWatch(peers, own=addrs.get(me), lost=False)
+            p.until = ServerWatch(peers, startup=startup, lost=False)
         elif me == "chief":
-            p.until = ServerWatch(peers, own=addrs.get(me))
+            p.until = ServerWatch(peers, startup=startup)
         else:
-            p.until = ChiefWatch(addrs["chief"], own=addrs.get(me))
+            p.until = ChiefWatch(addrs["chief"], startup=startup)
         return p
 
 

@@ -12,7 +12,8 @@ import socket
 import time
 from typing import Dict, Optional
 
-STARTUP_S = 60.0  # a peer not listening this long after this task's own server: it never started
+STARTUP_S = 60.0  # a peer not listening this long after this task's own server: it never
+#                   started (cluster.peer_start_timeout)
 OWN_S = 600.0     # ... and this long after the job process started, whatever this task's state
 
 
@@ -96,8 +97,9 @@ class ServerWatch:
     peers may exit first when they are done: TensorFlow's heartbeats see a peer lost while
     training) only a peer that never started fails the job."""
 
-    def __init__(self, servers: Dict[str, str], own: Optional[str] = None, lost: bool = True):
-        startup = Startup(own)
+    def __init__(self, servers: Dict[str, str], own: Optional[str] = None, lost: bool = True,
+                 startup: Optional[Startup] = None):
+        startup = startup or Startup(own)
         self.lost = lost
         self.watches = {name: ChiefWatch(addr, name=name, startup=startup)
                         for name, addr in servers.items()}

@@ -24,7 +24,8 @@ class Slurm(External):
     def plan(self, cfg: DictConfig, rec, job_dir: Path, gpus: int) -> Plan:
         env = os.environ
         task = _slurm_task(cfg, rec, env)
-        p = self.task_plan(rec, job_dir, gpus, task, slurm_addresses(cfg, env, rec))
+        p = self.task_plan(rec, job_dir, gpus, task, slurm_addresses(cfg, env, rec),
+                           cfg.cluster.peer_start_timeout)
         if env.get("SLURM_JOB_ID") and env.get("SLURM_STEP_ID"):
             p.cluster_id = f"slurm:{env['SLURM_JOB_ID']}.{env['SLURM_STEP_ID']}"
         chief = rec.chief_task(task[2])

@@ -26,7 +26,7 @@ class TFConfig(External):
         return self.task_plan(rec, job_dir, gpus, task,
                               {task_name(job, i): a
                                for job, addrs in json.loads(raw)["cluster"].items()
-                               for i, a in enumerate(addrs)})
+                               for i, a in enumerate(addrs)}, cfg.cluster.peer_start_timeout)
 
 
 def _tf_config_task(cfg: DictConfig, raw: Optional[str]):

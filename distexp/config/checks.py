@@ -145,6 +145,9 @@ def _validate_knobs(cfg: DictConfig, rec, on_cpu: bool) -> None:
                         "the custom loop: use loop=custom")
     if cfg.timeout is not None and cfg.timeout <= 0:
         raise UserError(f"timeout: received {cfg.timeout}; expected seconds > 0 or null")
+    if cfg.cluster.peer_start_timeout <= 0:
+        raise UserError(f"cluster.peer_start_timeout: received {cfg.cluster.peer_start_timeout}; "
+                        "expected seconds > 0 (default 60)")
     if cfg.learning_rate is not None and cfg.learning_rate <= 0:
         raise UserError(f"learning_rate: received {cfg.learning_rate}; expected > 0")
     if cfg.model.name == "custom" and (OmegaConf.is_missing(cfg.model, "factory") or

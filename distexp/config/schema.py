@@ -139,6 +139,10 @@ class ClusterConfig:
     # A cluster kind defined outside distexp: the module that registers its record
     # (distexp.cluster.kind.register), imported before the name is looked up.
     record: Optional[str] = None
+    # tf_config / slurm: seconds a task waits, once its own TensorFlow server listens, for a peer
+    # that is not listening yet; past it the job fails naming that peer (its task stopped before
+    # TensorFlow started). TensorFlow's own wait is 180 s (multiworker), 600 s (ps).
+    peer_start_timeout: float = 60.0
 
 
 @dataclass
