@@ -19,7 +19,7 @@ THROUGH_CLI = [pytest.param(a, e, id=i) for i, a, e in CASES if i in CLI or TRAI
 def test_bad_input_through_the_cli(cli, args, expected):
     trainer = TRAINER in args
     args, env, expected = _case(cli.cwd, args, expected)
-    r = cli(*args, env=env, timeout=120)
+    r = cli(*args, env=env, timeout=120, store=False)  # is a store created? see below
     _assert_one_line(r, expected)
     if trainer:  # the run exists and must end FAILED
         _, runs = mlflow_runs(cli.uri)

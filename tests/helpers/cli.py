@@ -52,7 +52,16 @@ class Result:
         return f"<exit {self.returncode}>\n--- stdout\n{self.stdout[-3000:]}\n--- stderr\n{self.stderr[-3000:]}"
 
 
-def run_cli(args, cwd: Path, module: str = "distexp", timeout: float = 600, env=None) -> Result:
+def run_cli(args, cwd: Path, module: str = "distexp", timeout: float = 600, env=None,
+            store: bool = True) -> Result:
+    """`python -m MODULE ARGS` in `cwd`. `store`: `python -m distexp` finds its default store
+    (outputs/mlflow.db) already made, as after a user's first command (a copy of an empty one:
+    helpers.store.empty_store), unless it exists; False for a test of what the command creates."""
+    default = Path(cwd) / "outputs" / "mlflow.db"
+    if store and module == "distexp" and not default.exists():
+        from helpers.store import empty_store
+
+        empty_store(default)
     proc = subprocess.run([sys.executable, "-m", module, *args], cwd=cwd,
                           env=child_env(**(env or {})), capture_output=True, text=True,
                           timeout=timeout)
