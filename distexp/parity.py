@@ -1,8 +1,9 @@
 """`python -m distexp.parity [overrides]`: does a strategy train exactly like one device?
 
-Trains k steps of the composed job twice, each as a normal distexp job in fresh processes: under
-`one_device` and under the chosen strategy, at the same global batch (the chosen strategy's),
-with the same seed, so the same initial weights and the same data order. `strategy=a,b,c`
+Trains k steps of the composed job twice, as one sweep of normal distexp jobs (each in fresh
+processes forked from one warm trainer): under `one_device` and under the chosen strategy, at the
+same global batch (the chosen strategy's), with the same seed, so the same initial weights and the
+same data order. `strategy=a,b,c`
 checks each of them against one device, with one baseline run per global batch they need.
 Before training, each run computes the gradient norm of the first batch as the optimizer would
 apply it (summed over replicas). Then it compares:
@@ -26,7 +27,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from distexp.config import checks
 from distexp.config import schema
@@ -80,18 +81,32 @@ def diagnose(diff: float, tol_ok: bool, ratio: Optional[float], n: int) -> str:
     return "the losses differ beyond the tolerance (no known shape: see both runs' steps.csv)"
 
 
-def run_job(name: str, overrides: List[str], out: Path) -> Path:
-    job = out / name
-    cmd = [sys.executable, "-m", "distexp", *overrides, f"hydra.run.dir={job}"]
+def run_jobs(names: List[str], overrides: List[str], out: Path) -> Dict[str, Path]:
+    """Train `strategy=<name>` + `overrides` for every name as one sweep in `out` (`python -m
+    distexp -m`): its jobs are forked from one warm trainer, so TensorFlow is imported once, not
+    once per job (~3 s each here). Each job's directory is out/<name>; SystemExit naming the first
+    job that failed (or the sweep's own error line)."""
+    from distexp.sweeps.records import records
+
+    for name in names:
+        print(f"parity: {name}: strategy={name} {' '.join(overrides)}", flush=True)
+    cmd = [sys.executable, "-m", "distexp", "-m", f"strategy={','.join(names)}", *overrides,
+           f"hydra.sweep.dir={out}", "hydra.sweep.subdir=${strategy.name}"]
     env = {**os.environ, "DISTEXP_PARITY": "1"}
-    print(f"parity: {name}: {' '.join(overrides)}", flush=True)
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    jobs = {name: out / name for name in names}
     if proc.returncode != 0:
+        failed = [r for r in records(out) if r["status"] != "COMPLETED"]
+        if failed:
+            name = next((o.split("=", 1)[1] for o in failed[0]["overrides"]
+                         if o.startswith("strategy=")), "?")
+            raise SystemExit(f"distexp.parity: error: the {name} run failed: {failed[0]['error']} "
+                             f"(log: {jobs.get(name, out)})") from None
         line = next((ln for ln in proc.stderr.splitlines() if ln.startswith("distexp: error:")),
                     proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "")
-        raise SystemExit(f"distexp.parity: error: the {name} run failed (exit {proc.returncode}): "
-                         f"{line.replace('distexp: error: ', '')} (log: {job})") from None
-    return job
+        raise SystemExit(f"distexp.parity: error: the runs failed (exit {proc.returncode}): "
+                         f"{line.replace('distexp: error: ', '')} (logs: {out})") from None
+    return jobs
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -193,12 +208,15 @@ def main(argv: Optional[List[str]] = None) -> int:
               for b in batches}
     verdicts = []
     try:
-        # one baseline per global batch: one_device/, or one_device-gb<B>/ when several
-        base = {b: run_job(BASELINE if len(batches) == 1 else f"{BASELINE}-gb{b}",
-                           [f"strategy={BASELINE}", *common[b]], out) for b in batches}
+        # one sweep per global batch: its baseline and the strategies that need that batch, in
+        # one_device/, mirrored/ ... (under gb<B>/ when the batches differ)
+        jobs = {}
+        for b in batches:
+            names = [BASELINE] + [n for n, _, batch in plans if batch == b]
+            jobs[b] = run_jobs(names, common[b], out if len(batches) == 1 else out / f"gb{b}")
         for name, replicas, batch in plans:
-            other = run_job(name, [f"strategy={name}", *common[batch]], out)
-            verdicts.append((name, _compare(a, name, replicas, batch, base[batch], other)))
+            verdicts.append((name, _compare(a, name, replicas, batch, jobs[batch][BASELINE],
+                                            jobs[batch][name])))
     except SystemExit as ex:
         print(ex, file=sys.stderr)
         return 2
