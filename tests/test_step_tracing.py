@@ -116,3 +116,51 @@ def test_one_replica_evaluates_its_batches_whole():
     assert got.keys() == plain.keys() == {"eval/loss", "eval/accuracy"}
     for k in got:
         assert got[k] == pytest.approx(plain[k], abs=1e-6), k
+
+
+def test_a_task_that_takes_len_of_a_tensor_trains_and_evaluates():
+    """len() of a batch of unknown size fails as plain TF with a TypeError, not only the
+    OperatorNotAllowedInGraphError of a Python branch: the k-step loop (its batches come from the
+    iterator inside the graph, size unknown) and evaluation (its signature's batch size is None)
+    are traced again with autograph, and give the figures of the same task written in TF ops."""
+    from distexp.tasks.classification import Classification
+    from distexp.train.loops.evaluate import make_evaluate
+
+    class WithLen(Classification):
+        def loss(self, labels, outputs):
+            total, _ = super().loss(labels, outputs)
+            return total, tf.cast(len(labels), tf.float32)  # autograph: tf.shape(labels)[0]
+
+    step, strategy = _make_step(WithLen())
+    got = step.host(*step.steps(_iterator(strategy), tf.constant(3)))
+    assert step.steps.autograph is True
+    reference, strategy = _make_step(Classification())
+    want = reference.host(*reference.steps(_iterator(strategy), tf.constant(3)))
+    assert got.losses == pytest.approx(want.losses, abs=1e-6)
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(3)])
+    x, y = _data()
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+    evaluate = make_evaluate(WithLen(), model, ds, tf.distribute.OneDeviceStrategy("/cpu:0"))
+    assert evaluate() == pytest.approx(make_evaluate(Classification(), model, ds)())
+    assert evaluate.traces() == 1  # the autograph function's one trace
+
+
+def test_a_step_that_failed_while_running_is_not_run_again():
+    """An error of a step that ran (TensorFlow's OpError, here a failed assertion) is raised as it
+    is: no second trace with autograph, and the step ran once."""
+    from distexp.tasks.classification import Classification
+
+    ran = tf.Variable(0)
+
+    class Refusing(Classification):
+        def loss(self, labels, outputs):
+            ran.assign_add(1)
+            with tf.control_dependencies([tf.debugging.assert_less(labels, tf.cast(0, labels.dtype))]):
+                return super().loss(labels, outputs)
+
+    step, strategy = _make_step(Refusing())
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        step.one(*next(_iterator(strategy)))
+    assert step.one.autograph is False and int(ran.numpy()) == 1

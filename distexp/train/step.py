@@ -117,9 +117,11 @@ class traced:
     job of the default model, quiet 2-core machine). distexp's own steps, tasks and models
     branch and loop with TF ops only.
 
-    A user's task or model code that branches on a tensor in Python (`if loss > 0:`) needs
-    autograph: its first trace raises OperatorNotAllowedInGraphError, and the function is traced
-    again with autograph (once; a second failure is the user's error, raised as it is)."""
+    A user's task or model code that needs autograph (`if loss > 0:`, `for i in range(n)` or
+    `len(t)` on a tensor) fails to trace as plain TF (OperatorNotAllowedInGraphError, TypeError
+    ...): the function is traced again with autograph, once. If that fails too, the first error is
+    raised as it was. Errors of a step that ran (TensorFlow's OpError: a bad label, a NaN check)
+    are raised at once: the step is never run twice."""
 
     def __init__(self, fn, **options):
         import tensorflow as tf
@@ -133,17 +135,21 @@ class traced:
 
     def via(self, call):
         """`call(the tf.function)`, e.g. a ClusterCoordinator scheduling it (it takes only a
-        tf.function and traces it there); a first trace that needs autograph: again with it."""
+        tf.function and traces it there); a trace that needs autograph: again with it."""
         import tensorflow as tf
 
         try:
             return call(self._function)
-        except tf.errors.OperatorNotAllowedInGraphError:
-            if self.autograph:
+        except Exception as ex:  # noqa: BLE001  (raised again below unless autograph helps)
+            if self.autograph or isinstance(ex, tf.errors.OpError):
                 raise
+            plain = ex
         self.autograph = True
         self._function = tf.function(self._fn, autograph=True, **self._options)
-        return call(self._function)
+        try:
+            return call(self._function)
+        except Exception:  # noqa: BLE001  (not an autograph matter: the user's own error)
+            raise plain from None
 
     def __getattr__(self, name):  # python_function, experimental_get_tracing_count, ...
         return getattr(self._function, name)

@@ -52,5 +52,7 @@ def make_evaluate(task, model, eval_ds, strategy=None) -> Callable[[], Dict[str,
                 t[1] += float(c)
         return {f"eval/{k}": (s / c if c else float("nan")) for k, (s, c) in totals.items()}
 
-    evaluate.traces = step.experimental_get_tracing_count  # how often the step was traced
+    # how often the step was traced (asked each time: traced() replaces its function when the
+    # task needs autograph)
+    evaluate.traces = lambda: step.experimental_get_tracing_count()
     return evaluate
