@@ -278,7 +278,8 @@ def validate_limits(cfg: DictConfig, rec, kind, facts: dict) -> None:
     if not 0 <= cfg.seed <= SEED_MAX:
         raise UserError(f"seed: received {cfg.seed}; expected 0..{SEED_MAX} (2**32-1: the range "
                         "NumPy's and TensorFlow's seeding accept)")
-    for key in ("learning_rate", "model.learning_rate", "timeout", "target_accuracy"):
+    for key in ("learning_rate", "model.learning_rate", "timeout", "target_accuracy",
+                "cluster.peer_start_timeout"):
         value = OmegaConf.select(cfg, key)
         if value is not None and not math.isfinite(value):
             raise UserError(f"{key}: received {value}; expected a finite number")

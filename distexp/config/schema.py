@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from distexp.cluster.liveness import STARTUP_S
 from distexp.config.resolved import ResolvedConfig  # the facts' type lives with the facts
 
 MODELS = ("mlp", "cnn", "resnet50", "mobilenet_v2", "gru_seq2seq", "custom")
@@ -142,7 +143,7 @@ class ClusterConfig:
     # tf_config / slurm: seconds a task waits, once its own TensorFlow server listens, for a peer
     # that is not listening yet; past it the job fails naming that peer (its task stopped before
     # TensorFlow started). TensorFlow's own wait is 180 s (multiworker), 600 s (ps).
-    peer_start_timeout: float = 60.0
+    peer_start_timeout: float = STARTUP_S
 
 
 @dataclass
