@@ -63,6 +63,7 @@ def cli() -> None:
 
 
 def _main(user_wants_trace: bool) -> None:
+    sweeps_before = sweep.ended()  # an in-process caller may have run one before this call
     try:
         main()
     except SystemExit as ex:  # a single job's exit code, or Ctrl-C inside a sweep's job
@@ -88,7 +89,7 @@ def _main(user_wants_trace: bool) -> None:
         print(f"distexp: error: {msg}", file=sys.stderr)
         sys.exit(errors.BAD_INPUT)
     code = sweep.finish()  # Hydra's on_multirun_end has normally ended it already
-    ran_sweep = sweep.ended()
+    ran_sweep = sweep.ended() > sweeps_before
     from distexp.job import warm
 
     warm.stop()

@@ -15,7 +15,7 @@ def ending(monkeypatch):
     from distexp import errors
     from distexp.sweeps import callback
 
-    monkeypatch.setattr(callback, "_ENDED", False)
+    monkeypatch.setattr(callback, "_ENDED", 0)
     monkeypatch.setattr(cli, "_SINGLE_JOB_DONE", False)
     seen = []
 
@@ -45,6 +45,13 @@ def test_a_sweep_ended_by_hydra_exits_at_once(ending, tmp_path):
     assert seen == [code]
 
 
-def test_a_command_that_ran_nothing_returns_through_sys_exit(ending):
-    code, seen = ending(lambda: None)  # --cfg job: Hydra printed and returned
+def test_a_command_that_ran_nothing_returns_through_sys_exit(ending, monkeypatch):
+    """--cfg job: Hydra printed and returned. Also after a sweep this process ran earlier (an
+    in-process caller): exiting at once would end the caller too."""
+    from distexp.sweeps import callback
+
+    code, seen = ending(lambda: None)
+    assert seen == [] and code == 0
+    monkeypatch.setattr(callback, "_ENDED", 1)
+    code, seen = ending(lambda: None)
     assert seen == [] and code == 0

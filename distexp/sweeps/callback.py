@@ -52,7 +52,7 @@ from distexp.tracking import tags as tag
 
 _OPEN: Optional["_Sweep"] = None  # the sweep this process opened and has not ended yet
 _LAST_CODE = 0  # the exit code of the last sweep this process ended
-_ENDED = False  # this process ended a sweep (on_multirun_end, or distexp.__main__ after a failure)
+_ENDED = 0  # sweeps this process ended (on_multirun_end, or distexp.__main__ after a failure)
 
 
 class _Sweep:
@@ -213,8 +213,8 @@ def using_the_wait():
             preloading.join()
 
 
-def ended() -> bool:
-    """Whether this process ended a sweep (its parent run closed, its lines printed)."""
+def ended() -> int:
+    """How many sweeps this process ended (their parent runs closed, their lines printed)."""
     return _ENDED
 
 
@@ -230,7 +230,7 @@ def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> 
     sweep = _OPEN
     if sweep is None:
         return _LAST_CODE
-    _OPEN, _ENDED = None, True
+    _OPEN, _ENDED = None, _ENDED + 1
     jobs = records(sweep.sweep_dir)
     failed = [j for j in jobs if j["status"] != "COMPLETED"]
     status, code = outcome(jobs, error=error, interrupted=interrupted)
