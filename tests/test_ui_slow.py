@@ -39,7 +39,7 @@ def test_printed_link_opens_the_sweep_with_no_click(tmp_path):
     need_chromium()
     env = {"CUDA_VISIBLE_DEVICES": ""}
     t0 = time.time()
-    job = run_cli(TINY, tmp_path, env=env)
+    job = run_cli(TINY, tmp_path, env=env, store=False)  # the first command creates the store
     assert job.returncode == 0, job
     assert _foreign(job.out) == [], job.out
     assert "Job directory: " in job.stdout and "Browse it: python -m distexp.ui" in job.stdout
