@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from distexp.config import checks
 from distexp.config import schema
@@ -36,10 +36,14 @@ from distexp.config import resolved
 
 BASELINE = "one_device"  # the reference: the strategy record with baseline = True
 FIXED = ["epochs=1", "warmup_steps=0", "steps_per_execution=1", "tracking.enabled=false", "checkpoint.every_steps=0",
-         "measure_peak_flops=false", "measure_step_split=false", "resume=false"]
+         "measure_peak_flops=false", "measure_step_split=false", "resume=false",
+         # the runs are a sweep (one warm trainer): one run per strategy, in its own directory
+         "repeats=1", "sweep.controls=false", "hydra.sweeper.params=null"]
 OWN_KEYS = ("strategy", "global_batch_size", "batch_size_per_replica", "epochs",
             "steps_per_execution",
-            "steps_per_epoch", "hydra.run.dir", "tracking.enabled", "resume")
+            "steps_per_epoch", "hydra.run.dir", "tracking.enabled", "resume", "repeats",
+            "sweep.controls", "hparams_search", "hydra.sweep.dir", "hydra.sweep.subdir",
+            "hydra.sweeper.params")
 
 
 def compose(overrides: List[str]):
@@ -81,11 +85,13 @@ def diagnose(diff: float, tol_ok: bool, ratio: Optional[float], n: int) -> str:
     return "the losses differ beyond the tolerance (no known shape: see both runs' steps.csv)"
 
 
-def run_jobs(names: List[str], overrides: List[str], out: Path) -> Dict[str, Path]:
+def run_jobs(names: List[str], overrides: List[str], out: Path) -> Tuple[Dict[str, Path],
+                                                                         Dict[str, str]]:
     """Train `strategy=<name>` + `overrides` for every name as one sweep in `out` (`python -m
     distexp -m`): its jobs are forked from one warm trainer, so TensorFlow is imported once, not
-    once per job (~3 s each here). Each job's directory is out/<name>; SystemExit naming the first
-    job that failed (or the sweep's own error line)."""
+    once per job (~3 s each here). Returns each job's directory (out/<name>) and, for each run
+    that failed, the line that says why (the sweep's own error line when it stopped before
+    any)."""
     from distexp.sweeps.records import records
 
     for name in names:
@@ -95,18 +101,24 @@ def run_jobs(names: List[str], overrides: List[str], out: Path) -> Dict[str, Pat
     env = {**os.environ, "DISTEXP_PARITY": "1"}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     jobs = {name: out / name for name in names}
-    if proc.returncode != 0:
-        failed = [r for r in records(out) if r["status"] != "COMPLETED"]
-        if failed:
-            name = next((o.split("=", 1)[1] for o in failed[0]["overrides"]
-                         if o.startswith("strategy=")), "?")
-            raise SystemExit(f"distexp.parity: error: the {name} run failed: {failed[0]['error']} "
-                             f"(log: {jobs.get(name, out)})") from None
-        line = next((ln for ln in proc.stderr.splitlines() if ln.startswith("distexp: error:")),
-                    proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "")
-        raise SystemExit(f"distexp.parity: error: the runs failed (exit {proc.returncode}): "
-                         f"{line.replace('distexp: error: ', '')} (logs: {out})") from None
-    return jobs
+    if proc.returncode == 0:
+        return jobs, {}
+    done = {_strategy_of(r): r for r in records(out)}
+    line = next((ln for ln in proc.stderr.splitlines() if ln.startswith("distexp: error:")),
+                proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "")
+    sweep_line = f"{line.replace('distexp: error: ', '')} (exit {proc.returncode}, logs: {out})"
+    failed = {}
+    for name in names:
+        rec = done.get(name)
+        if rec is None:
+            failed[name] = sweep_line
+        elif rec["status"] != "COMPLETED":
+            failed[name] = f"{rec['error']} (log: {jobs[name]})"
+    return jobs, failed or {name: sweep_line for name in names}
+
+
+def _strategy_of(record: dict) -> str:
+    return next((o.split("=", 1)[1] for o in record["overrides"] if o.startswith("strategy=")), "")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -206,23 +218,29 @@ def main(argv: Optional[List[str]] = None) -> int:
     batches = sorted({batch for _, _, batch in plans})
     common = {b: [*user, *FIXED, f"global_batch_size={b}", f"steps_per_epoch={a.steps}"]
               for b in batches}
-    verdicts = []
-    try:
-        # one sweep per global batch: its baseline and the strategies that need that batch, in
-        # one_device/, mirrored/ ... (under gb<B>/ when the batches differ)
-        jobs = {}
-        for b in batches:
-            names = [BASELINE] + [n for n, _, batch in plans if batch == b]
-            jobs[b] = run_jobs(names, common[b], out if len(batches) == 1 else out / f"gb{b}")
-        for name, replicas, batch in plans:
-            verdicts.append((name, _compare(a, name, replicas, batch, jobs[batch][BASELINE],
-                                            jobs[batch][name])))
-    except SystemExit as ex:
-        print(ex, file=sys.stderr)
-        return 2
+    # one sweep per global batch: its baseline and the strategies that need that batch, in
+    # one_device/, mirrored/ ... (under gb<B>/ when the batches differ). A run that failed does
+    # not hide the verdicts of those that did not: they are printed, then the failures, exit 2.
+    jobs, failed = {}, {}
+    for b in batches:
+        names = [BASELINE] + [n for n, _, batch in plans if batch == b]
+        jobs[b], failed[b] = run_jobs(names, common[b], out if len(batches) == 1 else out / f"gb{b}")
+    verdicts, errors_seen = [], []
+    for name, replicas, batch in plans:
+        broken = [n for n in (BASELINE, name) if n in failed[batch]]
+        if broken:
+            errors_seen += [f"distexp.parity: error: the {n} run failed: {failed[batch][n]}"
+                            for n in broken]
+            verdicts.append((name, None))
+            continue
+        verdicts.append((name, _compare(a, name, replicas, batch, jobs[batch][BASELINE],
+                                        jobs[batch][name])))
     if len(verdicts) > 1:
-        print("parity: " + ", ".join(f"{n} {'FAILED' if v else 'OK'}" for n, v in verdicts))
-    return max(v for _, v in verdicts)
+        print("parity: " + ", ".join(f"{n} {'not run' if v is None else 'FAILED' if v else 'OK'}"
+                                     for n, v in verdicts))
+    for line in dict.fromkeys(errors_seen):  # a baseline that failed is said once
+        print(line, file=sys.stderr)
+    return 2 if errors_seen else max(v for _, v in verdicts)
 
 
 if __name__ == "__main__":

@@ -170,9 +170,12 @@ def test_a_run_too_short_to_decide_runs_one_step_per_call():
         "up to 160); one call per step"))]
     s, said = _schedule("auto", warmup=5, steps_left=160)
     assert s.tuner is not None and said == []
-    # ps: each observation is a window of 10 calls: 31 x (1 + 4) x 10
-    s, said = _schedule("auto", warmup=0, steps_left=1549, window=10, steps_per_epoch=100)
-    assert s.tuner is None and "(that takes up to 1550)" in said[0][1]
+    # ps: each observation is a window of 10 calls, each an RPC round trip that k > 1 saves:
+    # tuned as soon as a decision is possible, 6 x (1 + 4) x 10
+    s, said = _schedule("auto", warmup=0, steps_left=299, window=10, steps_per_epoch=100)
+    assert s.tuner is None and "(that takes >= 300)" in said[0][1]
+    s, said = _schedule("auto", warmup=0, steps_left=300, window=10, steps_per_epoch=100)
+    assert s.tuner is not None and said == []
     # an epoch of 2 steps caps the candidate at 2
     s, said = _schedule("auto", warmup=2, steps_left=90, steps_per_epoch=2)
     assert said[0][1].startswith("auto: the run's 90 steps are too few to be sure to measure k=2 "

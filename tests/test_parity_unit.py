@@ -31,9 +31,11 @@ def test_parity_strategies_list():
     assert strategies(["strategy=ps"]) == ["ps"] and strategies(["workers=2"]) == []
 
 
-def test_a_failed_run_of_the_sweep_is_named_in_one_line(monkeypatch, tmp_path):
-    """The runs are one sweep (one warm trainer): a job that failed is named with its record's
-    line and its directory; the command the sweep ran trains every strategy at once."""
+def test_a_failed_run_is_named_and_does_not_hide_the_other_verdicts(monkeypatch, tmp_path,
+                                                                     capsys):
+    """The runs are one sweep (one warm trainer). With strategy=mirrored,central and central's
+    run failed: mirrored's verdict is printed, then one line naming central's run with its
+    record's error and its directory; exit 2. The sweep trains every strategy in one command."""
     import subprocess
 
     from distexp import parity
@@ -41,20 +43,31 @@ def test_a_failed_run_of_the_sweep_is_named_in_one_line(monkeypatch, tmp_path):
 
     ran = []
 
-    def sweep(cmd, **kw):  # the sweep's jobs: one_device finished, mirrored failed
+    def sweep(cmd, **kw):  # one_device and mirrored finished (equal losses), central failed
         ran.append(cmd)
-        for num, (name, status) in enumerate([("one_device", "COMPLETED"), ("mirrored", "FAILED")]):
+        for num, name in enumerate(["one_device", "mirrored", "central"]):
+            ok = name != "central"
             write_record(tmp_path, {"num": num, "overrides": [f"strategy={name}", "seed=0"],
-                                    "status": status, "value": None, "job_dir": "",
-                                    "error": "chief exited with code 1: ValueError: boom"
-                                    if status == "FAILED" else None})
-        return subprocess.CompletedProcess(cmd, 1, "", "distexp: error: sweep x: 1 of 2 failed")
+                                    "status": "COMPLETED" if ok else "FAILED", "value": None,
+                                    "job_dir": "", "error": None if ok else
+                                    "chief exited with code 1: ValueError: boom"})
+            if ok:
+                (tmp_path / name).mkdir()
+                (tmp_path / name / "steps.csv").write_text(
+                    "step,epoch,loss\n" + "".join(f"{i},1,{2.0 - i / 10}\n" for i in range(1, 4)))
+        return subprocess.CompletedProcess(cmd, 1, "", "distexp: error: sweep x: 1 of 3 failed")
 
     monkeypatch.setattr(subprocess, "run", sweep)
-    with pytest.raises(SystemExit) as ex:
-        parity.run_jobs(["one_device", "mirrored"], ["seed=0"], tmp_path)
-    assert str(ex.value) == ("distexp.parity: error: the mirrored run failed: chief exited with "
-                             f"code 1: ValueError: boom (log: {tmp_path / 'mirrored'})")
+    code = parity.main(["--out", str(tmp_path), "--steps", "3", "strategy=mirrored,central",
+                        "cpu_replicas=2"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "parity: OK: mirrored reproduces one_device" in out
+    assert "parity: mirrored OK, central not run" in out
+    assert err.strip().splitlines() == [
+        "distexp.parity: error: the central run failed: chief exited with code 1: ValueError: "
+        f"boom (log: {tmp_path / 'central'})"]
     (cmd,) = ran
-    assert cmd[2:5] == ["distexp", "-m", "strategy=one_device,mirrored"]
+    assert cmd[2:5] == ["distexp", "-m", "strategy=one_device,mirrored,central"]
     assert f"hydra.sweep.dir={tmp_path}" in cmd and "hydra.sweep.subdir=${strategy.name}" in cmd
+    assert {"repeats=1", "sweep.controls=false", "hydra.sweeper.params=null"} <= set(cmd)

@@ -15,7 +15,7 @@ matters while c is large against s and stops mattering soon after. The tuner mea
 saving instead of assuming it:
 
 - Warm-up (the run's `warmup_steps`): one 1-step call, then 2-step calls, so both compiled
-  functions (one step; k steps in a `tf.range` loop) are traced before anything is measured.
+  functions (one step; k steps in a `tf.while_loop`) are traced before anything is measured.
   Calls never cross the warm-up's end (so no timed call contains a warm-up step).
 - Tuning: starting at k = 1, calls of k and 4k steps (`factor`) alternate (so a slow period of
   the machine hits both; a side that has enough samples gives way); the first call at each size is
@@ -104,12 +104,17 @@ class Tuner:
 
     def steps_to_decide(self, window: int = 1) -> int:
         """The most steps a first decision can take: the warm-up, then an unused first call and
-        up to `max_samples` calls at k = 1 and at the candidate (`window` calls each under ps).
-        Fewer suffice only when `min_seconds` fills first, i.e. for slow steps, where a call's
-        overhead is too small a part of a step for k > 1 to matter. A run shorter than this
-        might never decide, and what k > 1 could save over it (the default model: ~0.2 ms a step)
-        is less than tracing the candidate's function costs (~0.2 s): k = 1 without tracing it."""
-        return self.warmup + (self.max_samples + 1) * (1 + self._big()) * window
+        up to `max_samples` calls at k = 1 and at the candidate. Fewer suffice only when
+        `min_seconds` fills first, i.e. for slow steps, where a call's overhead is too small a
+        part of a step for k > 1 to matter. A run shorter than this might never decide, and what
+        k > 1 could save over it (the default model: ~0.2 ms a step) is less than tracing the
+        candidate's function costs (~0.2 s): k = 1 without tracing it.
+
+        Under ps (`window` calls per observation) the fewest steps instead (`samples` calls a
+        side): a scheduled call is an RPC round trip of milliseconds, so k > 1 pays its trace
+        back within a few hundred steps, and a run that can decide is worth tuning."""
+        samples = self.max_samples if window == 1 else self.samples
+        return self.warmup + (samples + 1) * (1 + self._big()) * window
 
     def observe(self, size: int, steps: int, seconds: float, full: Optional[bool] = None,
                 cost: Optional[float] = None) -> None:
@@ -208,8 +213,9 @@ class Schedule:
         tuner = Tuner(cap, warmup, parallel=parallel, cost_name="CPU")
         need = tuner.steps_to_decide(window)
         if steps_left is not None and not tuner.done and steps_left < need:
+            takes = f"up to {need}" if window == 1 else f">= {need}"  # see steps_to_decide
             return self._settle(1, f"auto: the run's {steps_left} steps are too few to be sure to "
-                                f"measure k={tuner._big()} against 1 (that takes up to {need}); "
+                                f"measure k={tuner._big()} against 1 (that takes {takes}); "
                                 "one call per step")
         self.tuner = tuner
 
