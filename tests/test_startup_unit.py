@@ -59,7 +59,10 @@ def test_a_sweep_preloads_its_end_while_the_first_job_waits(monkeypatch, tmp_pat
         pass
     assert seen == []  # a single job: no sweep end to prepare
 
-    monkeypatch.setattr(callback, "_OPEN", callback._Sweep(tmp_path, "s", run=object()))
+    class Run:  # the sweep's parent run, online (an offline sweep makes no summary)
+        offline = None
+
+    monkeypatch.setattr(callback, "_OPEN", callback._Sweep(tmp_path, "s", run=Run()))
     with callback.using_the_wait():
         waited_in = threading.current_thread().name
     assert seen == ["distexp-preload"] and waited_in != seen[0]

@@ -73,10 +73,22 @@ def console_line(line: str, said: set) -> Optional[str]:
     return line
 
 
+class _Ended:
+    """The processes whose output has ended (they are exiting), and an event that wakes `run`."""
+
+    def __init__(self):
+        self.names: set = set()
+        self.event = threading.Event()
+
+    def add(self, name: str) -> None:
+        self.names.add(name)
+        self.event.set()
+
+
 def _pump(stream: IO[bytes], log: IO[bytes], console: bool, last_lines: List[str],
-          ended: Optional[threading.Event] = None) -> None:
+          on_end: Optional[Callable[[], None]] = None) -> None:
     """Copy a process's output to its log (and the console) until it closes it (it exits);
-    then set `ended`, which wakes `run`."""
+    then `on_end()`."""
     said: set = set()
     for raw in iter(stream.readline, b""):
         log.write(raw)
@@ -92,8 +104,8 @@ def _pump(stream: IO[bytes], log: IO[bytes], console: bool, last_lines: List[str
             except (OSError, ValueError):  # the console is gone: the log keeps every line
                 console = False
     stream.close()
-    if ended is not None:
-        ended.set()
+    if on_end is not None:
+        on_end()
 
 
 def signal_group(p: subprocess.Popen, sig: int) -> None:
@@ -139,7 +151,7 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
     pumps: List[threading.Thread] = []
     logs: List[IO[bytes]] = []
     tails = {}
-    ended = threading.Event()  # a process's output ended: it is exiting
+    ended = _Ended()
     start = time.monotonic()
     try:
         for pr in procs:
@@ -152,7 +164,7 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
             if timeout is not None and time.monotonic() - start > timeout:
                 raise JobFailed(f"timeout: the job ran longer than {timeout:g} s and was stopped",
                                 procs)
-            _wait_for_news(procs, pump_of, ended)
+            _wait_for_news(procs, ended)
     except KeyboardInterrupt:
         raise JobInterrupted("interrupted") from None
     finally:
@@ -163,15 +175,14 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
         errors.restore_sigterm(old_term)
 
 
-def _wait_for_news(procs: Sequence[Proc], pump_of: Dict[str, threading.Thread],
-                   ended: threading.Event) -> None:
+def _wait_for_news(procs: Sequence[Proc], ended: _Ended) -> None:
     """Up to POLL_S, less when a process's output ends (it exits): then wait for its exit status
     (the warm trainer reports it a moment after the output ends), so that the job goes on as
     soon as its trainer is gone, not at the next poll (0.05 s on average, paid by every job)."""
-    ended.wait(POLL_S)
-    ended.clear()
+    ended.event.wait(POLL_S)
+    ended.event.clear()
     for pr in procs:
-        if not pump_of[pr.name].is_alive() and pr.popen.poll() is None:
+        if pr.name in ended.names and pr.popen.poll() is None:
             try:
                 pr.popen.wait(timeout=POLL_S)
             except subprocess.TimeoutExpired:  # its output closed, the process still runs
@@ -179,8 +190,7 @@ def _wait_for_news(procs: Sequence[Proc], pump_of: Dict[str, threading.Thread],
 
 
 def _start(pr: Proc, logs: List[IO[bytes]], tails: Dict[str, List[str]],
-           spawn: Optional[Spawn] = None,
-           ended: Optional[threading.Event] = None) -> threading.Thread:
+           spawn: Optional[Spawn] = None, ended: Optional[_Ended] = None) -> threading.Thread:
     """Start one process in its own session (forked by the warm trainer when `spawn` is given),
     its output pumped to its log; the pump thread."""
     pr.log.parent.mkdir(parents=True, exist_ok=True)
@@ -195,8 +205,9 @@ def _start(pr: Proc, logs: List[IO[bytes]], tails: Dict[str, List[str]],
             list(pr.cmd), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent)
     tails[pr.name] = []
+    on_end = None if ended is None else (lambda: ended.add(pr.name))
     t = threading.Thread(target=_pump, args=(pr.popen.stdout, log, pr.console, tails[pr.name],
-                                             ended), daemon=True)
+                                             on_end), daemon=True)
     t.start()
     return t
 

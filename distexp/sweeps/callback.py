@@ -200,7 +200,8 @@ def using_the_wait():
     has nothing to do): an open sweep imports what its end needs (summary.preload) in a thread,
     which has finished when the block does, so it never runs beside a training process."""
     preloading = None
-    if _OPEN is not None and _OPEN.run is not None and not _OPEN.preloaded:
+    if (_OPEN is not None and _OPEN.run is not None and _OPEN.run.offline is None
+            and not _OPEN.preloaded):  # an offline sweep makes no summary
         from distexp.sweeps import summary
 
         _OPEN.preloaded = True
