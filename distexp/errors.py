@@ -121,6 +121,9 @@ def one_line(ex: BaseException) -> str | None:
         return _first(str(ex))
     if isinstance(ex, ValueError) and str(ex).startswith("Config group override must be a string"):
         return _null_group()  # e.g. experiment=null: Hydra's own ValueError does not say which
+    if isinstance(ex, ValueError) and str(ex).startswith("Only one of --run, --multirun"):
+        return ("command line: received two of -m/--multirun, --cfg, --info (Hydra runs one); "
+                "valid: one of them, e.g. --cfg job without -m")  # Hydra's usage error
     if isinstance(ex, OSError) and ex.filename:  # e.g. Hydra creating an unwritable output dir
         return (f"outputs: received {ex.filename!r}, which cannot be written ({ex.strerror}); valid: "
                 "a writable directory: run from one, or set hydra.run.dir= (hydra.sweep.dir= with -m)")

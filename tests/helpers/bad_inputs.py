@@ -129,6 +129,8 @@ CASES = [
     ("lr-zero", ["learning_rate=0"], "learning_rate: received 0.0; expected > 0"),
     ("model-lr-zero", ["model.learning_rate=0"], "model.learning_rate: received 0.0; expected > 0"),
     ("timeout-zero", ["timeout=0"], "timeout: received 0.0; expected seconds > 0"),
+    ("multirun-and-cfg", ["--cfg", "job", "-m", "seed=0,1"],
+     "command line: received two of -m/--multirun, --cfg, --info"),
     ("peer-start-timeout-zero", ["strategy=multiworker", "cluster=tf_config",
                                  "cluster.peer_start_timeout=0"],
      "cluster.peer_start_timeout: received 0.0; expected seconds > 0"),
