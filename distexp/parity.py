@@ -3,8 +3,8 @@
 Trains k steps of the composed job twice, as one sweep of normal distexp jobs (each in fresh
 processes forked from one warm trainer): under `one_device` and under the chosen strategy, at the
 same global batch (the chosen strategy's), with the same seed, so the same initial weights and the
-same data order. `strategy=a,b,c`
-checks each of them against one device, with one baseline run per global batch they need.
+same data order. `strategy=a,b,c` checks each of them against one device, with one baseline run
+per global batch they need.
 Before training, each run computes the gradient norm of the first batch as the optimizer would
 apply it (summed over replicas). Then it compares:
 - the max per-step loss difference (steps.csv of both runs), against `--tolerance`
