@@ -114,7 +114,7 @@ def run_jobs(names: List[str], overrides: List[str], out: Path) -> Tuple[Dict[st
             failed[name] = sweep_line
         elif rec["status"] != "COMPLETED":
             failed[name] = f"{rec['error']} (log: {jobs[name]})"
-    return jobs, failed or {name: sweep_line for name in names}
+    return jobs, failed
 
 
 def _strategy_of(record: dict) -> str:
