@@ -156,6 +156,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     errors.interrupt_on_sigterm()  # kill/SIGTERM stops the server as Ctrl-C does
     log = server_log()
+    print(f"Starting the MLflow server on {a.host} port {a.port} for {what} (it takes ~20-45 s; "
+          "the URL follows once it answers) ...", flush=True)
     proc = serve(uri, a.host, a.port, log)
     try:
         if not _ready(proc, f"http://{shown}:{a.port}/health"):

@@ -11,6 +11,7 @@ def test_knob_defaults(compose):
     cfg = compose()
     assert cfg.steps_per_execution == "auto" and cfg.jit_compile is False
     assert cfg.precision == "float32" and cfg.target_accuracy is None
+    assert cfg.progress == "auto"  # a bar on a terminal, plain lines elsewhere
     assert cfg.measure_peak_flops is False  # a benchmark is never MFU's denominator
     assert cfg.dataset.prefetch == -1 and cfg.dataset.threadpool == 0
     assert cfg.dataset.on_device is False
@@ -24,6 +25,7 @@ def test_knob_defaults(compose):
     (["steps_per_execution=true"], "steps_per_execution: received True; valid: auto"),
     (["precision=float16"], "precision: received 'float16'; valid: float32, mixed_float16, "
                             "mixed_bfloat16"),
+    (["progress=fancy"], "progress: received 'fancy'; valid: auto, bar, lines, quiet"),
     (["dataset.threadpool=-1"], "dataset.threadpool: received -1"),
     (["loop=fit", "dataset.on_device=true"], "dataset.on_device: received true with loop=fit"),
     (["jit_compile=true", "cpu_replicas=2", "gpus=0"], "jit_compile: received true with "

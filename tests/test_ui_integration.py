@@ -132,6 +132,8 @@ def test_ui_prints_one_url_and_keeps_the_servers_output_in_a_file(tmp_path):
         rest = p.communicate(timeout=30)[0]
     out = "".join(lines) + rest
     assert len(re.findall(r"https?://", out)) == 1, out
+    # what it waits for is said at once, before the URL (the server takes ~20-45 s to answer)
+    assert lines[0].startswith(f"Starting the MLflow server on 127.0.0.1 port {port}"), lines
     log = tmp_path / "outputs" / "mlflow-ui.log"
     assert f"server log: {log}" in out
     assert "GET / " in log.read_text() and "GET /" not in out, (out, log.read_text()[-2000:])

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from distexp import strategies
 from distexp.cluster import kinds
-from distexp.config.schema import COMMUNICATIONS, CROSS_DEVICE_OPS, LOOPS, MODELS, OPTIMIZERS, LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PREPROCESSING, TOKENS, StrategyConfig
+from distexp.config.schema import COMMUNICATIONS, CROSS_DEVICE_OPS, LOOPS, MODELS, OPTIMIZERS, LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS, PREPROCESSING, TOKENS, StrategyConfig
 from distexp.errors import UserError
 from distexp.user_code import check_factory
 from distexp.config.mode import in_multirun
@@ -120,6 +120,7 @@ def _validate_ranges(cfg: DictConfig):
     _at_least("log_every_steps", cfg.log_every_steps, 0)
     _steps_per_execution(cfg.steps_per_execution)
     _choice("precision", cfg.precision, PRECISIONS)
+    _choice("progress", cfg.progress, PROGRESS)
     _at_least("dataset.threadpool", cfg.dataset.threadpool, 0)
     _at_least("tracking.system_metrics_interval", cfg.tracking.system_metrics_interval, 0.1)
     if cfg.target_accuracy is not None and not 0 < cfg.target_accuracy <= 1:

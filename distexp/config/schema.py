@@ -26,6 +26,7 @@ CROSS_DEVICE_OPS = ("nccl", "hierarchical_copy", "reduction_to_one_device")
 COMMUNICATIONS = ("auto", "ring", "nccl")
 OPTIMIZERS = ("adam", "sgd", "rmsprop")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+PROGRESS = ("auto", "bar", "lines", "quiet")
 PREPROCESSING = ("scale", "standardize", "none")
 LR_SCALING = ("none", "linear", "sqrt")
 # What a job can return to a sweeper (`objective`): the task's figures (tasks.Task.figures)
@@ -209,6 +210,10 @@ class Config:
     warmup_steps: int = 5
     # Print a progress line this often within an epoch (steps); 0 = only per-epoch lines.
     log_every_steps: int = 0
+    # What the console shows while training: bar (a live bar: epoch, steps, examples/s, ETA; a
+    # sweep's job k of N), lines (plain lines, no control characters), quiet (no progress, the
+    # summary only); auto = bar when stdout is a terminal, else lines.
+    progress: str = "auto"
     # Seconds before a job that has not finished is stopped and marked FAILED; null = no limit.
     timeout: Optional[float] = None
     # Start every training process of the job by forking it from a process that has already
