@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence
 
 from distexp import errors
+from distexp.job import console as live
 from distexp.cluster.processes import Proc, trainer_cmd  # noqa: F401  (launch.Proc, as before)
 
 KILL_GRACE_S = 3.0
@@ -61,9 +62,12 @@ IN_WORDS = [(re.compile(r"^E0000 .*oneDNN supports DT_BOOL only"),
 
 
 def console_line(line: str, said: set) -> Optional[str]:
-    """What the console shows of a trainer's output line (None: nothing)."""
+    """What the console shows of a trainer's output line (None: nothing). The trainer's detail
+    lines (distexp.job.console.DETAIL) are in the log, the run and the job's summary (distexp.job.summary)."""
     if line.startswith(LOG_ONLY) or LOG_ONLY_RE.match(line) or line.startswith("distexp: error:"):
         return None  # distexp: error: the job process reports it
+    if line.startswith(live.DETAIL):
+        return None
     for pattern, words in IN_WORDS:
         if pattern.match(line):
             if words in said:
@@ -85,22 +89,34 @@ class _Ended:
         self.event.set()
 
 
-def _pump(stream: IO[bytes], log: IO[bytes], console: bool, last_lines: List[str],
+def _pump(stream: IO[bytes], log: IO[bytes], console, last_lines: List[str],
           on_end: Optional[Callable[[], None]] = None) -> None:
     """Copy a process's output to its log (and the console) until it closes it (it exits);
-    then `on_end()`."""
+    then `on_end()`. `console`: False, True (stdout) or a display (distexp.job.console: its
+    `write`, and `progress` for the trainer's progress records, which the log does not keep)."""
     said: set = set()
     for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace")
+        if line.startswith(live.PREFIX):
+            record = live.parse(line) if hasattr(console, "progress") else None
+            if record is not None:
+                try:
+                    console.progress(record)
+                except (OSError, ValueError):  # the console is gone
+                    console = False
+            continue
         log.write(raw)
         log.flush()
-        line = raw.decode("utf-8", "replace")
         last_lines.append(line)
         del last_lines[:-20]
         shown = console_line(line, said) if console else None
         if shown:
             try:
-                sys.stdout.write(shown)
-                sys.stdout.flush()
+                if hasattr(console, "write"):
+                    console.write(shown)
+                else:
+                    sys.stdout.write(shown)
+                    sys.stdout.flush()
             except (OSError, ValueError):  # the console is gone: the log keeps every line
                 console = False
     stream.close()

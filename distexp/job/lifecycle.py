@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from distexp.config import checks
 from distexp.config import schema as C
 from distexp import errors, tracking
-from distexp.job import launch, startup, warm
+from distexp.job import console, launch, startup, summary, warm
 from distexp.tracking.node_metrics import CLUSTER_ID, NodeMetrics
 from distexp.sweeps import callback as sweep
 from distexp.sweeps.parent import child_tags
@@ -58,6 +58,8 @@ class Job:
     forwarder: Optional[tracking.Forwarder]
     multirun: bool
     t_start: float
+    progress: str = "lines"           # the console's form (distexp.job.console.resolve)
+    sweep_position: Optional[object] = None  # distexp.job.console.SweepPosition in a sweep
 
 
 @dataclass
@@ -69,6 +71,7 @@ class Outcome:
     lost: Optional[dict] = None       # MLflow stopped answering (tracking.offline_summary)
     result: dict = field(default_factory=dict)   # the chief's result.json
     logs: List[Path] = field(default_factory=list)
+    run_id: Optional[str] = None      # the job's MLflow run (where every figure is)
 
 
 def run_job(cfg: DictConfig) -> Optional[float]:
@@ -144,10 +147,14 @@ def prepare(cfg: DictConfig) -> Job:
         warm.start()  # (`python -m distexp` started it already, before Hydra composed)
     if cfg.tracking.enabled and plan.logs_to_mlflow:
         forwarder = _forwarder(cfg, facts, plan, job_dir, overrides, multirun, hc)
-    env = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+    progress = console.resolve(cfg.progress)
+    env = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+           console.ENV: progress}
+    position = console.sweep_position(Path(str(hc.sweep.dir)).absolute(), int(hc.job.num),
+                                      int(cfg.repeat), int(cfg.repeats)) if multirun else None
     return Job(cfg=cfg, job_dir=job_dir, plan=plan, env=env, config_path=config_path,
                overrides_path=overrides_path, forwarder=forwarder, multirun=multirun,
-               t_start=t_start)
+               t_start=t_start, progress=progress, sweep_position=position)
 
 
 def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: List[str],
@@ -212,8 +219,9 @@ def execute(job: Job) -> Outcome:
                            socket.gethostname(), cfg.tracking.system_metrics_interval).start()
     attempts: List[list] = []
     run = None
+    display = console.open_display(job.progress, job.sweep_position)
     try:
-        _launch(job, attempts)
+        _launch(job, attempts, display)
         out.status = "FINISHED"
     except launch.JobInterrupted:
         out.status, out.error = "KILLED", "interrupted: every training process was stopped"
@@ -226,6 +234,7 @@ def execute(job: Job) -> Outcome:
         if user:  # the trainer's own one-line user error (where its traceback is, if it has one)
             out.error, out.user_error = user + errors.traceback_note(chief.log), True
     finally:
+        display.close()
         if node is not None:
             node.stop()
         out.result = _read_result(job.job_dir)  # the chief's figures: the run is not read back
@@ -235,6 +244,7 @@ def execute(job: Job) -> Outcome:
             run.close(out.status, job.job_dir, [job.config_path, job.overrides_path], logs,
                       figures=out.result or None, error=out.error)
     out.logs = [p.log for p in attempts[-1]] if attempts else []
+    out.run_id = getattr(run, "run_id", None)
     out.lost = tracking.offline_summary(job.job_dir) if run is not None else None
     return out
 
@@ -288,7 +298,7 @@ def _spawner(cfg: DictConfig) -> Optional[launch.Spawn]:
     return server.spawn
 
 
-def _launch(job: Job, attempts: List[list]) -> None:
+def _launch(job: Job, attempts: List[list], display=True) -> None:
     from distexp.cluster import plan as cluster
 
     cfg, plan = job.cfg, job.plan
@@ -298,6 +308,8 @@ def _launch(job: Job, attempts: List[list]) -> None:
         procs = plan.processes(job.config_path, job.env)
         if job.forwarder is not None:
             procs[0].env = {**procs[0].env, **job.forwarder.env()}  # the chief only
+        if procs[0].console:
+            procs[0].console = display  # the chief's lines and progress (distexp.job.console)
         attempts.append(procs)
         try:
             left = None if cfg.timeout is None else max(1.0, cfg.timeout - (time.time() - job.t_start))
@@ -345,12 +357,15 @@ def conclude(job: Job, out: Outcome) -> Optional[float]:
         if code in (errors.TRACKING_LOST, errors.BAD_INPUT):  # that line says it all
             sys.exit(code)
     if code == 0:
+        for line in summary.lines(out.result):  # the figures as the run logged them
+            print(line, flush=True)
         if not job.multirun:  # a sweep prints its own ending (distexp.sweeps.callback.finish)
             from distexp.tracking import view
 
             print(f"Job directory: {job.job_dir}", flush=True)
             if job.forwarder is not None:
-                print(f"Browse it: {view.command(cfg.tracking.uri)}", flush=True)
+                run = f" (MLflow run {out.run_id}: every figure)" if out.run_id else ""
+                print(f"Browse it: {view.command(cfg.tracking.uri)}{run}", flush=True)
         return objective(out.result)[1]
     line = out.error if code == errors.BAD_INPUT else f"{out.error} (logs: {', '.join(map(str, out.logs))})"
     if code == errors.INTERRUPTED and not job.multirun:  # the checkpoint kept, the command to go on

@@ -8,12 +8,15 @@ eval/token_accuracy, ...): the Reporter knows no loss or metric of its own.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Callable, Dict, Optional, Sequence, Union
 
 from distexp.figures import breakdown
 from distexp.figures.meter import Meter
+from distexp.job import console
+from distexp.train.live import Feed
 from distexp.tracking import RunLogger
 from distexp.tracking import tags as tag
 
@@ -36,6 +39,10 @@ class Reporter:
         self.time_to_accuracy: Optional[float] = None
         self.diverged_at: Optional[tuple] = None
         self._csv = open(job_dir / "steps.csv", "w") if chief else None
+        # the console's form, resolved by the job process (distexp.job.console): bar, lines, quiet
+        self.progress = os.environ.get(console.ENV, "lines")
+        self.live = Feed(epochs, steps_per_epoch, meter.global_batch) \
+            if chief and self.progress == "bar" else None
         if self._csv:
             self._csv.write("step,epoch,loss,loss_kind,step_time_ms\n")
 
@@ -84,7 +91,10 @@ class Reporter:
                 f"(step {self.step_offset + step} of the run); {what}")
 
     def _progress(self, loss: float, dt: float, steps: int = 1) -> None:
-        if self.log_every and self.step_in_epoch % self.log_every < steps:
+        if self.live is not None:
+            self.live.update(self.epoch, self.step_in_epoch, self.meter.step, loss)
+            return
+        if self.progress == "lines" and self.log_every and self.step_in_epoch % self.log_every < steps:
             done = self.step_in_epoch / self.steps_per_epoch
             bar = "=" * int(20 * done)
             self.print(f"  epoch {self.epoch}/{self.epochs} [{bar:<20}] step "
@@ -108,7 +118,8 @@ class Reporter:
         rate = figures["perf/epoch_examples_per_sec"]
         shown = "  ".join(f"{_short(k)} {v:.4f}" for k, v in {**train, **ev}.items()
                           if v is not None)
-        self.print(f"epoch {self.epoch}/{self.epochs}  {shown}  "
+        self.print(f"{'distexp: detail: ' if self.progress == 'quiet' else ''}"
+                   f"epoch {self.epoch}/{self.epochs}  {shown}  "
                    f"{'%.1f ex/s' % rate if rate else 'warm-up (not timed)'}  "
                    f"epoch {figures['perf/epoch_time_s']:.2f} s")
         self.final = {**train, **ev}
