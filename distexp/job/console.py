@@ -147,10 +147,14 @@ class Bar(Plain):
         from tqdm import tqdm
 
         self._tqdm, self.stream = tqdm, stream if stream is not None else sys.stdout
+        # a terminal that reports no size (0 x 0: a pseudo-terminal nobody sized) gets 100 x 24:
+        # tqdm draws nothing on 0 rows
+        self.size = {"dynamic_ncols": True} if min(_size(self.stream)) > 0 else \
+            {"ncols": 100, "nrows": 24}
         self.sweep, self.epoch, self.bar, self.top = sweep, None, None, None
         if sweep is not None:
             self.top = tqdm(total=sweep.n, initial=len(sweep.done), position=0, leave=False,
-                            file=self.stream, desc=sweep.title(), dynamic_ncols=True,
+                            file=self.stream, desc=sweep.title(), **self.size,
                             bar_format="{desc} |{bar:24}| {n_fmt}/{total_fmt} jobs done{postfix}")
             self.top.set_postfix_str(sweep.eta_text())
 
@@ -159,15 +163,15 @@ class Bar(Plain):
 
     def progress(self, record: dict) -> None:
         steps, step = int(record["steps"]), int(record["step"])
+        desc = f"epoch {record['epoch']}/{record['epochs']}"
         if self.bar is None:
             self.bar = self._tqdm(total=steps, position=1 if self.top else 0, leave=False,
-                                  file=self.stream, dynamic_ncols=True,
+                                  file=self.stream, desc=desc, **self.size,
                                   bar_format=self.EPOCH_FORMAT, mininterval=MIN_INTERVAL_S)
-        if record["epoch"] != self.epoch:
-            self.epoch = record["epoch"]
+        elif record["epoch"] != self.epoch:
             self.bar.reset(total=steps)
-            self.bar.set_description_str(f"epoch {record['epoch']}/{record['epochs']}",
-                                         refresh=False)
+            self.bar.set_description_str(desc, refresh=False)
+        self.epoch = record["epoch"]
         if step >= self.bar.n:
             self.bar.update(step - self.bar.n)
         else:
@@ -186,6 +190,13 @@ class Bar(Plain):
             if b is not None:
                 b.close()
         self.bar = self.top = None
+
+
+def _size(stream) -> tuple:
+    try:
+        return tuple(os.get_terminal_size(stream.fileno()))
+    except (AttributeError, OSError, ValueError):
+        return (0, 0)
 
 
 def open_display(mode: str, sweep: Optional[SweepPosition] = None) -> Plain:

@@ -1,7 +1,7 @@
 """A finished job's summary: at most four lines of figures, from the chief's result.json (the
 figures the run logged, as logged), before the job's "Job directory" and "Browse it" lines.
 
-    throughput: 20,586 examples/s [19,874, 21,299] (95 % interval, 140 timed steps); end to end 15,210 examples/s
+    throughput: 20,586 examples/s [19,874, 21,299] (95 % interval over 140 timed steps); end to end 15,210 examples/s
     step 6.22 ms = input 0.81 + compute 5.10 + sync 0.00 + other 0.31; bottleneck: compute, 82 % (...)
     MFU: 2.31 % of the devices' peak (1,234.0 GFLOP/s)
     final: eval_loss 0.2189  eval_accuracy 0.9417  time to first step 3.21 s
@@ -33,15 +33,15 @@ def throughput(result: dict) -> str:
     if rate is None:
         return "throughput: not measured (every step was a warm-up step: see warmup_steps)"
     steps = int(_num(result, "perf/timed_steps") or 0)
-    interval = f" [{rate - ci:,.0f}, {rate + ci:,.0f}] (95 % interval" if ci is not None \
-        else " (no interval: under 20 timed steps"
+    interval = f" [{rate - ci:,.0f}, {rate + ci:,.0f}] (95 % interval over {steps} timed steps" \
+        if ci is not None else f" ({steps} timed steps: too few for an interval"
     units = next((k for k in result if k.startswith("perf/") and k.endswith("_per_sec") and
                   k.count("_") == 2 and k not in ("perf/examples_per_sec", "perf/matmul_flops")
                   and _num(result, k) is not None and not k.startswith("perf/epoch_")), None)
     extra = f", {_num(result, units):,.0f} {units[5:-8]}/s" if units else ""
     e2e = _num(result, "perf/examples_per_sec_end_to_end")
     tail = f"; end to end {e2e:,.0f} examples/s" if e2e is not None else ""
-    return f"throughput: {rate:,.0f} examples/s{interval}, {steps} timed steps{extra}){tail}"
+    return f"throughput: {rate:,.0f} examples/s{interval}{extra}){tail}"
 
 
 def step_line(result: dict) -> Optional[str]:

@@ -32,6 +32,20 @@ def write_record(sweep_dir: Path, record: dict, *, if_absent: bool = False) -> N
     path.write_text(json.dumps(record, indent=1))
 
 
+def write_plan(sweep_dir: Path, nums: Sequence[int]) -> None:
+    """Add the jobs this sweep launches (their numbers, in launch order) and its start to
+    sweep.json: each job's console shows "job k of N" and the sweep's ETA (distexp.job.console)."""
+    import time
+
+    path = sweep_dir / SWEEP_FILE
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError):
+        info = {}
+    info.update({"launch": [int(n) for n in nums], "started": time.time()})
+    path.write_text(json.dumps(info, indent=1))
+
+
 def write_records(sweep_dir: Path, records: Sequence[dict]) -> None:
     for rec in records:
         write_record(sweep_dir, rec)

@@ -102,6 +102,7 @@ class DistexpSweeper(BasicSweeper):
         plan = S.plan(jobs, self.config, compose)
         S.check_jobs([job for _, job in plan.launch], compose)
         records.write_records(sweep_dir.absolute(), plan.skipped)
+        records.write_plan(sweep_dir.absolute(), [num for num, _ in plan.launch])
         self.overrides = [[job for _, job in plan.launch]]
         self.batch_index = 1
         returns, first_failure = [], None
