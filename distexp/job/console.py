@@ -172,14 +172,14 @@ class Bar(Plain):
             self.bar.reset(total=steps)
             self.bar.set_description_str(desc, refresh=False)
         self.epoch = record["epoch"]
+        shown = [f"{record['rate']:,.0f} ex/s"] if record.get("rate") else []
+        if record.get("loss") is not None:
+            shown.append(f"loss {record['loss']:.4f}")
+        self.bar.set_postfix_str(", ".join(shown), refresh=False)  # before update draws it
         if step >= self.bar.n:
             self.bar.update(step - self.bar.n)
         else:
             self.bar.n = step
-        shown = [f"{record['rate']:,.0f} ex/s"] if record.get("rate") else []
-        if record.get("loss") is not None:
-            shown.append(f"loss {record['loss']:.4f}")
-        self.bar.set_postfix_str(", ".join(shown), refresh=False)
         if self.top is not None:
             self.top.set_postfix_str(self.sweep.eta_text(), refresh=False)
             self.top.refresh()
