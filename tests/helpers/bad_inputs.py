@@ -140,6 +140,7 @@ CASES = [
     ("timeout-inf", ["timeout=inf"], "timeout: received inf; expected a finite number"),
     ("objective", ["objective=accuracy"], "objective: received 'accuracy'; valid: eval/accuracy"),
     ("precision", ["precision=fp8"], "precision: received 'fp8'; valid: float32"),
+    ("progress", ["progress=fancy"], "progress: received 'fancy'; valid: auto, bar, lines, quiet"),
     ("steps-per-execution-zero", ["steps_per_execution=0"],
      "steps_per_execution: received 0; valid: auto or an integer >= 1"),
     ("target-accuracy", ["target_accuracy=1.5"], "target_accuracy: received 1.5; expected 0 < x <= 1"),
