@@ -152,11 +152,18 @@ class Bar(Plain):
         self.size = {"dynamic_ncols": True} if min(_size(self.stream)) > 0 else \
             {"ncols": 100, "nrows": 24}
         self.sweep, self.epoch, self.bar, self.top = sweep, None, None, None
-        if sweep is not None:
-            self.top = tqdm(total=sweep.n, initial=len(sweep.done), position=0, leave=False,
-                            file=self.stream, desc=sweep.title(), **self.size,
-                            bar_format="{desc} |{bar:24}| {n_fmt}/{total_fmt} jobs done{postfix}")
-            self.top.set_postfix_str(sweep.eta_text())
+
+    def _open(self, steps: int, desc: str) -> None:
+        """The bars, at the first record: training has started, the job's own lines (the MLflow
+        run, print()ed by this process) are out, so nothing else writes under a bar."""
+        if self.sweep is not None:
+            self.top = self._tqdm(total=self.sweep.n, initial=len(self.sweep.done), position=0,
+                                  leave=False, file=self.stream, desc=self.sweep.title(),
+                                  **self.size, bar_format="{desc} |{bar:24}| {n_fmt}/{total_fmt} "
+                                                          "jobs done{postfix}")
+        self.bar = self._tqdm(total=steps, position=1 if self.top else 0, leave=False,
+                              file=self.stream, desc=desc, **self.size,
+                              bar_format=self.EPOCH_FORMAT, mininterval=MIN_INTERVAL_S)
 
     def write(self, text: str) -> None:
         self._tqdm.write(text.rstrip("\n"), file=self.stream)
@@ -165,9 +172,7 @@ class Bar(Plain):
         steps, step = int(record["steps"]), int(record["step"])
         desc = f"epoch {record['epoch']}/{record['epochs']}"
         if self.bar is None:
-            self.bar = self._tqdm(total=steps, position=1 if self.top else 0, leave=False,
-                                  file=self.stream, desc=desc, **self.size,
-                                  bar_format=self.EPOCH_FORMAT, mininterval=MIN_INTERVAL_S)
+            self._open(steps, desc)
         elif record["epoch"] != self.epoch:
             self.bar.reset(total=steps)
             self.bar.set_description_str(desc, refresh=False)
