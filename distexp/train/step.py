@@ -198,9 +198,11 @@ class SyncDispatch:
     @classmethod
     def start(cls, step: Step, ctx, schedule) -> "SyncDispatch":
         """The dispatcher of the custom loop's Context `ctx`."""
+        window = WINDOW_STEPS if accelerated(step.strategy) else 1
+        if ctx.reporter.log_every:  # a progress line at least every log_every steps
+            window = min(window, ctx.reporter.log_every)
         return cls(step, ctx.train_ds, schedule=schedule, on_device=bool(ctx.cfg.dataset.on_device),
-                   input_wait=ctx.reporter.input_wait,
-                   window_steps=WINDOW_STEPS if accelerated(step.strategy) else 1)
+                   input_wait=ctx.reporter.input_wait, window_steps=window)
 
     def __init__(self, step: Step, train_ds, *, schedule, on_device: bool, input_wait,
                  window_steps: int = 1):
