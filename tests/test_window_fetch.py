@@ -132,7 +132,32 @@ def test_the_meter_is_right_with_windows(compose, tmp_path, monkeypatch, acceler
     _train_counting(ctx, monkeypatch, accelerator)
     perf = ctx.reporter.meter.final_figures()
     assert perf["perf/timed_steps"] == EPOCHS * PER_EPOCH - WARMUP
-    # a loaded machine only adds time: 30 ms is the floor, +35 % the allowance
-    assert delay * 1e3 * 0.97 <= perf["perf/step_time_ms_p50"] <= delay * 1e3 * 1.35, perf
-    assert BATCH / delay / 1.35 <= perf["perf/examples_per_sec"] <= BATCH / delay * 1.03, perf
-    assert perf["perf/examples_per_sec_ci95"] < 0.2 * perf["perf/examples_per_sec"], perf
+    # a loaded machine only adds time: 30 ms is the floor; the allowance (+80 %: a 2-core machine
+    # under load 13) still tells a window's time shared by its 10 steps from one given to a step
+    assert delay * 1e3 * 0.97 <= perf["perf/step_time_ms_p50"] <= delay * 1e3 * 1.8, perf
+    assert BATCH / delay / 1.8 <= perf["perf/examples_per_sec"] <= BATCH / delay * 1.03, perf
+    assert perf["perf/examples_per_sec_ci95"] < 0.5 * perf["perf/examples_per_sec"], perf
+
+
+@pytest.mark.parametrize("devices", [None, ["/gpu:0"], ["/gpu:0", "/gpu:1"]],
+                         ids=["one_device", "mirrored-1", "mirrored-2"])
+def test_a_calls_results_stay_on_the_gpu(devices):
+    """The one-step function's losses and metric sums are summed onto the first replica's GPU:
+    on the host (strategy.reduce's default under MirroredStrategy), the call itself would wait
+    for its step to finish. Traced, not run: tracing needs no GPU."""
+    from distexp.tasks.classification import Classification
+    from distexp.train.step import Step
+
+    strategy = (tf.distribute.OneDeviceStrategy("/gpu:0") if devices is None
+                else tf.distribute.MirroredStrategy(devices))
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(3)])
+        opt = keras.optimizers.SGD(0.1)
+        opt.build(model.trainable_variables)
+    step = Step(strategy, Classification(), model, opt, global_batch=8)
+    ds = tf.data.Dataset.from_tensor_slices((np.zeros((16, 5), "float32"),
+                                             np.zeros(16, "int64"))).batch(8)
+    spec = iter(strategy.experimental_distribute_dataset(ds)).element_spec
+    outputs = tf.nest.flatten(step.one.get_concrete_function(*spec).structured_outputs)
+    made_on = {(t.op.inputs[0] if t.op.type == "Identity" else t).device for t in outputs}
+    assert made_on == {"/job:localhost/replica:0/task:0/device:GPU:0"}, made_on

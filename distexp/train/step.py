@@ -63,6 +63,11 @@ class Step:
         self.strategy, self.task, self.global_batch = strategy, task, global_batch
         self.names = tuple(task.train_metrics)
         self.counts_units = getattr(task, "units", None) is not None
+        # where the replicas' losses and metric sums are summed: the first replica's GPU, so a
+        # call's results stay on the device until fetched (strategy.reduce's default is the host)
+        first = (getattr(strategy.extended, "worker_devices", None) or [None])[0]
+        self.on_gpu = first if first and tf.DeviceSpec.from_string(
+            first).device_type == "GPU" else None
         variables = model.trainable_variables
 
         def replica_step(x, y):
@@ -106,7 +111,10 @@ class Step:
         def total(v):
             return self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
 
-        return total(loss), [total(v) for v in flat], total(units)
+        if self.on_gpu is None:
+            return total(loss), [total(v) for v in flat], total(units)
+        with tf.device(self.on_gpu):  # reduced onto the host, a call would wait for its step
+            return total(loss), [total(v) for v in flat], total(units)
 
     def host(self, losses, sums, units) -> Steps:
         vals = losses.numpy() if hasattr(losses, "numpy") else losses
