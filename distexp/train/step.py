@@ -65,9 +65,11 @@ class Step:
         self.counts_units = getattr(task, "units", None) is not None
         # where the replicas' losses and metric sums are summed: the first replica's GPU, so a
         # call's results stay on the device until fetched (strategy.reduce's default is the host)
+        # (ps: scheduled onto remote workers, where the reduce is the coordinator's business)
         first = (getattr(strategy.extended, "worker_devices", None) or [None])[0]
-        self.on_gpu = first if first and tf.DeviceSpec.from_string(
-            first).device_type == "GPU" else None
+        self.on_gpu = first if first and tf.DeviceSpec.from_string(first).device_type == "GPU" \
+            and not isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy) \
+            else None
         variables = model.trainable_variables
 
         def replica_step(x, y):
@@ -245,8 +247,6 @@ class SyncDispatch:
         self.fixed = next(self.iterator) if self.on_device else None
 
     def run(self, n: int) -> Steps:
-        import tensorflow as tf
-
         if self.window_steps > 1:
             t0 = time.perf_counter()
             sizes = [1] * n if self.fixed is not None else _sizes(n, self.k)
