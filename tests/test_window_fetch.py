@@ -20,8 +20,7 @@ BATCH, PER_EPOCH, EPOCHS, WARMUP = 8, 20, 2, 5
 def tensorflow_imported():
     """TensorFlow is imported when these tests run, not when the unit tier collects the file."""
     global tf, keras
-    tf = pytest.importorskip("tensorflow")
-    import keras
+    tf, keras = pytest.importorskip("tensorflow"), pytest.importorskip("keras")
 
 
 def _context(compose, tmp_path, delay_s=0.0, k="1"):
