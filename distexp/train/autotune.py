@@ -42,8 +42,9 @@ k = 1. If the host spent at most `AHEAD` of the window's wall time queueing its 
 never waited for it: k = 1 is final (within the first epoch of the default job: warm-up 5 +
 window 10 steps). Else k grows by `factor` per window while each is at least `GAIN` faster per
 step than the one before (a k that is not goes back to the one before) and the host still bounds
-the window; the cap and budget as above. A GPU box is quiet enough for one window per size; a
-CPU's cost is measured by the Tuner instead.
+the window; the cap and budget as above. One window per size, so that the decision fits in a
+short run's first epoch: it assumes a host that other processes do not load (a larger k that
+is not faster is undone by the GAIN check); a CPU's cost is measured by the Tuner instead.
 
 Calls cut short (an epoch's end, a checkpoint) train and are timed as usual but are not samples.
 The chosen k is the one the rest of the run uses; every step, tuning included, is timed and
