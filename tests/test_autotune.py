@@ -205,3 +205,56 @@ def test_fit_k_for():
     with pytest.raises(UserError, match="steps_per_execution: received 7; with loop=fit it must "
                                         "divide the 20 steps per epoch"):
         autotune.fit_k_for(7, steps_per_epoch=20, log_every=0, after_warmup=10, replicas=1)
+
+
+def drive_windows(schedule, host_per_call, host_per_step, device_per_step, steps, window=10):
+    """A fake accelerator loop: windows of k-step calls (one fetch each, as SyncDispatch queues
+    them); the host queues a call in host_per_call + k x host_per_step s, the device runs a step
+    in device_per_step s and the window takes the longer of the two."""
+    done = 0
+    while done < steps and schedule.tuner is not None:
+        k = schedule.k
+        n = k if schedule.warmup_left() else window // k * k if k < window else k
+        n = min(n, schedule.warmup_left() or n, steps - done)
+        calls = -(-n // k)
+        launch = calls * host_per_call + n * host_per_step
+        wall = max(launch, n * device_per_step) + 1e-5
+        schedule.observe(n, wall, full=n == (k if schedule.warmup_left() else
+                                             window // k * k if k < window else k),
+                         cost=launch, launch=launch)
+        done += n
+    return done
+
+
+def _gpu_schedule(steps_left=110):
+    said = []
+    s = autotune.Schedule("auto")
+    s.begin(announce=lambda k, why: said.append((k, why)), steps_per_epoch=22, every=0,
+            log_every=0, warmup=5, lockstep=False, on_device=False, strategy="one_device",
+            steps_left=steps_left, window_steps=10)
+    return s, said
+
+
+def test_accelerator_auto_keeps_k1_when_the_host_keeps_ahead_within_the_first_epoch():
+    """The default job on a GPU (22 steps per epoch, 110 in all): queueing a step costs the
+    host 0.1 ms, the device runs it in 2.6 ms: k=1, decided after warm-up + one window."""
+    s, said = _gpu_schedule()
+    done = drive_windows(s, 1e-4, 0.0, 2.6e-3, steps=110)
+    assert said and said[0][0] == 1, said
+    assert done == 15, done           # 5 warm-up steps + one window of 10: in the first epoch
+    assert "never waited" in said[0][1]
+
+
+def test_accelerator_auto_fits_k_to_the_launch_cost():
+    """1 ms to launch a call, 0.05 ms of host work per step, 0.2 ms of device per step: k=4 is
+    still host-bound, k=16 keeps ahead (0.11 ms host < 0.2 ms device); 64 is not 5 % faster."""
+    s, said = _gpu_schedule(steps_left=100000)
+    drive_windows(s, 1e-3, 5e-5, 2e-4, steps=100000)
+    assert said and said[0][0] == 16, said
+
+
+def test_accelerator_auto_is_not_refused_for_a_short_run():
+    s, said = _gpu_schedule(steps_left=110)
+    assert s.tuner is not None and not said
+    s, said = _gpu_schedule(steps_left=12)   # shorter than warm-up + one window
+    assert said[0][0] == 1 and "too few" in said[0][1]

@@ -1,8 +1,9 @@
 """Throughput and step-time figures (pure Python: no TensorFlow).
 
 Definitions (docs/tasks-and-figures.md repeats them):
-- A step ends when its loss has been fetched to the host (`float(loss)`), i.e. the device finished
-  it; a dispatched-but-unfinished step is never counted.
+- A step ends when its loss has been fetched to the host, i.e. the device finished it; a
+  dispatched-but-unfinished step is never counted. A fetch may cover several steps (a call of k
+  steps; on GPU/TPU replicas a window of queued calls): `end_step(steps=n)` shares its interval.
 - step time: host wall time from the end of the previous step (or the start of the epoch's first
   step) to the end of this one. It includes input waiting and Python overhead between steps;
   it excludes evaluation, which runs between epochs, and checkpoint saving.

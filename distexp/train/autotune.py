@@ -34,6 +34,18 @@ saving instead of assuming it:
 - Noisy-but-equal timings therefore keep k (a false grow needs a 2.5 % tail event), a clear
   per-call overhead grows it.
 
+On accelerator replicas (GPU, TPU) the dispatcher queues a window of calls and fetches their
+results once, so the host runs ahead of the device for as long as queueing a step costs it less
+than the device takes to run one; k > 1 pays only where it does not. `auto` there is a
+`LaunchTuner`, decided per window (one fetch each) by wall time: after the warm-up, one window at
+k = 1. If the host spent at most `AHEAD` of the window's wall time queueing its calls, the device
+never waited for it: k = 1 is final (within the first epoch of the default job: warm-up 5 +
+window 10 steps). Else k grows by `factor` per window while each is at least `GAIN` faster per
+step than the one before (a k that is not goes back to the one before) and the host still bounds
+the window; the cap and budget as above. One window per size, so that the decision fits in a
+short run's first epoch: it assumes a host that other processes do not load (a larger k that
+is not faster is undone by the GAIN check); a CPU's cost is measured by the Tuner instead.
+
 Calls cut short (an epoch's end, a checkpoint) train and are timed as usual but are not samples.
 The chosen k is the one the rest of the run uses; every step, tuning included, is timed and
 reported by the usual definitions (a call's interval shared by its steps).
@@ -173,6 +185,68 @@ class Tuner:
             return self.stop(f"a call of {nxt} steps would take over {self.budget_s} s; {line}")
 
 
+class LaunchTuner:
+    """`auto` on accelerator replicas: k fitted to the host's launch cost, one window a size."""
+
+    AHEAD = 0.5   # the host queued the window in at most this share of its wall time
+    GAIN = 0.05   # a larger k must be this much faster per step
+
+    def __init__(self, cap: int, warmup_steps: int, *, budget_s: float = 0.5, factor: int = 4):
+        self.cap = max(1, int(cap))
+        self.warmup = max(0, int(warmup_steps))
+        self.budget_s, self.factor = budget_s, factor
+        self.k = 1
+        self.seen = 0
+        self.done = self.cap == 1
+        self.reason = "cap is 1" if self.done else ""
+        self.history: List[str] = []
+        self._before: Optional[tuple] = None   # (k, wall seconds per step) of the last window
+
+    def size(self) -> int:
+        if self.done or self.seen >= self.warmup:
+            return self.k
+        return 1 if self.seen == 0 else min(2, self.cap)
+
+    def warmup_left(self) -> int:
+        return max(0, self.warmup - self.seen)
+
+    def steps_to_decide(self, window_steps: int) -> int:
+        """The steps to the first decision (whether k = 1 keeps the device busy)."""
+        return self.warmup + window_steps
+
+    def observe(self, size: int, steps: int, seconds: float, full: Optional[bool] = None,
+                cost: Optional[float] = None, launch: Optional[float] = None) -> None:
+        """A window of `size`-step calls ran `steps` steps in `seconds` (wall, fetch included);
+        the host spent `launch` seconds of it queueing the calls."""
+        first = self.seen
+        self.seen += steps
+        if (self.done or first < self.warmup or size != self.k or launch is None
+                or not (steps == size if full is None else full)):
+            return
+        per = seconds / steps
+        line = (f"k={size}: the host queued {steps} steps in {1e3 * launch:.2f} ms, the window "
+                f"took {1e3 * seconds:.2f} ms")
+        self.history.append(line)
+        if self._before is not None and per > (1 - self.GAIN) * self._before[1]:
+            self.k = self._before[0]
+            return self.stop(f"k={size} not {self.GAIN:.0%} faster per step than "
+                             f"k={self.k} ({1e3 * per:.3f} vs {1e3 * self._before[1]:.3f} ms); "
+                             f"{line}")
+        if launch <= self.AHEAD * seconds:
+            return self.stop(f"auto on an accelerator: {line}, so the device never waited for "
+                             "the host")
+        nxt = min(self.factor * self.k, self.cap)
+        if nxt == self.k:
+            return self.stop(f"k reached the cap {self.cap}; {line}")
+        if nxt * per > self.budget_s:
+            return self.stop(f"a call of {nxt} steps would take over {self.budget_s} s; {line}")
+        self._before, self.k = (self.k, per), nxt
+
+    def stop(self, reason: str) -> None:
+        if not self.done:
+            self.done, self.reason = True, reason
+
+
 class Schedule:
     """The run's steps_per_execution for loop=custom: what every call's size comes from.
 
@@ -195,10 +269,12 @@ class Schedule:
 
     def begin(self, *, announce, steps_per_epoch: int, every: int, log_every: int,
               warmup: int, lockstep: bool, on_device: bool, strategy: str, window: int = 1,
-              parallel: int = 1, steps_left: Optional[int] = None) -> None:
+              parallel: int = 1, steps_left: Optional[int] = None,
+              window_steps: int = 1) -> None:
         """`window`: k-step calls per dispatch (ps: a window of calls, so the caps bound it);
         `parallel`: workers whose steps share one measured interval (ps); `steps_left`: the
-        steps this run will train (None: not known)."""
+        steps this run will train (None: not known); `window_steps` > 1: accelerator replicas,
+        about that many steps per host fetch (a LaunchTuner)."""
         self._announce = announce
         if not self.auto:
             return self._settle(self._k, "as configured")
@@ -210,25 +286,36 @@ class Schedule:
                                 "calls")
         if on_device:
             return self._settle(1, "auto with dataset.on_device: one call per step")
-        tuner = Tuner(cap, warmup, parallel=parallel, cost_name="CPU")
-        need = tuner.steps_to_decide(window)
+        if window_steps > 1:
+            tuner = LaunchTuner(cap, warmup)
+            need = tuner.steps_to_decide(window_steps)
+        else:
+            tuner = Tuner(cap, warmup, parallel=parallel, cost_name="CPU")
+            need = tuner.steps_to_decide(window)
         if steps_left is not None and not tuner.done and steps_left < need:
-            takes = f"up to {need}" if window == 1 else f">= {need}"  # see steps_to_decide
-            return self._settle(1, f"auto: the run's {steps_left} steps are too few to be sure to "
-                                f"measure k={tuner._big()} against 1 (that takes {takes}); "
-                                "one call per step")
+            if window_steps > 1:
+                what, takes = "time a window of one-step calls after the warm-up", need
+            else:
+                what = f"be sure to measure k={tuner._big()} against 1"
+                takes = f"up to {need}" if window == 1 else f">= {need}"  # see steps_to_decide
+            return self._settle(1, f"auto: the run's {steps_left} steps are too few to {what} "
+                                f"(that takes {takes}); one call per step")
         self.tuner = tuner
 
     def warmup_left(self) -> int:
         """Warm-up steps the tuner still runs (no timed call may hold one)."""
         return self.tuner.warmup_left() if self.tuner is not None else 0
 
-    def observe(self, steps: int, seconds: float, *, full: bool, cost: float) -> None:
-        """A call of `k` steps ran `steps` steps (fewer when cut short) in `seconds` wall time
-        and `cost` CPU seconds."""
+    def observe(self, steps: int, seconds: float, *, full: bool, cost: float,
+                launch: Optional[float] = None) -> None:
+        """A call (or window of calls) of `k` steps ran `steps` steps (fewer when cut short) in
+        `seconds` wall time and `cost` CPU seconds; `launch`: a window's host seconds queueing."""
         if self.tuner is None:
             return
-        self.tuner.observe(self.tuner.size(), steps, seconds, full=full, cost=cost)
+        if isinstance(self.tuner, LaunchTuner):
+            self.tuner.observe(self.tuner.size(), steps, seconds, full=full, launch=launch)
+        else:
+            self.tuner.observe(self.tuner.size(), steps, seconds, full=full, cost=cost)
         if self.tuner.done:
             self._settle(self.tuner.k, self.tuner.reason)
 

@@ -9,7 +9,11 @@
   reaches steps.csv; metric sums and units (tokens) summed over the n steps.
 - `traced`: every function here is traced as plain TF, without autograph (see there).
 - `SyncDispatch`: `strategy.run` on a distributed iterator (one_device, mirrored, central,
-  multiworker). With n = 1 the batch is taken on the host and that wait is timed as input.
+  multiworker). With n = 1 the batch is taken on the host and that wait is timed as input. On
+  accelerator replicas (GPU, TPU) it queues a window of calls (`WINDOW_STEPS` steps) and fetches
+  their results to the host once (`Step.fetch`): a fetch per call would make the host wait for
+  the device after every call, and the device wait a launch for the next one. On CPU replicas a
+  call runs synchronously anyway: one call per fetch, as before.
 - `PSDispatch`: the same `steps` function scheduled on the workers by a ClusterCoordinator
   (per-worker datasets, worker i reads shard i), joined every window; steps counted by a
   tf.Variable on the ps that each call increments (Keras' optimizer.iterations undercounts
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 PS_WINDOW = 10  # calls scheduled between joins under ps (at least 2 per worker)
+WINDOW_STEPS = 10  # accelerator replicas: steps queued per host fetch (meter.WINDOW's size)
 
 
 @dataclass
@@ -32,6 +37,7 @@ class Steps:
     losses: List[float]
     sums: List[float] = field(default_factory=list)   # [sum, count] per train metric, flat
     units: Optional[float] = None                      # e.g. real target tokens
+    launch_s: Optional[float] = None  # a window: host seconds spent queueing its calls
 
 
 def replica_loss(task, labels, outputs, global_batch: int):
@@ -57,6 +63,13 @@ class Step:
         self.strategy, self.task, self.global_batch = strategy, task, global_batch
         self.names = tuple(task.train_metrics)
         self.counts_units = getattr(task, "units", None) is not None
+        # where the replicas' losses and metric sums are summed: the first replica's GPU, so a
+        # call's results stay on the device until fetched (strategy.reduce's default is the host)
+        # (ps: scheduled onto remote workers, where the reduce is the coordinator's business)
+        first = (getattr(strategy.extended, "worker_devices", None) or [None])[0]
+        self.on_gpu = first if first and tf.DeviceSpec.from_string(first).device_type == "GPU" \
+            and not isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy) \
+            else None
         variables = model.trainable_variables
 
         def replica_step(x, y):
@@ -100,13 +113,35 @@ class Step:
         def total(v):
             return self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
 
-        return total(loss), [total(v) for v in flat], total(units)
+        if self.on_gpu is None:
+            return total(loss), [total(v) for v in flat], total(units)
+        with tf.device(self.on_gpu):  # reduced onto the host, a call would wait for its step
+            return total(loss), [total(v) for v in flat], total(units)
 
     def host(self, losses, sums, units) -> Steps:
         vals = losses.numpy() if hasattr(losses, "numpy") else losses
         losses = [float(v) for v in (vals.reshape(-1) if hasattr(vals, "reshape") else [vals])]
         return Steps(losses, [float(s) for s in sums],
                      float(units) if self.counts_units else None)
+
+    def fetch(self, results) -> Steps:
+        """Several calls' results (each `(losses, sums, units)`, still on the device) on the host
+        with one transfer: packed into one vector on the device, then fetched once."""
+        import tensorflow as tf
+
+        parts, sizes = [], []
+        for losses, sums, units in results:
+            losses = tf.reshape(losses, [-1])
+            sizes.append(int(losses.shape[0]))
+            parts += [losses, tf.stack([*sums, units])]
+        flat = tf.concat(parts, 0).numpy().tolist()  # the one host sync
+        out, at, width = [], 0, 2 * len(self.names) + 1
+        for size in sizes:
+            vals = flat[at + size: at + size + width]
+            out.append(Steps(flat[at:at + size], vals[:-1],
+                             vals[-1] if self.counts_units else None))
+            at += size + width
+        return _merge(out)
 
 
 class traced:
@@ -173,14 +208,21 @@ class SyncDispatch:
     @classmethod
     def start(cls, step: Step, ctx, schedule) -> "SyncDispatch":
         """The dispatcher of the custom loop's Context `ctx`."""
+        window = WINDOW_STEPS if accelerated(step.strategy) else 1
+        if ctx.reporter.log_every:  # a progress line at least every log_every steps
+            window = min(window, ctx.reporter.log_every)
         return cls(step, ctx.train_ds, schedule=schedule, on_device=bool(ctx.cfg.dataset.on_device),
-                   input_wait=ctx.reporter.input_wait)
+                   input_wait=ctx.reporter.input_wait, window_steps=window)
 
-    def __init__(self, step: Step, train_ds, *, schedule, on_device: bool, input_wait):
+    def __init__(self, step: Step, train_ds, *, schedule, on_device: bool, input_wait,
+                 window_steps: int = 1):
+        """`window_steps` > 1: calls are queued and fetched once per window of about that many
+        steps (accelerator replicas); 1: every call is fetched (CPU replicas)."""
         import tensorflow as tf
 
         self.step, self.train_ds, self.schedule = step, train_ds, schedule
         self.on_device, self.input_wait = on_device, input_wait
+        self.window_steps = window_steps
         self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="distexp_step")
         self.iterator = self.fixed = None
 
@@ -191,8 +233,12 @@ class SyncDispatch:
 
     @property
     def max_steps(self) -> int:
-        """Steps in the next call (k may change while steps_per_execution=auto tunes it)."""
-        return self.k
+        """Steps in the next call, or window of k-step calls (k may change while
+        steps_per_execution=auto tunes it; its warm-up runs one call at a time)."""
+        k = self.k
+        if self.window_steps <= k or self.schedule.warmup_left():
+            return k
+        return self.window_steps // k * k
 
     def begin(self, start: int) -> None:
         # The data order depends only on the step: skip what a restored checkpoint trained.
@@ -201,17 +247,31 @@ class SyncDispatch:
         self.fixed = next(self.iterator) if self.on_device else None
 
     def run(self, n: int) -> Steps:
-        import tensorflow as tf
-
+        if self.window_steps > 1:
+            t0 = time.perf_counter()
+            sizes = [1] * n if self.fixed is not None else _sizes(n, self.k)
+            queued = [self._call(s) for s in sizes]
+            launch = time.perf_counter() - t0
+            out = self.step.fetch(queued)  # fetched: every call finished on every replica
+            out.launch_s = launch
+            return out
         if self.fixed is not None:  # on-device data: the same batch, one call per step
             out = [self.step.host(*self.step.one(*self.fixed)) for _ in range(n)]
             return _merge(out)
+        return self.step.host(*self._call(n))  # fetched: finished on every replica
+
+    def _call(self, n: int):
+        """One call of n steps, queued; its results stay where the step left them."""
+        import tensorflow as tf
+
+        if self.fixed is not None:  # on-device data: the same batch, one call per step
+            return self.step.one(*self.fixed)
         if n == 1 and self.k == 1:  # k > 1: the k-step function (traced in warm-up) runs it
             t0 = time.perf_counter()
             x, y = next(self.iterator)
             self.input_wait(time.perf_counter() - t0)
-            return self.step.host(*self.step.one(x, y))  # fetched: finished on every replica
-        return self.step.host(*self.step.steps(self.iterator, tf.constant(n)))
+            return self.step.one(x, y)
+        return self.step.steps(self.iterator, tf.constant(n))
 
 
 class PSDispatch:
@@ -272,7 +332,7 @@ class PSDispatch:
     def run(self, n: int) -> Steps:
         import tensorflow as tf
 
-        sizes = [self.k] * (n // self.k) + ([n % self.k] if n % self.k else [])
+        sizes = _sizes(n, self.k)
         before = int(self.step_var.numpy())
         results = [self.scheduled.via(lambda scheduled, s=s: self.coordinator.schedule(
                        scheduled, args=(self.iterator, tf.constant(s)))) for s in sizes]
@@ -287,6 +347,19 @@ class PSDispatch:
                                   "steps completed), so this run's figures are not valid")
             raise RuntimeError(f"ps: {n} steps scheduled, {finished} completed")
         return _merge([self.step.host(*r.fetch()) for r in results])
+
+
+def accelerated(strategy) -> bool:
+    """Whether the strategy's replicas on this process are GPUs or TPUs."""
+    import tensorflow as tf
+
+    devices = getattr(strategy.extended, "worker_devices", ())
+    return any(tf.DeviceSpec.from_string(d).device_type in ("GPU", "TPU") for d in devices)
+
+
+def _sizes(n: int, k: int) -> List[int]:
+    """n steps as calls of k steps (the last one shorter)."""
+    return [k] * (n // k) + ([n % k] if n % k else [])
 
 
 def _merge(parts: List[Steps]) -> Steps:

@@ -10,8 +10,10 @@ distributed iterator, or ClusterCoordinator.schedule under ps.
   call sizes, and each would time differently); with `dataset.on_device` 1 (one call per step).
 - Per epoch: train/loss = mean of the epoch's per-step losses (each the exact mean over the
   global batch); train/<metric> = the metric's sums over the epoch's steps, divided.
+- On accelerator replicas a call is a window of k-step calls fetched once
+  (distexp.train.step.SyncDispatch): the meter and the schedule see one interval per window.
 - Non-finite loss (`terminate_on_nan`, default true): training stops after the call that
-  produced it (within one steps_per_execution call), the run is tagged distexp.diverged and the
+  produced it (within one steps_per_execution call, or one window), the run is tagged distexp.diverged and the
   trainer fails with one line naming the epoch and step. With terminate_on_nan=false it trains
   on, and the run is still tagged diverged (its throughput is not reported as valid).
 """
@@ -52,7 +54,8 @@ def train(ctx: Context) -> None:
                    warmup=rep.meter.warmup_steps, lockstep=strategies.of(cfg).lockstep,
                    on_device=bool(cfg.dataset.on_device), strategy=cfg.strategy.name,
                    window=getattr(dispatch, "window", 1), parallel=getattr(dispatch, "workers", 1),
-                   steps_left=ctx.epochs * ctx.steps_per_epoch - start)
+                   steps_left=ctx.epochs * ctx.steps_per_epoch - start,
+                   window_steps=getattr(dispatch, "window_steps", 1))
     try:
         _epochs(ctx, step, dispatch, schedule, ckpts, start, every)
         schedule.finish()  # training ended before the tuner decided
@@ -82,7 +85,7 @@ def _epochs(ctx, step, dispatch, schedule, ckpts, start: int, every: int) -> Non
             out = dispatch.run(n)
             rep.end_step(out.losses, steps=n, units=out.units)
             schedule.observe(n, time.perf_counter() - t0, full=n == dispatch.max_steps,
-                             cost=time.process_time() - c0)
+                             cost=time.process_time() - c0, launch=out.launch_s)
             loss_sum += sum(out.losses)
             sums = [a + b for a, b in zip(sums, out.sums)]
             bad = first_non_finite(out.losses) if diverged is None else None
