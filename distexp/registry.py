@@ -1,8 +1,7 @@
 """Built-ins picked by name: the one way distexp registers them (Lightning's StrategyRegistry is
 the model). A registry maps a name to a record instance (strategies, cluster kinds: `add` a class
-with a `name`), to a function (models, datasets, loops, optimizers: `add_as(name)`) or to a class
-(tasks: `add_class`, a fresh instance per job); `find` is the one line for a
-name it does not know, and `load` first imports the module a config node names as its `record`
+with a `name`; models, datasets, loops, optimizers: `put` a distexp.options record) or to a class
+(tasks: `add_class`, a fresh instance per job); `find` is the one line for a name it does not know, and `load` first imports the module a config node names as its `record`
 (an option of one's own, outside distexp). A leaf: no TensorFlow, nothing of distexp but errors."""
 from __future__ import annotations
 
@@ -26,6 +25,11 @@ class Registry(dict):
         """Class decorator: register an instance of `cls` under `cls.name`."""
         self[cls.name] = cls()
         return cls
+
+    def put(self, record):
+        """Register a record instance under its `name` (returned, so a module can keep it)."""
+        self[record.name] = record
+        return record
 
     def add_class(self, cls):
         """Class decorator: register `cls` itself under `cls.name` (the caller instantiates it)."""

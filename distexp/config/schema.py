@@ -18,15 +18,11 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from distexp.cluster.liveness import STARTUP_S
 from distexp.config.resolved import ResolvedConfig  # the facts' type lives with the facts
+from distexp.options import groups
 
-MODELS = ("mlp", "cnn", "resnet50", "mobilenet_v2", "gru_seq2seq", "custom")
-TOKENS = ("word", "char", "auto")
-LOOPS = ("custom", "fit")
 CROSS_DEVICE_OPS = ("nccl", "hierarchical_copy", "reduction_to_one_device")
 COMMUNICATIONS = ("auto", "ring", "nccl")
-OPTIMIZERS = ("adam", "sgd", "rmsprop")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
-PREPROCESSING = ("scale", "standardize", "none")
 LR_SCALING = ("none", "linear", "sqrt")
 # What a job can return to a sweeper (`objective`): the task's figures (tasks.Task.figures)
 # and these performance figures, all final values in result.json.
@@ -65,6 +61,9 @@ class ModelConfig:
     # gru_seq2seq: embedding size and GRU units (encoder and decoder).
     embedding_dim: int = 256
     units: int = 1024
+    # A model defined outside distexp: the module that registers its record
+    # (distexp.options.models.register), imported before `name` is looked up. null for the built-ins.
+    record: Optional[str] = None
 
 
 @dataclass
@@ -112,6 +111,9 @@ class DatasetConfig:
     target_tokens: str = "auto"
     max_length: Optional[int] = None
     vocab_size: Optional[int] = None
+    # A dataset defined outside distexp: the module that registers its record
+    # (distexp.options.datasets.register), imported before `name` is looked up.
+    record: Optional[str] = None
 
 
 @dataclass
@@ -127,6 +129,9 @@ class TaskConfig:
 @dataclass
 class LoopConfig:
     name: str = MISSING
+    # A loop defined outside distexp: the module that registers its record
+    # (distexp.options.loops.register), imported before `name` is looked up.
+    record: Optional[str] = None
 
 
 @dataclass
@@ -284,29 +289,9 @@ def register() -> None:
     ConfigStore.instance().store(name="base_config", node=Config)
 
 
-# Keys of a group that apply to some of its options only (any other key applies to every option):
-# a run's params carry them only where they apply (no model.units for a CNN, no dataset.shape for
-# a user's dataset). "tfds" stands for every TFDS dataset (mnist, cifar10, ...); a strategy's own
-# keys are its record's `options`; task.factory/kwargs apply to a user's task.
-_PAIRS = ("text_pairs", "synthetic_pairs")
-ONLY_FOR = {
-    "model": {"factory": ("custom",), "embedding_dim": ("gru_seq2seq",), "units": ("gru_seq2seq",)},
-    "dataset": {"test_fraction": ("digits", *_PAIRS), "shape": ("synthetic",),
-                "num_classes": ("synthetic", "custom"), "size": ("synthetic", "synthetic_pairs"),
-                "factory": ("custom",), "kwargs": ("custom",), "path": ("text_pairs",),
-                **{k: _PAIRS for k in ("source_tokens", "target_tokens", "max_length", "vocab_size")},
-                **{k: ("tfds",) for k in ("tfds_name", "train_split", "eval_split", "data_dir",
-                                          "download", "image_size", "preprocessing", "cache")}},
-}
-
-
-def _option(group: str, node: dict) -> str:
-    if group == "dataset" and (node.get("name") == "tfds" or node.get("tfds_name") is not None):
-        return "tfds"
-    return str(node.get("name"))
-
-
 def _applies(tree: dict, group: str, key: str) -> bool:
+    """Whether a group's key applies to the chosen option (its record says; a strategy's own keys
+    are its record's `options`; task.factory/kwargs apply to a user's task)."""
     node = tree[group]
     if group == "strategy" and key not in ("name", "record"):
         from distexp import strategies
@@ -315,13 +300,14 @@ def _applies(tree: dict, group: str, key: str) -> bool:
         return rec is None or key in rec.options  # a user's strategy: keep all
     if group == "task" and key in ("factory", "kwargs"):
         return node.get("factory") is not None
-    only = ONLY_FOR.get(group, {}).get(key)
-    return only is None or _option(group, node) in only
+    if group in groups.GROUPS:
+        return groups.applies(group, node, key)
+    return True
 
 
 def flatten(cfg: DictConfig) -> dict:
     """The resolved config as flat `a.b.c -> str` params (MLflow's param shape): the keys that
-    apply to the chosen options (ONLY_FOR)."""
+    apply to the chosen options (their records)."""
     out: dict = {}
 
     def walk(prefix: str, node: Any) -> None:
@@ -333,7 +319,7 @@ def flatten(cfg: DictConfig) -> dict:
 
     tree = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     tree.pop("resolved", None)  # the job logs those facts under their own names (num_replicas...)
-    for group in ("model", "dataset", "strategy", "task"):
+    for group in ("model", "dataset", "loop", "strategy", "task"):
         if isinstance(tree.get(group), dict):
             tree[group] = {k: v for k, v in tree[group].items() if _applies(tree, group, k)}
     walk("", tree)

@@ -33,6 +33,12 @@ def of(cfg: DictConfig) -> Record:
     return REGISTRY.load(cfg.strategy.name, cfg.strategy.get("record"))
 
 
+def baseline() -> Record:
+    """The one-replica reference (the record with `baseline`): the report's baseline, the
+    sweep's equal-work controls and distexp.parity's reference."""
+    return next(r for r in REGISTRY.values() if r.baseline)
+
+
 def names() -> Tuple[str, ...]:
     """In the contract's order (one_device, mirrored, central, multiworker, ps, ...)."""
     return tuple(REGISTRY)
