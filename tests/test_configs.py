@@ -168,3 +168,19 @@ def test_every_option_record_names_an_implementation_that_exists():
     assert optimizers.REGISTRY.names() == ("adam", "sgd", "rmsprop")
     assert models.REGISTRY.names() == ("mlp", "cnn", "resnet50", "mobilenet_v2", "gru_seq2seq",
                                        "custom")
+
+
+def test_help_describes_each_key_once_from_the_schema():
+    """--help's descriptions are the schema fields' own (no comments read): every key a user sets
+    has one, no key repeats its neighbour's, and the job's internal `resolved` has none."""
+    from distexp.config import help as config_help
+    from distexp.config.schema import Config
+
+    docs = {k: m["help"] for k, m in config_help.descriptions(Config).items()}
+    assert "resolved" not in docs
+    assert docs["cluster.host"] and docs["task.kwargs"] and docs["tracking.system_metrics_interval"]
+    keys = list(docs)
+    repeated = [(a, b) for a, b in zip(keys, keys[1:]) if docs[a] == docs[b]]
+    assert repeated == []
+    assert config_help.descriptions(Config)["cluster.peer_start_timeout"]["only"] == (
+        "tf_config", "slurm")
