@@ -38,7 +38,8 @@ def test_a_toy_model_trains_on_a_toy_dataset(tmp_path, monkeypatch):
     env["PYTHONPATH"] = f"{tmp_path / 'pkg'}:{env.get('PYTHONPATH', '')}"
     out = subprocess.run([sys.executable, "-c", TRAIN, str(CONF), str(job), search,
                           "model=tiny", "dataset=blobs", "strategy=one_device", "gpus=0",
-                          "epochs=2", "batch_size_per_replica=16", "warmup_steps=1",
+                          "epochs=5", "batch_size_per_replica=16", "warmup_steps=1",
+                          "model.learning_rate=0.05",
                           "tracking.enabled=false", "measure_peak_flops=false",
                           "measure_step_split=false", "checkpoint.every_steps=0"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)

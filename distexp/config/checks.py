@@ -9,6 +9,7 @@ imported.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import tempfile
@@ -18,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from distexp import strategies
 from distexp.cluster import kinds
-from distexp.config.schema import COMMUNICATIONS, CROSS_DEVICE_OPS, LR_SCALING, PERF_OBJECTIVES, PRECISIONS, StrategyConfig
+from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, StrategyConfig
 from distexp.data.text import MODES as TOKENS
 from distexp.options import datasets, loops, models, optimizers
 from distexp.errors import UserError
@@ -49,8 +50,6 @@ def _steps_per_execution(value: Any) -> None:
 
 def _unknown_keys(node: DictConfig, prefix: str = "") -> None:
     """Keys added with `+key=value` that no schema declares (Hydra's `+` bypasses struct mode)."""
-    import dataclasses
-
     schema = OmegaConf.get_type(node)
     if schema is not None and dataclasses.is_dataclass(schema):
         known = {f.name for f in dataclasses.fields(schema)}
@@ -107,9 +106,9 @@ def _validate_ranges(cfg: DictConfig):
     kind = kinds.of(cfg)  # cluster: received 'x'; valid: local, tf_config, slurm, or its record's
     optimizers.REGISTRY.find(cfg.model.optimizer)
     _choice("learning_rate_scaling", cfg.learning_rate_scaling, LR_SCALING)
-    if cfg.strategy.cross_device_ops is not None:
-        _choice("strategy.cross_device_ops", cfg.strategy.cross_device_ops, CROSS_DEVICE_OPS)
-    _choice("strategy.communication", cfg.strategy.communication, COMMUNICATIONS)
+    for option, valid in strategies.option_values().items():
+        if cfg.strategy.get(option) is not None:
+            _choice(f"strategy.{option}", cfg.strategy[option], valid)
     _at_least("epochs", cfg.epochs, 1)
     _at_least("steps_per_epoch", cfg.steps_per_epoch, 1, allow_none=True)
     _at_least("batch_size_per_replica", cfg.batch_size_per_replica, 1)
@@ -173,6 +172,10 @@ def _validate_repeats(cfg: DictConfig) -> None:
         raise UserError(f"dataset.test_fraction: received {ds.test_fraction}; expected 0 < x < 1")
 
 
+STRATEGY_OPTIONS = tuple(f.name for f in dataclasses.fields(StrategyConfig)
+                         if f.name not in ("name", "record"))
+
+
 def _validate_strategy(cfg: DictConfig, rec, gpus: int) -> None:
     """What the strategy's record says it cannot do: loops, knobs, options (one line each)."""
     why = rec.loops.get(cfg.loop.name)
@@ -187,7 +190,7 @@ def _validate_strategy(cfg: DictConfig, rec, gpus: int) -> None:
             hint = "" if value else f": use {key}=false"
             raise UserError(f"{key}: received {shown} with strategy={rec.name}; {why}{hint}")
     defaults = StrategyConfig()
-    for option in ("cross_device_ops", "communication", "tpu", "tpu_cores"):
+    for option in STRATEGY_OPTIONS:
         value = cfg.strategy.get(option)
         if option not in rec.options and value != getattr(defaults, option):
             users = [r.name for r in strategies.REGISTRY.values() if option in r.options]

@@ -20,8 +20,6 @@ from distexp.cluster.liveness import STARTUP_S
 from distexp.config.resolved import ResolvedConfig  # the facts' type lives with the facts
 from distexp.options import groups
 
-CROSS_DEVICE_OPS = ("nccl", "hierarchical_copy", "reduction_to_one_device")
-COMMUNICATIONS = ("auto", "ring", "nccl")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 LR_SCALING = ("none", "linear", "sqrt")
 # What a job can return to a sweeper (`objective`): the task's figures (tasks.Task.figures)

@@ -88,7 +88,7 @@ def plug_in(tmp_path: Path, monkeypatch, group: str, option: str, module: str,
 
 
 # A model and a dataset of one's own (plug_in's module `toy_options`): a one-layer model and three
-# separable Gaussian blobs in 4-d (96 training, 32 evaluation examples, seeded).
+# well-separated Gaussian blobs in 4-d (96 training, 32 evaluation examples, seeded).
 TOY_OPTIONS = '''
 import numpy as np
 
@@ -114,6 +114,6 @@ def tiny(m, shape, classes):
 def blobs(ds, seed):
     rng = np.random.default_rng(seed)
     y = rng.integers(0, 3, size=128).astype(np.int32)
-    x = (rng.normal(size=(128, 4)) + 3 * y[:, None]).astype(np.float32)
+    x = (rng.normal(scale=0.5, size=(128, 4)) + 4 * np.eye(4)[y]).astype(np.float32)
     return Arrays(x[:96], y[:96], x[96:], y[96:], num_classes=3)
 '''
