@@ -6,7 +6,7 @@ with a `name`; models, datasets, loops, optimizers: `put` a distexp.options reco
 from __future__ import annotations
 
 import importlib
-from typing import Callable, Optional, Tuple
+from typing import Optional, Tuple
 
 from distexp.errors import UserError
 
@@ -35,13 +35,6 @@ class Registry(dict):
         """Class decorator: register `cls` itself under `cls.name` (the caller instantiates it)."""
         self[cls.name] = cls
         return cls
-
-    def add_as(self, name: str) -> Callable:
-        """Function decorator: register the function under `name`."""
-        def deco(fn):
-            self[name] = fn
-            return fn
-        return deco
 
     def names(self) -> Tuple[str, ...]:
         return (*(sorted(self) if self.sort else self), *self.also)
