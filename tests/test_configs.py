@@ -184,3 +184,15 @@ def test_help_describes_each_key_once_from_the_schema():
     assert repeated == []
     assert config_help.descriptions(Config)["cluster.peer_start_timeout"]["only"] == (
         "tf_config", "slurm")
+
+
+def test_help_survives_hydras_template_substitution(compose):
+    """Hydra substitutes $NAME in its help template: a description with a `$` (strategy.tpu's
+    $TPU_NAME) is escaped, not a KeyError."""
+    import string
+
+    from distexp.config import help as config_help
+    from distexp.config.schema import Config
+
+    text = string.Template(config_help.render(compose("strategy=tpu"), Config)).substitute()
+    assert "null = $TPU_NAME or this TPU VM's own" in text
