@@ -33,8 +33,9 @@ from distexp.config import checks
 from distexp.config import schema
 from distexp import errors
 from distexp.config import resolved
+from distexp.strategies import baseline
 
-BASELINE = "one_device"  # the reference: the strategy record with baseline = True
+BASELINE = baseline().name  # the reference strategy
 FIXED = ["epochs=1", "warmup_steps=0", "steps_per_execution=1", "tracking.enabled=false", "checkpoint.every_steps=0",
          "measure_peak_flops=false", "measure_step_split=false", "resume=false",
          # the runs are a sweep (one warm trainer): one run per strategy, in its own directory

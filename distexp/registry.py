@@ -1,13 +1,12 @@
 """Built-ins picked by name: the one way distexp registers them (Lightning's StrategyRegistry is
 the model). A registry maps a name to a record instance (strategies, cluster kinds: `add` a class
-with a `name`), to a function (models, datasets, loops, optimizers: `add_as(name)`) or to a class
-(tasks: `add_class`, a fresh instance per job); `find` is the one line for a
-name it does not know, and `load` first imports the module a config node names as its `record`
+with a `name`; models, datasets, loops, optimizers: `put` a distexp.options record) or to a class
+(tasks: `add_class`, a fresh instance per job); `find` is the one line for a name it does not know, and `load` first imports the module a config node names as its `record`
 (an option of one's own, outside distexp). A leaf: no TensorFlow, nothing of distexp but errors."""
 from __future__ import annotations
 
 import importlib
-from typing import Callable, Optional, Tuple
+from typing import Optional, Tuple
 
 from distexp.errors import UserError
 
@@ -27,17 +26,15 @@ class Registry(dict):
         self[cls.name] = cls()
         return cls
 
+    def put(self, record):
+        """Register a record instance under its `name` (returned, so a module can keep it)."""
+        self[record.name] = record
+        return record
+
     def add_class(self, cls):
         """Class decorator: register `cls` itself under `cls.name` (the caller instantiates it)."""
         self[cls.name] = cls
         return cls
-
-    def add_as(self, name: str) -> Callable:
-        """Function decorator: register the function under `name`."""
-        def deco(fn):
-            self[name] = fn
-            return fn
-        return deco
 
     def names(self) -> Tuple[str, ...]:
         return (*(sorted(self) if self.sort else self), *self.also)

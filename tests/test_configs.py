@@ -139,9 +139,11 @@ def test_a_users_model_and_data_are_named_by_their_factory():
     from distexp.tracking import run_name, workload
     from distexp.tracking.display import description
 
-    model, data = workload("custom", "mymodels:mnist_convnet"), workload("custom", "pkg.data.load")
+    model, data = workload("model", "custom", "mymodels:mnist_convnet"), \
+        workload("dataset", "custom", "pkg.data.load")
     assert (model, data) == ("mnist_convnet", "load")
-    assert workload("cnn", None) == "cnn" and workload("custom", None) == "custom"
+    assert workload("model", "cnn", None) == "cnn" and workload("model", "custom", None) == "custom"
+    assert workload("model", "cnn", "pkg:fn") == "cnn"  # a built-in keeps its name
     assert run_name("mirrored", model, "digits", 1) == "mirrored-mnist_convnet-digits-r1"
     params = {"strategy.name": "mirrored", "num_replicas": "1", "global_batch_size": "64",
               "model.name": "custom", "model.factory": "mymodels:mnist_convnet",
@@ -149,10 +151,48 @@ def test_a_users_model_and_data_are_named_by_their_factory():
     assert description(params) == "mirrored, 1 replica, global batch 64 (mnist_convnet on digits, custom loop)"
 
 
-def test_every_optimizer_the_schema_accepts_is_registered():
-    """The checks refuse a name before TensorFlow from schema.OPTIMIZERS; the trainer builds from
-    distexp.train.optimizer's registry: the two lists must be one."""
-    from distexp.config.schema import OPTIMIZERS
-    from distexp.train import optimizer
+def test_every_option_record_names_an_implementation_that_exists():
+    """The checks refuse a name before TensorFlow from the records; the trainer calls the
+    implementation each record names: every built-in's module must define it (read, not
+    imported: some import TensorFlow)."""
+    import ast
+    import importlib.util
 
-    assert optimizer.REGISTRY.names() == OPTIMIZERS
+    from distexp.options import datasets, loops, models, optimizers
+
+    for group in (models, datasets, loops, optimizers):
+        for rec in group.REGISTRY.values():
+            module, _, fn = rec.implementation.partition(":")
+            tree = ast.parse(open(importlib.util.find_spec(module).origin).read())
+            assert fn in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}, rec
+    assert optimizers.REGISTRY.names() == ("adam", "sgd", "rmsprop")
+    assert models.REGISTRY.names() == ("mlp", "cnn", "resnet50", "mobilenet_v2", "gru_seq2seq",
+                                       "custom")
+
+
+def test_help_describes_each_key_once_from_the_schema():
+    """--help's descriptions are the schema fields' own (no comments read): every key a user sets
+    has one, no key repeats its neighbour's, and the job's internal `resolved` has none."""
+    from distexp.config import help as config_help
+    from distexp.config.schema import Config
+
+    docs = {k: m["help"] for k, m in config_help.descriptions(Config).items()}
+    assert "resolved" not in docs
+    assert docs["cluster.host"] and docs["task.kwargs"] and docs["tracking.system_metrics_interval"]
+    keys = list(docs)
+    repeated = [(a, b) for a, b in zip(keys, keys[1:]) if docs[a] == docs[b]]
+    assert repeated == []
+    assert config_help.descriptions(Config)["cluster.peer_start_timeout"]["only"] == (
+        "tf_config", "slurm")
+
+
+def test_help_survives_hydras_template_substitution(compose):
+    """Hydra substitutes $NAME in its help template: a description with a `$` (strategy.tpu's
+    $TPU_NAME) is escaped, not a KeyError."""
+    import string
+
+    from distexp.config import help as config_help
+    from distexp.config.schema import Config
+
+    text = string.Template(config_help.render(compose("strategy=tpu"), Config)).substitute()
+    assert "null = $TPU_NAME or this TPU VM's own" in text

@@ -9,6 +9,7 @@ imported.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import tempfile
@@ -18,7 +19,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from distexp import strategies
 from distexp.cluster import kinds
-from distexp.config.schema import COMMUNICATIONS, CROSS_DEVICE_OPS, LOOPS, MODELS, OPTIMIZERS, LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS, PREPROCESSING, TOKENS, StrategyConfig
+from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS, StrategyConfig
+from distexp.data.text import MODES as TOKENS
+from distexp.options import datasets, loops, models, optimizers
 from distexp.errors import UserError
 from distexp.user_code import check_factory
 from distexp.config.mode import in_multirun
@@ -47,8 +50,6 @@ def _steps_per_execution(value: Any) -> None:
 
 def _unknown_keys(node: DictConfig, prefix: str = "") -> None:
     """Keys added with `+key=value` that no schema declares (Hydra's `+` bypasses struct mode)."""
-    import dataclasses
-
     schema = OmegaConf.get_type(node)
     if schema is not None and dataclasses.is_dataclass(schema):
         known = {f.name for f in dataclasses.fields(schema)}
@@ -73,7 +74,7 @@ def validate(cfg: DictConfig) -> None:
     visible = visible_gpus()
     gpus = cfg.gpus if cfg.gpus is not None else visible
     _validate_knobs(cfg, rec, on_cpu=gpus == 0 or visible == 0)
-    _validate_dataset(cfg)
+    datasets.of(cfg).check(cfg.dataset)
     _validate_task(cfg)
     _validate_repeats(cfg)
     _validate_strategy(cfg, rec, gpus)
@@ -90,9 +91,9 @@ def validate(cfg: DictConfig) -> None:
 def _check_factories(cfg: DictConfig) -> None:
     """A user's factories: the spec's shape and that its module can be found, before TensorFlow
     (the trainer imports it and checks the function)."""
-    if cfg.model.name == "custom":
+    if models.of(cfg).factory:
         check_factory("model.factory", cfg.model.factory)
-    if cfg.dataset.name == "custom":
+    if datasets.of(cfg).factory:
         check_factory("dataset.factory", cfg.dataset.factory)
     if cfg.task.factory:
         check_factory("task.factory", cfg.task.factory)
@@ -100,14 +101,14 @@ def _check_factories(cfg: DictConfig) -> None:
 
 def _validate_ranges(cfg: DictConfig):
     """Names from a fixed list, and numbers in their range; returns the cluster kind."""
-    _choice("model", cfg.model.name, MODELS)
-    _choice("loop", cfg.loop.name, LOOPS)
+    models.of(cfg)  # model: received 'x'; valid: mlp, cnn, ... (the records', in their order)
+    loops.of(cfg)
     kind = kinds.of(cfg)  # cluster: received 'x'; valid: local, tf_config, slurm, or its record's
-    _choice("model.optimizer", cfg.model.optimizer, OPTIMIZERS)
+    optimizers.REGISTRY.find(cfg.model.optimizer)
     _choice("learning_rate_scaling", cfg.learning_rate_scaling, LR_SCALING)
-    if cfg.strategy.cross_device_ops is not None:
-        _choice("strategy.cross_device_ops", cfg.strategy.cross_device_ops, CROSS_DEVICE_OPS)
-    _choice("strategy.communication", cfg.strategy.communication, COMMUNICATIONS)
+    for option, valid in strategies.option_values().items():
+        if cfg.strategy.get(option) is not None:
+            _choice(f"strategy.{option}", cfg.strategy[option], valid)
     _at_least("epochs", cfg.epochs, 1)
     _at_least("steps_per_epoch", cfg.steps_per_epoch, 1, allow_none=True)
     _at_least("batch_size_per_replica", cfg.batch_size_per_replica, 1)
@@ -136,14 +137,16 @@ def _validate_knobs(cfg: DictConfig, rec, on_cpu: bool) -> None:
                         "cannot reach a variable on another logical CPU device (TensorFlow's XLA "
                         "known issues: tf.Variable on a different device): use cpu_replicas=1 or "
                         "jit_compile=false")
-    if cfg.dataset.on_device and cfg.loop.name != "custom":
+    loop = loops.of(cfg)
+    if cfg.dataset.on_device and not loop.on_device:
         raise UserError(f"dataset.on_device: received true with loop={cfg.loop.name}; on-device "
-                        "data needs loop=custom")
+                        f"data needs {loops.able('on_device')}")
     _at_least("checkpoint.every_steps", cfg.checkpoint.every_steps, 0, allow_none=True)
     _at_least("checkpoint.keep", cfg.checkpoint.keep, 1)
-    if cfg.resume and cfg.loop.name == "fit":
-        raise UserError("resume: received true with loop=fit; checkpoints and resume are part of "
-                        "the custom loop: use loop=custom")
+    if cfg.resume and not loop.checkpoints:
+        able = loops.able("checkpoints")
+        raise UserError(f"resume: received true with loop={cfg.loop.name}; checkpoints and resume "
+                        f"are part of the {able.replace('loop=', '')} loop: use {able}")
     if cfg.timeout is not None and cfg.timeout <= 0:
         raise UserError(f"timeout: received {cfg.timeout}; expected seconds > 0 or null")
     if cfg.cluster.peer_start_timeout <= 0:
@@ -151,32 +154,10 @@ def _validate_knobs(cfg: DictConfig, rec, on_cpu: bool) -> None:
                         "expected seconds > 0 (default 60)")
     if cfg.learning_rate is not None and cfg.learning_rate <= 0:
         raise UserError(f"learning_rate: received {cfg.learning_rate}; expected > 0")
-    if cfg.model.name == "custom" and (OmegaConf.is_missing(cfg.model, "factory") or
-                                       not cfg.model.factory):
-        raise UserError("model.factory: received null; model=custom needs "
+    if models.of(cfg).factory and (OmegaConf.is_missing(cfg.model, "factory") or
+                                   not cfg.model.factory):
+        raise UserError(f"model.factory: received null; model={cfg.model.name} needs "
                         "model.factory=package.module:function")
-
-
-def _validate_dataset(cfg: DictConfig) -> None:
-    ds = cfg.dataset
-    if ds.name == "synthetic":
-        if len(ds.shape) not in (1, 3) or any(d < 1 for d in ds.shape):
-            raise UserError(f"dataset.shape: received {list(ds.shape)}; expected [h, w, c] or [d] "
-                            "with every size >= 1")
-        _at_least("dataset.num_classes", ds.num_classes, 2)
-        _at_least("dataset.size", ds.size, 1)
-    if ds.name == "custom" and (OmegaConf.is_missing(ds, "factory") or not ds.factory):
-        raise UserError("dataset.factory: received null; dataset=custom needs "
-                        "dataset.factory=package.module:function")
-    tfds_missing = OmegaConf.is_missing(ds, "tfds_name")
-    if ds.name == "tfds" or tfds_missing or ds.tfds_name is not None:
-        if tfds_missing or not ds.tfds_name:
-            raise UserError("dataset.tfds_name: received nothing; dataset=tfds needs a TFDS builder "
-                            "name, e.g. dataset.tfds_name=cifar100")
-        _choice("dataset.preprocessing", ds.preprocessing, PREPROCESSING)
-        if ds.image_size is not None and (len(ds.image_size) != 2 or min(ds.image_size) < 1):
-            raise UserError(f"dataset.image_size: received {list(ds.image_size)}; expected [h, w] "
-                            "with sizes >= 1, or null")
 
 
 def _validate_repeats(cfg: DictConfig) -> None:
@@ -190,6 +171,10 @@ def _validate_repeats(cfg: DictConfig) -> None:
                         f"{cfg.repeats}); the sweeper sets it, set repeats=N instead")
     if not 0 < ds.test_fraction < 1:
         raise UserError(f"dataset.test_fraction: received {ds.test_fraction}; expected 0 < x < 1")
+
+
+STRATEGY_OPTIONS = tuple(f.name for f in dataclasses.fields(StrategyConfig)
+                         if f.name not in ("name", "record"))
 
 
 def _validate_strategy(cfg: DictConfig, rec, gpus: int) -> None:
@@ -206,7 +191,7 @@ def _validate_strategy(cfg: DictConfig, rec, gpus: int) -> None:
             hint = "" if value else f": use {key}=false"
             raise UserError(f"{key}: received {shown} with strategy={rec.name}; {why}{hint}")
     defaults = StrategyConfig()
-    for option in ("cross_device_ops", "communication", "tpu", "tpu_cores"):
+    for option in STRATEGY_OPTIONS:
         value = cfg.strategy.get(option)
         if option not in rec.options and value != getattr(defaults, option):
             users = [r.name for r in strategies.REGISTRY.values() if option in r.options]
@@ -236,10 +221,7 @@ def _validate_task(cfg: DictConfig) -> None:
     _at_least("dataset.vocab_size", ds.vocab_size, 5, allow_none=True)
     _at_least("model.embedding_dim", cfg.model.embedding_dim, 1)
     _at_least("model.units", cfg.model.units, 1)
-    if ds.name == "text_pairs" and not ds.path:
-        raise UserError("dataset.path: received null; dataset=text_pairs needs "
-                        "dataset.path=<a file of source<TAB>target lines>")
-    seq2seq_models = tasks.seq2seq.MODELS
+    seq2seq_models = models.for_task("seq2seq")
     if name == "seq2seq" and cfg.model.name not in seq2seq_models:
         raise UserError(f"model: received {cfg.model.name!r} with a seq2seq task (dataset="
                         f"{ds.name}); valid: {', '.join(seq2seq_models)}")
@@ -247,10 +229,11 @@ def _validate_task(cfg: DictConfig) -> None:
         raise UserError(f"dataset: received {ds.name!r} with model={cfg.model.name}, which needs "
                         "sentence pairs; valid: text_pairs, synthetic_pairs")
     task = tasks.builtin(cfg)
-    if cfg.loop.name == "fit" and (task is None or not task.fit_ok):
+    if not loops.of(cfg).task_loss and (task is None or not task.fit_ok):
         why = task.fit_refusal if task is not None else (
             "Keras fit computes losses with Keras loss objects, not the task's")
-        raise UserError(f"loop: received 'fit' with the {name} task; {why}: use loop=custom")
+        raise UserError(f"loop: received {cfg.loop.name!r} with the {name} task; {why}: use "
+                        f"{loops.able('task_loss')}")
     if cfg.objective is not None and task is not None:
         _choice("objective", cfg.objective, task.figures() + PERF_OBJECTIVES)
     if cfg.target_accuracy is not None and task is not None and task.target_metric is None:
@@ -268,9 +251,6 @@ PROCESSES_PER_CORE = 4     # a local cluster: TF processes (each with its own th
 
 
 TRAINER_MB = 700           # one training process's resident memory (measured: 723 MB, cnn on digits)
-
-
-DIGITS_EXAMPLES = 1797     # scikit-learn's load_digits
 
 
 def validate_limits(cfg: DictConfig, rec, kind, facts: dict) -> None:
@@ -347,13 +327,10 @@ def _most_processes(cores: int, mem_mb) -> int:
 def _check_data_size(cfg: DictConfig, rec, batch: int) -> None:
     """A training set smaller than one global batch: not one step could be taken."""
     ds = cfg.dataset
-    if ds.name == "synthetic":
-        n, key = int(ds.size), "dataset.size"
-    elif ds.name == "digits" and cfg.steps_per_epoch is None:
-        n = DIGITS_EXAMPLES - math.ceil(DIGITS_EXAMPLES * ds.test_fraction)
-        key = "global_batch_size" if cfg.global_batch_size is not None else "batch_size_per_replica"
-    else:
+    known = datasets.of(cfg).train_examples(cfg)
+    if known is None:
         return
+    n, key = known
     sharded = rec.coordinated
     if sharded:
         n //= cfg.workers  # each ps worker reads its own shard
@@ -363,13 +340,13 @@ def _check_data_size(cfg: DictConfig, rec, batch: int) -> None:
                         f"{ds.name} has {what}, fewer than one global batch ({batch}); expected a "
                         "global batch no larger than the training set (lower batch_size_per_"
                         "replica or global_batch_size" + (", or raise dataset.size)" if
-                                                          ds.name == "synthetic" else ")"))
+                                                          key == "dataset.size" else ")"))
 
 
 def _check_checkpoint_dir(cfg: DictConfig, chief_here: bool) -> None:
     """The chief's checkpoint.dir must be creatable and writable (a probe directory is made in it
     and removed), when the chief runs here (the cluster kind's answer)."""
-    saves = cfg.loop.name == "custom" and cfg.checkpoint.every_steps != 0
+    saves = loops.of(cfg).checkpoints and cfg.checkpoint.every_steps != 0
     if not saves or not chief_here:
         return
     path = os.path.abspath(str(cfg.checkpoint.dir))

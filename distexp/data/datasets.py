@@ -1,4 +1,4 @@
-"""Datasets by name -> arrays (or unbatched tf.data), and the tf.data pipelines built from them.
+"""The built-in datasets' loaders -> arrays (or unbatched tf.data), and the tf.data pipelines built from them.
 
 Each loader returns host arrays (images float32 in [0, 1] with shape (n, h, w, c) or (n, d),
 labels int32; for sentence pairs x is a (source, target_in) pair of int32 token arrays and y the
@@ -23,23 +23,18 @@ from omegaconf import DictConfig, OmegaConf
 
 from distexp.data import validate
 from distexp.data.arrays import Arrays
-from distexp.data.tfds import TFDS_MOCK_ENV, is_tfds, not_prepared, open_builder, tfds_data
+from distexp.data.tfds import TFDS_MOCK_ENV, not_prepared, open_builder
 from distexp.errors import UserError
-from distexp.registry import Registry
-
+from distexp.options import datasets as records
 
 Loader = Callable[[DictConfig, int], Arrays]
-REGISTRY = Registry("dataset", sort=True)
-register = REGISTRY.add_as
 
 
 def load(cfg: DictConfig) -> Arrays:
-    if is_tfds(cfg.dataset):
-        return tfds_data(cfg.dataset, int(cfg.seed))
-    return REGISTRY.find(cfg.dataset.name)(cfg.dataset, int(cfg.seed))
+    """The data of `cfg.dataset`'s record (distexp.options.datasets), loaded by its implementation."""
+    return records.of(cfg).load()(cfg.dataset, int(cfg.seed))
 
 
-@register("digits")
 def digits(ds: DictConfig, seed: int) -> Arrays:
     """scikit-learn's 1,797 real 8x8 digits (shipped with the package), split by `seed`."""
     from sklearn.datasets import load_digits
@@ -53,7 +48,6 @@ def digits(ds: DictConfig, seed: int) -> Arrays:
     return Arrays(x_tr, y_tr, x_ev, y_ev, num_classes=10)
 
 
-@register("synthetic")
 def synthetic(ds: DictConfig, seed: int) -> Arrays:
     """Seeded random images and labels, made once in memory."""
     rng = np.random.default_rng(seed)
@@ -85,13 +79,11 @@ def _pairs(ds: DictConfig, seed: int, pairs=None) -> Arrays:
                   num_classes=len(p.tgt_vocab), info=info)
 
 
-@register("text_pairs")
 def text_pairs(ds: DictConfig, seed: int) -> Arrays:
     """A tab-separated sentence-pair file (Tatoeba/ManyThings: source<TAB>target[<TAB>...])."""
     return _pairs(ds, seed)
 
 
-@register("synthetic_pairs")
 def synthetic_pairs(ds: DictConfig, seed: int) -> Arrays:
     """Sentence pairs generated in code (numbers written in words -> digits): seq2seq on a fresh
     machine with no file."""
@@ -167,7 +159,6 @@ def _with_options(tf, train, ev, threadpool: int = 0):
 
 # --- dataset=custom: a user's function ---------------------------------------------------------
 
-@register("custom")
 def custom(ds: DictConfig, seed: int) -> Arrays:
     """dataset.factory=package.module:function, called as function(seed=seed, **dataset.kwargs)."""
     from distexp.user_code import load_factory
@@ -247,18 +238,21 @@ def _from_arrays(where: str, arrays, num_classes) -> Arrays:
 
 def check_available(cfg: DictConfig) -> None:
     """In the job process, before any training process: TFDS data that is not prepared (and will
-    not be downloaded), or a sentence-pair file that cannot be read, is a one-line user error.
-    No TensorFlow is imported."""
-    ds = cfg.dataset
-    if ds.name == "text_pairs":  # a missing, empty or malformed file: one line naming the line
-        from distexp.data import text
+    not be downloaded), or a sentence-pair file that cannot be read, is a one-line user error (the
+    dataset's record names its check). No TensorFlow is imported."""
+    records.of(cfg).check_available(cfg.dataset)
 
-        text.read_pairs(ds.path)
-        return
-    if not is_tfds(ds) or ds.download or os.environ.get(TFDS_MOCK_ENV):
+
+def readable_pairs(ds: DictConfig) -> None:
+    """A missing, empty or malformed sentence-pair file: one line naming the line."""
+    from distexp.data import text
+
+    text.read_pairs(ds.path)
+
+
+def tfds_prepared(ds: DictConfig) -> None:
+    if ds.download or os.environ.get(TFDS_MOCK_ENV):
         return
     builder = open_builder(ds)
     if not builder.is_prepared():
         raise not_prepared(ds, builder)
-
-

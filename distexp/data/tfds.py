@@ -6,16 +6,12 @@ import contextlib
 import logging
 import os
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from distexp.data.arrays import Arrays
 from distexp.errors import UserError
 
 TFDS_MOCK_ENV = "DISTEXP_TFDS_MOCK"
-
-def is_tfds(ds: DictConfig) -> bool:
-    return ds.name == "tfds" or (not OmegaConf.is_missing(ds, "tfds_name") and
-                                 ds.tfds_name is not None)
 
 def _quiet_absl() -> None:
     logging.getLogger("absl").setLevel(logging.ERROR)

@@ -1,7 +1,8 @@
 """What a figure means (no TensorFlow): where an accuracy says nothing, where a peak came from.
 
 - `accuracy_meaningful(dataset_name)`: False for datasets whose labels are drawn at random
-  (`synthetic`; not `synthetic_pairs`, whose targets are the sources' digits): their accuracy is chance level by construction, so the report
+  (their record's `random_labels`: `synthetic`; not `synthetic_pairs`, whose targets are the
+  sources' digits): their accuracy is chance level by construction, so the report
   shows "n/m (random labels)" and the trainer can say so on the console.
 - `peak_source(tag)`: how perf/peak_flops (the MFU denominator) was obtained, for the report.
 """
@@ -9,7 +10,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-RANDOM_LABELS = ("synthetic",)
+from distexp.options import datasets
+
 NOT_MEANINGFUL = "n/m (random labels)"
 MEASURED_PEAK = ("measured: a float32 512x512 matmul benchmark during the run (runs before "
                  "distexp v3; it moved with the machine's load, so their MFU is not shown)")
@@ -17,7 +19,7 @@ MEASURED_PEAK = ("measured: a float32 512x512 matmul benchmark during the run (r
 
 def accuracy_meaningful(dataset_name: str) -> bool:
     """Whether accuracy on this dataset measures learning (False: random labels)."""
-    return dataset_name not in RANDOM_LABELS
+    return not datasets.random_labels(dataset_name)
 
 
 def peak_source(tag: Optional[str]) -> str:

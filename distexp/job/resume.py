@@ -12,6 +12,8 @@ import shlex
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+from distexp.options import loops
+
 _LATEST = re.compile(r'^model_checkpoint_path:\s*"(.*)"\s*$', re.M)
 
 
@@ -39,7 +41,7 @@ def command(overrides: List[str]) -> str:
 def hint(cfg, overrides: Optional[List[str]] = None) -> str:
     """'; checkpoint kept: <path> (step N); continue with: <command>' for the interrupted line
     ('' when this job keeps no checkpoints: loop=fit, checkpoint.every_steps=0)."""
-    if cfg.loop.name != "custom" or cfg.checkpoint.every_steps == 0:
+    if not loops.of(cfg).checkpoints or cfg.checkpoint.every_steps == 0:
         return ""
     if overrides is None:
         try:

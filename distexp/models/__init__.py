@@ -1,4 +1,5 @@
-"""Models by name -> keras.Model that outputs logits.
+"""The built-in models' implementations -> keras.Model that outputs logits (each named lazily by
+its record, distexp.options.models: what distexp knows about a model before TensorFlow).
 
 Call `build` inside ``strategy.scope()``: variables created outside it land on the
 wrong device (Keras: "Model must be created under scope of DistStrat it will be trained with").
@@ -10,17 +11,16 @@ from typing import Callable, Tuple
 from omegaconf import DictConfig
 
 from distexp.errors import UserError
-from distexp.registry import Registry
+from distexp.options import models as records
 from distexp.user_code import check_factory, load_factory  # noqa: F401  (distexp.job imports check_factory here)
 
 Shape = Tuple[int, ...]
 Builder = Callable[[DictConfig, Shape, int], object]
-REGISTRY = Registry("model", sort=True)
-register = REGISTRY.add_as
 
 
 def build(cfg: DictConfig, input_shape: Shape, num_classes: int):
-    return REGISTRY.find(cfg.model.name)(cfg.model, tuple(input_shape), int(num_classes))
+    """The model of `cfg.model`'s record, built by its implementation."""
+    return records.of(cfg).load()(cfg.model, tuple(input_shape), int(num_classes))
 
 
 def _image_input(m: DictConfig, shape: Shape):
@@ -41,7 +41,6 @@ def _image_input(m: DictConfig, shape: Shape):
     return inp, keras.layers.Resizing(max(h, size), max(w, size))(inp), (max(h, size), max(w, size), c)
 
 
-@register("mlp")
 def mlp(m: DictConfig, shape: Shape, classes: int):
     import keras
 
@@ -53,7 +52,6 @@ def mlp(m: DictConfig, shape: Shape, classes: int):
     ], name="mlp")
 
 
-@register("cnn")
 def cnn(m: DictConfig, shape: Shape, classes: int):
     """The TensorFlow tutorial CNN (distributed training tutorials)."""
     import keras
@@ -75,17 +73,14 @@ def _application(fn_name: str, m: DictConfig, shape: Shape, classes: int):
     return keras.Model(inp, net(x), name=m.name)
 
 
-@register("resnet50")
 def resnet50(m: DictConfig, shape: Shape, classes: int):
     return _application("ResNet50", m, shape, classes)
 
 
-@register("mobilenet_v2")
 def mobilenet_v2(m: DictConfig, shape: Shape, classes: int):
     return _application("MobileNetV2", m, shape, classes)
 
 
-@register("custom")
 def custom(m: DictConfig, shape: Shape, classes: int):
     """A user's model: model.factory=package.module:function -> function(input_shape, num_classes)."""
     fn = load_factory("model.factory", m.factory)

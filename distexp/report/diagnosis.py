@@ -13,6 +13,7 @@ from typing import Optional, Tuple
 
 from distexp.figures import breakdown as split
 from distexp.figures import stats
+from distexp.options import loops
 from distexp.report.scaling import PARTS, Row
 
 PART_NAMES = {"input": "input", "compute": "compute", "sync": "sync", "other": "unattributed"}
@@ -68,7 +69,8 @@ def end_to_end_gap(r: Row) -> Optional[Tuple[float, str]]:
     if b and b[0] == "input":
         causes.append(f"input ({100 * b[1]:.0f} % of the step time)")
     steps, batch, warm = r.optimizer_steps, r.global_batch, r.warmup_steps or 0
-    between = ("evaluation and checkpoint saves" if r.loop == "custom" and
+    loop = loops.named(r.loop)
+    between = ("evaluation and checkpoint saves" if loop is not None and loop.checkpoints and
                r.checkpoint_every not in (None, "0") else "evaluation")
     if steps and batch:
         wall = steps * batch / e2e

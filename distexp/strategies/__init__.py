@@ -17,7 +17,7 @@ optimizer inside ``strategy.scope()``.
 """
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 from omegaconf import DictConfig
 
@@ -31,6 +31,17 @@ def of(cfg: DictConfig) -> Record:
     """The record of `cfg`'s strategy; `strategy.record` (a module path) is imported first, so a
     strategy defined outside distexp registers itself."""
     return REGISTRY.load(cfg.strategy.name, cfg.strategy.get("record"))
+
+
+def baseline() -> Record:
+    """The one-replica reference (the record with `baseline`): the report's baseline, the
+    sweep's equal-work controls and distexp.parity's reference."""
+    return next(r for r in REGISTRY.values() if r.baseline)
+
+
+def option_values() -> Dict[str, Tuple[str, ...]]:
+    """`strategy.<option>` -> its valid values, from the records that take it."""
+    return {k: v for r in REGISTRY.values() for k, v in r.option_values.items()}
 
 
 def names() -> Tuple[str, ...]:

@@ -24,6 +24,7 @@ class Mirrored(Record):
     name = "mirrored"
     cpu_replicas = True
     options = ("cross_device_ops",)
+    option_values = {"cross_device_ops": ("nccl", "hierarchical_copy", "reduction_to_one_device")}
 
     def check_devices(self, cfg, gpus):
         if cfg.strategy.cross_device_ops == "nccl":

@@ -44,6 +44,7 @@ class MultiWorker(Record):
     optional_jobs = ("chief",)
     lockstep = True
     options = ("communication",)
+    option_values = {"communication": ("auto", "ring", "nccl")}
     loops = {"custom": None,
              "fit": "Keras 3 fit cannot train it across worker processes (keras-team/keras#20585)"}
 

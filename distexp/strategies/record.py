@@ -53,6 +53,8 @@ class Record:
     refuses: Mapping[str, str] = {}
     # The `strategy.*` keys that apply (others must stay at their defaults).
     options: Tuple[str, ...] = ()
+    # option -> its valid values, for options that take one of a few names (checked when set).
+    option_values: Mapping[str, Tuple[str, ...]] = {}
     # The one-replica reference runs the report and distexp.parity compare with.
     baseline: bool = False
 

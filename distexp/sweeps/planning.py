@@ -30,6 +30,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from distexp import strategies
 from distexp.errors import UserError
 from distexp.tracking import tags as tag
 
@@ -145,14 +146,14 @@ def with_controls(jobs: Sequence[Sequence[str]],
                   compose: Callable[[List[str]], DictConfig]) -> Tuple[List[List[str]], List[str]]:
     """The jobs plus, for each N-replica job, its 1-replica control at the same global batch
     (module docstring); and one line per control saying what it is for."""
-    out = [list(j) for j in jobs]
+    out, base = [list(j) for j in jobs], strategies.baseline().name
     done = [_setup_of(j, compose) for j in jobs]
     seen, controls = {s.key for _, s in done if s is not None}, {}
     for job, (cfg, known) in zip(jobs, done):
         if known is None or known.replicas <= 1:
             continue
         kept = [o for o in job if _override_key(o).split(".", 1)[0] not in CONTROL_DROPS]
-        control = ["strategy=one_device", *kept, f"global_batch_size={known.global_batch}"]
+        control = [f"strategy={base}", *kept, f"global_batch_size={known.global_batch}"]
         work = _setup_of(control, compose)[1]
         if work is None:
             continue
@@ -165,7 +166,7 @@ def with_controls(jobs: Sequence[Sequence[str]],
         controls[work.key] = (control, [name])
     for control, names in controls.values():
         out.append(control)
-    lines = [f"sweep.controls: + one_device at global batch {c[-1].split('=', 1)[1]} "
+    lines = [f"sweep.controls: + {base} at global batch {c[-1].split('=', 1)[1]} "
              f"[{' '.join(c)}] (equal work for {', '.join(n)})" for c, n in controls.values()]
     return out, lines
 

@@ -13,6 +13,7 @@ import dataclasses
 from typing import Optional, Tuple
 
 from distexp.errors import UserError
+from distexp.options import datasets, models
 
 RANGE_MARK = "distexp: label out of range"  # in the assertion a tf.data pipeline raises
 
@@ -20,12 +21,12 @@ RANGE_MARK = "distexp: label out of range"  # in the assertion a tf.data pipelin
 def data_source(cfg) -> str:
     """How the line names the data: "dataset.factory: mod:fn", or "dataset: digits"."""
     ds = cfg.dataset
-    return f"dataset.factory: {ds.factory}" if ds.name == "custom" else f"dataset: {ds.name}"
+    return f"dataset.factory: {ds.factory}" if datasets.of(cfg).factory else f"dataset: {ds.name}"
 
 
 def model_source(cfg) -> str:
     m = cfg.model
-    return f"model.factory: {m.factory}" if m.name == "custom" else f"model: {m.name}"
+    return f"model.factory: {m.factory}" if models.of(cfg).factory else f"model: {m.name}"
 
 
 def check_labels(cfg, data):
@@ -60,7 +61,7 @@ def check_labels(cfg, data):
 
 def range_line(cfg, label: int, k: int) -> str:
     """The line for a label outside [0, k), found before training or by TensorFlow."""
-    if cfg.dataset.name != "custom":
+    if not datasets.of(cfg).factory:
         by = f"dataset={cfg.dataset.name} has {k} classes"
     elif cfg.dataset.num_classes == k:
         by = f"dataset.num_classes={k}, labels from {cfg.dataset.factory}"

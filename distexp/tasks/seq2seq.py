@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from distexp.tasks.base import Task, register
 
-MODELS = ("gru_seq2seq",)
-
 
 @register
 class Seq2Seq(Task):

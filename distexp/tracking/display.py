@@ -16,6 +16,7 @@ import math
 import re
 from typing import Dict, Mapping, Optional
 
+from distexp.options import groups
 from distexp.tracking import tags as tag
 
 
@@ -27,10 +28,12 @@ def rate_text(rate: Optional[float], ci95: Optional[float]) -> Optional[str]:
     return f"{rate:,.0f} [{rate - ci95:,.0f}, {rate + ci95:,.0f}]"
 
 
-def workload(name: str, factory: Optional[str] = None) -> str:
-    """What a run's name and description call a model or dataset: a user's own by its factory's
-    function (`mnist_convnet` for model.factory=mymodels:mnist_convnet), not "custom"."""
-    if name != "custom" or not factory or factory == "null":
+def workload(group: str, name: str, factory: Optional[str] = None) -> str:
+    """What a run's name and description call a model or dataset (`group`): a user's own by its
+    factory's function (`mnist_convnet` for model.factory=mymodels:mnist_convnet), not "custom"
+    (the option whose record says a factory names the user's code)."""
+    rec = groups.known(group, {"name": name})
+    if rec is None or not rec.factory or not factory or factory == "null":
         return name
     return re.split(r"[:.]", str(factory).strip())[-1] or name
 
@@ -39,7 +42,7 @@ def description(params: Mapping[str, str]) -> str:
     strategy = params.get("strategy.name", "?")
     replicas = params.get("num_replicas", "?")
     batch = params.get("global_batch_size", "?")
-    model, data = (workload(params.get(f"{g}.name", "?"), params.get(f"{g}.factory"))
+    model, data = (workload(g, params.get(f"{g}.name", "?"), params.get(f"{g}.factory"))
                    for g in ("model", "dataset"))
     loop = params.get("loop.name")
     return (f"{strategy}, {replicas} replica{'' if replicas == '1' else 's'}, global batch {batch} "

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Optional
 
 from distexp.errors import UserError
+from distexp.options import models
 from distexp.tracking import tags as tag
 from distexp.train import checkpoint_files as files
 from distexp.train.checkpoint_files import IDENTITY, clear
@@ -273,7 +274,7 @@ def _take(directory: Path):
 def identity(cfg, model) -> dict:
     """Whose checkpoint: the model's name (a user's factory named), parameters, variable shapes."""
     name = cfg.model.name
-    if name == "custom":
+    if models.of(cfg).factory:
         name = f"custom ({cfg.model.factory})"
     return {"model": name, "parameters": sum(math.prod(v.shape) for v in model.weights),
             "shapes": [list(v.shape) for v in model.weights]}

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from distexp.errors import UserError, UserFailure, first_line
+from distexp.options import datasets, models
 from distexp.tasks import preflight
 
 _TF_RANGE = re.compile(r"Received a label value of (-?\d+) which is outside the valid range of "
@@ -41,7 +42,7 @@ def explain(ex: BaseException, cfg) -> Exception:
     if found is not None:
         key, spec, where = found
         return UserError(f"{key}: {spec} failed in training: {what} (at {where})")
-    if _PIPELINE.search(text) and cfg.dataset.name == "custom":  # the user's tf.data functions
+    if _PIPELINE.search(text) and datasets.of(cfg).factory:  # the user's tf.data functions
         return UserError(f"dataset.factory: {cfg.dataset.factory} failed in its tf.data pipeline: "
                          f"{what}")
     return UserFailure(what)
@@ -50,8 +51,8 @@ def explain(ex: BaseException, cfg) -> Exception:
 def _factories(cfg) -> List[Tuple[str, str, str]]:
     """(key, spec, source file) of each user factory of the job whose module is loaded."""
     out = []
-    for key, node, on in (("model.factory", cfg.model, cfg.model.name == "custom"),
-                          ("dataset.factory", cfg.dataset, cfg.dataset.name == "custom"),
+    for key, node, on in (("model.factory", cfg.model, models.of(cfg).factory),
+                          ("dataset.factory", cfg.dataset, datasets.of(cfg).factory),
                           ("task.factory", cfg.get("task") or {}, True)):
         spec = node.get("factory") if on else None
         module = sys.modules.get(str(spec).partition(":")[0]) if spec else None

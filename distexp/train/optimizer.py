@@ -4,27 +4,22 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from distexp.registry import Registry
-
-REGISTRY = Registry("model.optimizer")  # the names: distexp.config.schema.OPTIMIZERS (pre-TF)
+from distexp.options import optimizers as records
 
 
-@REGISTRY.add_as("adam")
-def _adam(lr: float):
+def adam(lr: float):
     import keras
 
     return keras.optimizers.Adam(lr)
 
 
-@REGISTRY.add_as("sgd")
-def _sgd(lr: float):
+def sgd(lr: float):
     import keras
 
     return keras.optimizers.SGD(lr, momentum=0.9)
 
 
-@REGISTRY.add_as("rmsprop")
-def _rmsprop(lr: float):
+def rmsprop(lr: float):
     import keras
 
     return keras.optimizers.RMSprop(lr)
@@ -35,7 +30,7 @@ def build(cfg: DictConfig, model, lr: float):
     which breaks the first `strategy.run` of a custom loop under MirroredStrategy)."""
     import keras
 
-    opt = REGISTRY.find(cfg.model.optimizer)(lr)
+    opt = records.REGISTRY.find(cfg.model.optimizer).load()(lr)
     if cfg.get("precision") == "mixed_float16":  # dynamic loss scaling (fit would add it too)
         opt = keras.optimizers.LossScaleOptimizer(opt)
     opt.build(model.trainable_variables)

@@ -185,7 +185,7 @@ def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
     if os.environ.get(PARITY_ENV) and ctx.dispatcher.local_replicas:  # the norm is all-reduced
         write_parity(job_dir if chief else None, ctx)
     try:
-        loops.get(cfg.loop.name)(ctx)
+        loops.get(cfg)(ctx)
     except Diverged:
         reporter.close()
         logger.close()

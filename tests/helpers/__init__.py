@@ -10,12 +10,13 @@ file). No TensorFlow here. Every name is also importable from `helpers` itself.
 - `helpers.slurm`: the Slurm tests' commands, queue and checks that nothing is left
 - `helpers.browser`: headless Chromium on an MLflow UI page (the UI's tests, the screenshot)
 - `helpers.fakes`: a clock moved by hand, the real sweeper with a launcher that records its jobs,
-  an option of one's own (`plug_in`)
+  an option of one's own (`plug_in`; `TOY_OPTIONS`: a model and a dataset)
 """
 from helpers.cli import (CONF, FAST, ROOT, TESTS, NoProcess, Result,  # noqa: F401
                          child_env, cli_env, distexp_cmd, finished_job, finished_sweep, no_process,
                          run_cli, run_in_process, run_probe)
-from helpers.fakes import Clock, RecordingLauncher, launched, plug_in, sweeper  # noqa: F401
+from helpers.fakes import (TOY_OPTIONS, Clock, RecordingLauncher, launched, plug_in,  # noqa: F401
+                           sweeper)
 from helpers.processes import (processes_mentioning, processes_with, run_together,  # noqa: F401
                                wait_until)
 from helpers.store import (db_uri, job_params, mlflow_runs, new_store, perf_metrics,  # noqa: F401

@@ -85,3 +85,35 @@ def plug_in(tmp_path: Path, monkeypatch, group: str, option: str, module: str,
     (conf / f"{option}.yaml").write_text(f"name: {option}\nrecord: {module}\n")
     monkeypatch.syspath_prepend(str(pkg))
     return f"hydra.searchpath=[file://{tmp_path / 'conf'}]"
+
+
+# A model and a dataset of one's own (plug_in's module `toy_options`): a one-layer model and three
+# well-separated Gaussian blobs in 4-d (96 training, 32 evaluation examples, seeded).
+TOY_OPTIONS = '''
+import numpy as np
+
+from distexp.data.arrays import Arrays
+from distexp.options import datasets, models
+
+
+class Blobs(datasets.Dataset):
+    def train_examples(self, cfg):
+        return 96, "batch_size_per_replica"
+
+
+models.register(models.Model("tiny", "toy_options:tiny"))
+datasets.register(Blobs("blobs", "toy_options:blobs"))
+
+
+def tiny(m, shape, classes):
+    import keras
+
+    return keras.Sequential([keras.Input(shape=shape), keras.layers.Dense(classes)], name="tiny")
+
+
+def blobs(ds, seed):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, size=128).astype(np.int32)
+    x = (rng.normal(scale=0.5, size=(128, 4)) + 4 * np.eye(4)[y]).astype(np.float32)
+    return Arrays(x[:96], y[:96], x[96:], y[96:], num_classes=3)
+'''

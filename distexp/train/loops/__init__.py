@@ -4,9 +4,8 @@ distexp.train.progress.Reporter and evaluate with distexp.train.loops.evaluate."
 from __future__ import annotations
 
 
-def get(name: str):
-    """The loop's `train(ctx)` (loop: received 'x'; valid: custom, fit)."""
-    from distexp.train.loops import custom, fit  # noqa: F401  (they register, in this order)
-    from distexp.train.loops.registry import REGISTRY
+def get(cfg):
+    """The `train(ctx)` of `cfg.loop`'s record (distexp.options.loops)."""
+    from distexp.options import loops
 
-    return REGISTRY.find(name)
+    return loops.of(cfg).load()

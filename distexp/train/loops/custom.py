@@ -25,7 +25,6 @@ from distexp.train import autotune
 from distexp import strategies
 from distexp.train.checkpoints import Checkpoints
 from distexp.train.loops.context import Context
-from distexp.train.loops.registry import REGISTRY
 from distexp.figures.stats import first_non_finite
 from distexp.train.step import Step, metric_figures
 
@@ -34,7 +33,6 @@ class Diverged(Exception):
     """The training loss became NaN or infinite."""
 
 
-@REGISTRY.add_as("custom")
 def train(ctx: Context) -> None:
     cfg, rep = ctx.cfg, ctx.reporter
     schedule = autotune.Schedule(cfg.steps_per_execution)  # k's one owner; the dispatcher reads it

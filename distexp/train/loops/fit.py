@@ -16,10 +16,8 @@ from distexp.figures.stats import first_non_finite
 from distexp.train import autotune
 from distexp.train.loops.context import Context
 from distexp.train.loops.custom import Diverged
-from distexp.train.loops.registry import REGISTRY
 
 
-@REGISTRY.add_as("fit")
 def train(ctx: Context) -> None:
     import keras
 

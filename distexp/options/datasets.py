@@ -1,0 +1,152 @@
+"""Dataset records (`dataset=<name>`): which keys apply to each, its checks before TensorFlow, its
+size for the batch check, whether its labels are random, and what the job process checks is
+readable (a sentence-pair file, prepared TFDS data).
+
+Every TensorFlow Datasets option (mnist, cifar10, ... and dataset=tfds itself) is the `tfds`
+record: a dataset node with a `tfds_name` is TFDS data. A dataset of one's own outside distexp: a
+module that registers a `Dataset` (``register(Dataset(name="toy", implementation=
+"my_pkg.toy:load"))``) and ``conf/dataset/<name>.yaml`` naming it (``record: my_pkg.toy_record``);
+the implementation is called in the training process as ``fn(dataset_cfg, seed)`` and returns
+distexp.data.arrays.Arrays.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from omegaconf import DictConfig, OmegaConf
+
+from distexp.errors import UserError
+from distexp.options.record import Option
+from distexp.registry import Registry
+
+DIGITS_EXAMPLES = 1797     # scikit-learn's load_digits
+PREPROCESSING = ("scale", "standardize", "none")  # dataset.preprocessing of TFDS images
+_PAIRS_KEYS = ("test_fraction", "source_tokens", "target_tokens", "max_length", "vocab_size")
+_TFDS_KEYS = ("tfds_name", "train_split", "eval_split", "data_dir", "download", "image_size",
+              "preprocessing", "cache")
+
+
+def _at_least(key: str, value, low) -> None:
+    if value < low:
+        raise UserError(f"{key}: received {value}; expected >= {low}")
+
+
+@dataclass(frozen=True)
+class Dataset(Option):
+    # Labels drawn at random: accuracy is chance level by construction (distexp.figures.meaning).
+    random_labels: bool = False
+    # The job process's check that the data can be read ("package.module:function" called as
+    # fn(dataset_cfg); "" = nothing to check).
+    available: str = ""
+
+    def check(self, ds: DictConfig) -> None:
+        """This dataset's own settings (UserError, one line)."""
+
+    def train_examples(self, cfg: DictConfig) -> Optional[Tuple[int, str]]:
+        """(training examples, the key that sets the batch it is compared with), when known
+        before the data is loaded; None otherwise."""
+        return None
+
+    def check_available(self, ds: DictConfig) -> None:
+        if self.available:
+            Option(self.name, self.available).load()(ds)
+
+
+@dataclass(frozen=True)
+class Digits(Dataset):
+    def train_examples(self, cfg):
+        if cfg.steps_per_epoch is not None:
+            return None
+        n = DIGITS_EXAMPLES - math.ceil(DIGITS_EXAMPLES * cfg.dataset.test_fraction)
+        return n, "global_batch_size" if cfg.global_batch_size is not None else \
+            "batch_size_per_replica"
+
+
+@dataclass(frozen=True)
+class Synthetic(Dataset):
+    def check(self, ds):
+        if len(ds.shape) not in (1, 3) or any(d < 1 for d in ds.shape):
+            raise UserError(f"dataset.shape: received {list(ds.shape)}; expected [h, w, c] or [d] "
+                            "with every size >= 1")
+        _at_least("dataset.num_classes", ds.num_classes, 2)
+        _at_least("dataset.size", ds.size, 1)
+
+    def train_examples(self, cfg):
+        return int(cfg.dataset.size), "dataset.size"
+
+
+@dataclass(frozen=True)
+class TextPairs(Dataset):
+    def check(self, ds):
+        if not ds.path:
+            raise UserError("dataset.path: received null; dataset=text_pairs needs "
+                            "dataset.path=<a file of source<TAB>target lines>")
+
+
+@dataclass(frozen=True)
+class Tfds(Dataset):
+    def check(self, ds):
+        if OmegaConf.is_missing(ds, "tfds_name") or not ds.tfds_name:
+            raise UserError("dataset.tfds_name: received nothing; dataset=tfds needs a TFDS builder "
+                            "name, e.g. dataset.tfds_name=cifar100")
+        if ds.preprocessing not in PREPROCESSING:
+            raise UserError(f"dataset.preprocessing: received {ds.preprocessing!r}; valid: "
+                            f"{', '.join(PREPROCESSING)}")
+        if ds.image_size is not None and (len(ds.image_size) != 2 or min(ds.image_size) < 1):
+            raise UserError(f"dataset.image_size: received {list(ds.image_size)}; expected [h, w] "
+                            "with sizes >= 1, or null")
+
+    def claims(self, ds) -> bool:
+        """dataset=tfds, or any option that names a TFDS builder (mnist, cifar10, ...); `ds`: a
+        dataset node or its plain dict."""
+        missing = isinstance(ds, DictConfig) and OmegaConf.is_missing(ds, "tfds_name")
+        return ds.get("name") == self.name or missing or ds.get("tfds_name") is not None
+
+
+@dataclass(frozen=True)
+class Custom(Dataset):
+    def check(self, ds):
+        if OmegaConf.is_missing(ds, "factory") or not ds.factory:
+            raise UserError("dataset.factory: received null; dataset=custom needs "
+                            "dataset.factory=package.module:function")
+
+
+REGISTRY = Registry("dataset", sort=True, base="Dataset (distexp.options.datasets.register)")
+register = REGISTRY.put
+
+_DATA = "distexp.data.datasets"
+register(Digits("digits", f"{_DATA}:digits", keys=("test_fraction",)))
+register(Synthetic("synthetic", f"{_DATA}:synthetic", keys=("shape", "num_classes", "size"),
+                   random_labels=True))
+register(TextPairs("text_pairs", f"{_DATA}:text_pairs", keys=("path", *_PAIRS_KEYS),
+                   available=f"{_DATA}:readable_pairs"))
+register(Dataset("synthetic_pairs", f"{_DATA}:synthetic_pairs", keys=("size", *_PAIRS_KEYS)))
+register(Custom("custom", f"{_DATA}:custom", keys=("num_classes", "factory", "kwargs"),
+                factory=True))
+TFDS = register(Tfds("tfds", "distexp.data.tfds:tfds_data", keys=_TFDS_KEYS,
+                     available=f"{_DATA}:tfds_prepared"))
+
+
+def of_node(ds: DictConfig) -> Dataset:
+    """The record of a dataset node (`dataset.record`, a module path, imported first)."""
+    if TFDS.claims(ds):
+        return TFDS
+    return REGISTRY.load(ds.name, ds.get("record"))
+
+
+def of(cfg: DictConfig) -> Dataset:
+    return of_node(cfg.dataset)
+
+
+def known(ds):
+    """The record of a dataset node or dict whose option is registered here; None otherwise."""
+    return TFDS if TFDS.claims(ds) else REGISTRY.get(str(ds.get("name")))
+
+
+def random_labels(name: str) -> bool:
+    """Whether the dataset called `name` (a run's param) draws its labels at random."""
+    rec = REGISTRY.get(name)
+    return rec is not None and rec.random_labels
+
