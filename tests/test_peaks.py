@@ -77,3 +77,62 @@ def test_every_tensor_core_row_has_all_four_dtypes_and_tf32_below_half():
         assert figures["bfloat16"] == figures["float16"], label
     assert peaks.dtype_for("float32", "NVIDIA H200") == "tfloat32"
     assert peaks.dtype_for("mixed_float16", "NVIDIA GeForce RTX 4090") == "float16"
+
+
+def test_an_unknown_gpu_gets_a_measured_peak_once_per_name_and_dtype(tmp_path):
+    """A GPU the table lacks: its peak is measured (one probe per name and dtype, on its first
+    device), cached, tagged `measured: ...` and said on the console; the next job reads the
+    cache; a known GPU is never probed."""
+    from distexp.figures import measured_peak
+
+    probes = []
+
+    def measure(device, dtype):
+        probes.append((device, dtype))
+        return 100e12
+
+    path = tmp_path / "cache" / "gpu_peaks.json"
+    names, devices = ["NVIDIA Future GPU"] * 2, ["/gpu:0", "/gpu:1"]
+    flops, tag, line = measured_peak.job_peak(names, devices, "mixed_float16", measure=measure,
+                                              path=path)
+    assert (flops, probes) == (200e12, [("/gpu:0", "float16")])
+    assert tag.startswith("measured: 2 x NVIDIA Future GPU 100.0 TFLOP/s (a float16 matmul probe;")
+    assert "measured now, cached in" in tag and "no datasheet peak for NVIDIA Future GPU" in line
+    assert "measured peak" in line and "reads higher" in line
+    again = measured_peak.job_peak(names[:1], devices[:1], "mixed_float16", measure=measure,
+                                   path=path)
+    assert again[0] == 100e12 and len(probes) == 1 and f"cached in {path}" in again[1]
+    # another precision is another probe; float32 may run as TF32 and says so
+    f32 = measured_peak.job_peak(names[:1], devices[:1], "float32", measure=measure, path=path)
+    assert probes[-1] == ("/gpu:0", "float32") and "TF32 where the GPU has it" in f32[1]
+    # a datasheet GPU: never probed, tagged datasheet, nothing extra on the console
+    sheet = measured_peak.job_peak(["NVIDIA H200"], ["/gpu:0"], "float32", measure=measure,
+                                   path=path)
+    assert sheet[0] == pytest.approx(494.5 * T) and sheet[1].startswith("datasheet: ")
+    assert sheet[2] is None and len(probes) == 2
+
+
+def test_a_failed_or_pointless_probe_is_no_peak_with_its_reason(tmp_path):
+    from distexp.figures import measured_peak
+
+    def oom(device, dtype):
+        raise RuntimeError("OOM when allocating tensor\nmore detail")
+
+    flops, tag, why = measured_peak.job_peak(["NVIDIA X"], ["/gpu:0"], "float32", measure=oom,
+                                             path=tmp_path / "p.json")
+    assert (flops, tag) == (None, None)
+    assert why == ("no datasheet peak for NVIDIA X and the matmul probe failed (RuntimeError: "
+                   "OOM when allocating tensor)")
+    none = measured_peak.job_peak(["NVIDIA X"], ["/gpu:0"], "float32", probe_allowed=False,
+                                  measure=oom, path=tmp_path / "p.json")
+    assert none == (None, None, "no datasheet peak for NVIDIA X (and no FLOPs count: no probe)")
+
+
+def test_the_cache_lives_in_the_users_cache_dir(monkeypatch, tmp_path):
+    from distexp.figures import measured_peak
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert measured_peak.cache_path() == tmp_path / "distexp" / "gpu_peaks.json"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert measured_peak.cache_path() == tmp_path / "home" / ".cache" / "distexp" / "gpu_peaks.json"
