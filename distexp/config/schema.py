@@ -177,6 +177,10 @@ class SweepConfig:
     # Add, for each N-replica job, the 1-replica job (one_device) at the same global batch: the
     # report's equal-work comparison (strong speed-up, replica effect). distexp's sweeper only.
     controls: bool = False
+    # Jobs of a sweep that run at the same time (hydra/launcher=joblib) on this machine never
+    # share a GPU: each holds its own from the sweep's pool (distexp.sweeps.gpu_pool). true: every
+    # job uses the first GPUs, as a single run would.
+    share_gpus: bool = False
 
 
 @dataclass

@@ -20,7 +20,6 @@ def after_training(cfg, record, model, input_shape, replica_devices, examples_pe
 
     import tensorflow as tf
 
-    from distexp.cluster import kinds
     from distexp.figures import flops
     from distexp.figures.meter import mfu
 
@@ -40,8 +39,29 @@ def after_training(cfg, record, model, input_shape, replica_devices, examples_pe
         print("distexp: detail: FLOPs: " + f"{type(ex).__name__}: {ex}".replace("\n", " | "),
               flush=True)  # log only (distexp.job.launch.LOG_ONLY)
         per_example = None
+    peak, why_not = _peak(cfg, record, gpus, per_example)
+    if peak is None:
+        print(f"perf/mfu not logged: {why_not}", flush=True)
+    else:
+        logger.set_tags({tag.PEAK_SOURCE: peak[1]})
+    value = None if peak is None else peak[0]
+    if cfg.measure_peak_flops:
+        out["perf/matmul_flops"] = flops.peak_flops(replica_devices)
+    out.update({"perf/flops_per_example": per_example, "perf/peak_flops": value,
+                "perf/mfu": mfu(per_example, examples_per_sec, value)})
+    return out
+
+
+def _peak(cfg, record, gpus, per_example):
+    """((FLOP/s, source) or None, why there is none): the GPUs' datasheet or measured peak
+    (distexp.figures.measured_peak: a measured one is said on the console), else the CPUs'
+    theoretical one where every process of the job runs on this machine."""
+    import tensorflow as tf
+
+    from distexp.cluster import kinds
+
     peak, why_not = None, None
-    if gpus:  # a known GPU's datasheet peak, else a measured one (distexp.figures.measured_peak)
+    if gpus:
         from distexp.figures import measured_peak
 
         names = [tf.config.experimental.get_device_details(d).get("device_name", "")
@@ -60,13 +80,4 @@ def after_training(cfg, record, model, input_shape, replica_devices, examples_pe
 
         peak = machine_cpu_peak()
         why_not = "no peak rule for this processor (distexp.figures.cpu_peak)"
-    if peak is None:
-        print(f"perf/mfu not logged: {why_not}", flush=True)
-    else:
-        logger.set_tags({tag.PEAK_SOURCE: peak[1]})
-    value = None if peak is None else peak[0]
-    if cfg.measure_peak_flops:
-        out["perf/matmul_flops"] = flops.peak_flops(replica_devices)
-    out.update({"perf/flops_per_example": per_example, "perf/peak_flops": value,
-                "perf/mfu": mfu(per_example, examples_per_sec, value)})
-    return out
+    return peak, why_not
