@@ -55,7 +55,7 @@ class Sizes(NamedTuple):
     warmup: int = 10
 
 
-SMOKE = Sizes(shape=(32, 32, 3), classes=10, batch=4, steps=3, warmup=1)
+SMOKE = Sizes(shape=(32, 32, 3), classes=10, batch=4, steps=2, warmup=1)
 
 
 def child_env() -> dict:

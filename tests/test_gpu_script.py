@@ -104,4 +104,4 @@ def test_the_smoke_sweep_and_anchor_are_tiny_and_on_the_cpu(tmp_path):
     assert all("gpus=0" in job for job in jobs)
     assert gpu.anchor_args(gpu.SMOKE)[1:] == [
         "--precisions=float32,mixed_float16", "--batch=4", "--shape=32,32,3", "--classes=10",
-        "--size=8", "--steps=3", "--warmup=1"]
+        "--size=8", "--steps=2", "--warmup=1"]
