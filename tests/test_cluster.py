@@ -371,3 +371,35 @@ def test_slurm_first_task_of_another_node_samples_it(compose, monkeypatch, strat
     plan = _plan(compose, f"strategy={strategy}", "cluster=slurm", "workers=2", "ps=1")
     assert plan.cluster_id == "slurm:4242.0"
     assert plan.samples_node is samples
+
+
+@pytest.mark.parametrize("strategy", ["multiworker", "ps"])
+def test_fewer_gpus_than_workers_is_a_cpu_job_said_in_one_line(compose, monkeypatch, tmp_path,
+                                                               capsys, strategy):
+    """A faked 1-GPU driver, 2 local workers, gpus=null: the workers cannot share the GPU, so the
+    job trains on CPU (every process's CUDA_VISIBLE_DEVICES empty) and says so, with the keys
+    that change it, in one line before TensorFlow starts."""
+    from distexp.config import resolved
+    from helpers import fake_driver
+
+    monkeypatch.setattr(resolved, "NVIDIA_GPUS", str(fake_driver(tmp_path, 1)))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    cfg = compose(f"strategy={strategy}", "workers=2")
+    checks.validate(cfg)
+    plan = cluster.plan(cfg, tmp_path, resolved.check_gpus(cfg.gpus, resolved.visible_gpus()))
+    procs, _ = _tf_configs(plan)
+    assert {p.env["CUDA_VISIBLE_DEVICES"] for p in procs} == {""}
+    assert plan.gpus_per_worker == 0 and set(plan.task_gpus.values()) == {0}
+    assert capsys.readouterr().out == (
+        f"distexp: strategy={strategy}: 2 local workers and 1 GPU(s) visible: a GPU is never "
+        "shared between worker processes, so every worker trains on CPU. To train on the "
+        "GPU(s): workers=1 (one GPU each), or strategy=mirrored (one process, every GPU); gpus=0 "
+        "trains on CPU without this line\n")
+    # gpus=0 asked for the CPU: nothing to say; 3 GPUs over 2 workers: the unused one is said
+    cluster.plan(compose(f"strategy={strategy}", "workers=2", "gpus=0"), tmp_path, 0)
+    assert capsys.readouterr().out == ""
+    monkeypatch.setattr(resolved, "NVIDIA_GPUS", str(fake_driver(tmp_path / "3", 3)))
+    cluster.plan(compose(f"strategy={strategy}", "workers=2"), tmp_path, 3)
+    assert capsys.readouterr().out == (
+        f"distexp: strategy={strategy}: 3 GPUs over 2 local workers: 1 each, 1 unused "
+        "(workers=3 would use every GPU, one each)\n")

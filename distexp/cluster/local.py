@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Optional
 
 from omegaconf import DictConfig
 
@@ -27,6 +28,9 @@ class Local(Kind):
                             "only (for several hosts use cluster=tf_config or cluster=slurm)")
         names, jobs = rec.task_names(cfg), rec.jobs(cfg)
         per_worker, visible_ids = split_gpus(cfg.gpus, gpus, n)
+        note = gpu_note(rec.name, n, gpus, per_worker, cfg.gpus)
+        if note:  # before TensorFlow starts: never a silent CPU job on a GPU machine
+            print(note, flush=True)
         ports = list(range(cfg.cluster.port, cfg.cluster.port + len(names))) if cfg.cluster.port \
             else free_ports(len(names))
         addrs = iter(f"127.0.0.1:{p}" for p in ports)
@@ -45,3 +49,24 @@ class Local(Kind):
         return Plan(names=names, replica_workers=n, sync_workers=rec.sync_of(n),
                     gpus_per_worker=per_worker, task_gpus=task_gpus, extra_env=extra,
                     servers=rec.servers(cfg), job_dir=job_dir, cluster=cluster, retry_ports=True)
+
+
+def gpu_note(strategy: str, workers: int, visible: int, per_worker: int,
+             requested: Optional[int]) -> Optional[str]:
+    """The line a job prints when `gpus` is null and the visible GPUs do not split evenly over its
+    local workers: none each (the job trains on CPU: a GPU is not shared between worker
+    processes, whose collectives would each claim it whole), or some left unused."""
+    if requested is not None or visible == 0:
+        return None
+    if per_worker == 0:
+        return (f"distexp: strategy={strategy}: {workers} local workers and {visible} GPU(s) "
+                f"visible: a GPU is never shared between worker processes, so every worker "
+                f"trains on CPU. To train on the GPU(s): workers={visible} (one GPU each), or "
+                f"strategy=mirrored (one process, every GPU); gpus=0 trains on CPU without "
+                f"this line")
+    unused = visible - per_worker * workers
+    if unused:
+        return (f"distexp: strategy={strategy}: {visible} GPUs over {workers} local workers: "
+                f"{per_worker} each, {unused} unused (workers={visible} would use every GPU, one "
+                f"each)")
+    return None

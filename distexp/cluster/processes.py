@@ -67,6 +67,16 @@ class Plan:
     def several_hosts(self) -> bool:
         return len(set(self.hosts.values())) > 1
 
+    def gpu_ids(self) -> List[str]:
+        """The GPUs (this machine's ids) the job's processes here train on: those each local
+        process is pinned to, else the first `gpus_per_worker` visible ones (one process, or this
+        task of an external cluster)."""
+        pinned = [e["CUDA_VISIBLE_DEVICES"] for e in self.extra_env.values()
+                  if "CUDA_VISIBLE_DEVICES" in e]
+        if pinned:
+            return [g for env in pinned for g in env.split(",") if g]
+        return visible_ids(self.gpus_per_worker)
+
     def processes(self, config_path: Path, env: Dict[str, str]) -> List[Proc]:
         procs = []
         for i, name in enumerate(self.names):
@@ -87,13 +97,20 @@ class Plan:
                         for job, addrs in self.cluster.items()}
 
 
+def visible_ids(visible: int) -> List[str]:
+    """The ids of this process's first `visible` GPUs: CUDA_VISIBLE_DEVICES's entries, else the
+    driver's 0..visible-1."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"] if env else \
+        [str(i) for i in range(visible)]
+    return ids[:visible]
+
+
 def split_gpus(requested: Optional[int], visible: int, workers: int):
     """(GPUs per worker, the visible GPU ids) for `workers` local workers sharing this machine.
 
     null = the visible GPUs split evenly; N = N per worker, which needs N x workers visible."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    ids = [d.strip() for d in env.split(",") if d.strip()] if env else [str(i) for i in range(visible)]
-    ids = ids[:visible]
+    ids = visible_ids(visible)
     if requested is None:
         return visible // workers, ids
     if requested * workers > visible:

@@ -176,6 +176,8 @@ class SweepConfig:
                                 "(FAILED/KILLED ones resume)")
     controls: bool = key(False, "add, for each N-replica job, the 1-replica job at the same "
                          "global batch (equal work; distexp's sweeper)")
+    share_gpus: bool = key(False, "jobs running at once (joblib) share GPUs; false: each holds its "
+                           "own from the sweep's pool")
 
 
 @dataclass

@@ -6,8 +6,9 @@
   BiasAdd, element-wise arithmetic, pooling ...; one multiply-add is 2 FLOPs. Training costs 3x the
   forward pass (the backward pass is ~2x: gradients for activations and for weights), the usual
   convention (Kaplan et al. 2020; PaLM's MFU definition).
-- `peak_flops(devices)`: a float32 matmul micro-benchmark run on every replica device at once
-  (one tf.function, ~0.5-1 s), i.e. the achievable peak of the whole device set the strategy uses.
+- `peak_flops(devices, dtype=)`: a matmul micro-benchmark (float32 unless told) run on every
+  replica device at once (one tf.function, ~0.5-1 s), i.e. the achievable peak of the whole
+  device set the strategy uses.
   Logical CPU devices share the same cores, so the CPU's peak is measured, not counted twice.
 """
 from __future__ import annotations
@@ -41,14 +42,15 @@ def train_flops_per_example(model, input_shape: Sequence[int]) -> Optional[float
     return None if fwd is None else TRAIN_FACTOR * fwd
 
 
-def peak_flops(devices: List[str], n: int = 512, seconds: float = 0.5) -> float:
-    """Measured float32 matmul FLOP/s over `devices` together (best of short rounds)."""
+def peak_flops(devices: List[str], n: int = 512, seconds: float = 0.5,
+               dtype: str = "float32") -> float:
+    """Measured `dtype` matmul FLOP/s over `devices` together (best of short rounds)."""
     import tensorflow as tf
 
     mats = []
     for d in devices:
         with tf.device(d):
-            mats.append(tf.random.uniform((n, n), dtype=tf.float32))
+            mats.append(tf.cast(tf.random.uniform((n, n), dtype=tf.float32), dtype))
 
     @tf.function
     def run(reps):

@@ -30,6 +30,7 @@ from distexp import errors, tracking
 from distexp.job import console, launch, startup, summary, warm
 from distexp.tracking.node_metrics import CLUSTER_ID, NodeMetrics
 from distexp.sweeps import callback as sweep
+from distexp.sweeps import gpu_pool
 from distexp.sweeps.parent import child_tags
 from distexp.sweeps.records import swept_values
 from distexp.config import resolved
@@ -82,8 +83,9 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     MLflow run FAILED / KILLED and exits non-zero; in a multirun a failed job raises JobError
     instead, so the other jobs still run (Ctrl-C still stops the whole sweep).
     """
-    job = prepare(cfg)
-    return conclude(job, execute(job))
+    with gpu_pool.for_job(cfg):  # a sweep's parallel jobs: disjoint GPUs (CUDA_VISIBLE_DEVICES)
+        job = prepare(cfg)
+        return conclude(job, execute(job))
 
 
 def exit_code(out: Outcome) -> int:
@@ -149,7 +151,10 @@ def prepare(cfg: DictConfig) -> Job:
         forwarder = _forwarder(cfg, facts, plan, job_dir, overrides, multirun, hc)
     progress = console.resolve(cfg.progress)
     env = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-           console.ENV: progress}
+           console.ENV: progress,
+           # CUDA numbers GPUs as the driver, nvidia-smi and NVML do (its default puts the fastest
+           # first): the ids in CUDA_VISIBLE_DEVICES and the system metrics' gpu_<i> are the same
+           "CUDA_DEVICE_ORDER": os.environ.get("CUDA_DEVICE_ORDER", "PCI_BUS_ID")}
     position = console.sweep_position(Path(str(hc.sweep.dir)).absolute(), int(hc.job.num),
                                       int(cfg.repeat), int(cfg.repeats)) if multirun else None
     return Job(cfg=cfg, job_dir=job_dir, plan=plan, env=env, config_path=config_path,
@@ -198,7 +203,8 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
     # several hosts: the chief's system metrics are system/<its host>/... (MLflow's node_id)
     node = socket.gethostname() if plan.several_hosts() else None
     return tracking.Forwarder(create_run, job_dir, on_ready=announce,
-                              system_metrics_interval=interval, system_metrics_node=node)
+                              system_metrics_interval=interval, system_metrics_node=node,
+                              system_metrics_gpus=plan.gpu_ids())  # only the run's GPUs
 
 
 # --- execute: the training processes and the run, whatever happens to them ---------------------
@@ -216,7 +222,8 @@ def execute(job: Job) -> Outcome:
     node = None
     if job.plan.samples_node and cfg.tracking.enabled and cfg.tracking.system_metrics:
         node = NodeMetrics(cfg.tracking.uri, cfg.tracking.experiment, job.plan.cluster_id,
-                           socket.gethostname(), cfg.tracking.system_metrics_interval).start()
+                           socket.gethostname(), cfg.tracking.system_metrics_interval,
+                           gpus=job.plan.gpu_ids()).start()
     attempts: List[list] = []
     run = None
     display = console.open_display(job.progress, job.sweep_position)

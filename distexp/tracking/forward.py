@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 from distexp.tracking import owner
 from distexp.tracking.run import JobRun
@@ -30,7 +30,8 @@ class Forwarder:
     def __init__(self, create: Callable[[], JobRun], job_dir: Path, *,
                  on_ready: Callable[[JobRun], None] = lambda run: None,
                  system_metrics_interval: Optional[float] = None,
-                 system_metrics_node: Optional[str] = None):
+                 system_metrics_node: Optional[str] = None,
+                 system_metrics_gpus: Optional[List[str]] = None):
         self.job_dir = job_dir
         self.sink = job_dir / "metrics.jsonl"
         self.gate = job_dir / "tracking.gate"
@@ -40,6 +41,7 @@ class Forwarder:
         self._create, self._on_ready = create, on_ready
         self._interval = system_metrics_interval
         self._node = system_metrics_node  # MLflow's node_id: system/<node>/... on a several-host job
+        self._gpus = system_metrics_gpus  # the GPUs the run's processes use here (None: unknown)
         self.run: Optional[JobRun] = None
         self.error: Optional[str] = None
         self._monitor = None
@@ -73,7 +75,8 @@ class Forwarder:
         self._open_gate(f"ok {self.run.run_id}")
         if self._interval:
             try:
-                self._monitor = self.run.system_metrics(self._interval, self._node)
+                self._monitor = self.run.system_metrics(self._interval, self._node,
+                                                        self._gpus)
             except Exception as ex:  # noqa: BLE001  (best effort: e.g. psutil missing)
                 print(f"distexp: warning: no system metrics ({type(ex).__name__}: {ex})",
                       file=sys.stderr, flush=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Optional
+from typing import List, Optional
 
 from distexp.tracking import tags as tag
 
@@ -20,9 +20,11 @@ class NodeMetrics:
     POLL_S = 1.0
     FIND_S = 300.0
 
-    def __init__(self, uri: str, experiment: str, cluster_id: str, node_id: str, interval: float):
+    def __init__(self, uri: str, experiment: str, cluster_id: str, node_id: str, interval: float,
+                 gpus: Optional[List[str]] = None):
         self.uri, self.experiment, self.cluster_id = uri, experiment, cluster_id
         self.node_id, self.interval = node_id, interval
+        self.gpus = gpus  # the GPUs the job's processes use on this node (gpu_metrics.restrict)
         self._stop = threading.Event()
         self._monitor = None
         self._thread = threading.Thread(target=self._main, name="distexp-node-metrics",
@@ -58,6 +60,9 @@ class NodeMetrics:
 
             self._monitor = SystemMetricsMonitor(run_id, sampling_interval=self.interval,
                                                  tracking_uri=self.uri, node_id=self.node_id)
+            from distexp.tracking.gpu_metrics import restrict
+
+            restrict(self._monitor, self.gpus)
             self._monitor.start()
         except Exception:  # noqa: BLE001  (best effort: the job must not notice)
             return

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Union
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from distexp.tracking import store
 from distexp.tracking import tags as tag
@@ -127,17 +127,23 @@ class JobRun:
         elif kind == "artifact":  # a file the chief wrote (e.g. profile=true's trace)
             self.log_artifacts([Path(record["path"])], record.get("artifact_path"))
 
-    def system_metrics(self, interval: float, node_id: Optional[str] = None):
+    def system_metrics(self, interval: float, node_id: Optional[str] = None,
+                       gpus: Optional[Sequence[str]] = None):
         """MLflow's own system-metrics monitor (psutil; GPUs via NVML when present) on this run;
-        with `node_id` its metrics are system/<node_id>/... (MLflow's way to tell nodes apart)."""
+        with `node_id` its metrics are system/<node_id>/... (MLflow's way to tell nodes apart).
+        `gpus`: the GPU ids the run's processes use here: only those are sampled
+        (distexp.tracking.gpu_metrics)."""
         import logging
 
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        from distexp.tracking.gpu_metrics import restrict
 
         # best effort: a dead server must not print MLflow's warnings on every sample
         logging.getLogger("mlflow.system_metrics").setLevel(logging.CRITICAL)
         monitor = SystemMetricsMonitor(self.run_id, sampling_interval=interval,
                                        tracking_uri=self.uri, node_id=node_id)
+        restrict(monitor, gpus)
         monitor.start()
         return monitor
 

@@ -10,15 +10,16 @@ def after_training(cfg, record, model, input_shape, replica_devices, examples_pe
     """Figures measured once training is over, so they cost nothing before the first step:
     FLOPs per example, the devices' peak FLOP/s and MFU, peak host (and GPU) memory. The peak is
     a constant of the hardware with its source (tag distexp.peak_source): a known GPU's datasheet
-    figure, or the CPU's theoretical peak from /proc/cpuinfo (distexp.figures.cpu_peak); when
-    neither applies there is no MFU. `measure_peak_flops=true` also logs what a matmul benchmark
-    achieved (perf/matmul_flops), never the denominator: it moves with the machine's load.
+    figure (another GPU's measured once by a matmul probe and cached, said on the console:
+    distexp.figures.measured_peak), or the CPU's theoretical peak from /proc/cpuinfo
+    (distexp.figures.cpu_peak); when none applies there is no MFU, said in one line.
+    `measure_peak_flops=true` also logs what a matmul benchmark achieved (perf/matmul_flops),
+    never the denominator: it moves with the machine's load.
     `record`: the job's strategy record, as the trainer built it (distexp.strategies)."""
     import resource
 
     import tensorflow as tf
 
-    from distexp.cluster import kinds
     from distexp.figures import flops
     from distexp.figures.meter import mfu
 
@@ -38,22 +39,7 @@ def after_training(cfg, record, model, input_shape, replica_devices, examples_pe
         print("distexp: detail: FLOPs: " + f"{type(ex).__name__}: {ex}".replace("\n", " | "),
               flush=True)  # log only (distexp.job.launch.LOG_ONLY)
         per_example = None
-    peak, why_not = None, None
-    if gpus:  # a known GPU's datasheet peak (distexp.figures.peaks)
-        from distexp.figures import peaks
-
-        names = [tf.config.experimental.get_device_details(d).get("device_name", "")
-                 for d in tf.config.list_physical_devices("GPU")[:len(gpus)]]
-        peak = peaks.datasheet_peak(names, cfg.precision)
-        why_not = f"no datasheet peak for {', '.join(sorted(set(names)))}"
-    elif kinds.of(cfg).spans_machines(cfg, record):
-        why_not = (f"cluster={kinds.of(cfg).name}: the job's processes may span machines whose "
-                   "processors this process cannot see")
-    else:  # every process of the job runs on this machine's CPUs
-        from distexp.figures.cpu_peak import machine_cpu_peak
-
-        peak = machine_cpu_peak()
-        why_not = "no peak rule for this processor (distexp.figures.cpu_peak)"
+    peak, why_not = _peak(cfg, record, gpus, per_example)
     if peak is None:
         print(f"perf/mfu not logged: {why_not}", flush=True)
     else:
@@ -64,3 +50,34 @@ def after_training(cfg, record, model, input_shape, replica_devices, examples_pe
     out.update({"perf/flops_per_example": per_example, "perf/peak_flops": value,
                 "perf/mfu": mfu(per_example, examples_per_sec, value)})
     return out
+
+
+def _peak(cfg, record, gpus, per_example):
+    """((FLOP/s, source) or None, why there is none): the GPUs' datasheet or measured peak
+    (distexp.figures.measured_peak: a measured one is said on the console), else the CPUs'
+    theoretical one where every process of the job runs on this machine."""
+    import tensorflow as tf
+
+    from distexp.cluster import kinds
+
+    peak, why_not = None, None
+    if gpus:
+        from distexp.figures import measured_peak
+
+        names = [tf.config.experimental.get_device_details(d).get("device_name", "")
+                 for d in tf.config.list_physical_devices("GPU")[:len(gpus)]]
+        value, source, line = measured_peak.job_peak(names, gpus, cfg.precision,
+                                                     probe_allowed=per_example is not None)
+        peak = None if value is None else (value, source)
+        if line and peak is not None:  # a measured peak: said, never silent
+            print(line, flush=True)
+        why_not = line
+    elif kinds.of(cfg).spans_machines(cfg, record):
+        why_not = (f"cluster={kinds.of(cfg).name}: the job's processes may span machines whose "
+                   "processors this process cannot see")
+    else:  # every process of the job runs on this machine's CPUs
+        from distexp.figures.cpu_peak import machine_cpu_peak
+
+        peak = machine_cpu_peak()
+        why_not = "no peak rule for this processor (distexp.figures.cpu_peak)"
+    return peak, why_not

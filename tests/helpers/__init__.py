@@ -11,10 +11,13 @@ file). No TensorFlow here. Every name is also importable from `helpers` itself.
 - `helpers.browser`: headless Chromium on an MLflow UI page (the UI's tests, the screenshot)
 - `helpers.fakes`: a clock moved by hand, the real sweeper with a launcher that records its jobs,
   an option of one's own (`plug_in`; `TOY_OPTIONS`: a model and a dataset)
+- `helpers.gpus`: a faked NVIDIA driver directory (`fake_driver`), a sweep job that only holds
+  its GPUs from the sweep's pool (`pool_job`)
 """
 from helpers.cli import (CONF, FAST, ROOT, TESTS, NoProcess, Result,  # noqa: F401
                          child_env, cli_env, distexp_cmd, finished_job, finished_sweep, no_process,
                          run_cli, run_in_process, run_probe)
+from helpers.gpus import JOBLIB_LAUNCHER, fake_driver, pool_job  # noqa: F401
 from helpers.fakes import (TOY_OPTIONS, Clock, RecordingLauncher, launched, plug_in,  # noqa: F401
                            sweeper)
 from helpers.processes import (processes_mentioning, processes_with, run_together,  # noqa: F401

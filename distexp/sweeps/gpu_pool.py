@@ -1,0 +1,146 @@
+"""A sweep's GPUs handed out to its jobs: jobs that run at the same time never share a GPU.
+
+Each job of a multirun on this machine (launchers basic, joblib, submitit's local one: not a
+Slurm launcher, whose jobs get GPUs from Slurm) holds the GPUs it trains on for as long as it runs:
+one lock file per GPU in `<sweep dir>/gpu_pool/`, held with flock, so it works across joblib's
+worker processes (and is let go by the kernel if a job process dies). The job's processes are
+pinned to what it holds with `CUDA_VISIBLE_DEVICES`; a job that finds too few GPUs free waits for
+them, and says so once. `sweep.share_gpus=true` turns the pool off: every job then uses the first
+GPUs, as a single run would.
+
+What a job holds (`need`): `gpus` (null = every visible GPU) per worker, times the local worker
+processes of a multiworker or ps job on cluster=local; none for gpus=0 or an external cluster
+(cluster=tf_config or slurm place their own processes). Nothing here imports TensorFlow.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import time
+from pathlib import Path
+from typing import Callable, Iterator, List, Optional, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from distexp.config import resolved
+
+POOL_DIR = "gpu_pool"
+POLL_S = 0.2
+
+
+def visible_ids() -> List[str]:
+    """The GPUs this process may hand out: CUDA_VISIBLE_DEVICES's entries, else the driver's
+    0..N-1 (distexp.config.resolved.visible_gpus counts them)."""
+    from distexp.cluster.processes import visible_ids as first
+
+    return first(resolved.visible_gpus())
+
+
+def need(cfg: DictConfig, visible: int) -> int:
+    """GPUs a job of `cfg` trains on (0: no GPU, or GPUs this pool does not place)."""
+    from distexp import strategies
+    from distexp.cluster import kinds
+
+    rec = strategies.of(cfg)
+    per_worker = visible if cfg.gpus is None else int(cfg.gpus)
+    if not rec.cluster_jobs:
+        return per_worker
+    if not kinds.of(cfg).starts_processes:
+        return 0
+    return visible if cfg.gpus is None else per_worker * rec.num_workers(cfg)
+
+
+class Held:
+    """GPU ids held by this process (their lock files open and flock'ed) until `release`."""
+
+    def __init__(self, ids: List[str], files: list):
+        self.ids, self._files = ids, files
+
+    def release(self) -> None:
+        for f in self._files:
+            f.close()  # closing the file lets its flock go
+        self._files = []
+
+
+def _slot(pool: Path, gpu: str) -> Path:
+    return pool / f"gpu-{re.sub(r'[^A-Za-z0-9_.-]', '_', gpu)}.lock"
+
+
+def acquire(pool: Path, ids: Sequence[str], count: int,
+            on_wait: Callable[[], None] = lambda: None) -> Held:
+    """Hold `count` of `ids` (the first free ones, all or none, chosen under the pool's own lock
+    so that two jobs never each take half of what both need); waits while too few are free,
+    calling `on_wait` once."""
+    pool.mkdir(parents=True, exist_ok=True)
+    waited = False
+    while True:
+        with open(pool / "pool.lock", "a") as mutex:
+            fcntl.flock(mutex, fcntl.LOCK_EX)
+            got = []
+            for gpu in ids:
+                f = open(_slot(pool, gpu), "a")
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    f.close()
+                    continue
+                got.append((gpu, f))
+                if len(got) == count:
+                    return Held([g for g, _ in got], [f for _, f in got])
+            for _, f in got:
+                f.close()
+        if not waited:
+            on_wait()
+            waited = True
+        time.sleep(POLL_S)
+
+
+@contextlib.contextmanager
+def pinned(cfg: DictConfig, sweep_dir: Path, launcher: str) -> Iterator[Optional[List[str]]]:
+    """While a job runs: hold its GPUs from the sweep's pool and set CUDA_VISIBLE_DEVICES to them
+    (restored after). Yields the ids, or None where the pool does not apply."""
+    from distexp.errors import UserError
+
+    ids = visible_ids()
+    try:
+        count = need(cfg, len(ids))
+    except UserError:  # a bad strategy or cluster name: the job's checks say it in one line
+        count = 0
+    share = bool(OmegaConf.select(cfg, "sweep.share_gpus", default=False))
+    if share or "slurm" in launcher.lower() or not 0 < count <= len(ids):
+        yield None  # too many asked for: the job's own check refuses it (distexp.config)
+        return
+
+    def say_wait():
+        print(f"distexp: waiting for {count} free GPU(s) of the sweep's {len(ids)}: the jobs "
+              "running now hold them (a job never shares a GPU with another: "
+              "sweep.share_gpus=true lets them)", flush=True)
+
+    held = acquire(Path(sweep_dir) / POOL_DIR, ids, count, say_wait)
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(held.ids)
+    print(f"distexp: this job trains on GPU(s) {','.join(held.ids)} (CUDA_VISIBLE_DEVICES), "
+          f"held from the sweep's {len(ids)} until it ends", flush=True)
+    try:
+        yield held.ids
+    finally:
+        if before is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before
+        held.release()
+
+
+def for_job(cfg: DictConfig):
+    """`pinned` for the job Hydra is running now; nothing outside a multirun."""
+    from distexp.config import mode
+
+    if not mode.in_multirun():
+        return contextlib.nullcontext()
+    from hydra.core.hydra_config import HydraConfig
+
+    hc = HydraConfig.get()
+    return pinned(cfg, Path(str(hc.sweep.dir)).absolute(),
+                  str(OmegaConf.select(hc, "launcher._target_", default="") or ""))
