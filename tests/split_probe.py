@@ -114,6 +114,7 @@ def train(job_dir: str, delay_ms: float, overrides) -> dict:
     from distexp.config import checks, resolved, schema
     from distexp.train import step, trainer
 
+    Path(job_dir).mkdir(parents=True, exist_ok=True)
     schema.register()
     conf = Path(distexp.__file__).resolve().parent / "conf"
     with initialize_config_dir(version_base="1.3", config_dir=str(conf)):
