@@ -29,7 +29,7 @@ JOB = ["global_batch_size=64", "epochs=1", "steps_per_epoch=40", "warmup_steps=5
 DELAY_MS = 60.0
 
 
-def _split(tmp_path, replicas: int, delay_ms: float) -> dict:
+def _trained_split(tmp_path, replicas: int, delay_ms: float) -> dict:
     job = tmp_path / f"r{replicas}_d{delay_ms:g}"
     return run_probe("split_probe.py", "train", job, delay_ms, *JOB, f"cpu_replicas={replicas}",
                      timeout=600)
@@ -37,7 +37,8 @@ def _split(tmp_path, replicas: int, delay_ms: float) -> dict:
 
 @pytest.mark.parametrize("replicas", [1, 2])
 def test_a_host_round_trip_lands_in_other_and_the_parts_add_up(tmp_path, replicas):
-    base, slow = _split(tmp_path, replicas, 0.0), _split(tmp_path, replicas, DELAY_MS)
+    base = _trained_split(tmp_path, replicas, 0.0)
+    slow = _trained_split(tmp_path, replicas, DELAY_MS)
     print(replicas, base, slow)  # pytest -s shows the splits, also when a check fails
     part = {p: (lambda f, p=p: f[breakdown.KEYS[p]]) for p in breakdown.PARTS}
     for f in (base, slow):
