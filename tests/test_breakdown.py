@@ -23,20 +23,62 @@ from distexp.figures import breakdown
 # -- arithmetic ----------------------------------------------------------------------------------
 
 def test_split_other_is_the_unattributed_rest():
-    f = breakdown.split(10.0, 1.5, 6.0, 2.0)
+    f = breakdown.split(10.0, 1.5, 6.0, 2.0, noise_ms=0.3)
     assert f == {"perf/step_input_ms": 1.5, "perf/step_compute_ms": 6.0,
-                 "perf/step_sync_ms": 2.0, "perf/step_other_ms": pytest.approx(0.5)}
-    # a part not measured: no `other` (it would silently absorb the missing part)
+                 "perf/step_sync_ms": 2.0, "perf/step_other_ms": pytest.approx(0.5),
+                 "perf/step_split_noise_ms": 0.3, "perf/step_split_scale": 1.0}
+    # a part not measured: no `other` (it would silently absorb the missing part), no noise
     assert breakdown.split(10.0, None, 6.0, 2.0)["perf/step_other_ms"] is None
     assert breakdown.split(None, 1.0, 6.0, 2.0)["perf/step_other_ms"] is None
+    assert breakdown.NOISE_KEY not in breakdown.split(None, 1.0, 6.0, 2.0)
+
+
+@pytest.mark.parametrize("step, parts, noise, scale", [
+    (10.0, (1.0, 6.0, 3.4), 0.5, 1.0),     # other -0.4: within its noise, kept as measured
+    (10.0, (1.0, 6.0, 3.5), 0.5, 1.0),     # other exactly -noise: kept
+    (10.0, (2.0, 8.0, 2.5), 0.5, 0.8),     # other -2.5 < -0.5: the parts overlap, scaled x 0.8
+    (4.0, (1.0, 3.0, 0.0), 0.0, 1.0),      # one replica: sync 0, other 0
+    (4.0, (1.0, 3.1, 0.0), 0.0, 4 / 4.1),  # no noise known: any negative other is scaled
+])
+def test_split_other_is_never_below_minus_its_noise_and_the_parts_add_up(step, parts, noise,
+                                                                         scale):
+    f = breakdown.split(step, *parts, noise_ms=noise)
+    values = [f[breakdown.KEYS[p]] for p in breakdown.PARTS]
+    assert sum(values) == pytest.approx(step, abs=1e-12)  # always the step
+    assert f[breakdown.KEYS["other"]] >= -noise
+    assert f[breakdown.SCALE_KEY] == pytest.approx(scale)
+    assert f[breakdown.NOISE_KEY] == noise
+    if scale < 1.0:  # the three measured parts keep their proportions, other is 0
+        assert f[breakdown.KEYS["other"]] == 0.0
+        assert values[:3] == pytest.approx([p * scale for p in parts])
+        assert f"x {scale:.2f}: they overlap in training" in breakdown.describe(f)
+    else:
+        assert values[:3] == list(parts)
+        assert "overlap" not in breakdown.describe(f)
+
+
+def test_noise_is_the_combined_standard_error_of_the_parts():
+    # the median's standard error from the median absolute deviation: one outlier (a
+    # preempted round) does not move it
+    assert breakdown.median_se([1.0, 1.0, 1.0, 1.0]) == 0.0
+    assert breakdown.median_se([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx(
+        1.2533 * 1.4826 * 1.0 / 5 ** 0.5)
+    assert breakdown.median_se([1.0, 2.0, 3.0, 4.0, 500.0]) == breakdown.median_se(
+        [1.0, 2.0, 3.0, 4.0, 5.0])
+    assert breakdown.median_se([7.0]) == 0.0
+    # the mean step's: over 10-step windows (the steps of one call share its time)
+    steps = [0.004] * 10 + [0.006] * 10
+    assert breakdown.mean_se(steps) == pytest.approx(0.001)  # stdev(4, 6 ms) / sqrt(2)
+    assert breakdown.mean_se([0.004, 0.006]) == pytest.approx(0.001)
+    assert breakdown.noise(0.3, None, 0.4, 0.0) == pytest.approx(1.96 * 0.5)
 
 
 def test_bottleneck_names_the_largest_part_and_its_share():
     part, share = breakdown.bottleneck(breakdown.split(10.0, 1.0, 2.0, 6.1))
     assert part == "sync" and share == pytest.approx(0.61)
     assert breakdown.bottleneck(breakdown.split(None, None, None, None)) is None
-    line = breakdown.describe(breakdown.split(10.0, 1.0, 2.0, 6.1))
-    assert "bottleneck: sync 61 %" in line and "other 0.90" in line
+    line = breakdown.describe(breakdown.split(10.0, 1.0, 2.0, 6.1, noise_ms=0.25))
+    assert "bottleneck: sync 61 %" in line and "other 0.90 +/- 0.25" in line
 
 
 @pytest.mark.parametrize("rule, per_replica, global_batch, replicas, expected", [

@@ -1,47 +1,95 @@
 """Where a step's time goes: the split of the mean step time (pure Python: no TensorFlow).
 
 The probes that measure the parts run in the training process (distexp.train.breakdown); this
-module only names and combines their figures, so the report can read them without TensorFlow.
+module names and combines their figures, so the report can read them without TensorFlow.
 
 - input: the training pipeline's own time per batch: the median of back-to-back fetches from the
   loop's training iterator, with nothing else consuming, once the buffers that filled while
-  training paused (evaluation, the probes' set-up) are drained. A pipeline slower than the rest
-  of the step sets the step's pace; a faster one overlaps compute (prefetch), and its part is
-  then counted in full although training hid it (so `other` goes negative).
-- compute: mean time of forward + backward + the optimizer's update on a batch already on the
-  replicas' devices, with the gradient all-reduce left out (each replica applies its own
-  gradient), per step, in calls of k steps as the loop runs them.
-- sync: mean time of the all-reduce (SUM) of the model's own gradient tensors under the job's
-  strategy (the same `ReplicaContext.all_reduce` the optimizer calls), per step, in calls of k.
-  Under ps: a worker pulling every trainable variable from the parameter servers and pushing an
-  update of the same size (PS traffic).
-- other: the run's mean timed step time minus the three (host, dispatch, what the probes do not
-  see): a difference, labelled unattributed; negative when the probes' sum exceeds the step
-  (parts that overlap in training, e.g. input prefetched during compute, are counted in full).
+  training paused (evaluation, the probes' set-up) are drained.
+- compute: forward + backward + the optimizer's update (and the task's training metrics) on a
+  batch already on the replicas' devices, without the gradient all-reduce, per step, net of an
+  empty call's dispatch. One replica: the training's own one-step function (it has no
+  all-reduce: its optimizer's sum over one replica is the gradient itself).
+- sync: the gradient all-reduce, made by the optimizer's own all-reduce call on tensors of the
+  gradients' shapes and dtypes on the replicas' devices, per step, net of the same dispatch.
+  One replica: 0, by construction (nothing is all-reduced, no probe runs). Under ps: a worker
+  pulling every trainable variable from the parameter servers and pushing an update of the same
+  size (PS traffic).
+- other: the run's mean timed step time minus the three (host work between steps, dispatch,
+  round trips to the host, what the probes do not see): a difference, labelled unattributed.
+- noise: 1.96 x the standard error of `other`, from the spread of what it is made of (the timed
+  steps' mean over 10-step windows, each probe's median over its rounds, `median_se`).
+- overlap: where `other` would be below -noise, the probed parts add up to more than the step
+  (they overlap in training, e.g. input prefetched during compute, or the probes read high): the
+  three are scaled by step / their sum, so that they add up to the step, and `other` is 0; the
+  scale (< 1) is logged, 1 otherwise. `other` is never below -noise, and the four always add up to
+  the step.
 """
 from __future__ import annotations
 
-from typing import Dict, Optional
+import math
+import statistics
+from typing import Dict, Optional, Sequence
 
 PARTS = ("input", "compute", "sync", "other")
 KEYS = {p: f"perf/step_{p}_ms" for p in PARTS}
+NOISE_KEY = "perf/step_split_noise_ms"
+SCALE_KEY = "perf/step_split_scale"
+WINDOW = 10  # steps per window of the step time's standard error (distexp.figures.meter's)
+
+
+def median_se(samples: Sequence[float]) -> float:
+    """The standard error of a sample's median, robustly: 1.2533 x sigma / sqrt(n), sigma from the
+    median absolute deviation (x 1.4826), so one preempted round does not inflate it. 0 for a
+    single sample (no spread known)."""
+    if len(samples) < 2:
+        return 0.0
+    m = statistics.median(samples)
+    sigma = 1.4826 * statistics.median(abs(s - m) for s in samples)
+    return 1.2533 * sigma / math.sqrt(len(samples))
+
+
+def mean_se(steps: Sequence[float]) -> float:
+    """The standard error of the mean of per-step times: the spread of WINDOW-step windows' means
+    (consecutive steps of one call share its time, so single steps are not independent); of the
+    steps themselves under 2 windows."""
+    n = len(steps) // WINDOW
+    if n >= 2:
+        means = [statistics.fmean(steps[i * WINDOW:(i + 1) * WINDOW]) for i in range(n)]
+        return statistics.stdev(means) / math.sqrt(n)
+    return statistics.stdev(steps) / math.sqrt(len(steps)) if len(steps) >= 2 else 0.0
+
+
+def noise(*standard_errors: Optional[float]) -> float:
+    """The noise of a difference of independent estimates: 1.96 x their combined standard error."""
+    return 1.96 * math.sqrt(sum(se * se for se in standard_errors if se))
 
 
 def split(step_ms: Optional[float], input_ms: Optional[float], compute_ms: Optional[float],
-          sync_ms: Optional[float]) -> Dict[str, Optional[float]]:
-    """The four logged figures; `other` only when the step time and all three parts are known."""
-    parts = (input_ms, compute_ms, sync_ms)
-    other = (None if step_ms is None or any(p is None for p in parts)
-             else step_ms - sum(parts))
-    return {KEYS["input"]: input_ms, KEYS["compute"]: compute_ms, KEYS["sync"]: sync_ms,
-            KEYS["other"]: other}
+          sync_ms: Optional[float], noise_ms: float = 0.0) -> Dict[str, Optional[float]]:
+    """The logged figures: the four parts, and (when `other` is known) its noise and the scale.
+    `other` only when the step time and all three parts are known (else it would absorb the
+    missing part). Where other < -noise the three parts are scaled to add up to the step."""
+    parts = [input_ms, compute_ms, sync_ms]
+    out: Dict[str, Optional[float]] = {KEYS["input"]: input_ms, KEYS["compute"]: compute_ms,
+                                       KEYS["sync"]: sync_ms, KEYS["other"]: None}
+    if step_ms is None or any(p is None for p in parts):
+        return out
+    total = sum(parts)
+    other, scale = step_ms - total, 1.0
+    if other < -noise_ms and total > 0:
+        scale = step_ms / total
+        parts, other = [p * scale for p in parts], 0.0
+    out.update({KEYS["input"]: parts[0], KEYS["compute"]: parts[1], KEYS["sync"]: parts[2],
+                KEYS["other"]: other, NOISE_KEY: noise_ms, SCALE_KEY: scale})
+    return out
 
 
 def bottleneck(figures: Dict[str, Optional[float]]) -> Optional[tuple]:
     """(part, share) of the largest measured part, e.g. ("sync", 0.61): its share of the sum of
-    the parts above zero (a negative `other`, the probes summing past the mean step, counts as
-    none of it). None when nothing was measured. `other` can be the answer (it is labelled
-    unattributed). The one rule for the trainer's console line and the report."""
+    the parts above zero (a negative `other`, within its noise, counts as none of it). None when
+    nothing was measured. `other` can be the answer (it is labelled unattributed). The one rule
+    for the trainer's console line and the report."""
     values = {p: figures.get(KEYS[p]) for p in PARTS}
     known = {p: v for p, v in values.items() if v is not None and v > 0}
     if not known:
@@ -51,11 +99,19 @@ def bottleneck(figures: Dict[str, Optional[float]]) -> Optional[tuple]:
 
 
 def describe(figures: Dict[str, Optional[float]]) -> Optional[str]:
-    """One console line: "step 12.3 ms = input 1.2 + compute 8.0 + sync 2.0 + other 1.1 (...)"."""
+    """One console line: "step time split (ms, ...): input 1.20  compute 8.00  sync 2.00  other
+    1.10 +/- 0.40 (...)"; says so when the parts were scaled to the step."""
     if all(figures.get(KEYS[p]) is None for p in PARTS):
         return None
     shown = "  ".join(f"{p} {figures[KEYS[p]]:.2f}" for p in PARTS
                       if figures.get(KEYS[p]) is not None)
+    if figures.get(KEYS["other"]) is not None and figures.get(NOISE_KEY) is not None:
+        shown += f" +/- {figures[NOISE_KEY]:.2f}"
+    scale = figures.get(SCALE_KEY)
+    scaled = (f"; input, compute and sync x {scale:.2f}: they overlap in training (added up, "
+              "they exceeded the step by more than the noise)") if scale is not None and \
+        scale < 1.0 else ""
     top = bottleneck(figures)
     tail = f"; bottleneck: {top[0]} {100 * top[1]:.0f} %" if top else ""
-    return f"step time split (ms, measured after training): {shown} (other = unattributed){tail}"
+    return (f"step time split (ms, measured after training): {shown} (other = unattributed)"
+            f"{scaled}{tail}")

@@ -1,31 +1,31 @@
 """The probe phase: where a step's time goes, measured after training (definitions in
-distexp.figures.breakdown and docs/tasks-and-figures.md).
+distexp.figures.breakdown and docs/tasks-and-figures.md; the compute and sync probes are
+distexp.train.split_probes', the input probe distexp.train.input_probe's).
 
 It runs once the timed training is over, so nothing here can perturb `perf/examples_per_sec`,
 and it leaves the model as training left it: every model and optimizer variable is copied to the
-host first and assigned back at the end (the compute probe lets replicas drift apart).
+host first and assigned back at the end (the probes apply updates).
 
 Every process of a job runs the same probes with the same numbers of calls, in the same order
 (multiworker: the sync probe is a collective, so a worker that skipped it would hang the others);
-only the chief's figures are logged. The calls use the loop's k (steps per call), so the per-call
-dispatch is amortised as in training.
+only the chief's figures are logged. The k-step probes use the loop's k (steps per call), so the
+per-call dispatch is amortised as in training.
 
-What it costs: the input probe 0.1 s or more (until the pipeline's rate is steady) and a small trace
-(its in-graph fetch), one trace of
-the model (the compute probe; sync all-reduces zeros shaped as the gradients, so no gradient
-function is traced) and two small ones (sync, empty), then 1 + 5..9 rounds of k steps. All four
-are plain TF (tf.while_loop, autograph=False): autograph's conversion cost ~0.7 s a function on a
-loaded 2-core machine, more than the tracing itself.
+What it costs: the input probe 0.1 s or more (until the pipeline's rate is steady; a small trace
+for its in-graph fetch when k > 1). One replica in the custom loop: no trace of the model (the
+compute probe is the training's one-step function, traced already at k = 1) and one tiny empty
+function; sync is 0 without a probe. Several replicas (or loop=fit): one trace of the model (the
+compute probe) and two small ones (sync, empty). Then 1 + 5..9 rounds.
 """
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
-from distexp.train.input_probe import InGraph, local_sum, pipeline_ms
+from distexp.train.input_probe import InGraph, pipeline_samples
+from distexp.train.split_probes import WARMUP, Probes
 
-WARMUP = 1   # untimed rounds of the compute and sync probes (the first call traces)
 CALLS = 9    # timed rounds at most (one call of each probe per round)
 MIN_CALLS = 5
 BUDGET_S = 3.0  # the rounds are cut to fit about this long, from the training's mean step
@@ -49,148 +49,11 @@ def restore(state) -> None:
         v.assign(value)
 
 
-class Probes:
-    """The measuring functions of one job, built on its strategy, model and optimizer: compute
-    (the model's step without the all-reduce), sync (the all-reduce of tensors shaped as the
-    model's gradients) and empty (the dispatch both include). Only compute traces the model."""
-
-    def __init__(self, strategy, task, model, optimizer, global_batch: int):
-        import tensorflow as tf
-
-        self.strategy = strategy
-        variables = model.trainable_variables
-        gradients = _gradients_fn(task, model, optimizer, global_batch, variables)
-        # written in plain TF (tf.while_loop): autograph's conversion (~0.2 s a function here,
-        # more under load) is not paid
-        self.empty = tf.function(_empty_fn(strategy), autograph=False)
-        self.compute = tf.function(_compute_fn(strategy, optimizer, gradients, variables),
-                                   autograph=False)
-        self.sync = tf.function(_sync_fn(strategy), autograph=False)
-        self.variables = variables
-
-    def measure(self, batch, k: int, calls: int = CALLS) -> Dict[str, float]:
-        """{"compute", "sync"} in ms per step on `batch` (on the replicas' devices), each the
-        median over `calls` rounds (a call preempted by another process does not move it).
-
-        Compute and sync are interleaved (one call of each per round, so they see the same load
-        on the machine), each net of the dispatch of an empty call of the same shape in the same
-        round: the loop pays one dispatch per call, not one per part, and it belongs to
-        `other`."""
-        import statistics
-
-        import tensorflow as tf
-
-        kk = tf.constant(k)
-        x, y = batch
-        # what the sync probe all-reduces: a dense tensor per trainable variable, of its shape and
-        # dtype (the gradients the optimizer all-reduces; a sum's cost does not depend on the
-        # values), on each replica's device: no trace of the model
-        grads = self.strategy.experimental_distribute_values_from_function(
-            lambda _: [tf.zeros(v.shape, v.dtype) for v in self.variables])
-        times: Dict[str, List[float]] = {"compute": [], "sync": [], "empty": []}
-        for i in range(WARMUP + calls):
-            t0 = time.perf_counter()
-            float(self.empty(kk))
-            t1 = time.perf_counter()
-            float(self.compute(x, y, kk))
-            t2 = time.perf_counter()
-            float(self.sync(grads, kk))
-            t3 = time.perf_counter()
-            if i >= WARMUP:
-                times["empty"].append((t1 - t0) / k)
-                times["compute"].append((t2 - t1) / k)
-                times["sync"].append((t3 - t2) / k)
-        ms = {part: 1000.0 * statistics.median(v) for part, v in times.items()}
-        floor = ms.pop("empty")
-        return {"compute": max(0.0, ms["compute"] - floor), "sync": max(0.0, ms["sync"] - floor)}
-
-
-def _gradients_fn(task, model, optimizer, global_batch: int, variables):
-    """A replica's gradients of the task's loss over the global batch, as the optimizer scales it."""
-    import tensorflow as tf
-
-    def gradients(x, y):
-        with tf.GradientTape() as tape:
-            out = task.loss(y, model(x, training=True))
-            total = out[0] if isinstance(out, (tuple, list)) else out
-            # /global batch, not the task's all-reduced weight: no collective in compute
-            loss = tf.cast(total, tf.float32) / float(global_batch)
-            scaled = optimizer.scale_loss(loss)
-        grads = tape.gradient(scaled, variables)
-        return [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
-                for g, v in zip(grads, variables)]
-
-    return gradients
-
-
-def _compute_fn(strategy, optimizer, gradients, variables):
-    """The compute probe: k optimizer steps on every replica, each applying its own gradient."""
-    import tensorflow as tf
-
-    def local_step(x, y):
-        optimizer.apply_gradients(zip(gradients(x, y), variables))
-        return tf.constant(0.0)
-
-    def compute(x, y, k):
-        # The optimizer's own all-reduce (Keras: TFOptimizer._all_reduce_sum_gradients) is
-        # bypassed while this function traces: each replica applies its own gradient. Under
-        # mixed_float16 a LossScaleOptimizer applies through its inner optimizer, which
-        # all-reduces on its own: bypassed too.
-        bypassed = [o for o in (optimizer, getattr(optimizer, "inner_optimizer", None))
-                    if o is not None]
-        for o in bypassed:
-            object.__setattr__(o, "_all_reduce_sum_gradients", lambda gv: gv)
-        try:
-            return tf.while_loop(
-                lambda i, d: i < k,
-                lambda i, d: (i + 1, d + local_sum(strategy, strategy.run(local_step,
-                                                                            args=(x, y)))),
-                (tf.constant(0), tf.constant(0.0)))[1]
-        finally:
-            for o in bypassed:
-                object.__delattr__(o, "_all_reduce_sum_gradients")
-
-    return compute
-
-
-def _sync_fn(strategy):
-    """The sync probe: k all-reduces (SUM) of the given gradients across the replicas."""
-    import tensorflow as tf
-
-    def all_reduce(*grads):
-        ctx = tf.distribute.get_replica_context()
-        # identity: placed on this replica's device (an argument tensor may carry none,
-        # which the collective refuses under multiworker: "destinations can not be empty")
-        reduced = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [tf.identity(g) for g in grads])
-        return tf.add_n([tf.reshape(t, [-1])[0] for t in reduced])  # waits for all of it
-
-    def sync(grads, k):
-        return tf.while_loop(
-            lambda i, d: i < k,
-            lambda i, d: (i + 1, d + local_sum(strategy, strategy.run(all_reduce,
-                                                                        args=tuple(grads)))),
-            (tf.constant(0), tf.constant(0.0)))[1]
-
-    return sync
-
-
-def _empty_fn(strategy):
-    """The same k-call loop with nothing in it: the dispatch the other two probes include."""
-    import tensorflow as tf
-
-    def empty(k):
-        return tf.while_loop(
-            lambda i, d: i < k,
-            lambda i, d: (i + 1, d + local_sum(strategy, strategy.run(
-                lambda: tf.constant(0.0)))),
-            (tf.constant(0), tf.constant(0.0)))[1]
-
-    return empty
-
-
 def run(ctx, job_dir: Path, chief: bool, step_ms: Optional[float]) -> Dict[str, Optional[float]]:
     """The probe phase (every process of the job): the optional profiler trace, then the three
-    probes; the model and optimizer are restored afterwards. Returns the four logged figures."""
+    probes; the model and optimizer are restored afterwards. Returns the logged figures."""
+    import statistics
+
     import tensorflow as tf
 
     from distexp.figures import breakdown
@@ -207,14 +70,17 @@ def run(ctx, job_dir: Path, chief: bool, step_ms: Optional[float]) -> Dict[str, 
     measure = bool(ctx.cfg.measure_step_split)
     # input first, alone, before anything else runs (no collective: a worker never waits here
     # for another); dataset.on_device: training took no batch from the pipeline
-    input_ms = 0.0 if ctx.cfg.dataset.on_device else None
+    input_ms, input_se = (0.0, 0.0) if ctx.cfg.dataset.on_device else (None, None)
     if measure and input_ms is None:  # fetched as the loop fetches: on the host at k = 1 (custom)
         host = dispatch is not None and k == 1
-        input_ms = pipeline_ms(iterator) if host else pipeline_ms(InGraph(strategy, iterator, k),
-                                                                  batches=k)
+        samples = pipeline_samples(iterator) if host else \
+            pipeline_samples(InGraph(strategy, iterator, k), batches=k)
+        input_ms, input_se = statistics.median(samples), breakdown.median_se(samples)
     state = snapshot(ctx.model, ctx.optimizer)
     try:
-        probes = Probes(strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch)
+        probes = Probes(strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch,
+                        one_step=dispatch.step.one if dispatch is not None else None,
+                        jit=bool(ctx.cfg.jit_compile))
         if ctx.cfg.profile:
             _profile(ctx, probes, iterator, k, job_dir, chief)
         if not measure:
@@ -227,7 +93,16 @@ def run(ctx, job_dir: Path, chief: bool, step_ms: Optional[float]) -> Dict[str, 
         parts = probes.measure(next(iterator), k, calls)  # a batch on the replicas' devices
     finally:
         restore(state)
-    return breakdown.split(step_ms, input_ms, parts["compute"], parts["sync"])
+    (compute, compute_se), (sync, sync_se) = parts["compute"], parts["sync"]
+    noise = breakdown.noise(_step_se(ctx), input_se, compute_se, sync_se)
+    return breakdown.split(step_ms, input_ms, compute, sync, noise)
+
+
+def _step_se(ctx) -> float:
+    """The standard error of the timed steps' mean step time, in ms."""
+    from distexp.figures import breakdown
+
+    return 1000.0 * breakdown.mean_se(ctx.reporter.meter.timed)
 
 
 def _profile(ctx, probes, iterator, k: int, job_dir: Path, chief: bool) -> None:
@@ -276,22 +151,25 @@ def ps_run(ctx, job_dir: Path, chief: bool, step_ms):
     if not ctx.cfg.measure_step_split:
         return {}
     n = rounds(None if step_ms is None else step_ms * d.workers, 1)
-    ms = _scheduled_ms(coord, iterator, variables, n)
-    floor = ms.pop("empty")
-    compute = _local_compute_ms(ctx, n)
+    scheduled = _scheduled_ms(coord, iterator, variables, n)
+    (input_ms, input_se), (sync, sync_se) = scheduled["input"], scheduled["sync"]
+    compute, compute_se = _local_compute_ms(ctx, n)
     # The loop's step time under ps is a window's time over its steps, which run concurrently on
     # the workers: one worker spends `workers` times that on each of its steps.
     per_worker = None if step_ms is None else step_ms * d.workers
-    return breakdown.split(per_worker, max(0.0, ms["input"] - floor), compute,
-                           max(0.0, ms["sync"] - floor))
+    noise = breakdown.noise(d.workers * _step_se(ctx), input_se, compute_se, sync_se)
+    return breakdown.split(per_worker, input_ms, compute, sync, noise)
 
 
-def _scheduled_ms(coord, iterator, variables, n: int) -> Dict[str, float]:
-    """ps: the median ms of an empty, an input and a parameter-server traffic call scheduled on a
-    worker, over n rounds after the warm-up."""
+def _scheduled_ms(coord, iterator, variables, n: int) -> Dict[str, Tuple[float, float]]:
+    """ps: {"input", "sync"}: (ms, standard error) of an input and a parameter-server traffic
+    call scheduled on a worker, each the median over n rounds after the warm-up of its time net
+    of an empty scheduled call's in the same round."""
     import statistics
 
     import tensorflow as tf
+
+    from distexp.figures.breakdown import median_se
 
     @tf.function
     def empty():
@@ -314,21 +192,23 @@ def _scheduled_ms(coord, iterator, variables, n: int) -> Dict[str, float]:
     calls = {"empty": lambda: coord.schedule(empty).fetch(),
              "input": lambda: coord.schedule(fetch, args=(iterator,)).fetch(),
              "sync": lambda: coord.schedule(traffic).fetch()}
-    times = {k: [] for k in calls}
+    net: Dict[str, List[float]] = {"input": [], "sync": []}
     for i in range(WARMUP + n):
+        took = {}
         for name, call in calls.items():
             t0 = time.perf_counter()
             call()
-            if i >= WARMUP:
-                times[name].append(time.perf_counter() - t0)
-    return {k: 1000.0 * statistics.median(v) for k, v in times.items()}
+            took[name] = 1000.0 * (time.perf_counter() - t0)
+        if i >= WARMUP:
+            for name in net:
+                net[name].append(took[name] - took["empty"])
+    return {k: (max(0.0, statistics.median(v)), median_se(v)) for k, v in net.items()}
 
 
-def _local_compute_ms(ctx, n: int) -> Optional[float]:
+def _local_compute_ms(ctx, n: int) -> Tuple[Optional[float], float]:
     """ps: forward + backward + optimizer at the global batch on a copy of the model held by the
-    coordinator (keras.models.clone_model; None when the model cannot be cloned)."""
-    import statistics
-
+    coordinator (keras.models.clone_model; None when the model cannot be cloned): (ms, standard
+    error)."""
     import keras
     import tensorflow as tf
 
@@ -339,17 +219,6 @@ def _local_compute_ms(ctx, n: int) -> Optional[float]:
     except Exception as ex:  # noqa: BLE001  (a subclassed user model, a wrapped optimizer)
         ctx.reporter.print(f"step time split: compute not measured under ps ({type(ex).__name__}: "
                            f"{ex})")
-        return None
+        return None, 0.0
     probes = Probes(tf.distribute.get_strategy(), ctx.task, model, optimizer, ctx.global_batch)
-    x, y = next(iter(ctx.train_ds))
-    one = tf.constant(1)
-    times = {"empty": [], "compute": []}
-    for i in range(WARMUP + n):
-        t0 = time.perf_counter()
-        float(probes.empty(one))
-        t1 = time.perf_counter()
-        float(probes.compute(x, y, one))
-        if i >= WARMUP:
-            times["empty"].append(t1 - t0)
-            times["compute"].append(time.perf_counter() - t1)
-    return max(0.0, 1000.0 * (statistics.median(times["compute"]) - statistics.median(times["empty"])))
+    return probes.measure(next(iter(ctx.train_ds)), 1, n)["compute"]

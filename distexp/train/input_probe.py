@@ -20,8 +20,14 @@ INPUT_MAX_S = 3.0
 
 
 def pipeline_ms(iterator, clock=time.perf_counter, batches: int = 1) -> float:
-    """ms per batch the training pipeline produces on its own: the median of back-to-back
-    fetches once its buffers are drained.
+    """ms per batch the training pipeline produces on its own: the median of `pipeline_samples`."""
+    import statistics
+
+    return statistics.median(pipeline_samples(iterator, clock, batches))
+
+
+def pipeline_samples(iterator, clock=time.perf_counter, batches: int = 1) -> List[float]:
+    """ms per batch of each timed back-to-back fetch, once the pipeline's buffers are drained.
 
     Nothing else consumes meanwhile. A prefetch buffer (the pipeline's, a parallel map's, the
     distributed iterator's) refilled while evaluation ran and the probes were built; its batches
@@ -48,7 +54,7 @@ def pipeline_ms(iterator, clock=time.perf_counter, batches: int = 1) -> float:
         q = len(window) // 4
         if statistics.median(window[:q]) >= 0.8 * statistics.median(window[-q:]):
             break
-    return 1000.0 * statistics.median(window) / batches
+    return [1000.0 * d / batches for d in window]
 
 
 class InGraph:

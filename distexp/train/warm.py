@@ -44,6 +44,7 @@ import time
 # tests/test_warm_slow.py: after the fork it imports no distexp, hydra or sklearn module).
 PRELOAD = ("tensorflow", "keras", "distexp.train.trainer", "distexp.train.loops.custom",
            "distexp.train.loops.fit", "distexp.train.loops.evaluate", "distexp.train.breakdown",
+           "distexp.train.split_probes",
            "distexp.train.input_probe",
            "distexp.train.checkpoints", "distexp.train.hardware", "distexp.train.progress",
            "distexp.train.optimizer", "distexp.train.parity_probe", "distexp.train.devices",
