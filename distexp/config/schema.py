@@ -177,6 +177,12 @@ class SweepConfig:
     # Add, for each N-replica job, the 1-replica job (one_device) at the same global batch: the
     # report's equal-work comparison (strong speed-up, replica effect). distexp's sweeper only.
     controls: bool = False
+    # repeats=auto (distexp.sweeps.auto): the family-wise error rate of the sweep's comparisons
+    # (split over them), the equivalence margin on the speed ratio (0.05: within [1/1.05, 1.05]
+    # is "equal"), and the most rounds (runs per set-up) before a comparison is "not settled".
+    alpha: float = 0.05
+    margin: float = 0.05
+    max_repeats: int = 10
 
 
 @dataclass
@@ -243,8 +249,9 @@ class Config:
     # Stop when the training loss becomes NaN or infinite (Keras' TerminateOnNaN): the run ends
     # FAILED, tagged distexp.diverged. false = train on (still tagged; figures not valid).
     terminate_on_nan: bool = True
-    # Runs per sweep job, interleaved round-robin over the sweep's jobs (distexp.sweeps.planning).
-    repeats: int = 1
+    # Runs per sweep job, interleaved round-robin over the sweep's jobs (distexp.sweeps.planning);
+    # auto: rounds until every comparison is settled (distexp.sweeps.auto, sweep.max_repeats).
+    repeats: Any = 1
     # Which of those runs this is (set by the sweeper: 0..repeats-1); tag distexp.repeat.
     repeat: int = 0
     sweep: SweepConfig = field(default_factory=SweepConfig)

@@ -170,14 +170,18 @@ def with_controls(jobs: Sequence[Sequence[str]],
     return out, lines
 
 
-def repeats(config: DictConfig, overrides) -> int:
+def repeats(config: DictConfig, overrides):
     """The sweep's `repeats`: from its overrides (command line or hydra.sweeper.params), else the
-    config; `repeats` is one number for the whole sweep and `repeat` is the sweeper's to set."""
+    config; `repeats` is one number (or `auto`: distexp.sweeps.auto) for the whole sweep and
+    `repeat` is the sweeper's to set."""
     check_overrides(overrides)
+    value = OmegaConf.select(config, "repeats", default=1)
     for o in overrides:
         if o.get_key_element() == "repeats":
-            return int(o.value())
-    return int(OmegaConf.select(config, "repeats", default=1) or 1)
+            value = o.value()
+    if str(value).strip().lower() == "auto":
+        return "auto"
+    return int(value or 1)
 
 
 def check_overrides(overrides) -> None:
@@ -215,6 +219,32 @@ class Plan:
     reruns: int = 0
 
 
+def place(job: Sequence[str], job_cfg: DictConfig, runs: List[dict], used: set):
+    """What a resumed sweep does with one job, given the original sweep's runs (`used`: run ids
+    already matched, updated): ("skip", num, its record) for a FINISHED run, ("rerun", num,
+    overrides + resume=true) for a FAILED/KILLED one, ("new", None, overrides) otherwise."""
+    ident = identity(job_cfg)
+    mine = [r for r in runs if r["run_id"] not in used and _matches(ident, r["params"])]
+    done = [r for r in mine if r["status"] == "FINISHED"]
+    if done:
+        r = done[0]
+        used.add(r["run_id"])
+        return "skip", r["num"], {
+            "num": r["num"], "overrides": list(job), "status": "COMPLETED",
+            "value": run_objective(r, job_cfg), "error": None, "job_dir": r["job_dir"],
+            "examples_per_sec": r["metrics"].get("perf/examples_per_sec"),
+            "skipped": f"FINISHED in run {r['run_id']}"}
+    tried = [r for r in mine if r["status"] in ("FAILED", "KILLED") and r["num"] is not None]
+    if tried:
+        r = tried[-1]  # the latest attempt (runs come oldest first)
+        used.update(x["run_id"] for x in mine)
+        extra = ["resume=true"]
+        if r["params"].get("checkpoint.dir"):
+            extra.append(f"checkpoint.dir={_quote(r['params']['checkpoint.dir'])}")
+        return "rerun", r["num"], [*job, *extra]
+    return "new", None, list(job)
+
+
 def plan(jobs: Sequence[Sequence[str]], config: DictConfig,
          compose: Callable[[List[str]], DictConfig]) -> Plan:
     """Job numbers and overrides to launch (everything, unless sweep.resume is set)."""
@@ -227,26 +257,12 @@ def plan(jobs: Sequence[Sequence[str]], config: DictConfig,
     next_num = max(taken, default=-1) + 1
     used = set()
     for job in jobs:
-        job_cfg = compose(list(job))
-        ident = identity(job_cfg)
-        mine = [r for r in runs if r["run_id"] not in used and _matches(ident, r["params"])]
-        done = [r for r in mine if r["status"] == "FINISHED"]
-        if done:
-            r = done[0]
-            used.add(r["run_id"])
-            out.skipped.append({"num": r["num"], "overrides": list(job), "status": "COMPLETED",
-                                "value": run_objective(r, job_cfg), "error": None,
-                                "job_dir": r["job_dir"],
-                                "skipped": f"FINISHED in run {r['run_id']}"})
+        what, num, got = place(job, compose(list(job)), runs, used)
+        if what == "skip":
+            out.skipped.append(got)
             continue
-        tried = [r for r in mine if r["status"] in ("FAILED", "KILLED") and r["num"] is not None]
-        if tried:
-            r = tried[-1]  # the latest attempt (runs come oldest first)
-            used.update(x["run_id"] for x in mine)
-            extra = ["resume=true"]
-            if r["params"].get("checkpoint.dir"):
-                extra.append(f"checkpoint.dir={_quote(r['params']['checkpoint.dir'])}")
-            out.launch.append((r["num"], [*job, *extra]))
+        if what == "rerun":
+            out.launch.append((num, got))
             out.reruns += 1
             continue
         while next_num in taken:
