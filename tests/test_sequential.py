@@ -183,3 +183,22 @@ def test_power_rounds_to_settle_a_real_difference(capsys):
     share, med, _ = out[(1.1, 0.05)]
     assert share >= 0.4
     assert out[(1.1, 0.15)][0] < share  # more noise, less settled: no free lunch
+
+
+def test_the_plug_in_normal_mixture_is_too_narrow_for_few_rounds():
+    """Why the t mixture: the asymptotic sequence (the normal mixture with the sample variance
+    plugged in) on the same A/A data, <= 10 rounds, claims a difference far beyond alpha."""
+    rng = random.Random(5)
+    g, wrong = S.mixing_g(ALPHA, 5), 0
+    for _ in range(N_SIM):
+        d = []
+        for n in range(1, 11):
+            d.append(rng.gauss(0, 0.07))
+            if n < 2:
+                continue
+            m = sum(d) / n
+            sd = math.sqrt(sum((x - m) ** 2 for x in d) / (n - 1))
+            if abs(m) > S.normal_mixture_radius(n, sd * sd, ALPHA, math.sqrt(g) / sd):
+                wrong += 1
+                break
+    assert wrong / N_SIM > 3 * ALPHA  # 0.24 with this seed
