@@ -177,11 +177,13 @@ class SweepConfig:
     # Add, for each N-replica job, the 1-replica job (one_device) at the same global batch: the
     # report's equal-work comparison (strong speed-up, replica effect). distexp's sweeper only.
     controls: bool = False
-    # repeats=auto (distexp.sweeps.auto): the family-wise error rate of the sweep's comparisons
-    # (split over them), the equivalence margin on the speed ratio (0.05: within [1/1.05, 1.05]
-    # is "equal"), and the most rounds (runs per set-up) before a comparison is "not settled".
+    # repeats=auto (distexp.sweeps.auto): the error rate of all the sweep's comparisons together
+    # (split equally over them).
     alpha: float = 0.05
+    # repeats=auto: the equivalence margin on the speed ratio (0.05: "equal" when its interval
+    # lies within [1/1.05, 1.05]).
     margin: float = 0.05
+    # repeats=auto: the most rounds (runs per set-up) before a comparison is "not settled".
     max_repeats: int = 10
 
 
