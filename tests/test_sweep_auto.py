@@ -148,3 +148,17 @@ def test_comparisons_and_names():
     assert got == [(1, 2, auto.EQUAL_WORK), (1, 0, auto.BASELINE), (2, 0, auto.BASELINE)]
     assert auto.comparisons([one]) == []
     assert seq.OPEN == "not settled"
+
+
+def test_the_description_line_leads_with_equal_work():
+    from distexp.sweeps.summary import auto_line
+
+    outcomes = ["repeats=auto: 4 round(s), alpha 0.05 over 3 comparison(s) (Bonferroni), ...",
+                "mirrored x2 batch 128 vs one_device x1 batch 64 (baseline): 1.9x [1.5, 2.4] faster",
+                "mirrored x2 batch 128 vs one_device x1 batch 128 (equal work): 1.31x [1.12, 1.53] "
+                "faster",
+                "one_device x1 batch 128 vs one_device x1 batch 64 (baseline): 1.4x [1.2, 1.7] faster"]
+    assert auto_line(outcomes) == ("Outcome: mirrored x2 batch 128 vs one_device x1 batch 128 "
+                                   "(equal work): 1.31x [1.12, 1.53] faster; +2 more in the report "
+                                   "(4 round(s))")
+    assert auto_line([]) is None

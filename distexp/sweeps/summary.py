@@ -80,13 +80,16 @@ def summarise(run, sweep_id: str, uri: str, experiment: str) -> Optional[str]:
 
 
 def auto_line(outcomes: List[str]) -> Optional[str]:
-    """repeats=auto's outcomes as the one line (the description's first): the comparisons,
-    equal work first, then the rounds and error rate."""
+    """repeats=auto's outcomes as the one line (the description's first, short enough to read
+    uncut): the equal-work comparisons (else every comparison), the rest counted."""
     if not outcomes:
         return None
     head, pairs = outcomes[0], outcomes[1:]
-    pairs = sorted(pairs, key=lambda p: "(equal work)" not in p)
-    return "Outcome: " + "; ".join(pairs) + f" ({head.split(': ', 1)[-1]})"
+    shown = [p for p in pairs if "(equal work)" in p] or pairs
+    rest = len(pairs) - len(shown)
+    more = f"; +{rest} more in the report" if rest else ""
+    rounds = head.split(": ", 1)[-1].split(",", 1)[0]
+    return "Outcome: " + "; ".join(shown) + more + f" ({rounds})"
 
 
 def _first(ex: BaseException) -> str:
