@@ -45,7 +45,7 @@ class RateLauncher:
         return out
 
 
-def _run(tmp_path, speed, *args, sd=0.03):
+def _auto_sweep(tmp_path, speed, *args, sd=0.03):
     from hydra.core.global_hydra import GlobalHydra
 
     try:
@@ -68,7 +68,7 @@ def _mirrored_faster(overrides):
 
 
 def test_rounds_until_settled_then_stop(tmp_path, capsys):
-    launched = _run(tmp_path, _mirrored_faster, "strategy=one_device,mirrored", "cpu_replicas=2",
+    launched = _auto_sweep(tmp_path, _mirrored_faster, "strategy=one_device,mirrored", "cpu_replicas=2",
                     "sweep.controls=true", "repeats=auto", "sweep.max_repeats=10")
     out = capsys.readouterr().out
     lines = [ln for ln in out.splitlines() if ln.startswith("round ")]
@@ -89,7 +89,7 @@ def test_rounds_until_settled_then_stop(tmp_path, capsys):
 
 
 def test_a_a_pair_is_never_faster_or_slower(tmp_path, capsys):
-    _run(tmp_path, lambda o: 1.0, "seed=0,1", "repeats=auto", "sweep.max_repeats=4", sd=0.05)
+    _auto_sweep(tmp_path, lambda o: 1.0, "seed=0,1", "repeats=auto", "sweep.max_repeats=4", sd=0.05)
     out = capsys.readouterr().out
     saved = json.loads((tmp_path / "auto.json").read_text())["outcomes"]
     assert len(saved) == 2 and "(baseline)" in saved[1]
