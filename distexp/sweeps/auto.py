@@ -95,7 +95,7 @@ class Rounds:
 
     def __init__(self, jobs: Sequence[Sequence[str]], compose: Callable[[List[str]], DictConfig],
                  alpha: float, margin: float, max_repeats: int):
-        cfgs, setups = zip(*(planning._setup_of(j, compose) for j in jobs)) if jobs else ((), ())
+        cfgs, setups = zip(*(planning.setup_of(j, compose) for j in jobs)) if jobs else ((), ())
         self.jobs = [list(j) for j in jobs]
         self.names = names(jobs, cfgs, setups)
         self.pairs = comparisons(setups)
@@ -185,4 +185,4 @@ def publish(lines: Sequence[str], sweep_dir: Path) -> None:
 
 def resume_runs(config: DictConfig) -> Optional[List[dict]]:
     sweep_id = OmegaConf.select(config, "sweep.resume")
-    return planning._sweep_runs(config, str(sweep_id)) if sweep_id else None
+    return planning.sweep_runs(config, str(sweep_id)) if sweep_id else None

@@ -108,7 +108,8 @@ def setup(cfg: DictConfig) -> Optional[Setup]:
     return Setup(int(facts["replicas"]), int(facts["global_batch"]), tuple(sorted(rest.items())))
 
 
-def _setup_of(overrides: Sequence[str], compose: Callable[[List[str]], DictConfig]):
+def setup_of(overrides: Sequence[str], compose: Callable[[List[str]], DictConfig]):
+    """(the composed config, its Setup or None: `setup`); (None, None) when it does not compose."""
     try:  # a job that cannot be composed fails as a job, alone (as without this)
         cfg = compose(list(overrides))
     except Exception:  # noqa: BLE001
@@ -122,7 +123,7 @@ def merge(jobs: Sequence[Sequence[str]],
     jobs merged into another, or None. One job's runs are `repeats`, not copies of the job."""
     out, first, merged = [], {}, []
     for job in jobs:
-        found = _setup_of(job, compose)[1]
+        found = setup_of(job, compose)[1]
         if found is not None and found.key in first:
             merged.append((job, first[found.key]))
             continue
@@ -146,14 +147,14 @@ def with_controls(jobs: Sequence[Sequence[str]],
     """The jobs plus, for each N-replica job, its 1-replica control at the same global batch
     (module docstring); and one line per control saying what it is for."""
     out = [list(j) for j in jobs]
-    done = [_setup_of(j, compose) for j in jobs]
+    done = [setup_of(j, compose) for j in jobs]
     seen, controls = {s.key for _, s in done if s is not None}, {}
     for job, (cfg, known) in zip(jobs, done):
         if known is None or known.replicas <= 1:
             continue
         kept = [o for o in job if _override_key(o).split(".", 1)[0] not in CONTROL_DROPS]
         control = ["strategy=one_device", *kept, f"global_batch_size={known.global_batch}"]
-        work = _setup_of(control, compose)[1]
+        work = setup_of(control, compose)[1]
         if work is None:
             continue
         name = f"{cfg.strategy.name} x{known.replicas}"
@@ -251,7 +252,7 @@ def plan(jobs: Sequence[Sequence[str]], config: DictConfig,
     sweep_id = OmegaConf.select(config, "sweep.resume")
     if not sweep_id:
         return Plan(launch=[(n, list(j)) for n, j in enumerate(jobs)])
-    runs = _sweep_runs(config, str(sweep_id))
+    runs = sweep_runs(config, str(sweep_id))
     out = Plan()
     taken = {r["num"] for r in runs if r["num"] is not None}
     next_num = max(taken, default=-1) + 1
@@ -328,7 +329,7 @@ def find_parent(config: DictConfig, sweep_id: str):
     return _parent(_client(config.tracking.uri), config, sweep_id)[1]
 
 
-def _sweep_runs(config: DictConfig, sweep_id: str) -> List[dict]:
+def sweep_runs(config: DictConfig, sweep_id: str) -> List[dict]:
     from distexp.tracking import client as _client
 
     if not config.tracking.enabled:
