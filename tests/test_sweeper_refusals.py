@@ -22,3 +22,14 @@ def test_repeats_with_another_sweeper_is_one_line(cli):
     assert r.stderr.strip().splitlines()[-1] == (
         "distexp: error: repeats: received 3 with the OptunaSweeper; repeats are run by distexp's "
         "sweeper (hydra/sweeper=distexp, the default): drop repeats")
+
+
+@pytest.mark.parametrize("sweeper,name", [(["hparams_search=optuna"], "OptunaSweeper"),
+                                          (["hydra/sweeper=basic"], "BasicSweeper")])
+def test_repeats_auto_with_another_sweeper_is_one_line(cli, sweeper, name):
+    r = cli("-m", *sweeper, "repeats=auto", timeout=120)
+    assert r.returncode == 2, r
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"distexp: error: repeats: received auto with the {name}; rounds until every comparison "
+        "is settled are distexp's sweeper's (hydra/sweeper=distexp, the default; not with "
+        "hparams_search): drop repeats=auto")

@@ -161,13 +161,22 @@ def _validate_knobs(cfg: DictConfig, rec, on_cpu: bool) -> None:
 
 
 def _validate_repeats(cfg: DictConfig) -> None:
-    ds = cfg.dataset
-    _at_least("repeats", cfg.repeats, 1)
-    if cfg.repeats > 1 and not in_multirun(outside_hydra=True):
+    ds, sw = cfg.dataset, cfg.sweep
+    auto = str(cfg.repeats).strip().lower() == "auto"
+    if auto:
+        for key in ("alpha", "margin"):
+            if not 0 < sw[key] < 1:
+                raise UserError(f"sweep.{key}: received {sw[key]}; expected 0 < x < 1, e.g. 0.05")
+        _at_least("sweep.max_repeats", sw.max_repeats, 2)
+    elif isinstance(cfg.repeats, bool) or not isinstance(cfg.repeats, int):
+        raise UserError(f"repeats: received {cfg.repeats!r}; valid: auto or an integer >= 1")
+    _at_least("repeats", 1 if auto else cfg.repeats, 1)
+    most = sw.max_repeats if auto else max(cfg.repeats, 1)
+    if most > 1 and not in_multirun(outside_hydra=True):
         raise UserError(f"repeats: received {cfg.repeats} for a single run; repeats are runs of "
                         "a sweep's jobs: add -m (python -m distexp -m ... repeats=N)")
-    if not 0 <= cfg.repeat < max(cfg.repeats, 1):
-        raise UserError(f"repeat: received {cfg.repeat}; expected 0..{cfg.repeats - 1} (repeats="
+    if not 0 <= cfg.repeat < most:
+        raise UserError(f"repeat: received {cfg.repeat}; expected 0..{most - 1} (repeats="
                         f"{cfg.repeats}); the sweeper sets it, set repeats=N instead")
     if not 0 < ds.test_fraction < 1:
         raise UserError(f"dataset.test_fraction: received {ds.test_fraction}; expected 0 < x < 1")

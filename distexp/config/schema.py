@@ -178,6 +178,12 @@ class SweepConfig:
                          "global batch (equal work; distexp's sweeper)")
     share_gpus: bool = key(False, "jobs running at once (joblib) share GPUs; false: each holds its "
                            "own from the sweep's pool")
+    alpha: float = key(0.05, "repeats=auto: the error rate of all the sweep's comparisons together "
+                       "(split equally over them)")
+    margin: float = key(0.05, "repeats=auto: equivalence margin on the speed ratio (0.05: equal "
+                        "when its interval lies within [1/1.05, 1.05])")
+    max_repeats: int = key(10, "repeats=auto: most rounds (runs per set-up) before a comparison is "
+                           "'not settled'")
 
 
 @dataclass
@@ -241,7 +247,10 @@ class Config:
                                    "optimises); null = the task's")
     terminate_on_nan: bool = key(True, "stop (FAILED, tagged distexp.diverged) when the training "
                                  "loss is NaN/inf")
-    repeats: int = key(1, "runs per sweep job, interleaved round-robin over the sweep's jobs")
+    # repeats: an int or "auto" (Any: OmegaConf has no union of str and int; checked in
+    # distexp.config.checks).
+    repeats: Any = key(1, "runs per sweep job, interleaved round-robin over the sweep's jobs; auto: "
+                       "rounds until every comparison is settled (sweep.alpha/margin/max_repeats)")
     repeat: int = key(0, "which of them a run is (the sweeper sets it; tag distexp.repeat)")
     sweep: SweepConfig = field(default_factory=SweepConfig)
     # Written by the job process (distexp.config.resolved), read by the trainers; null here (not a

@@ -198,9 +198,33 @@ def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
     return head, body
 
 
-def markdown(rows: Sequence[Row], title: str) -> str:
+OUTCOME_HEAD = "## Outcome (repeats=auto)"
+AUTO_NOTE = ("Anytime-valid confidence sequences on the speed ratio of steady-state examples/s, "
+             "runs paired by round: each outcome holds at the round the sweep stopped, whatever "
+             "made it stop. The table's [95% CI] and \"~\" below are fixed-sample intervals over "
+             "the same runs; after a stop that depended on the data they are not the sweep's "
+             "answer. See distexp's docs/report.md, repeats=auto.")
+
+
+def outcome_lines(md: str) -> List[str]:
+    """The repeats=auto outcomes a report holds (its first section), or []."""
+    lines = md.splitlines()
+    if OUTCOME_HEAD not in lines:
+        return []
+    out = []
+    for line in lines[lines.index(OUTCOME_HEAD) + 2:]:
+        if not line.startswith("- "):
+            break
+        out.append(line[2:])
+    return out
+
+
+def markdown(rows: Sequence[Row], title: str, outcomes: Sequence[str] = ()) -> str:
     head, body = table_rows(rows)
-    lines = [f"# {title}", "", "## Verdict", ""]
+    lines = [f"# {title}", ""]
+    if outcomes:
+        lines += [OUTCOME_HEAD, ""] + [f"- {o}" for o in outcomes] + ["", AUTO_NOTE, ""]
+    lines += ["## Verdict", ""]
     lines += [f"- {line}" for line in verdict.verdict_lines(rows)]
     lines += ["", "## Jobs", "", "| " + " | ".join(head) + " |",
              "|" + "|".join("---" for _ in head) + "|"]
@@ -284,7 +308,8 @@ def build(uri: str, experiment: str = "distexp", sweep_id: Optional[str] = None,
         default_out = Path("outputs") / "reports" / time.strftime("%Y-%m-%d_%H-%M-%S")
     out = Path(out) if out is not None else default_out
     out.mkdir(parents=True, exist_ok=True)
-    md = markdown(rows, title)
+    outcomes = (parent.data.tags.get(tag.OUTCOMES) or "").splitlines() if parent else []
+    md = markdown(rows, title, outcomes)
     if parent is not None and parent.data.params.get("launcher", "").startswith("Joblib"):
         md += ("\nNote: this sweep ran with the joblib launcher: jobs ran at the same time and "
                "shared the CPU, so their examples/s are not comparable with each other.\n")
@@ -324,6 +349,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from distexp.report.console import table
 
     print(md.splitlines()[0].lstrip("# "))
+    auto = outcome_lines(md)
+    if auto:
+        print("\n".join(["Outcome (repeats=auto):"] + [f"- {line}" for line in auto]))
     print("\n".join(["Verdict:"] + [f"- {line}" for line in verdict.verdict_lines(rows)]))
     print(table(rows))
     print(f"Written to {out}: report.md, report.csv, throughput.png, efficiency.png, "

@@ -166,7 +166,12 @@ def _check_sweeper(config: DictConfig) -> None:
     from distexp.errors import UserError
 
     name = target.rsplit(".", 1)[-1] or "?"
-    if (OmegaConf.select(config, "repeats") or 1) > 1:
+    repeats = OmegaConf.select(config, "repeats") or 1
+    if str(repeats).strip().lower() == "auto":
+        raise UserError(f"repeats: received auto with the {name}; rounds until every comparison "
+                        "is settled are distexp's sweeper's (hydra/sweeper=distexp, the default; "
+                        "not with hparams_search): drop repeats=auto")
+    if repeats > 1:
         raise UserError(f"repeats: received {config.repeats} with the {name}; repeats are run by "
                         "distexp's sweeper (hydra/sweeper=distexp, the default): drop repeats")
     if OmegaConf.select(config, "sweep.resume"):
@@ -192,6 +197,11 @@ def _first_line(ex) -> str:
 
 def active() -> bool:
     return _OPEN is not None
+
+
+def open_run():
+    """The open sweep's parent run (a JobRun), or None (no sweep, or tracking off)."""
+    return _OPEN.run if _OPEN is not None else None
 
 
 @contextlib.contextmanager

@@ -109,7 +109,8 @@ def setup(cfg: DictConfig) -> Optional[Setup]:
     return Setup(int(facts["replicas"]), int(facts["global_batch"]), tuple(sorted(rest.items())))
 
 
-def _setup_of(overrides: Sequence[str], compose: Callable[[List[str]], DictConfig]):
+def setup_of(overrides: Sequence[str], compose: Callable[[List[str]], DictConfig]):
+    """(the composed config, its Setup or None: `setup`); (None, None) when it does not compose."""
     try:  # a job that cannot be composed fails as a job, alone (as without this)
         cfg = compose(list(overrides))
     except Exception:  # noqa: BLE001
@@ -123,7 +124,7 @@ def merge(jobs: Sequence[Sequence[str]],
     jobs merged into another, or None. One job's runs are `repeats`, not copies of the job."""
     out, first, merged = [], {}, []
     for job in jobs:
-        found = _setup_of(job, compose)[1]
+        found = setup_of(job, compose)[1]
         if found is not None and found.key in first:
             merged.append((job, first[found.key]))
             continue
@@ -147,14 +148,14 @@ def with_controls(jobs: Sequence[Sequence[str]],
     """The jobs plus, for each N-replica job, its 1-replica control at the same global batch
     (module docstring); and one line per control saying what it is for."""
     out, base = [list(j) for j in jobs], strategies.baseline().name
-    done = [_setup_of(j, compose) for j in jobs]
+    done = [setup_of(j, compose) for j in jobs]
     seen, controls = {s.key for _, s in done if s is not None}, {}
     for job, (cfg, known) in zip(jobs, done):
         if known is None or known.replicas <= 1:
             continue
         kept = [o for o in job if _override_key(o).split(".", 1)[0] not in CONTROL_DROPS]
         control = [f"strategy={base}", *kept, f"global_batch_size={known.global_batch}"]
-        work = _setup_of(control, compose)[1]
+        work = setup_of(control, compose)[1]
         if work is None:
             continue
         name = f"{cfg.strategy.name} x{known.replicas}"
@@ -171,14 +172,18 @@ def with_controls(jobs: Sequence[Sequence[str]],
     return out, lines
 
 
-def repeats(config: DictConfig, overrides) -> int:
+def repeats(config: DictConfig, overrides):
     """The sweep's `repeats`: from its overrides (command line or hydra.sweeper.params), else the
-    config; `repeats` is one number for the whole sweep and `repeat` is the sweeper's to set."""
+    config; `repeats` is one number (or `auto`: distexp.sweeps.auto) for the whole sweep and
+    `repeat` is the sweeper's to set."""
     check_overrides(overrides)
+    value = OmegaConf.select(config, "repeats", default=1)
     for o in overrides:
         if o.get_key_element() == "repeats":
-            return int(o.value())
-    return int(OmegaConf.select(config, "repeats", default=1) or 1)
+            value = o.value()
+    if str(value).strip().lower() == "auto":
+        return "auto"
+    return int(value or 1)
 
 
 def check_overrides(overrides) -> None:
@@ -216,38 +221,50 @@ class Plan:
     reruns: int = 0
 
 
+def place(job: Sequence[str], job_cfg: DictConfig, runs: List[dict], used: set):
+    """What a resumed sweep does with one job, given the original sweep's runs (`used`: run ids
+    already matched, updated): ("skip", num, its record) for a FINISHED run, ("rerun", num,
+    overrides + resume=true) for a FAILED/KILLED one, ("new", None, overrides) otherwise."""
+    ident = identity(job_cfg)
+    mine = [r for r in runs if r["run_id"] not in used and _matches(ident, r["params"])]
+    done = [r for r in mine if r["status"] == "FINISHED"]
+    if done:
+        r = done[0]
+        used.add(r["run_id"])
+        return "skip", r["num"], {
+            "num": r["num"], "overrides": list(job), "status": "COMPLETED",
+            "value": run_objective(r, job_cfg), "error": None, "job_dir": r["job_dir"],
+            "examples_per_sec": r["metrics"].get("perf/examples_per_sec"),
+            "skipped": f"FINISHED in run {r['run_id']}"}
+    tried = [r for r in mine if r["status"] in ("FAILED", "KILLED") and r["num"] is not None]
+    if tried:
+        r = tried[-1]  # the latest attempt (runs come oldest first)
+        used.update(x["run_id"] for x in mine)
+        extra = ["resume=true"]
+        if r["params"].get("checkpoint.dir"):
+            extra.append(f"checkpoint.dir={_quote(r['params']['checkpoint.dir'])}")
+        return "rerun", r["num"], [*job, *extra]
+    return "new", None, list(job)
+
+
 def plan(jobs: Sequence[Sequence[str]], config: DictConfig,
          compose: Callable[[List[str]], DictConfig]) -> Plan:
     """Job numbers and overrides to launch (everything, unless sweep.resume is set)."""
     sweep_id = OmegaConf.select(config, "sweep.resume")
     if not sweep_id:
         return Plan(launch=[(n, list(j)) for n, j in enumerate(jobs)])
-    runs = _sweep_runs(config, str(sweep_id))
+    runs = sweep_runs(config, str(sweep_id))
     out = Plan()
     taken = {r["num"] for r in runs if r["num"] is not None}
     next_num = max(taken, default=-1) + 1
     used = set()
     for job in jobs:
-        job_cfg = compose(list(job))
-        ident = identity(job_cfg)
-        mine = [r for r in runs if r["run_id"] not in used and _matches(ident, r["params"])]
-        done = [r for r in mine if r["status"] == "FINISHED"]
-        if done:
-            r = done[0]
-            used.add(r["run_id"])
-            out.skipped.append({"num": r["num"], "overrides": list(job), "status": "COMPLETED",
-                                "value": run_objective(r, job_cfg), "error": None,
-                                "job_dir": r["job_dir"],
-                                "skipped": f"FINISHED in run {r['run_id']}"})
+        what, num, got = place(job, compose(list(job)), runs, used)
+        if what == "skip":
+            out.skipped.append(got)
             continue
-        tried = [r for r in mine if r["status"] in ("FAILED", "KILLED") and r["num"] is not None]
-        if tried:
-            r = tried[-1]  # the latest attempt (runs come oldest first)
-            used.update(x["run_id"] for x in mine)
-            extra = ["resume=true"]
-            if r["params"].get("checkpoint.dir"):
-                extra.append(f"checkpoint.dir={_quote(r['params']['checkpoint.dir'])}")
-            out.launch.append((r["num"], [*job, *extra]))
+        if what == "rerun":
+            out.launch.append((num, got))
             out.reruns += 1
             continue
         while next_num in taken:
@@ -313,7 +330,7 @@ def find_parent(config: DictConfig, sweep_id: str):
     return _parent(_client(config.tracking.uri), config, sweep_id)[1]
 
 
-def _sweep_runs(config: DictConfig, sweep_id: str) -> List[dict]:
+def sweep_runs(config: DictConfig, sweep_id: str) -> List[dict]:
     from distexp.tracking import client as _client
 
     if not config.tracking.enabled:

@@ -70,13 +70,26 @@ def summarise(run, sweep_id: str, uri: str, experiment: str) -> Optional[str]:
         print(f"distexp: the sweep's report was not made ({_first(ex)}); its runs are in "
               "MLflow", file=sys.stderr, flush=True)
         return None
-    line = verdict(rows)
+    line = auto_line(report.outcome_lines(md)) or verdict(rows)
     try:
         _publish(run, sweep_id, rows, md, line, out)
     except Exception as ex:  # noqa: BLE001  (the sweep's runs are logged; this is its summary)
         print(f"distexp: the sweep's summary in MLflow is incomplete ({_first(ex)})",
               file=sys.stderr, flush=True)
     return line
+
+
+def auto_line(outcomes: List[str]) -> Optional[str]:
+    """repeats=auto's outcomes as the one line (the description's first, short enough to read
+    uncut): the equal-work comparisons (else every comparison), the rest counted."""
+    if not outcomes:
+        return None
+    head, pairs = outcomes[0], outcomes[1:]
+    shown = [p for p in pairs if "(equal work)" in p] or pairs
+    rest = len(pairs) - len(shown)
+    more = f"; +{rest} more in the report" if rest else ""
+    rounds = head.split(": ", 1)[-1].split(",", 1)[0]
+    return "Outcome: " + "; ".join(shown) + more + f" ({rounds})"
 
 
 def _first(ex: BaseException) -> str:

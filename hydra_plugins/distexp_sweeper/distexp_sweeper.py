@@ -92,12 +92,15 @@ class DistexpSweeper(BasicSweeper):
             jobs, lines = S.with_controls(jobs, compose)
             for line in lines:
                 print(line, flush=True)
-        jobs = S.interleave(jobs, S.repeats(self.config, overrides))
+        repeats = S.repeats(self.config, overrides)
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         from distexp.tracking.store import redact_text
 
         (sweep_dir / "multirun.yaml").write_text(redact_text(OmegaConf.to_yaml(self.config)))
+        if repeats == "auto":
+            return self._auto(jobs, compose, sweep_dir.absolute())
+        jobs = S.interleave(jobs, repeats)
 
         plan = S.plan(jobs, self.config, compose)
         S.check_jobs([job for _, job in plan.launch], compose)
@@ -105,17 +108,59 @@ class DistexpSweeper(BasicSweeper):
         records.write_plan(sweep_dir.absolute(), [num for num, _ in plan.launch])
         self.overrides = [[job for _, job in plan.launch]]
         self.batch_index = 1
-        returns, first_failure = [], None
+        returns: List[Any] = []
         with _composed_once(self.launcher, self.hydra_context.config_loader, self.config,
                             compose):
-            for first_num, batch in S.batches(plan.launch, self.max_batch_size):
-                self.validate_batch_is_legal(batch)
-                results = self.launcher.launch(batch, initial_job_idx=first_num)
-                for r in results:
-                    if first_failure is None and r.status.name != "COMPLETED":
-                        first_failure = r
-                returns.append(results)
+            first_failure = self._launch(plan.launch, returns, None)
         if first_failure is not None:  # as BasicSweeper does, but after every job has run
             # (not via .return_value: it prints the job's overrides, credentials and all)
+            raise first_failure._return_value
+        return returns
+
+    def _launch(self, launch, returns: List[Any], first_failure):
+        """Launch (num, overrides) jobs in batches of consecutive numbers; the first failure."""
+        from distexp.sweeps import planning as S
+
+        for first_num, batch in S.batches(launch, self.max_batch_size):
+            self.validate_batch_is_legal(batch)
+            results = self.launcher.launch(batch, initial_job_idx=first_num)
+            for r in results:
+                if first_failure is None and r.status.name != "COMPLETED":
+                    first_failure = r
+            returns.append(results)
+        return first_failure
+
+    def _auto(self, jobs, compose, sweep_dir: Path) -> Any:
+        """repeats=auto: rounds until every comparison is settled (distexp.sweeps.auto)."""
+        from distexp.sweeps import auto
+        from distexp.sweeps import planning as S
+        from distexp.sweeps import records
+
+        rounds = auto.Rounds(jobs, compose, *auto.settings(self.config))
+        runs, used = auto.resume_runs(self.config), set()
+        S.check_jobs([[*j, "repeat=0"] for j in jobs], compose)
+        returns: List[Any] = []
+        first_failure = None
+        with _composed_once(self.launcher, self.hydra_context.config_loader, self.config,
+                            compose):
+            while not rounds.finished():
+                launch, index, skipped = [], {}, []
+                for num, job in rounds.round_jobs():
+                    index[num] = num % len(rounds.jobs)
+                    what, old, got = ("new", None, job) if runs is None else \
+                        S.place(job, compose(list(job)), runs, used)
+                    if what == "skip":
+                        skipped.append({**got, "num": num})
+                    else:
+                        launch.append((num, got))
+                records.write_records(sweep_dir, skipped)
+                first_failure = self._launch(launch, returns, first_failure)
+                done = {int(r["num"]): r for r in records.records(sweep_dir)}
+                rounds.record({i: auto.rate_of(done.get(num, {})) for num, i in index.items()})
+                print(rounds.line(), flush=True)
+                auto.publish(rounds.summary(), sweep_dir)
+        for line in rounds.summary():
+            print(line, flush=True)
+        if first_failure is not None:
             raise first_failure._return_value
         return returns
