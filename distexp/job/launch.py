@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence
 
 from distexp import errors
+from distexp.job import stops
 from distexp.cluster.processes import Proc, trainer_cmd  # noqa: F401  (launch.Proc, as before)
 
 KILL_GRACE_S = 3.0
@@ -37,7 +38,7 @@ class JobFailed(Exception):
 
 
 class JobInterrupted(Exception):
-    """Ctrl-C or SIGTERM on the job process."""
+    """Ctrl-C, SIGTERM or SIGHUP on the job process (distexp.job.stops)."""
 
 
 def die_with_parent() -> None:  # runs in the child between fork and exec
@@ -122,8 +123,9 @@ def stop(procs: Sequence[Proc], grace: float = KILL_GRACE_S) -> None:
     for p in live:
         signal_group(p, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while any(p.poll() is None for p in live) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    while (any(p.poll() is None for p in live) and time.monotonic() < deadline
+           and not stops.wait_or_hurry(0.05)):  # a second Ctrl-C: SIGKILL now
+        pass
     for p in live:
         # the group, not just the leader: a trainer's own children must go too
         signal_group(p, signal.SIGKILL)
@@ -146,8 +148,7 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
     Raises JobFailed naming the first process that failed (or the timeout), JobInterrupted on
     Ctrl-C / SIGTERM; in every case all processes are gone when this returns or raises.
     """
-    interrupted = threading.Event()
-    old_term = errors.interrupt_on_sigterm(before=interrupted.set)  # SIGTERM: as Ctrl-C
+    old = stops.install()  # SIGINT, SIGTERM, SIGHUP: KeyboardInterrupt once (distexp.job.stops)
     pumps: List[threading.Thread] = []
     logs: List[IO[bytes]] = []
     tails = {}
@@ -168,11 +169,12 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
     except KeyboardInterrupt:
         raise JobInterrupted("interrupted") from None
     finally:
-        stop(procs)
-        _finish_pumps(pumps)
-        for log in logs:
-            log.close()
-        errors.restore_sigterm(old_term)
+        with stops.closing():  # a signal now: recorded (the caller ends the run KILLED), not raised
+            stop(procs)
+            _finish_pumps(pumps)
+            for log in logs:
+                log.close()
+        stops.restore(old)
 
 
 def _wait_for_news(procs: Sequence[Proc], ended: _Ended) -> None:

@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from distexp.config import checks
 from distexp.config import schema as C
 from distexp import errors, tracking
-from distexp.job import launch, startup, warm
+from distexp.job import launch, startup, stops, warm
 from distexp.tracking.node_metrics import CLUSTER_ID, NodeMetrics
 from distexp.sweeps import callback as sweep
 from distexp.sweeps.parent import child_tags
@@ -69,6 +69,10 @@ class Outcome:
     lost: Optional[dict] = None       # MLflow stopped answering (tracking.offline_summary)
     result: dict = field(default_factory=dict)   # the chief's result.json
     logs: List[Path] = field(default_factory=list)
+    stopped: bool = False             # a stop signal came once the run's status was written
+
+
+INTERRUPTED = "interrupted: every training process was stopped"
 
 
 def run_job(cfg: DictConfig) -> Optional[float]:
@@ -86,7 +90,7 @@ def run_job(cfg: DictConfig) -> Optional[float]:
 def exit_code(out: Outcome) -> int:
     """The one place an outcome becomes an exit code: 0 success, 1 failed job, 2 bad input,
     3 trained but MLflow stopped answering, 130 interrupted."""
-    if out.status == "KILLED":
+    if out.status == "KILLED" or out.stopped:
         return errors.INTERRUPTED
     if out.user_error:
         return errors.BAD_INPUT
@@ -199,6 +203,8 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
 def execute(job: Job) -> Outcome:
     """Run the training processes (the cluster again on other ports after a port clash) while the
     run is created and fed; then close the run with the outcome's status, artifacts attached."""
+    global executed
+    executed += 1
     out = Outcome()
     if not job.plan.logs_to_mlflow:
         print(f"distexp: task {job.plan.task} of an external cluster: training without MLflow (the "
@@ -215,8 +221,8 @@ def execute(job: Job) -> Outcome:
     try:
         _launch(job, attempts)
         out.status = "FINISHED"
-    except launch.JobInterrupted:
-        out.status, out.error = "KILLED", "interrupted: every training process was stopped"
+    except (launch.JobInterrupted, KeyboardInterrupt):  # distexp.job.stops: the first stop signal
+        out.status, out.error = "KILLED", INTERRUPTED
     except launch.JobFailed as ex:
         out.error = str(ex)
         if out.error.startswith("timeout:"):  # the limit is the whole job's, across port retries
@@ -226,20 +232,28 @@ def execute(job: Job) -> Outcome:
         if user:  # the trainer's own one-line user error (where its traceback is, if it has one)
             out.error, out.user_error = user + errors.traceback_note(chief.log), True
     finally:
-        if node is not None:
-            node.stop()
-        out.result = _read_result(job.job_dir)  # the chief's figures: the run is not read back
-        run = job.forwarder.close() if job.forwarder is not None else None
-        if run is not None:
-            logs = list(dict.fromkeys(p.log for ps in attempts for p in ps))  # retries reuse logs
-            run.close(out.status, job.job_dir, [job.config_path, job.overrides_path], logs,
-                      figures=out.result or None, error=out.error)
+        with stops.closing():  # a stop signal now is recorded, not raised: the run is closed
+            if node is not None:
+                node.stop()
+            out.result = _read_result(job.job_dir)  # the chief's figures: the run is not read back
+            stopped = stops.requested() is not None
+            run = job.forwarder.close(stopped) if job.forwarder is not None else None
+            if stops.requested() and out.status != "KILLED":  # it came while the processes ended
+                out.status, out.error = "KILLED", INTERRUPTED
+            if run is not None:
+                logs = list(dict.fromkeys(p.log for ps in attempts for p in ps))  # retries reuse logs
+                run.close(out.status, job.job_dir, [job.config_path, job.overrides_path], logs,
+                          figures=out.result or None, error=out.error)
     out.logs = [p.log for p in attempts[-1]] if attempts else []
+    if stops.requested() and out.status != "KILLED":  # it came while the run was being closed
+        out.error = f"interrupted while the run was being closed; it ended {out.status}"
+        out.stopped = True
     out.lost = tracking.offline_summary(job.job_dir) if run is not None else None
     return out
 
 
 _process_jobs = 0  # the jobs this process has prepared (a sweep runs several in one)
+executed = 0  # ... and executed (their runs opened)
 
 
 def job_start(now: float) -> float:
