@@ -14,7 +14,10 @@ if __name__ == "__main__":  # first: TensorFlow's import (seconds) runs while Hy
     from distexp.job import startup
 
     startup.begin()  # collect seldom until the start-up is over (distexp.job.startup)
-    from distexp.job import stops as _stops
+    from distexp import library_logs
+
+    library_logs.quiet_env()  # before MLflow's import, here and in the warm trainer
+    from distexp import stops as _stops
 
     _stops.install()  # SIGINT, SIGTERM, SIGHUP: one orderly stop, however many come
     from distexp.job import warm as _warm
@@ -55,9 +58,11 @@ def cli() -> None:
 
     # no console line shows a URI's credentials, whoever prints it (distexp.tracking.store)
     sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
-    from distexp.job import stops
+    from distexp import library_logs
+    from distexp import stops
 
     stops.install()  # also when called in-process (not `python -m distexp`)
+    library_logs.quiet_env()
     user_wants_trace = "HYDRA_FULL_ERROR" in os.environ
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let errors reach us, to print them as one line
     try:
@@ -78,7 +83,7 @@ def _main(user_wants_trace: bool) -> None:
             sweep.finish(interrupted=ex.code == errors.INTERRUPTED, error=ex if ex.code else None)
         raise
     except KeyboardInterrupt:
-        from distexp.job import stops
+        from distexp import stops
 
         if sweep.active():
             sweep.finish(interrupted=True)

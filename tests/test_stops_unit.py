@@ -1,4 +1,4 @@
-"""The job process's stop rule (distexp.job.stops), in this process: the first SIGINT, SIGTERM or
+"""The job process's stop rule (distexp.stops), in this process: the first SIGINT, SIGTERM or
 SIGHUP raises KeyboardInterrupt, a later one only hurries the stop; inside `closing()` none
 raises. No TensorFlow, no subprocess."""
 from __future__ import annotations
@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from distexp.job import launch, stops
+from distexp import stops
+from distexp.job import launch
 
 
 @pytest.fixture

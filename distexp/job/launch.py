@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence
 
 from distexp import errors
-from distexp.job import stops
+from distexp import stops
 from distexp.cluster.processes import Proc, trainer_cmd  # noqa: F401  (launch.Proc, as before)
 
 KILL_GRACE_S = 3.0
@@ -38,7 +38,7 @@ class JobFailed(Exception):
 
 
 class JobInterrupted(Exception):
-    """Ctrl-C, SIGTERM or SIGHUP on the job process (distexp.job.stops)."""
+    """Ctrl-C, SIGTERM or SIGHUP on the job process (distexp.stops)."""
 
 
 def die_with_parent() -> None:  # runs in the child between fork and exec
@@ -148,12 +148,14 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
     Raises JobFailed naming the first process that failed (or the timeout), JobInterrupted on
     Ctrl-C / SIGTERM; in every case all processes are gone when this returns or raises.
     """
-    old = stops.install()  # SIGINT, SIGTERM, SIGHUP: KeyboardInterrupt once (distexp.job.stops)
+    old = stops.install()  # SIGINT, SIGTERM, SIGHUP: KeyboardInterrupt once (distexp.stops)
     pumps: List[threading.Thread] = []
     logs: List[IO[bytes]] = []
     tails = {}
     ended = _Ended()
     start = time.monotonic()
+    # SIGUSR1 (Slurm's time-limit warning): the chief saves a checkpoint now (distexp.stops)
+    stops.on_usr1(lambda: procs[0].popen is not None and signal_group(procs[0].popen, signal.SIGUSR1))
     try:
         for pr in procs:
             pumps.append(_start(pr, logs, tails, spawn, ended))
@@ -174,6 +176,7 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
             _finish_pumps(pumps)
             for log in logs:
                 log.close()
+        stops.on_usr1(None)
         stops.restore(old)
 
 
@@ -211,6 +214,7 @@ def _start(pr: Proc, logs: List[IO[bytes]], tails: Dict[str, List[str]],
     t = threading.Thread(target=_pump, args=(pr.popen.stdout, log, pr.console, tails[pr.name],
                                              on_end), daemon=True)
     t.start()
+    stops.hold("fork")
     return t
 
 

@@ -27,7 +27,8 @@ from omegaconf import DictConfig, OmegaConf
 from distexp.config import checks
 from distexp.config import schema as C
 from distexp import errors, tracking
-from distexp.job import launch, startup, stops, warm
+from distexp import stops
+from distexp.job import launch, startup, warm
 from distexp.tracking.node_metrics import CLUSTER_ID, NodeMetrics
 from distexp.sweeps import callback as sweep
 from distexp.sweeps.parent import child_tags
@@ -149,6 +150,7 @@ def prepare(cfg: DictConfig) -> Job:
     if cfg.tracking.enabled and plan.logs_to_mlflow:
         forwarder = _forwarder(cfg, facts, plan, job_dir, overrides, multirun, hc)
     env = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+    stops.hold("start-up")
     return Job(cfg=cfg, job_dir=job_dir, plan=plan, env=env, config_path=config_path,
                overrides_path=overrides_path, forwarder=forwarder, multirun=multirun,
                t_start=t_start)
@@ -221,7 +223,7 @@ def execute(job: Job) -> Outcome:
     try:
         _launch(job, attempts)
         out.status = "FINISHED"
-    except (launch.JobInterrupted, KeyboardInterrupt):  # distexp.job.stops: the first stop signal
+    except (launch.JobInterrupted, KeyboardInterrupt):  # distexp.stops: the first stop signal
         out.status, out.error = "KILLED", INTERRUPTED
     except launch.JobFailed as ex:
         out.error = str(ex)
@@ -241,6 +243,7 @@ def execute(job: Job) -> Outcome:
             if stops.requested() and out.status != "KILLED":  # it came while the processes ended
                 out.status, out.error = "KILLED", INTERRUPTED
             if run is not None:
+                stops.hold("close")
                 logs = list(dict.fromkeys(p.log for ps in attempts for p in ps))  # retries reuse logs
                 run.close(out.status, job.job_dir, [job.config_path, job.overrides_path], logs,
                           figures=out.result or None, error=out.error)

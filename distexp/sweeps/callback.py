@@ -44,7 +44,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from distexp import errors
 from distexp.config import mode
-from distexp.job import stops
+from distexp import stops
 from distexp.sweeps import parent
 from distexp.sweeps.records import (JOBS_DIR, SWEEP_FILE, outcome, records,
                                     swept_keys, write_record)

@@ -1,4 +1,5 @@
-"""How the job process stops (no TensorFlow here): the one rule for SIGINT, SIGTERM and SIGHUP.
+"""How a job's processes stop: the one rule for SIGINT, SIGTERM and SIGHUP (a leaf: it imports
+nothing of distexp, so that the job, the sweep and the trainers share it).
 
 - The first of them (Ctrl-C; SIGTERM from `kill`, `scancel`, `docker stop`, Kubernetes; SIGHUP from
   a closed terminal or ssh session) starts the orderly stop: KeyboardInterrupt in the main thread,
@@ -12,14 +13,17 @@
   raises nothing: the close finishes with the run KILLED when the signal came before its status
   was written, and the job then exits 130 (`requested`).
 - SIGUSR1 (Slurm's `--signal=USR1@<seconds>` warning before its time limit) is handed to the chief
-  trainer: a checkpoint now (distexp.train.stop_requests), then it trains on or stops as
-  `checkpoint.on_usr1` says.
+  trainer, which saves a checkpoint at its next step and trains on (distexp.train.checkpoints;
+  a trainer that gets it from Slurm directly does the same). It never stops the job.
 """
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
+import time
+from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 STOPS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
@@ -119,3 +123,25 @@ def reset() -> None:
     global _first
     _first = None
     _hurry.clear()
+
+
+# Tests' way to land a signal in one phase of a job: "<phase>:<marker file>". The process that
+# reaches the phase writes the marker and waits there (until a stop, at most HOLD_S) once.
+HOLD_ENV = "DISTEXP_TEST_HOLD"
+PHASES = ("start-up", "fork", "training", "evaluation", "checkpoint", "probe", "close")
+HOLD_S = 60.0
+_held: set = set()
+
+
+def hold(phase: str) -> None:
+    spec = os.environ.get(HOLD_ENV)
+    if not spec or phase in _held:
+        return
+    want, _, marker = spec.partition(":")
+    if want != phase:
+        return
+    _held.add(phase)
+    Path(marker).write_text(f"{phase} {os.getpid()}\n")
+    deadline = time.monotonic() + HOLD_S
+    while _first is None and time.monotonic() < deadline:
+        time.sleep(0.02)
