@@ -240,10 +240,11 @@ def execute(job: Job) -> Outcome:
             out.result = _read_result(job.job_dir)  # the chief's figures: the run is not read back
             stopped = stops.requested() is not None
             run = job.forwarder.close(stopped) if job.forwarder is not None else None
-            if stops.requested() and out.status != "KILLED":  # it came while the processes ended
+            if run is not None:
+                stops.hold("close")  # tests (distexp.stops.HOLD_ENV)
+            if stops.requested() and out.status != "KILLED":  # it came once the processes ended
                 out.status, out.error = "KILLED", INTERRUPTED
             if run is not None:
-                stops.hold("close")
                 logs = list(dict.fromkeys(p.log for ps in attempts for p in ps))  # retries reuse logs
                 run.close(out.status, job.job_dir, [job.config_path, job.overrides_path], logs,
                           figures=out.result or None, error=out.error)
@@ -354,8 +355,9 @@ def conclude(job: Job, out: Outcome) -> Optional[float]:
         name, value = objective(out.result)
         what = f"training {out.status}" + (f" ({name} {value:.4f})" if value is not None else "")
         lost = out.lost
-        print(f"distexp: error: tracking: MLflow at {tracking.redact(cfg.tracking.uri)} stopped "
-              f"answering during the job ({lost['reason']}); {what}; {lost['metrics']} metric values, "
+        failed = "failed" if tracking.store_fault(lost["reason"]) else "stopped answering"
+        print(f"distexp: error: tracking: MLflow at {tracking.redact(cfg.tracking.uri)} {failed} "
+              f"during the job ({lost['reason']}); {what}; {lost['metrics']} metric values, "
               f"{lost['artifacts']} artifacts and the run's final status are kept in {lost['path']}; "
               f"when the server is back: {tracking.import_command(job.job_dir, cfg.tracking.uri)}",
               file=sys.stderr, flush=True)
