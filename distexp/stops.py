@@ -125,8 +125,9 @@ def reset() -> None:
     _hurry.clear()
 
 
-# Tests' way to land a signal in one phase of a job: "<phase>:<marker file>". The process that
-# reaches the phase writes the marker and waits there (until a stop, at most HOLD_S) once.
+# Tests' way to land a signal (or a fault) in one phase of a job: "<phase>:<marker file>". The
+# process that reaches the phase writes the marker and waits there once: until a stop, the
+# marker's removal (the test lets it go on), or HOLD_S.
 HOLD_ENV = "DISTEXP_TEST_HOLD"
 PHASES = ("start-up", "fork", "training", "evaluation", "checkpoint", "probe", "close")
 HOLD_S = 60.0
@@ -143,5 +144,5 @@ def hold(phase: str) -> None:
     _held.add(phase)
     Path(marker).write_text(f"{phase} {os.getpid()}\n")
     deadline = time.monotonic() + HOLD_S
-    while _first is None and time.monotonic() < deadline:
+    while _first is None and time.monotonic() < deadline and os.path.exists(marker):
         time.sleep(0.02)

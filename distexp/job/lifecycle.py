@@ -355,11 +355,13 @@ def conclude(job: Job, out: Outcome) -> Optional[float]:
         name, value = objective(out.result)
         what = f"training {out.status}" + (f" ({name} {value:.4f})" if value is not None else "")
         lost = out.lost
-        failed = "failed" if tracking.store_fault(lost["reason"]) else "stopped answering"
+        fault = tracking.store_fault(lost["reason"])
+        failed, back = ("failed", "once the store is fixed") if fault else \
+            ("stopped answering", "when the server is back")
         print(f"distexp: error: tracking: MLflow at {tracking.redact(cfg.tracking.uri)} {failed} "
               f"during the job ({lost['reason']}); {what}; {lost['metrics']} metric values, "
               f"{lost['artifacts']} artifacts and the run's final status are kept in {lost['path']}; "
-              f"when the server is back: {tracking.import_command(job.job_dir, cfg.tracking.uri)}",
+              f"{back}: {tracking.import_command(job.job_dir, cfg.tracking.uri)}",
               file=sys.stderr, flush=True)
         if code in (errors.TRACKING_LOST, errors.BAD_INPUT):  # that line says it all
             sys.exit(code)
