@@ -9,6 +9,7 @@ DISTEXP_STOP_MATRIX=full runs the whole product (4 signals x 7 phases)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -50,7 +51,7 @@ def stop_at(tmp: Path, phase: str, sig: str, *args: str) -> dict:
                          cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, start_new_session=True)
     try:
-        wait_until(marker.exists, 240, f"the job to reach {phase}", every=0.02)
+        wait_until(marker.exists, 400, f"the job to reach {phase}", every=0.02)
         for i, s in enumerate(SIGNALS[sig]):
             if i:
                 time.sleep(0.3)
@@ -121,3 +122,29 @@ def test_a_sweep_stopped_twice_in_a_job_closes_every_run_killed(tmp_path):
     assert "Traceback" not in r["out"] + r["err"], said
     assert sorted(r["runs"]) == ["KILLED", "KILLED"], said
     assert r["left"] == [], said
+
+
+def test_sigusr1_saves_a_checkpoint_now_and_the_job_trains_on(tmp_path):
+    """Slurm's time-limit warning (`--signal=USR1@60`) on the job process: the chief saves at its
+    next step (not a regular save: checkpoint.every_steps is beyond the run), the job finishes."""
+    marker = tmp_path / "held"
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    p = subprocess.Popen([sys.executable, "-m", "distexp", f"hydra.run.dir={tmp_path / 'job'}",
+                          f"tracking.uri={uri}", f"checkpoint.dir={tmp_path / 'ck'}",
+                          *[a for a in SHORT if not a.startswith("checkpoint.every_steps")],
+                          "checkpoint.every_steps=1000"],
+                         cwd=tmp_path, env=child_env(DISTEXP_TEST_HOLD=f"training:{marker}"),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_until(marker.exists, 400, "the chief's first step", every=0.02)
+    os.kill(p.pid, signal.SIGUSR1)
+    time.sleep(0.5)
+    marker.unlink()
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, out + err
+    saved = re.findall(r"checkpoint: SIGUSR1 \(a time-limit warning\): step (\d+) saved now; "
+                       r"training goes on", out)
+    assert len(saved) == 1 and int(saved[0]) < 8, out  # at once, not at the run's end
+    with sqlite3.connect(tmp_path / "mlflow.db") as db:
+        assert [r[0] for r in db.execute("select status from runs")] == ["FINISHED"]
+    assert (tmp_path / "ck" / "ckpt-8.index").exists()  # and the last step's, as always
+    assert _broken_checkpoints(tmp_path / "ck") == []
