@@ -46,12 +46,14 @@ def stop_at(tmp: Path, phase: str, sig: str, *args: str) -> dict:
     job = tmp / "job"
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     env = child_env(DISTEXP_TEST_HOLD=f"{phase}:{marker}")
-    p = subprocess.Popen([sys.executable, "-m", "distexp", f"hydra.run.dir={job}",
-                          f"tracking.uri={uri}", f"checkpoint.dir={tmp / 'ck'}", *SHORT, *args],
+    p = subprocess.Popen([sys.executable, "-m", "distexp", *args, f"hydra.run.dir={job}",
+                          f"tracking.uri={uri}", f"checkpoint.dir={tmp / 'ck'}", *SHORT],
                          cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, start_new_session=True)
     try:
-        wait_until(marker.exists, 400, f"the job to reach {phase}", every=0.02)
+        wait_until(lambda: marker.exists() or p.poll() is not None, 400,
+                   f"the job to reach {phase}", every=0.02)
+        assert p.poll() is None, p.communicate()
         for i, s in enumerate(SIGNALS[sig]):
             if i:
                 time.sleep(0.3)
@@ -116,7 +118,7 @@ def test_a_stop_at_any_phase_is_one_line_and_a_closed_run(tmp_path, sig, phase):
 def test_a_sweep_stopped_twice_in_a_job_closes_every_run_killed(tmp_path):
     """Ctrl-C twice while the sweep's first job trains: exit 130, the parent and the child run
     KILLED, nothing left."""
-    r = stop_at(tmp_path, "training", "INTx2", "-m", "seed=1,2")
+    r = stop_at(tmp_path, "training", "INTx2", "-m", "seed=1,2")  # -m before the overrides
     said = str(r)
     assert r["code"] == 130, said
     assert "Traceback" not in r["out"] + r["err"], said
