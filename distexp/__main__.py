@@ -14,6 +14,12 @@ if __name__ == "__main__":  # first: TensorFlow's import (seconds) runs while Hy
     from distexp.job import startup
 
     startup.begin()  # collect seldom until the start-up is over (distexp.job.startup)
+    from distexp import library_logs
+
+    library_logs.quiet_env()  # before MLflow's import, here and in the warm trainer
+    from distexp import stops as _stops
+
+    _stops.install()  # SIGINT, SIGTERM, SIGHUP: one orderly stop, however many come
     from distexp.job import warm as _warm
 
     _warm.start_early(sys.argv[1:])
@@ -52,6 +58,11 @@ def cli() -> None:
 
     # no console line shows a URI's credentials, whoever prints it (distexp.tracking.store)
     sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
+    from distexp import library_logs
+    from distexp import stops
+
+    stops.install()  # also when called in-process (not `python -m distexp`)
+    library_logs.quiet_env()
     user_wants_trace = "HYDRA_FULL_ERROR" in os.environ
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let errors reach us, to print them as one line
     try:
@@ -60,6 +71,7 @@ def cli() -> None:
         from distexp.job import warm
 
         warm.stop()  # nothing more to fork; a bad input stops it at once
+        stops.done()
 
 
 def _main(user_wants_trace: bool) -> None:
@@ -71,8 +83,16 @@ def _main(user_wants_trace: bool) -> None:
             sweep.finish(interrupted=ex.code == errors.INTERRUPTED, error=ex if ex.code else None)
         raise
     except KeyboardInterrupt:
+        from distexp import stops
+
         if sweep.active():
             sweep.finish(interrupted=True)
+        else:  # before the job's run was opened, or after it was closed: nothing left to close
+            lifecycle = sys.modules.get("distexp.job.lifecycle")
+            when = ("after the job ended (its run was closed)" if getattr(lifecycle, "executed", 0)
+                    else "before training started (no run was opened)")
+            print(f"distexp: error: interrupted ({stops.name()}) {when}", file=sys.stderr,
+                  flush=True)
         sys.exit(errors.INTERRUPTED)
     except Exception as ex:  # noqa: BLE001
         from distexp.errors import one_line

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence
 
 from distexp import errors
+from distexp import stops
 from distexp.job import console as live
 from distexp.cluster.processes import Proc, trainer_cmd  # noqa: F401  (launch.Proc, as before)
 
@@ -38,7 +39,7 @@ class JobFailed(Exception):
 
 
 class JobInterrupted(Exception):
-    """Ctrl-C or SIGTERM on the job process."""
+    """Ctrl-C, SIGTERM or SIGHUP on the job process (distexp.stops)."""
 
 
 def die_with_parent() -> None:  # runs in the child between fork and exec
@@ -138,8 +139,9 @@ def stop(procs: Sequence[Proc], grace: float = KILL_GRACE_S) -> None:
     for p in live:
         signal_group(p, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while any(p.poll() is None for p in live) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    while (any(p.poll() is None for p in live) and time.monotonic() < deadline
+           and not stops.wait_or_hurry(0.05)):  # a second Ctrl-C: SIGKILL now
+        pass
     for p in live:
         # the group, not just the leader: a trainer's own children must go too
         signal_group(p, signal.SIGKILL)
@@ -162,13 +164,14 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
     Raises JobFailed naming the first process that failed (or the timeout), JobInterrupted on
     Ctrl-C / SIGTERM; in every case all processes are gone when this returns or raises.
     """
-    interrupted = threading.Event()
-    old_term = errors.interrupt_on_sigterm(before=interrupted.set)  # SIGTERM: as Ctrl-C
+    old = stops.install()  # SIGINT, SIGTERM, SIGHUP: KeyboardInterrupt once (distexp.stops)
     pumps: List[threading.Thread] = []
     logs: List[IO[bytes]] = []
     tails = {}
     ended = _Ended()
     start = time.monotonic()
+    # SIGUSR1 (Slurm's time-limit warning): the chief saves a checkpoint now (distexp.stops)
+    stops.on_usr1(lambda: procs[0].popen is not None and signal_group(procs[0].popen, signal.SIGUSR1))
     try:
         for pr in procs:
             pumps.append(_start(pr, logs, tails, spawn, ended))
@@ -184,11 +187,13 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
     except KeyboardInterrupt:
         raise JobInterrupted("interrupted") from None
     finally:
-        stop(procs)
-        _finish_pumps(pumps)
-        for log in logs:
-            log.close()
-        errors.restore_sigterm(old_term)
+        with stops.closing():  # a signal now: recorded (the caller ends the run KILLED), not raised
+            stop(procs)
+            _finish_pumps(pumps)
+            for log in logs:
+                log.close()
+        stops.on_usr1(None)
+        stops.restore(old)
 
 
 def _wait_for_news(procs: Sequence[Proc], ended: _Ended) -> None:
@@ -225,6 +230,7 @@ def _start(pr: Proc, logs: List[IO[bytes]], tails: Dict[str, List[str]],
     t = threading.Thread(target=_pump, args=(pr.popen.stdout, log, pr.console, tails[pr.name],
                                              on_end), daemon=True)
     t.start()
+    stops.hold("fork")
     return t
 
 

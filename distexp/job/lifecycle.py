@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from distexp.config import checks
 from distexp.config import schema as C
 from distexp import errors, tracking
+from distexp import stops
 from distexp.job import console, launch, startup, summary, warm
 from distexp.tracking.node_metrics import CLUSTER_ID, NodeMetrics
 from distexp.sweeps import callback as sweep
@@ -73,6 +74,10 @@ class Outcome:
     result: dict = field(default_factory=dict)   # the chief's result.json
     logs: List[Path] = field(default_factory=list)
     run_id: Optional[str] = None      # the job's MLflow run (where every figure is)
+    stopped: bool = False             # a stop signal came once the run's status was written
+
+
+INTERRUPTED = "interrupted: every training process was stopped"
 
 
 def run_job(cfg: DictConfig) -> Optional[float]:
@@ -91,7 +96,7 @@ def run_job(cfg: DictConfig) -> Optional[float]:
 def exit_code(out: Outcome) -> int:
     """The one place an outcome becomes an exit code: 0 success, 1 failed job, 2 bad input,
     3 trained but MLflow stopped answering, 130 interrupted."""
-    if out.status == "KILLED":
+    if out.status == "KILLED" or out.stopped:
         return errors.INTERRUPTED
     if out.user_error:
         return errors.BAD_INPUT
@@ -157,6 +162,7 @@ def prepare(cfg: DictConfig) -> Job:
            "CUDA_DEVICE_ORDER": os.environ.get("CUDA_DEVICE_ORDER", "PCI_BUS_ID")}
     position = console.sweep_position(Path(str(hc.sweep.dir)).absolute(), int(hc.job.num),
                                       int(cfg.repeat), int(cfg.repeats)) if multirun else None
+    stops.hold("start-up")
     return Job(cfg=cfg, job_dir=job_dir, plan=plan, env=env, config_path=config_path,
                overrides_path=overrides_path, forwarder=forwarder, multirun=multirun,
                t_start=t_start, progress=progress, sweep_position=position)
@@ -212,6 +218,8 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
 def execute(job: Job) -> Outcome:
     """Run the training processes (the cluster again on other ports after a port clash) while the
     run is created and fed; then close the run with the outcome's status, artifacts attached."""
+    global executed
+    executed += 1
     out = Outcome()
     if not job.plan.logs_to_mlflow:
         print(f"distexp: task {job.plan.task} of an external cluster: training without MLflow (the "
@@ -230,8 +238,8 @@ def execute(job: Job) -> Outcome:
     try:
         _launch(job, attempts, display)
         out.status = "FINISHED"
-    except launch.JobInterrupted:
-        out.status, out.error = "KILLED", "interrupted: every training process was stopped"
+    except (launch.JobInterrupted, KeyboardInterrupt):  # distexp.stops: the first stop signal
+        out.status, out.error = "KILLED", INTERRUPTED
     except launch.JobFailed as ex:
         out.error = str(ex)
         if out.error.startswith("timeout:"):  # the limit is the whole job's, across port retries
@@ -242,21 +250,31 @@ def execute(job: Job) -> Outcome:
             out.error, out.user_error = user + errors.traceback_note(chief.log), True
     finally:
         display.close()
-        if node is not None:
-            node.stop()
-        out.result = _read_result(job.job_dir)  # the chief's figures: the run is not read back
-        run = job.forwarder.close() if job.forwarder is not None else None
-        if run is not None:
-            logs = list(dict.fromkeys(p.log for ps in attempts for p in ps))  # retries reuse logs
-            run.close(out.status, job.job_dir, [job.config_path, job.overrides_path], logs,
-                      figures=out.result or None, error=out.error)
+        with stops.closing():  # a stop signal now is recorded, not raised: the run is closed
+            if node is not None:
+                node.stop()
+            out.result = _read_result(job.job_dir)  # the chief's figures: the run is not read back
+            stopped = stops.requested() is not None
+            run = job.forwarder.close(stopped) if job.forwarder is not None else None
+            if run is not None:
+                stops.hold("close")  # tests (distexp.stops.HOLD_ENV)
+            if stops.requested() and out.status != "KILLED":  # it came once the processes ended
+                out.status, out.error = "KILLED", INTERRUPTED
+            if run is not None:
+                logs = list(dict.fromkeys(p.log for ps in attempts for p in ps))  # retries reuse logs
+                run.close(out.status, job.job_dir, [job.config_path, job.overrides_path], logs,
+                          figures=out.result or None, error=out.error)
     out.logs = [p.log for p in attempts[-1]] if attempts else []
     out.run_id = getattr(run, "run_id", None)
+    if stops.requested() and out.status != "KILLED":  # it came while the run was being closed
+        out.error = f"interrupted while the run was being closed; it ended {out.status}"
+        out.stopped = True
     out.lost = tracking.offline_summary(job.job_dir) if run is not None else None
     return out
 
 
 _process_jobs = 0  # the jobs this process has prepared (a sweep runs several in one)
+executed = 0  # ... and executed (their runs opened)
 
 
 def job_start(now: float) -> float:
@@ -356,10 +374,13 @@ def conclude(job: Job, out: Outcome) -> Optional[float]:
         name, value = objective(out.result)
         what = f"training {out.status}" + (f" ({name} {value:.4f})" if value is not None else "")
         lost = out.lost
-        print(f"distexp: error: tracking: MLflow at {tracking.redact(cfg.tracking.uri)} stopped "
-              f"answering during the job ({lost['reason']}); {what}; {lost['metrics']} metric values, "
+        fault = tracking.store_fault(lost["reason"])
+        failed, back = ("failed", "once the store is fixed") if fault else \
+            ("stopped answering", "when the server is back")
+        print(f"distexp: error: tracking: MLflow at {tracking.redact(cfg.tracking.uri)} {failed} "
+              f"during the job ({lost['reason']}); {what}; {lost['metrics']} metric values, "
               f"{lost['artifacts']} artifacts and the run's final status are kept in {lost['path']}; "
-              f"when the server is back: {tracking.import_command(job.job_dir, cfg.tracking.uri)}",
+              f"{back}: {tracking.import_command(job.job_dir, cfg.tracking.uri)}",
               file=sys.stderr, flush=True)
         if code in (errors.TRACKING_LOST, errors.BAD_INPUT):  # that line says it all
             sys.exit(code)

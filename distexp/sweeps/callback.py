@@ -44,6 +44,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from distexp import errors
 from distexp.config import mode
+from distexp import stops
 from distexp.sweeps import parent
 from distexp.sweeps.records import (JOBS_DIR, SWEEP_FILE, outcome, records,
                                     swept_keys, write_record)
@@ -85,9 +86,9 @@ class SweepCallback(Callback):
         (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=1))
         _OPEN = _Sweep(sweep_dir, sweep_id, run, resumed_status)
         atexit.register(_at_exit)
-        # SIGTERM (scancel of a sweep running in a batch job, kill) ends the sweep as Ctrl-C
-        # does, parent run KILLED, instead of killing the process with the parent RUNNING
-        errors.interrupt_on_sigterm()
+        # SIGTERM (scancel of a sweep running in a batch job, kill) and SIGHUP end the sweep as
+        # Ctrl-C does, parent run KILLED, instead of killing the process with the parent RUNNING
+        stops.install()
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Hydra has just written the job's .hydra/{config,hydra,overrides}.yaml with the command
@@ -241,6 +242,15 @@ def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> 
     sweep = _OPEN
     if sweep is None:
         return _LAST_CODE
+    with stops.closing():  # a stop signal now is recorded, not raised: the parent run is closed
+        code = _finish(sweep, error, interrupted or stops.requested() is not None)
+    if stops.requested() is not None:
+        _LAST_CODE = sweep.exit_code = code = errors.INTERRUPTED
+    return code
+
+
+def _finish(sweep: "_Sweep", error: Optional[BaseException], interrupted: bool) -> int:
+    global _OPEN, _LAST_CODE, _ENDED
     _OPEN, _ENDED = None, _ENDED + 1
     jobs = records(sweep.sweep_dir)
     failed = [j for j in jobs if j["status"] != "COMPLETED"]

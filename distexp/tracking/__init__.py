@@ -17,6 +17,7 @@ Separation of concerns:
 - tracking.view     the MLflow UI's view of a sweep (shared table view, URL, the command
                     a job or sweep prints); tracking.lookup finds the latest sweep, tracking.tags
                     names the tags
+- tracking.faults   a store's failure in words: read-only, locked, full, corrupt, newer schema
 - tracking.offline  the offline file of a job whose server died, and
                     ``python -m distexp.tracking import <job_dir>`` that replays it
 
@@ -25,6 +26,7 @@ starts (``probe``); one that dies during the job sends what is left to the offli
 is never stopped or slowed by a dead server beyond one bounded retry.
 """
 from distexp.tracking.display import workload
+from distexp.tracking.faults import said as store_fault
 from distexp.tracking.forward import Forwarder
 from distexp.tracking.offline import OFFLINE_FILE, Offline, import_command, import_dir, offline_summary
 from distexp.tracking.owner import end_dead_runs, owner_tags
@@ -34,5 +36,5 @@ from distexp.tracking.store import client, http_env, probe, reason, redact, reda
 
 
 __all__ = ["Forwarder", "JobRun", "Offline", "RunLogger", "OFFLINE_FILE", "GATE_ENV",
-           "SINK_ENV", "client", "http_env", "import_command", "import_dir",
+           "SINK_ENV", "client", "store_fault", "http_env", "import_command", "import_dir",
            "offline_summary", "end_dead_runs", "owner_tags", "probe", "reason", "redact", "redact_text", "run_name", "workload"]

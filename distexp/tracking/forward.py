@@ -48,6 +48,8 @@ class Forwarder:
         self._pos = 0
         self._t0 = time.monotonic()
         self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._creating = self._abandoned = False
         self._thread = threading.Thread(target=self._main, name="distexp-mlflow", daemon=True)
 
     def env(self) -> dict:
@@ -61,6 +63,12 @@ class Forwarder:
 
     def _main(self) -> None:
         try:
+            import mlflow.tracking  # noqa: F401  (seconds on a loaded host: before `_creating`)
+
+            with self._lock:
+                if self._abandoned:  # the job was stopped first: no run at all, nothing RUNNING
+                    return
+                self._creating = True
             self.run = self._create()
         except Exception as ex:  # noqa: BLE001  (UserError: the one line the user sees)
             from distexp.errors import one_line
@@ -117,9 +125,14 @@ class Forwarder:
                   f"training goes on, metrics are kept in {self.run.offline.path}", flush=True)
             self._forward()  # the failed line and the rest, offline
 
-    def close(self) -> Optional[JobRun]:
-        """Wait for the run's creation, forward what is left, stop system metrics; the run or None."""
+    def close(self, stopped: bool = False) -> Optional[JobRun]:
+        """Wait for the run's creation, forward what is left, stop system metrics; the run or None.
+        `stopped` (a stop signal): a run whose creation has not begun is never created."""
         self._stop.set()
+        with self._lock:
+            if stopped and not self._creating:
+                self._abandoned = True
+                return None
         if self.run is None:  # maybe still being created: no longer than the chief waits for it
             self._thread.join(timeout=max(0.0, self._t0 + READY_S - time.monotonic()) + 1.0)
             if self.run is None and self._thread.is_alive():

@@ -177,7 +177,13 @@ def env(values: Mapping[str, str]) -> Iterator[None]:
 
 
 def reason(ex: BaseException) -> str:
-    """A short, credential-free reason for a failed MLflow call."""
+    """A short, credential-free reason for a failed MLflow call: a store's fault in words
+    (distexp.tracking.faults), else the error's own."""
+    from distexp.tracking import faults
+
+    said = faults.fault(ex)
+    if said:
+        return said
     text = redact_text(str(ex))
     m = re.search(r"\[Errno -?\d+\] [^\"')]+", text)
     if m:
@@ -214,6 +220,12 @@ def make_store_dir(uri: str) -> Optional[Path]:
         if bad:
             raise UserError(f"tracking.uri: received {uri!r}; {bad}; valid: an MLflow SQLite store "
                             "(a new path is created), a tracking server, or tracking.enabled=false")
+        from distexp.tracking import faults
+
+        found = faults.check_sqlite(sqlite_path(uri))
+        if found:
+            raise UserError(f"tracking.uri: received {uri!r}; {found[0]}; valid: {found[1]}, or "
+                            "tracking.enabled=false")
     return store_dir
 
 
@@ -299,8 +311,14 @@ def experiment_id(mlflow_client, name: str, uri: str) -> str:
 
 def unreachable(uri: str, ex: BaseException) -> str:
     """The one line for a store that could not be opened (a missing database driver included)."""
+    from distexp.tracking import faults
+
     if isinstance(ex, ModuleNotFoundError) and ex.name:
         return missing_driver(uri, ex.name)
+    found = faults.find(ex)
+    if found:
+        return (f"tracking.uri: received {redact(uri)!r}; {found[0]}; valid: {found[1]}, or "
+                "tracking.enabled=false")
     return (f"tracking.uri: received {redact(uri)!r}; MLflow cannot be reached there "
             f"({reason(ex)}); valid: the URI of a running tracking server or store "
             "(check the URI and the server), or tracking.enabled=false")

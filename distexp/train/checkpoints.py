@@ -36,15 +36,28 @@ import json
 import math
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from pathlib import Path
 from typing import Optional
 
+from omegaconf import OmegaConf
+
 from distexp.errors import UserError
+from distexp import stops
 from distexp.options import models
 from distexp.tracking import tags as tag
 from distexp.train import checkpoint_files as files
 from distexp.train.checkpoint_files import IDENTITY, clear
+
+
+WARNED = threading.Event()  # SIGUSR1 came: the next step saves
+
+
+def listen_for_time_warning() -> None:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGUSR1, lambda signum, frame: WARNED.set())
 
 
 class Checkpoints:
@@ -85,6 +98,9 @@ class Checkpoints:
                 where = self._tmp = tempfile.mkdtemp(prefix="distexp-ckpt-")
             self.manager = tf.train.CheckpointManager(self.ckpt, where,
                                                       max_to_keep=int(cfg.checkpoint.keep))
+        # SIGUSR1 (Slurm's --signal=USR1@<s> before its time limit): a checkpoint at the next step.
+        # One process only: a multi-worker save needs every worker at the same step.
+        self.on_warning = self.saves and int(OmegaConf.select(cfg, "resolved.workers") or 1) == 1
 
     def _start_dir(self) -> None:
         """The chief's checkpoint.dir before training: a fresh job empties it and says whose it
@@ -190,11 +206,18 @@ class Checkpoints:
         """Save when a multiple of every_steps was reached in (since, step] (default: the step
         before) or at the last step; True when something was written."""
         since = step - 1 if since is None else since
-        if not self.saves or not (last or step // self.every > since // self.every):
+        warned = self.on_warning and WARNED.is_set()
+        if not self.saves or not (last or warned or step // self.every > since // self.every):
             return False
         import tensorflow as tf
 
+        if warned:
+            WARNED.clear()
+            self.say(f"checkpoint: SIGUSR1 (a time-limit warning): step {step} saved now; "
+                     "training goes on")
+
         self.step.assign(step)
+        stops.hold("checkpoint")  # tests (distexp.stops.HOLD_ENV)
         try:
             self.manager.save(checkpoint_number=step)
         except (tf.errors.OpError, OSError) as ex:  # a full disk, a read-only file system

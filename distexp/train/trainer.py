@@ -18,6 +18,7 @@ from typing import Optional
 from omegaconf import OmegaConf
 
 from distexp import errors, strategies
+from distexp import stops
 from distexp.errors import PORT_IN_USE_EXIT
 from distexp.errors import UserError, UserFailure
 from distexp.train.loops.custom import Diverged
@@ -193,6 +194,7 @@ def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
     meter = reporter.meter
     from distexp.train import breakdown
 
+    stops.hold("probe")  # tests (distexp.stops.HOLD_ENV)
     try:  # after the timed steps; a probe that fails costs the split, never the trained run
         split = breakdown.run(ctx, job_dir, chief, meter.mean_step_ms()) \
             if cfg.measure_step_split or cfg.profile else {}
@@ -229,6 +231,13 @@ def main(argv=None) -> int:
     p.add_argument("--config", required=True, type=Path)
     args = p.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # SIGUSR1 (Slurm's time-limit warning, sent to every process of a job step): not the default
+    # action (the end of the trainer), a checkpoint at the next step (distexp.train.checkpoints)
+    from distexp import library_logs
+    from distexp.train.checkpoints import listen_for_time_warning
+
+    listen_for_time_warning()
+    library_logs.to_log_only()  # MLflow's, TensorFlow's, absl's records: this process's log
     cfg = OmegaConf.load(args.config)
     try:
         train(cfg, args.config.parent)

@@ -94,6 +94,7 @@ def serve(fd: int) -> None:
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *a: None)  # wakes select through the wakeup fd
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # Slurm's time-limit warning: not our end
     _send(sock, {"ready": True, "import_s": round(time.monotonic() - t0, 3)})
     while True:
         ready, _, _ = select.select([sock, wake_r], [], [], 1.0)

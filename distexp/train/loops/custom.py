@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 
+from distexp import stops
 from distexp.train import autotune
 from distexp import strategies
 from distexp.train.checkpoints import Checkpoints
@@ -81,6 +82,7 @@ def _epochs(ctx, step, dispatch, schedule, ckpts, start: int, every: int) -> Non
                 n = min(n, warm)
             t0, c0 = time.perf_counter(), time.process_time()
             out = dispatch.run(n)
+            stops.hold("training")  # tests (distexp.stops.HOLD_ENV)
             rep.end_step(out.losses, steps=n, units=out.units)
             schedule.observe(n, time.perf_counter() - t0, full=n == dispatch.max_steps,
                              cost=time.process_time() - c0, launch=out.launch_s)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Callable, Dict
 
+from distexp import stops
+
 
 def make_evaluate(task, model, eval_ds, strategy=None) -> Callable[[], Dict[str, float]]:
     """`strategy`: run each batch on its replicas (split over them when there are several);
@@ -44,6 +46,7 @@ def make_evaluate(task, model, eval_ds, strategy=None) -> Callable[[], Dict[str,
         step = traced(replica_fn, input_signature=list(eval_ds.element_spec))
 
     def evaluate() -> Dict[str, float]:
+        stops.hold("evaluation")  # tests (distexp.stops.HOLD_ENV)
         totals: Dict[str, list] = {}
         for x, y in batches:
             for k, (s, c) in step(x, y).items():

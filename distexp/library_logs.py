@@ -1,0 +1,67 @@
+"""Libraries' log records (MLflow, SQLAlchemy, Alembic, TensorFlow, absl, Keras...) go to the job's
+log, never to the console, in every process of a job (a leaf: it imports nothing of distexp).
+
+The console carries distexp's own lines: a store that cannot be written is one `distexp: error:`
+line naming the cause, not MLflow's `ERROR mlflow.store.db.utils` and SQLAlchemy's tracebacks
+before it. What the libraries say stays where a bug report needs it:
+- the job process (and a sweep's): MLflow leaves Python's logging alone (`quiet_env`, set before
+  its import) and its records reach Hydra's handlers, where `ConsoleFilter` keeps the foreign ones
+  off the console handler and the file handler writes them to `<job dir>/distexp.log`;
+- a training process: `to_log_only` sends every record to stderr behind the prefix its job
+  process keeps off the console (distexp.job.launch.LOG_ONLY), i.e. into its own log file.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+FOREIGN = ("mlflow", "sqlalchemy", "alembic", "absl", "tensorflow", "keras", "tf_keras", "h5py",
+           "urllib3", "requests", "matplotlib", "PIL", "git", "opentelemetry", "numexpr",
+           "tensorflow_datasets", "py.warnings")
+LOG_ONLY_PREFIX = "distexp: detail: "  # distexp.job.launch.LOG_ONLY
+
+
+def quiet_env() -> None:
+    """Before MLflow's import, in this process and the ones it starts: MLflow adds no stream
+    handler of its own (it printed to stderr, past every handler distexp configures); TensorFlow's
+    C++ log from warnings up (its INFO banner is noise; its errors stay)."""
+    os.environ["MLFLOW_CONFIGURE_LOGGING"] = "false"
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def foreign(name: str) -> bool:
+    return name == "py.warnings" or name.split(".", 1)[0] in FOREIGN
+
+
+class ConsoleFilter(logging.Filter):
+    """On a console handler (conf/hydra/*_logging/redacted.yaml): only distexp's and Hydra's
+    records; a library's go to the file handler alone."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not foreign(record.name)
+
+
+class _LogOnly(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        return "\n".join(LOG_ONLY_PREFIX + line for line in text.splitlines())
+
+
+def to_log_only() -> None:
+    """In a training process: every log record (every line of it, a traceback's too) to stderr
+    behind LOG_ONLY_PREFIX; libraries' own handlers (TensorFlow's, absl's) removed, so that their
+    records take that way."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_LogOnly("%(name)s %(levelname)s: %(message)s"))
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    root.addHandler(handler)
+    if root.level > logging.INFO or root.level == logging.NOTSET:
+        root.setLevel(logging.INFO)
+    for name in ("mlflow", "tensorflow", "absl", "keras"):
+        lg = logging.getLogger(name)
+        for h in list(lg.handlers):
+            lg.removeHandler(h)
+        lg.propagate = True

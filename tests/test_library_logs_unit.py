@@ -1,0 +1,41 @@
+"""Libraries' log records stay off the console (distexp.library_logs): the console handler's filter
+drops MLflow's, SQLAlchemy's, TensorFlow's and absl's records and keeps distexp's and Hydra's; a
+training process writes every record, each line of it, behind the prefix its job keeps off the
+console."""
+from __future__ import annotations
+
+import io
+import logging
+
+import pytest
+
+from distexp import library_logs
+from distexp.job import launch
+
+
+@pytest.mark.parametrize("name,shown", [("mlflow.store.db.utils", False), ("sqlalchemy.engine", False),
+                                        ("alembic.runtime.migration", False), ("absl", False),
+                                        ("tensorflow", False), ("py.warnings", False),
+                                        ("hydra.core.utils", True), ("distexp", True),
+                                        ("__main__", True), ("mlflowish", True)])
+def test_the_console_shows_no_library_record(name, shown):
+    rec = logging.LogRecord(name, logging.ERROR, __file__, 1, "SQLAlchemy database error", None, None)
+    assert library_logs.ConsoleFilter().filter(rec) is shown
+
+
+def test_a_trainers_records_go_to_its_log_only(monkeypatch):
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    err = io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    try:
+        library_logs.to_log_only()
+        try:
+            raise RuntimeError("database is locked")
+        except RuntimeError:
+            logging.getLogger("mlflow.store.db.utils").exception("SQLAlchemy database error")
+    finally:
+        root.handlers[:], _ = saved[0], root.setLevel(saved[1])
+    lines = err.getvalue().splitlines()
+    assert len(lines) > 3 and any("Traceback" in ln for ln in lines)
+    assert [ln for ln in lines if launch.console_line(ln + "\n", set()) is not None] == []
