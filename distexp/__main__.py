@@ -11,6 +11,11 @@ import os
 import sys
 
 if __name__ == "__main__":  # first: TensorFlow's import (seconds) runs while Hydra composes
+    from distexp import errors, extras
+
+    if (_missing := extras.missing(sys.argv[1:])) is not None:  # no trainer for a refused command
+        print(f"distexp: error: {_missing}", file=sys.stderr)
+        sys.exit(errors.BAD_INPUT)
     from distexp.job import startup
 
     startup.begin()  # collect seldom until the start-up is over (distexp.job.startup)
@@ -48,7 +53,12 @@ def main(cfg: DictConfig) -> float | None:
 
 
 def cli() -> None:
+    from distexp import extras
     from distexp.tracking.store import RedactingStream
+
+    if (missing := extras.missing(sys.argv[1:])) is not None:
+        print(f"distexp: error: {missing}", file=sys.stderr)
+        sys.exit(errors.BAD_INPUT)
 
     # no console line shows a URI's credentials, whoever prints it (distexp.tracking.store)
     sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
