@@ -13,7 +13,7 @@
 - `PSDispatch`: the same `steps` function scheduled on the workers by a ClusterCoordinator
   (per-worker datasets, worker i reads shard i), joined every window; steps counted by a
   tf.Variable on the ps that each call increments (Keras' optimizer.iterations undercounts
-  under ps, FACTS.md).
+  under ps, docs/facts.md#ps).
 The outer loop (epochs, evaluation, checkpoints, reporting) is distexp.train.loops.custom, once.
 """
 from __future__ import annotations

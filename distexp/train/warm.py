@@ -11,7 +11,7 @@ the server's concern. This one takes, per request, the command, the environment,
 and the output's file descriptor (SCM_RIGHTS over a Unix socket), and sends back the pid, then the
 exit code once it has reaped the process.
 
-What keeps a forked trainer equal to a fresh one (FACTS.md, "Start-up cost"): importing TensorFlow
+What keeps a forked trainer equal to a fresh one (docs/facts.md#start-up-cost): importing TensorFlow
 does not start its runtime; this process never lists a device or runs an op, and holds one Python
 thread (checked before it says it is ready), so each child configures its own logical devices,
 threads and collectives as a fresh interpreter would. What differs, on purpose: the objects the
