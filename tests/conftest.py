@@ -135,7 +135,8 @@ def one_tier_per_file(items) -> None:
 # the slow tier's longest files (CI, 2026-11-24: the Slurm tests, a fixture shared by the file, a
 # 4-job parity command, the browser's sweep, ...), started first. xdist's loadgroup then puts the
 # groups with the most tests first (the Slurm group, ~7 min, mostly waiting on its cluster).
-LONGEST_FIRST = ("test_slurm.py", "test_slurm_nodes.py", "test_load.py", "test_parity.py", "test_ui_slow.py", "test_multiprocess.py",
+LONGEST_FIRST = ("test_slurm.py", "test_slurm_nodes.py", "test_load.py", "test_parity.py", "test_ui_slow.py",
+                 "test_multiprocess.py",
                  "test_sweep_repeats_resume.py", "test_sweeps.py", "test_training.py",
                  "test_tasks.py")
 

@@ -25,7 +25,7 @@ def main() -> None:
     import tensorflow as tf
     from omegaconf import OmegaConf
 
-    from distexp.data.datasets import Arrays, pipelines
+    from distexp.data.datasets import Arrays
     from distexp.train.autotune import Schedule
     from distexp.train.step import PSDispatch, Step
     from distexp.tasks import Classification

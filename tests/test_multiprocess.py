@@ -21,7 +21,8 @@ from helpers import (cli_env as _env, mlflow_runs, processes_mentioning, process
                      run_cli, run_together)
 
 pytestmark = pytest.mark.slow
-BASE = pytest.mark.xdist_group("multiprocess-base")  # CI's xdist: the tests sharing `base` share a worker, so it runs once
+# CI's xdist: the tests sharing `base` share a worker, so it runs once
+BASE = pytest.mark.xdist_group("multiprocess-base")
 
 # digits at a global batch of 64: 22 steps per epoch. 10 epochs (2-3 s of training; start-up
 # dominates): ps, asynchronous, lands within 4 points of one device only near the plateau

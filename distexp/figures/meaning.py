@@ -1,8 +1,8 @@
 """What a figure means (no TensorFlow): where an accuracy says nothing, where a peak came from.
 
 - `accuracy_meaningful(dataset_name)`: False for datasets whose labels are drawn at random
-  (`synthetic`; not `synthetic_pairs`, whose targets are the sources' digits): their accuracy is chance level by construction, so the report
-  shows "n/m (random labels)" and the trainer can say so on the console.
+  (`synthetic`; not `synthetic_pairs`, whose targets are the sources' digits): their accuracy
+  is chance level by construction, so the report shows "n/m (random labels)" and the trainer can say so on the console.
 - `peak_source(tag)`: how perf/peak_flops (the MFU denominator) was obtained, for the report.
 """
 from __future__ import annotations

@@ -35,4 +35,5 @@ from distexp.tracking.store import client, http_env, probe, reason, redact, reda
 
 __all__ = ["Forwarder", "JobRun", "Offline", "RunLogger", "OFFLINE_FILE", "GATE_ENV",
            "SINK_ENV", "client", "http_env", "import_command", "import_dir",
-           "offline_summary", "end_dead_runs", "owner_tags", "probe", "reason", "redact", "redact_text", "run_name", "workload"]
+           "offline_summary", "end_dead_runs", "owner_tags", "probe", "reason", "redact",
+           "redact_text", "run_name", "workload"]

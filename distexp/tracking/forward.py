@@ -106,7 +106,7 @@ class Forwarder:
         """Forward; if the server fails, say so once and keep the rest in the offline file."""
         try:
             self._forward()
-        except Exception as ex:  # noqa: BLE001
+        except Exception as ex:
             if self.run.offline is not None:
                 raise
             self.run.go_offline(self.job_dir, ex)

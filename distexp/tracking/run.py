@@ -167,7 +167,7 @@ class JobRun:
             try:
                 steps[i]()
                 i += 1
-            except Exception as ex:  # noqa: BLE001  (the server died: keep the rest offline)
+            except Exception as ex:  # the server died: keep the rest offline
                 if self.offline is not None:
                     raise
                 self.go_offline(job_dir, ex)

@@ -140,7 +140,7 @@ class traced:
 
         try:
             return call(self._function)
-        except Exception as ex:  # noqa: BLE001  (raised again below unless autograph helps)
+        except Exception as ex:  # raised again below unless autograph helps
             if self.autograph or isinstance(ex, tf.errors.OpError):
                 raise
             plain = ex

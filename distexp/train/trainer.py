@@ -52,7 +52,7 @@ def train(cfg, job_dir: Optional[Path] = None) -> dict:
         return _run(ctx, record, logger, replica_devices, facts, job_dir)
     except (UserError, UserFailure, strategies.PortInUse):
         raise
-    except Exception as ex:  # noqa: BLE001  (one line that says it: distexp.train.diagnose)
+    except Exception as ex:  # one line that says it: distexp.train.diagnose
         from distexp.train import diagnose
 
         raise diagnose.explain(ex, cfg) from ex
@@ -262,7 +262,7 @@ def entry(argv=None) -> int:
     would print it."""
     try:
         return main(argv)
-    except Exception as ex:  # its traceback to the log, its own first line to the job
+    except Exception as ex:  # noqa: BLE001  (its traceback to the log, its own first line to the job)
         errors.log_traceback(ex)
         print(f"distexp: error: {type(ex).__name__}: {errors.first_line(ex)}", file=sys.stderr,
               flush=True)
