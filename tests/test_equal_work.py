@@ -13,6 +13,7 @@ import pytest
 from distexp.figures import cpu_peak, stats
 from distexp.report import cli as report
 from distexp.report import verdict
+from distexp.report.columns import CSV_FIELDS
 from helpers import launched as _launched, report_store, store_run as _run
 
 
@@ -164,7 +165,7 @@ def test_weak_strong_and_their_split(equal_work):
     cen = got[("central", "4", "256", "3")]
     assert cen["speedup_strong"] == "" and cen["replica_effect"] == ""
     # the header and every row come from one definition
-    assert list(got[("central", "4", "256", "3")]) == report.CSV_FIELDS
+    assert list(got[("central", "4", "256", "3")]) == CSV_FIELDS
     base = got[("one_device", "1", "128", "3")]
     assert base["speedup_strong"] == "1.0" and base["speedup_strong_low"] == ""
 

@@ -17,11 +17,10 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence
 
 from distexp import errors
-from distexp.cluster.processes import Proc, trainer_cmd  # noqa: F401  (launch.Proc, as before)
+from distexp.cluster.processes import Proc
 
 KILL_GRACE_S = 3.0
 # starts `python -m MODULE ARGS` (a command as trainer_cmd builds it) with env in a directory;

@@ -214,10 +214,6 @@ def start_early(argv: Sequence[str]) -> None:
         start()
 
 
-def current() -> Optional[Server]:
-    return _server if _server is not None and not _server.dead else None
-
-
 def stop() -> None:
     global _server
     if _server is not None:
