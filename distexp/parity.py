@@ -68,7 +68,9 @@ def diagnose(diff: float, tol_ok: bool, ratio: Optional[float], n: int) -> str:
     """The failure shape the figures point at (empty when they agree)."""
     if tol_ok:
         return ""
-    near = (lambda a, b: b and abs(a - b) / b < 0.05)
+    def near(a, b):
+        return b and abs(a - b) / b < 0.05
+
     if ratio is not None and n > 1 and near(ratio, n):
         return (f"the loss is scaled by N={n} (the number of replicas): each replica's loss is a "
                 "mean over its own batch and the replicas' gradients are summed (a per-replica "
@@ -184,9 +186,9 @@ def _compare(a: argparse.Namespace, name: str, replicas: int, batch: int, one: P
     print(f"  runs: {one}, {other}")
     if ok:
         print(f"parity: OK: {name} reproduces one_device within {a.tolerance:g}")
-        return 0
+        return errors.OK
     print(f"parity: FAILED: {shape}")
-    return 1
+    return errors.FAILED
 
 
 def _plans(a: argparse.Namespace):
@@ -204,15 +206,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         plans = _plans(a)
     except errors.UserError as ex:
         print(f"distexp.parity: error: {ex}", file=sys.stderr)
-        return 2
-    except Exception as ex:  # noqa: BLE001  (Hydra: unknown option, bad override)
+        return errors.BAD_INPUT
+    except Exception as ex:  # Hydra: unknown option, bad override
         from distexp.errors import one_line
 
         msg = one_line(ex)
         if msg is None:
             raise
         print(f"distexp.parity: error: {msg}", file=sys.stderr)
-        return 2
+        return errors.BAD_INPUT
     user = [o for o in a.overrides if o.split("=")[0].lstrip("+~") not in OWN_KEYS]
     out = a.out or Path("outputs") / "parity" / time.strftime("%Y-%m-%d_%H-%M-%S")
     batches = sorted({batch for _, _, batch in plans})
@@ -240,7 +242,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                      for n, v in verdicts))
     for line in dict.fromkeys(errors_seen):  # a baseline that failed is said once
         print(line, file=sys.stderr)
-    return 2 if errors_seen else max(v for _, v in verdicts)
+    return errors.BAD_INPUT if errors_seen else max(v for _, v in verdicts)
 
 
 if __name__ == "__main__":

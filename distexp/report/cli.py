@@ -27,10 +27,11 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from distexp import errors
 from distexp.figures import meaning
 from distexp.report.plots import plots
 from distexp.report import verdict
-from distexp.report.columns import CSV_FIELDS, bottleneck_text, shown_mfu, write_csv  # noqa: F401
+from distexp.report.columns import bottleneck_text, shown_mfu, write_csv
 from distexp.report.scaling import NO_BASELINE, WITHIN_RUN, Row, add_scaling, aggregate, row_from_run
 from distexp.tracking import lookup
 from distexp.tracking import tags as tag
@@ -320,7 +321,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         rows, out, md = build(uri, a.experiment, a.sweep_id, a.filter, a.out, log=not a.no_log)
     except lookup.LookupFailed as ex:  # ReportError is one
         print(f"distexp.report: error: {ex}", file=sys.stderr)
-        return 2
+        return errors.BAD_INPUT
     from distexp.report.console import table
 
     print(md.splitlines()[0].lstrip("# "))

@@ -50,9 +50,9 @@ def job_tags(metrics: Mapping[str, float], params: Mapping[str, str]) -> Dict[st
     tags = {tag.NOTE: description(params)}
     rate = rate_text(metrics.get("perf/examples_per_sec"), metrics.get("perf/examples_per_sec_ci95"))
     if rate:
-        tags["examples/s"] = rate
+        tags[tag.EXAMPLES_PER_SEC] = rate
     name = params.get("task.eval_metric") or "eval/accuracy"
     value = metrics.get(name)
     if value is not None and math.isfinite(value):
-        tags["accuracy"] = f"{value:.3f}" + ("" if name == "eval/accuracy" else f" {name[5:]}")
+        tags[tag.ACCURACY] = f"{value:.3f}" + ("" if name == "eval/accuracy" else f" {name[5:]}")
     return tags

@@ -29,7 +29,7 @@ from distexp.tracking.store import redact
 
 # Display tags a job's run carries (distexp.tracking.display): what the table shows, rounded.
 COLUMNS = ["params.`strategy.name`", "params.`num_replicas`", "params.`global_batch_size`",
-           "tags.`examples/s`", "tags.`accuracy`", "tags.`speed-up`"]
+           *(f"tags.`{t}`" for t in (tag.EXAMPLES_PER_SEC, tag.ACCURACY, tag.SPEED_UP))]
 SORT = "tags.`mlflow.runName`"  # in a sweep a run's name starts with what varies (docs/sweeps.md)
 
 
