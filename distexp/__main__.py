@@ -49,7 +49,30 @@ def main(cfg: DictConfig) -> float | None:
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
         if sweep.in_multirun():  # the other jobs of the sweep still run
             raise JobError(str(ex), errors.BAD_INPUT) from None
+        _remove_refused_run_dir()
         sys.exit(errors.BAD_INPUT)
+
+
+def _remove_refused_run_dir() -> None:
+    """A single run refused by a check leaves nothing behind: Hydra made its directory and .hydra/
+    before the checks ran. Removed with the empty directories above it, up to the working
+    directory; a directory holding anything else is left as it is."""
+    import shutil
+    from pathlib import Path
+
+    from hydra.core.hydra_config import HydraConfig
+
+    out, top = Path(HydraConfig.get().runtime.output_dir).resolve(), Path.cwd().resolve()
+    if top not in out.parents or any(p.name != ".hydra" for p in out.iterdir()):
+        return
+    shutil.rmtree(out)
+    for parent in out.parents:
+        if parent == top:
+            break
+        try:
+            parent.rmdir()  # only when empty
+        except OSError:
+            break
 
 
 def cli() -> None:
@@ -84,7 +107,7 @@ def _main(user_wants_trace: bool) -> None:
         if sweep.active():
             sweep.finish(interrupted=True)
         sys.exit(errors.INTERRUPTED)
-    except Exception as ex:  # noqa: BLE001
+    except Exception as ex:
         from distexp.errors import one_line
         from distexp.job.lifecycle import JobError
 
