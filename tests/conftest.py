@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import (CONF, FAST, ROOT, Result, db_uri, mlflow_runs,  # noqa: F401  (re-exported
-                     run_cli)                                        # for older imports)
+from helpers import CONF, run_cli
 
 pytest_plugins = ["servers"]  # PostgreSQL + MLflow server fixtures (tests/servers.py)
 
@@ -112,7 +111,7 @@ def pytest_collection_modifyitems(config, items):
                                first.get(it.path.name, len(first))))
 
 
-# A file whose tests are in several tiers, while other engineers add tests to it (issue 27): split
+# A file whose tests are in several tiers, while other engineers add tests to it: split
 # it once they have landed. Nothing else may mix.
 MIXED_FOR_NOW = {"test_breakdown.py"}
 

@@ -1,4 +1,4 @@
-"""Issue 16, the report side: equal-work comparisons (weak and strong speed-up, their split into
+"""The report side of equal-work comparisons (weak and strong speed-up, their split into
 batch effect x replica effect, the verdict), the controls `sweep.controls=true` plans, accuracy
 and end-to-end notes, the step-time bottleneck, and MFU over a constant peak read from the
 processor. Runs are written straight into a temporary MLflow store; no TensorFlow (the lean
@@ -159,7 +159,7 @@ def test_weak_strong_and_their_split(equal_work):
     assert row["speedup_strong_significant"] == "True" and row["speedup_weak_significant"] == "True"
     assert float(row["batch_effect"]) == pytest.approx(3.0)
     assert float(row["replica_effect"]) == pytest.approx(2 / 3)
-    assert float(row["speedup"]) == pytest.approx(2.0)  # v2 meaning kept
+    assert float(row["speedup"]) == pytest.approx(2.0)  # speedup: the weak one where there is a weak baseline
     assert row["bottleneck"] == "sync 61 %" and float(row["step_sync_ms"]) == 6.1
     assert row["optimizer_steps"] == "55"
     cen = got[("central", "4", "256", "3")]

@@ -1,6 +1,6 @@
 """tracking.Forwarder / RunLogger sink, without TensorFlow or a real store: records written by the
 chief reach the run whole and in order, the gate tells the chief the run exists or why not, and
-neither side waits for good (issue 26 item 4), nor fails when the console is gone."""
+neither side waits for good, nor fails when the console is gone."""
 from __future__ import annotations
 
 import pytest

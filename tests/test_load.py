@@ -87,7 +87,7 @@ def test_ten_job_sweep_and_a_concurrent_one_lose_nothing_in_sqlite(sweeps):
     assert len(by_sweep["big"]) == BIG and len(by_sweep["side"]) == 3
     assert {r.info.status for r in runs} == {"FINISHED"}
     assert sorted(int(r.data.params["seed"]) for r in by_sweep["big"]) == list(range(BIG))
-    # the swept seed is in each run's name (issue 17): no two jobs of a sweep share a name
+    # the swept seed is in each run's name: no two jobs of a sweep share a name
     assert {r.info.run_name for r in by_sweep["big"]} == {
         f"one_device-r1-seed={i}-mlp-synthetic" for i in range(BIG)}
     for run in runs:

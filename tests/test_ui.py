@@ -9,7 +9,7 @@ import pytest
 
 @pytest.mark.parametrize("port", ["99999", "abc", "0"])
 def test_ui_port_is_checked_in_one_line(port, capsys):
-    """Before: `--port 99999` was an OverflowError traceback (issue 26)."""
+    """An out-of-range or non-numeric --port is one line (not an OverflowError traceback)."""
     from distexp import ui
 
     with pytest.raises(SystemExit) as ex:
@@ -131,7 +131,7 @@ def test_sweep_summary_puts_the_verdict_where_the_ui_shows_it(tmp_path):
 
 
 def test_sweep_run_names_differ_where_the_ui_shows_them():
-    """Issue 17 item 3: what the sweep varies comes first, and a swept value the name would not
+    """What the sweep varies comes first, and a swept value the name would not
     show (one_device's cpu_replicas) is added, so no two jobs of a sweep share a name."""
     from omegaconf import OmegaConf
 

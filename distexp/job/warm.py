@@ -4,7 +4,7 @@ processes from it, and see them end. No TensorFlow here.
 One server per job process, started as early as the command allows (distexp.__main__ starts it
 before Hydra composes; a job that finds none starts it in `prepare`), kept across the jobs of a
 sweep, so that only the first job waits for TensorFlow's import. A job whose config says
-`warm_start=false`, or a server that could not start, trains in fresh interpreters as before.
+`warm_start=false`, or a server that could not start, trains in fresh interpreters.
 
 `spawn` returns a `Child`, which answers what launch.py asks of a `subprocess.Popen` (pid, stdout,
 poll, wait, returncode): the server is its parent and reaps it, and tells us its exit code.

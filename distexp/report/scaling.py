@@ -10,8 +10,8 @@ TensorFlow: distexp.report reads the runs and writes what this computes.
   *weak* over the 1-replica runs at the same per-replica batch, *strong* over the 1-replica runs
   at the same global batch (the controls `sweep.controls=true` adds); and their split for an
   N-replica row: batch effect (1 replica at the global batch / at the per-replica batch) x
-  replica effect (= the strong speed-up) = the weak speed-up. `speedup*` keep their v2 meaning
-  (weak when there is a weak baseline, else strong).
+  replica effect (= the strong speed-up) = the weak speed-up. `speedup*` are the weak
+  speed-up when there is a weak baseline, else the strong one.
 """
 from __future__ import annotations
 
@@ -287,7 +287,7 @@ def compare(r: Row, singles: Sequence[Row], mode: str) -> Optional[Comparison]:
 
 
 def add_scaling(rows: Sequence[Row]) -> None:
-    """Fill both comparisons, their split, and the v2 speed-up columns (weak if there is a weak
+    """Fill both comparisons, their split, and the `speedup*` columns (weak if there is a weak
     baseline, else strong), efficiency and the baseline's description."""
     singles = [r for r in rows if r.measured and r.replicas == 1]
     for r in rows:
