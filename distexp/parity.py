@@ -31,6 +31,7 @@ from typing import Dict, List, Optional, Tuple
 
 from distexp.config import checks
 from distexp.config import schema
+from distexp import env as distexp_env
 from distexp import errors
 from distexp.config import resolved
 
@@ -100,7 +101,7 @@ def run_jobs(names: List[str], overrides: List[str], out: Path) -> Tuple[Dict[st
         print(f"parity: {name}: strategy={name} {' '.join(overrides)}", flush=True)
     cmd = [sys.executable, "-m", "distexp", "-m", f"strategy={','.join(names)}", *overrides,
            f"hydra.sweep.dir={out}", "hydra.sweep.subdir=${strategy.name}"]
-    env = {**os.environ, "DISTEXP_PARITY": "1"}
+    env = {**os.environ, distexp_env.PARITY: "1"}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     jobs = {name: out / name for name in names}
     if proc.returncode == 0:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from distexp import tracking
+from distexp import env, tracking
 from distexp.errors import UserError
 
 
@@ -64,7 +64,7 @@ def test_no_job_process_means_no_logging(monkeypatch, tmp_path):
     def no_wait(seconds):
         raise AssertionError(f"waited {seconds} s for a gate no job process will open")
 
-    for k in (tracking.SINK_ENV, tracking.GATE_ENV):
+    for k in (env.METRICS_SINK, env.TRACKING_GATE):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sink.time, "sleep", no_wait)

@@ -17,7 +17,8 @@ from typing import Callable, Optional
 
 from distexp.tracking import owner
 from distexp.tracking.run import JobRun
-from distexp.tracking.sink import GATE_ENV, READY_S, SINK_ENV
+from distexp import env
+from distexp.tracking.sink import READY_S
 from distexp.tracking.store import reason, redact
 
 
@@ -50,7 +51,7 @@ class Forwarder:
 
     def env(self) -> dict:
         """What the chief trainer needs (the other workers get nothing)."""
-        return {SINK_ENV: str(self.sink), GATE_ENV: str(self.gate)}
+        return {env.METRICS_SINK: str(self.sink), env.TRACKING_GATE: str(self.gate)}
 
     def start(self) -> "Forwarder":
         self._t0 = time.monotonic()

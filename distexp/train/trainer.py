@@ -178,11 +178,12 @@ def task_params(facts, task) -> dict:
 def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
     """The loop, then the figures measured after training, the result (chief: result.json)."""
     from distexp.train import hardware, loops
-    from distexp.train.parity_probe import PARITY_ENV, write_parity
+    from distexp import env
+    from distexp.train.parity_probe import write_parity
     from distexp.train.progress import write_result
 
     cfg, reporter, chief = ctx.cfg, ctx.reporter, ctx.reporter.chief
-    if os.environ.get(PARITY_ENV) and ctx.dispatcher.local_replicas:  # the norm is all-reduced
+    if os.environ.get(env.PARITY) and ctx.dispatcher.local_replicas:  # the norm is all-reduced
         write_parity(job_dir if chief else None, ctx)
     try:
         loops.get(cfg.loop.name)(ctx)

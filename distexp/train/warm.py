@@ -38,6 +38,8 @@ import sys
 import threading
 import time
 
+from distexp import env
+
 # What a training process imports (the train side is imported whole by distexp.train.trainer's
 # lazy imports as it runs; these are the ones that cost seconds).
 # The list holds every module the default job's trainer imports (checked by
@@ -197,8 +199,8 @@ def _set_title(req: dict) -> None:
     except ImportError:
         return
     title = [sys.executable, "-u", "-m", req["module"], *req["argv"]]
-    task = req["env"].get("DISTEXP_TASK")  # which task of the job (its environ shows the server's)
-    setproctitle.setproctitle(" ".join(title + ([f"(DISTEXP_TASK={task})"] if task else [])))
+    task = req["env"].get(env.TASK)  # which task of the job (its environ shows the server's)
+    setproctitle.setproctitle(" ".join(title + ([f"({env.TASK}={task})"] if task else [])))
 
 
 def _exit(code: int) -> None:
