@@ -14,6 +14,7 @@ from distexp.figures import cpu_peak, stats
 from distexp.report import cli as report
 from distexp.report import verdict
 from distexp.report.columns import CSV_FIELDS
+from distexp.report.scaling import Verdict
 from helpers import launched as _launched, report_store, store_run as _run
 
 
@@ -135,7 +136,7 @@ def test_weak_strong_and_their_split(equal_work):
     # its weak baseline: one_device set up the same way (cpu_replicas=4), which ran once
     assert cen.weak.value == pytest.approx(3600 / 950)
     assert cen.weak.baseline == "one_device r1 (weak, same cpu_replicas=4)"
-    assert cen.weak.verdict == report.WITHIN_RUN and not cen.weak.significant
+    assert cen.weak.verdict == Verdict.WITHIN_RUN and not cen.weak.significant
 
     lines = verdict.verdict_lines(rows)
     assert md.index("## Verdict") < md.index("| strategy")  # the report opens with it

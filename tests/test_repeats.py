@@ -13,6 +13,7 @@ from helpers import job_params as _job, new_store, perf_metrics as _perf, report
 from helpers import store_run as _run, sweeper as _sweeper
 from distexp.figures import meaning, peaks, stats
 from distexp.report import cli as report
+from distexp.report.scaling import Verdict
 
 
 def test_repeats_run_interleaved_round_robin(tmp_path):
@@ -189,7 +190,7 @@ def test_interval_and_verdict_come_from_the_repeats(repeated):
     assert cen.efficiency == pytest.approx(1.0)
 
     one = by[("mirrored", 1, "FINISHED")]  # one run: within-run only, never significant
-    assert one.verdict == report.WITHIN_RUN and not one.significant
+    assert one.verdict == Verdict.WITHIN_RUN and not one.significant
     assert "1 replica: overhead vs one_device" in one.baseline and one.efficiency is None
 
     failed, diverged = by[("mirrored", 4, "FAILED")], by[("central", 4, "DIVERGED")]
@@ -220,7 +221,7 @@ def test_one_run_each_claims_no_significance(tmp_path):
     client, uri, pid, sweep_dir = report_store(tmp_path)
     rows, _, md = report.build(uri, log=False)
     mir = [r for r in rows if r.run_name == "mirrored-r2"][0]
-    assert mir.speedup_low > 1 and mir.verdict == report.WITHIN_RUN and not mir.significant
+    assert mir.speedup_low > 1 and mir.verdict == Verdict.WITHIN_RUN and not mir.significant
     assert mir.speedup_low == pytest.approx(mir.speedup - mir.speedup_ci95)
 
 

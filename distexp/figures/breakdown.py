@@ -23,8 +23,10 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
+from distexp.figures import perf_keys
+
 PARTS = ("input", "compute", "sync", "other")
-KEYS = {p: f"perf/step_{p}_ms" for p in PARTS}
+KEYS = {p: perf_keys.step_part_ms(p) for p in PARTS}
 
 
 def split(step_ms: Optional[float], input_ms: Optional[float], compute_ms: Optional[float],

@@ -21,6 +21,7 @@ from distexp import errors, strategies
 from distexp.errors import PORT_IN_USE_EXIT
 from distexp.errors import UserError, UserFailure
 from distexp.train.loops.custom import Diverged
+from distexp.figures import perf_keys
 
 
 
@@ -203,7 +204,7 @@ def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
         split = {}
     final = reporter.finish({**split, **hardware.after_training(
         cfg, record, ctx.model, ctx.data.input_shape, replica_devices,
-        meter.final_figures()["perf/examples_per_sec"], chief, logger)})
+        meter.final_figures()[perf_keys.EXAMPLES_PER_SEC], chief, logger)})
     if reporter.diverged_at is not None:
         reporter.print(f"distexp: warning: {reporter.diverged_line(stopped=False)}")
     logger.close()

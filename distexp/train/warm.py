@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 
-from distexp import env
+from distexp import env, errors
 
 # What a training process imports (the train side is imported whole by distexp.train.trainer's
 # lazy imports as it runs; these are the ones that cost seconds).
@@ -163,7 +163,7 @@ def _become(req: dict, out_fd: int, server: int, own_fds) -> None:
     except OSError:
         pass
     if os.getppid() != server:  # the server died between the fork and the prctl
-        os._exit(1)
+        os._exit(errors.FAILED)
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
