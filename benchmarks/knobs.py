@@ -1,4 +1,5 @@
-"""What each tuning knob does to examples/s on this machine (distexp only; see docs/configuration.md, "Performance knobs").
+"""What each tuning knob does to examples/s on this machine (distexp only; see
+docs/configuration.md, "Performance knobs").
 
     python benchmarks/knobs.py             # ~4 min on 2 cores
     python benchmarks/knobs.py --rounds 1 --steps 100
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from overhead import fmt, run_distexp  # noqa: E402
+from overhead import fmt, run_distexp
 
 VARIANTS = [  # (label, strategy, loop, replicas, overrides)
     ("custom: baseline", "one_device", "custom", 1, []),

@@ -109,7 +109,7 @@ def main() -> None:
     p.add_argument("--json", type=Path, help="write the raw numbers here")
     p.add_argument("--only", nargs="+", choices=PARTS, default=PARTS,
                    help="parts to run (default: all)")
-    p.add_argument("--cells", nargs="+", choices=[f"{s}/{l}" for s, l, _ in CELLS],
+    p.add_argument("--cells", nargs="+", choices=[f"{s}/{loop}" for s, loop, _ in CELLS],
                    help="throughput cells to run (default: all)")
     a = p.parse_args()
     if a.cells:
@@ -209,7 +209,7 @@ def report(raw, a) -> str:
             f"| plain TF script | {fmt(fs['plain'], '{:.2f}')} |",
             f"| distexp - plain, paired by round (MLflow on) | "
             f"{fmt([d - p for d, p in zip(fs['distexp'], fs['plain'])], '{:+.2f}')} |",
-            f"| distexp - plain, paired by round (tracking off) | " + (fmt(
+            "| distexp - plain, paired by round (tracking off) | " + (fmt(
                 [d - p for d, p in zip(fs['distexp_no_tracking'], fs['plain'])], '{:+.2f}')
                 if "throughput" not in a.only else "n/a (see the rows above)") + " |"]
     if "help_s" in raw:

@@ -1,4 +1,4 @@
-"""The job's tail: how long `python -m distexp` runs after its last epoch line (issue 15, goal
+"""The job's tail: how long `python -m distexp` runs after its last epoch line (goal
 <= 1 s), measured from the outside on the lines as they arrive.
 
     python benchmarks/tail.py                      # the default job, 5 runs

@@ -1,4 +1,4 @@
-"""Issue 25's goals, measured from outside the process, alternating distexp and its hand-written
+"""The warm trainer's goals, measured from outside the process, alternating distexp and its hand-written
 counterpart (benchmarks/handwritten.py) so that other load hits both. Run it alone on the machine.
 
     python benchmarks/warm.py                     # all parts, 2 rounds (~6 min on 2 cores)
@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys

@@ -11,6 +11,11 @@ import os
 import sys
 
 if __name__ == "__main__":  # first: TensorFlow's import (seconds) runs while Hydra composes
+    from distexp import errors, extras
+
+    if (_missing := extras.missing(sys.argv[1:])) is not None:  # no trainer for a refused command
+        print(f"distexp: error: {_missing}", file=sys.stderr)
+        sys.exit(errors.BAD_INPUT)
     from distexp.job import startup
 
     startup.begin()  # collect seldom until the start-up is over (distexp.job.startup)
@@ -50,11 +55,39 @@ def main(cfg: DictConfig) -> float | None:
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
         if sweep.in_multirun():  # the other jobs of the sweep still run
             raise JobError(str(ex), errors.BAD_INPUT) from None
+        _remove_refused_run_dir()
         sys.exit(errors.BAD_INPUT)
 
 
+def _remove_refused_run_dir() -> None:
+    """A single run refused by a check leaves nothing behind: Hydra made its directory and .hydra/
+    before the checks ran. Removed with the empty directories above it, up to the working
+    directory; a directory holding anything else is left as it is."""
+    import shutil
+    from pathlib import Path
+
+    from hydra.core.hydra_config import HydraConfig
+
+    out, top = Path(HydraConfig.get().runtime.output_dir).resolve(), Path.cwd().resolve()
+    if top not in out.parents or any(p.name != ".hydra" for p in out.iterdir()):
+        return
+    shutil.rmtree(out)
+    for parent in out.parents:
+        if parent == top:
+            break
+        try:
+            parent.rmdir()  # only when empty
+        except OSError:
+            break
+
+
 def cli() -> None:
+    from distexp import extras
     from distexp.tracking.store import RedactingStream
+
+    if (missing := extras.missing(sys.argv[1:])) is not None:
+        print(f"distexp: error: {missing}", file=sys.stderr)
+        sys.exit(errors.BAD_INPUT)
 
     # no console line shows a URI's credentials, whoever prints it (distexp.tracking.store)
     sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
@@ -94,7 +127,7 @@ def _main(user_wants_trace: bool) -> None:
             print(f"distexp: error: interrupted ({stops.name()}) {when}", file=sys.stderr,
                   flush=True)
         sys.exit(errors.INTERRUPTED)
-    except Exception as ex:  # noqa: BLE001
+    except Exception as ex:
         from distexp.errors import one_line
         from distexp.job.lifecycle import JobError
 

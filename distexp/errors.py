@@ -1,5 +1,5 @@
 """Every user-facing error type, the exit codes, and user errors as one line (a leaf: it imports
-nothing of distexp).
+only distexp.env, another).
 
 - ``one_line``: Hydra / OmegaConf / distexp errors in the job process, as that line
 - ``report_user_error`` / ``read_user_error``: a training process that stops on a user error
@@ -12,6 +12,8 @@ import os
 import re
 from pathlib import Path
 from typing import Optional
+
+from distexp import env
 
 class UserError(Exception):
     """A problem with what the user asked for: reported as one line, exit code 2, no traceback."""
@@ -191,7 +193,7 @@ def user_error_path(job_dir: Path, task: str) -> Path:
 def report_user_error(job_dir: Path, message: str) -> None:
     """In a training process: leave the one line (without "distexp: error: ") for the job."""
     try:
-        user_error_path(job_dir, os.environ.get("DISTEXP_TASK", "chief")).write_text(message + "\n")
+        user_error_path(job_dir, os.environ.get(env.TASK, "chief")).write_text(message + "\n")
     except OSError:
         pass  # the job then reports the process's exit code and its log
 

@@ -31,6 +31,7 @@ from typing import Dict, List, Optional, Tuple
 
 from distexp.config import checks
 from distexp.config import schema
+from distexp import env as distexp_env
 from distexp import errors
 from distexp.config import resolved
 from distexp.strategies import baseline
@@ -69,7 +70,9 @@ def diagnose(diff: float, tol_ok: bool, ratio: Optional[float], n: int) -> str:
     """The failure shape the figures point at (empty when they agree)."""
     if tol_ok:
         return ""
-    near = (lambda a, b: b and abs(a - b) / b < 0.05)
+    def near(a, b):
+        return b and abs(a - b) / b < 0.05
+
     if ratio is not None and n > 1 and near(ratio, n):
         return (f"the loss is scaled by N={n} (the number of replicas): each replica's loss is a "
                 "mean over its own batch and the replicas' gradients are summed (a per-replica "
@@ -99,7 +102,7 @@ def run_jobs(names: List[str], overrides: List[str], out: Path) -> Tuple[Dict[st
         print(f"parity: {name}: strategy={name} {' '.join(overrides)}", flush=True)
     cmd = [sys.executable, "-m", "distexp", "-m", f"strategy={','.join(names)}", *overrides,
            f"hydra.sweep.dir={out}", "hydra.sweep.subdir=${strategy.name}"]
-    env = {**os.environ, "DISTEXP_PARITY": "1"}
+    env = {**os.environ, distexp_env.PARITY: "1"}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     jobs = {name: out / name for name in names}
     if proc.returncode == 0:
@@ -185,9 +188,9 @@ def _compare(a: argparse.Namespace, name: str, replicas: int, batch: int, one: P
     print(f"  runs: {one}, {other}")
     if ok:
         print(f"parity: OK: {name} reproduces one_device within {a.tolerance:g}")
-        return 0
+        return errors.OK
     print(f"parity: FAILED: {shape}")
-    return 1
+    return errors.FAILED
 
 
 def _plans(a: argparse.Namespace):
@@ -205,15 +208,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         plans = _plans(a)
     except errors.UserError as ex:
         print(f"distexp.parity: error: {ex}", file=sys.stderr)
-        return 2
-    except Exception as ex:  # noqa: BLE001  (Hydra: unknown option, bad override)
+        return errors.BAD_INPUT
+    except Exception as ex:  # Hydra: unknown option, bad override
         from distexp.errors import one_line
 
         msg = one_line(ex)
         if msg is None:
             raise
         print(f"distexp.parity: error: {msg}", file=sys.stderr)
-        return 2
+        return errors.BAD_INPUT
     user = [o for o in a.overrides if o.split("=")[0].lstrip("+~") not in OWN_KEYS]
     out = a.out or Path("outputs") / "parity" / time.strftime("%Y-%m-%d_%H-%M-%S")
     batches = sorted({batch for _, _, batch in plans})
@@ -241,7 +244,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                      for n, v in verdicts))
     for line in dict.fromkeys(errors_seen):  # a baseline that failed is said once
         print(line, file=sys.stderr)
-    return 2 if errors_seen else max(v for _, v in verdicts)
+    return errors.BAD_INPUT if errors_seen else max(v for _, v in verdicts)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
+from distexp import errors
 from distexp.tracking import lookup
 from distexp.tracking.store import redact
 from distexp.tracking.view import default_uri, sweep_view, url
@@ -112,7 +113,7 @@ def _port(text: str) -> int:
 def _one_line_error(message: str) -> None:
     """argparse's errors as one line, exit 2 ("argument --port: ..." -> "--port: ...")."""
     print(f"distexp.ui: error: {message.removeprefix('argument ')}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(errors.BAD_INPUT)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -136,12 +137,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not remote and not a.print_url and not _port_free(a.host, a.port):
         print(f"distexp.ui: error: --port: received {a.port}; it is in use on {a.host} (another "
               f"MLflow UI?); pass a free one, e.g. --port {a.port + 1}", file=sys.stderr)
-        return 2
+        return errors.BAD_INPUT
     try:
         exp_id, key, sid = sweep_view(uri, a.experiment, a.sweep_id)
     except lookup.LookupFailed as ex:  # view.NoView is one
         print(f"distexp.ui: error: {ex}", file=sys.stderr)
-        return 2
+        return errors.BAD_INPUT
     if remote:
         print(f"MLflow tracking server in use: {redact(uri)} (nothing to serve here)")
         print(url(redact(uri), exp_id, key), flush=True)
@@ -152,8 +153,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if a.print_url:
         print(link, flush=True)
         return 0
-    from distexp import errors
-
     errors.interrupt_on_sigterm()  # kill/SIGTERM stops the server as Ctrl-C does
     log = server_log()
     print(f"Starting the MLflow server on {a.host} port {a.port} for {what} (it takes ~20-45 s; "
@@ -163,13 +162,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not _ready(proc, f"http://{shown}:{a.port}/health"):
             print(f"distexp.ui: error: mlflow server exited with {proc.returncode} before it "
                   f"answered; its output is in {log}", file=sys.stderr)
-            return 1
+            return errors.FAILED
         # one URL: the sweep's (the server's own address opens MLflow's GenAI home)
         print(f"MLflow UI on {redact(uri)}, port {a.port} ({who(a.host)}; server log: {log}); "
               f"Ctrl-C stops it.\nOpen {what}:\n  {link}", flush=True)
         return proc.wait()
     except KeyboardInterrupt:
-        return 130
+        return errors.INTERRUPTED
     finally:  # whatever ends this process (Ctrl-C, SIGTERM, an error): no server left behind
         stop(proc)
 

@@ -21,7 +21,7 @@
 # the machine's own namespace gets no address, route or link. Slurm's clients (srun, sbatch,
 # squeue, sacct) must then run in dxs-ctl (`exec`), where the hostname resolves to the bridge.
 # Namespaces are entered with `nsenter --net` + `unshare --uts`, not `ip netns exec` (which remounts
-# /sys and leaves slurmd without cgroups: ../shared/FACTS.md).
+# /sys and leaves slurmd without cgroups: docs/facts.md#slurm-netns).
 #
 # Idempotent: `up` on a running cluster checks it and returns; `down` on a stopped one does nothing.
 # No systemd or cgroups needed (proctrack/linuxproc, task/none, every daemon as root except munged

@@ -1,4 +1,4 @@
-"""A user's own data and models that are wrong in the ways users get them wrong (issue 26), and
+"""A user's own data and models that are wrong in the ways users get them wrong, and
 keras-io's "Simple MNIST convnet" (tests/test_training_errors.py).
 
 Datasets (dataset=custom dataset.factory=bad_factories:...): 8x8x1 images like digits, 3 classes,

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import (CONF, FAST, ROOT, Result, db_uri, mlflow_runs,  # noqa: F401  (re-exported
-                     run_cli)                                        # for older imports)
+from helpers import CONF, run_cli
 
 pytest_plugins = ["servers"]  # PostgreSQL + MLflow server fixtures (tests/servers.py)
 
@@ -112,7 +111,7 @@ def pytest_collection_modifyitems(config, items):
                                first.get(it.path.name, len(first))))
 
 
-# A file whose tests are in several tiers, while other engineers add tests to it (issue 27): split
+# A file whose tests are in several tiers, while other engineers add tests to it: split
 # it once they have landed. Nothing else may mix.
 MIXED_FOR_NOW = {"test_breakdown.py"}
 
@@ -135,7 +134,8 @@ def one_tier_per_file(items) -> None:
 # the slow tier's longest files (CI, 2026-11-24: the Slurm tests, a fixture shared by the file, a
 # 4-job parity command, the browser's sweep, ...), started first. xdist's loadgroup then puts the
 # groups with the most tests first (the Slurm group, ~7 min, mostly waiting on its cluster).
-LONGEST_FIRST = ("test_slurm.py", "test_slurm_nodes.py", "test_load.py", "test_parity.py", "test_ui_slow.py", "test_multiprocess.py",
+LONGEST_FIRST = ("test_slurm.py", "test_slurm_nodes.py", "test_load.py", "test_parity.py", "test_ui_slow.py",
+                 "test_multiprocess.py",
                  "test_sweep_repeats_resume.py", "test_sweeps.py", "test_training.py",
                  "test_tasks.py")
 

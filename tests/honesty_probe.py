@@ -2,9 +2,9 @@
 
 `python honesty_probe.py <job_dir> key=value ...` composes the config, wraps Reporter.end_step so
 that the wall clock is read (time.perf_counter, not perf.Meter) whenever a step's result has
-reached the host (before the Reporter handles it, as the Meter reads its own), trains, and prints JSON: the Meter's logged figure and the stopwatch's
-examples counted / wall time over the same (timed) steps. Run in a subprocess: TensorFlow's
-devices are fixed once per process.
+reached the host (before the Reporter handles it, as the Meter reads its own), trains, and prints
+JSON: the Meter's logged figure and the stopwatch's examples counted / wall time over the same
+(timed) steps. Run in a subprocess: TensorFlow's devices are fixed once per process.
 """
 from __future__ import annotations
 

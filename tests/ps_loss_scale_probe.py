@@ -1,6 +1,6 @@
 """Run in a subprocess by tests/test_tasks.py: one ps step (distexp.train.step.PSDispatch, the real
 dispatcher) under mixed_float16 with SGD behind a LossScaleOptimizer, on an in-process cluster
-(1 worker, 1 ps; FACTS.md: inter-op threads >= workers + 1). Prints JSON: the weight update of
+(1 worker, 1 ps; docs/facts.md#ps: inter-op threads >= workers + 1). Prints JSON: the weight update of
 that step divided by lr x the float32 gradient of the same batch (1 when the loss was scaled
 before the gradient and unscaled in apply_gradients; 2**-15 when the scaling was skipped), and
 the optimizer's loss scale."""
@@ -25,7 +25,7 @@ def main() -> None:
     import tensorflow as tf
     from omegaconf import OmegaConf
 
-    from distexp.data.datasets import Arrays, pipelines
+    from distexp.data.datasets import Arrays
     from distexp.train.autotune import Schedule
     from distexp.train.step import PSDispatch, Step
     from distexp.tasks import Classification
@@ -71,7 +71,7 @@ def main() -> None:
     print(json.dumps({"ratio": ratio, "loss": out.losses[0], "float32_loss": float(loss),
                       "scale": float(opt.dynamic_scale.numpy()), "steps": int(
                           dispatch.step_var.numpy())}), flush=True)
-    os._exit(0)  # the in-process servers never stop by themselves (FACTS.md)
+    os._exit(0)  # the in-process servers never stop by themselves (docs/facts.md#ps)
 
 
 if __name__ == "__main__":

@@ -87,3 +87,16 @@ def test_job_on_a_store_that_is_not_a_database(tmp_path):
                      "store (a new path is created), a tracking server, or tracking.enabled=false"], r
     assert store.read_text() == "notes, not a database\n"
     assert [p.name for p in tmp_path.glob("notes.db*")] == ["notes.db"]  # no lock, no journal
+
+
+def test_a_refused_run_leaves_no_directory(tmp_path):
+    """A check refuses the run after Hydra made its directory (and .hydra/): nothing is left; a
+    directory that holds something else is kept."""
+    r = run_in_process(["gpus=2", "warm_start=false"], tmp_path)
+    assert r.returncode == 2 and r.stderr.startswith("distexp: error: gpus: received 2"), r
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "outputs" / "runs" / "mine").mkdir(parents=True)
+    r = run_in_process(["gpus=2", "warm_start=false"], tmp_path)
+    assert r.returncode == 2, r
+    assert [p.relative_to(tmp_path).as_posix() for p in sorted(tmp_path.rglob("*"))] == [
+        "outputs", "outputs/runs", "outputs/runs/mine"]

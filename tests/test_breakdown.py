@@ -16,7 +16,7 @@ import math
 
 import pytest
 
-from conftest import mlflow_runs
+from helpers import mlflow_runs
 from distexp.figures import breakdown
 
 
@@ -257,8 +257,8 @@ def test_input_probe_measures_the_pipeline_once_its_buffer_is_drained(buffered, 
 
 # ~32 ms of input per batch of 64 (0.5 ms per example): several times the tutorial CNN's step on
 # this machine. Three epochs: the evaluations and the probes' set-up between them leave time for
-# the prefetch buffers to fill, as in the job the split used to get wrong (input 1.07 ms, other
-# 24.77 ms).
+# the prefetch buffers to fill, so that a probe that read the buffers would see input as free
+# (a split of input 1.07 ms, other 24.77 ms for this job).
 SLOW_INPUT = ["global_batch_size=64", "epochs=3", "steps_per_epoch=12", "warmup_steps=4",
               "steps_per_execution=4", "measure_peak_flops=false", "dataset=custom",
               "dataset.factory=factories:slow_input", "dataset.cache=false",

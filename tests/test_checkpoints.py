@@ -45,7 +45,7 @@ def test_a_resume_removes_a_killed_saves_temporary_files_and_a_fresh_job_clears(
     files.remove_temporary(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint", "ckpt-5.index", "notes.txt"]
     _touch(tmp_path, "ckpt-20_temp")
-    files.clear(tmp_path)  # a directory among the files (it used to be unlink()ed: IsADirectoryError)
+    files.clear(tmp_path)  # a directory among the files (unlink() would raise IsADirectoryError)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 

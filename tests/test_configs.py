@@ -135,7 +135,7 @@ def test_params_hold_only_the_keys_that_apply(compose, overrides, present, absen
 
 
 def test_a_users_model_and_data_are_named_by_their_factory():
-    """Not `mirrored-custom-custom-r1` / "custom on custom" for every user model (issue 26)."""
+    """Not `mirrored-custom-custom-r1` / "custom on custom" for every user model."""
     from distexp.tracking import run_name, workload
     from distexp.tracking.display import description
 

@@ -1,6 +1,6 @@
 """A job whose console is gone (`| true`, `| grep -m1`, a closed terminal) goes on and ends as it
-would have: its output is dropped, its runs end FINISHED, its logs are complete (issue 26 item 4).
-Before: the job waited for good, the trainer's log empty."""
+would have: its output is dropped, its runs end FINISHED, its logs are complete
+(not a job that waits for good with the trainer's log empty)."""
 from __future__ import annotations
 
 import shlex

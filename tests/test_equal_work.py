@@ -1,4 +1,4 @@
-"""Issue 16, the report side: equal-work comparisons (weak and strong speed-up, their split into
+"""The report side of equal-work comparisons (weak and strong speed-up, their split into
 batch effect x replica effect, the verdict), the controls `sweep.controls=true` plans, accuracy
 and end-to-end notes, the step-time bottleneck, and MFU over a constant peak read from the
 processor. Runs are written straight into a temporary MLflow store; no TensorFlow (the lean
@@ -13,6 +13,8 @@ import pytest
 from distexp.figures import cpu_peak, stats
 from distexp.report import cli as report
 from distexp.report import verdict
+from distexp.report.columns import CSV_FIELDS
+from distexp.report.scaling import Verdict
 from helpers import launched as _launched, report_store, store_run as _run
 
 
@@ -134,7 +136,7 @@ def test_weak_strong_and_their_split(equal_work):
     # its weak baseline: one_device set up the same way (cpu_replicas=4), which ran once
     assert cen.weak.value == pytest.approx(3600 / 950)
     assert cen.weak.baseline == "one_device r1 (weak, same cpu_replicas=4)"
-    assert cen.weak.verdict == report.WITHIN_RUN and not cen.weak.significant
+    assert cen.weak.verdict == Verdict.WITHIN_RUN and not cen.weak.significant
 
     lines = verdict.verdict_lines(rows)
     assert md.index("## Verdict") < md.index("| strategy")  # the report opens with it
@@ -158,13 +160,13 @@ def test_weak_strong_and_their_split(equal_work):
     assert row["speedup_strong_significant"] == "True" and row["speedup_weak_significant"] == "True"
     assert float(row["batch_effect"]) == pytest.approx(3.0)
     assert float(row["replica_effect"]) == pytest.approx(2 / 3)
-    assert float(row["speedup"]) == pytest.approx(2.0)  # v2 meaning kept
+    assert float(row["speedup"]) == pytest.approx(2.0)  # speedup: the weak one where there is a weak baseline
     assert row["bottleneck"] == "sync 61 %" and float(row["step_sync_ms"]) == 6.1
     assert row["optimizer_steps"] == "55"
     cen = got[("central", "4", "256", "3")]
     assert cen["speedup_strong"] == "" and cen["replica_effect"] == ""
     # the header and every row come from one definition
-    assert list(got[("central", "4", "256", "3")]) == report.CSV_FIELDS
+    assert list(got[("central", "4", "256", "3")]) == CSV_FIELDS
     base = got[("one_device", "1", "128", "3")]
     assert base["speedup_strong"] == "1.0" and base["speedup_strong_low"] == ""
 

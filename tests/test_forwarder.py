@@ -1,11 +1,11 @@
 """tracking.Forwarder / RunLogger sink, without TensorFlow or a real store: records written by the
 chief reach the run whole and in order, the gate tells the chief the run exists or why not, and
-neither side waits for good (issue 26 item 4), nor fails when the console is gone."""
+neither side waits for good, nor fails when the console is gone."""
 from __future__ import annotations
 
 import pytest
 
-from distexp import tracking
+from distexp import env, tracking
 from distexp.errors import UserError
 
 
@@ -64,7 +64,7 @@ def test_no_job_process_means_no_logging(monkeypatch, tmp_path):
     def no_wait(seconds):
         raise AssertionError(f"waited {seconds} s for a gate no job process will open")
 
-    for k in (tracking.SINK_ENV, tracking.GATE_ENV):
+    for k in (env.METRICS_SINK, env.TRACKING_GATE):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sink.time, "sleep", no_wait)

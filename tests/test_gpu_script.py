@@ -1,5 +1,6 @@
 """benchmarks/gpu.sh (GPU readiness in one command): the sweeps it would run compose and pass
-distexp's checks for a 4-GPU machine; its table's figures from given runs. Where there is no GPU: tests/test_gpu_script_integration.py."""
+distexp's checks for a 4-GPU machine; its table's figures from given runs. Where there is no GPU:
+tests/test_gpu_script_integration.py."""
 from __future__ import annotations
 
 import importlib.util

@@ -1,4 +1,4 @@
-"""Honesty of the performance figures (issue 5): the logged examples/s against a stopwatch outside
+"""Honesty of the performance figures: the logged examples/s against a stopwatch outside
 the loop, warm-up exclusion visible per epoch, per-replica = total / replicas, the new figures in
 MLflow, per-step losses kept with several steps per call, and MLflow off the critical path
 without losing the one-line error for an unreachable server. No timed assertions."""

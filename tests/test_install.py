@@ -53,7 +53,7 @@ def test_wheel_declares_resolvable_dependencies(venv):
     # every declared dependency resolves (--no-index: to what is installed) and nothing else
     # would be installed
     would = [ln for ln in r.stdout.splitlines() if ln.startswith("Would install")]
-    assert all(ln.split()[2:] == [f"distexp-0.1.0"] for ln in would), would
+    assert all(ln.split()[2:] == ["distexp-0.1.0"] for ln in would), would
     assert "Requirement already satisfied: tensorflow" in r.stdout and "mlflow" in r.stdout
     check = subprocess.run([py, "-m", "pip", "check"], cwd=base, capture_output=True, text=True)
     assert "distexp" not in check.stdout, check.stdout

@@ -1,4 +1,4 @@
-"""The performance knobs' config keys (issue 5): defaults, and one-line errors before TensorFlow."""
+"""The performance knobs' config keys: defaults, and one-line errors before TensorFlow."""
 from __future__ import annotations
 
 import pytest

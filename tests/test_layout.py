@@ -6,7 +6,7 @@
   definitions in distexp/models/seq2seq.py that only the train side imports);
 - the processes that must not start TensorFlow (the job, the sweep, the report) reach no such
   module through their module-level imports, and never import distexp.train at all;
-- no function of distexp longer than 60 lines (issue 15).
+- no function of distexp longer than 60 lines.
 """
 from __future__ import annotations
 
@@ -191,7 +191,7 @@ def test_processes_without_tensorflow_never_reach_the_train_side():
 
 
 def test_test_files_share_helpers_through_helpers_only():
-    """A test file never imports another test file (issue 15): what tests share lives in
+    """A test file never imports another test file: what tests share lives in
     tests/helpers/ (and factories.py, servers.py), so a tier can run any file alone."""
     offenders = []
     for path in sorted((ROOT / "tests").glob("test_*.py")):
@@ -203,7 +203,7 @@ def test_test_files_share_helpers_through_helpers_only():
 
 
 def test_no_helper_defined_in_two_test_files():
-    """What test files share lives in tests/helpers/ (issue 27): a module-level helper of one name
+    """What test files share lives in tests/helpers/: a module-level helper of one name
     in two test files is a copy, or two meanings under one name. A fixture is a file's own by
     pytest's design (`toy` plugs a strategy in one file, a cluster kind in another), but the same
     fixture body twice is a copy."""
@@ -239,7 +239,7 @@ def long_functions(path: Path, root: Path = ROOT, limit: int = MAX_FUNCTION_LINE
 
 
 def test_no_function_longer_than_60_lines():
-    """Issue 15: a function of distexp over 60 lines is split into named steps."""
+    """A function of distexp over 60 lines is split into named steps."""
     offenders = [f for p in sorted(PKG.rglob("*.py")) for f in long_functions(p)]
     assert not offenders, offenders
 

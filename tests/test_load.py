@@ -18,14 +18,15 @@ import pytest
 from helpers import ROOT, child_env, mlflow_runs, processes_mentioning
 from helpers.browser import (chromium_page, close_assistant, expand_parent_runs, need_chromium,
                              toggle_columns)
-from servers import MlflowServer, Rest, free_port, metrics, tags
+from servers import MlflowServer, Rest, metrics, tags
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("load")]  # one `sweeps` per worker
 
 TINY = ["strategy=one_device", "model=mlp", "dataset=synthetic", "dataset.shape=[8,8,1]",
         "dataset.size=256", "epochs=1", "steps_per_epoch=3", "warmup_steps=0",
         "batch_size_per_replica=16",
-        "measure_peak_flops=false", "measure_step_split=false"]  # the ~0.5-1 s peak benchmark x 27 jobs; no MFU checked here
+        # the ~0.5-1 s peak benchmark x 27 jobs; no MFU checked here
+        "measure_peak_flops=false", "measure_step_split=false"]
 BIG = 10  # 4 sweeps write at once (the load); the big one outlasts the others
 # The screenshot docs/mlflow-ui-sweep.png is refreshed only when asked (DISTEXP_UPDATE_SCREENSHOT=1): a test run
 # must not rewrite tracked files.
@@ -86,7 +87,7 @@ def test_ten_job_sweep_and_a_concurrent_one_lose_nothing_in_sqlite(sweeps):
     assert len(by_sweep["big"]) == BIG and len(by_sweep["side"]) == 3
     assert {r.info.status for r in runs} == {"FINISHED"}
     assert sorted(int(r.data.params["seed"]) for r in by_sweep["big"]) == list(range(BIG))
-    # the swept seed is in each run's name (issue 17): no two jobs of a sweep share a name
+    # the swept seed is in each run's name: no two jobs of a sweep share a name
     assert {r.info.run_name for r in by_sweep["big"]} == {
         f"one_device-r1-seed={i}-mlp-synthetic" for i in range(BIG)}
     for run in runs:

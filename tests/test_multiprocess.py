@@ -21,7 +21,8 @@ from helpers import (cli_env as _env, mlflow_runs, processes_mentioning, process
                      run_cli, run_together)
 
 pytestmark = pytest.mark.slow
-BASE = pytest.mark.xdist_group("multiprocess-base")  # CI's xdist: the tests sharing `base` share a worker, so it runs once
+# CI's xdist: the tests sharing `base` share a worker, so it runs once
+BASE = pytest.mark.xdist_group("multiprocess-base")
 
 # digits at a global batch of 64: 22 steps per epoch. 10 epochs (2-3 s of training; start-up
 # dominates): ps, asynchronous, lands within 4 points of one device only near the plateau
@@ -257,8 +258,7 @@ def test_tf_config_cluster_started_by_hand(tmp_path):
 def test_a_task_that_stops_before_tensorflow_fails_its_peers_naming_it(tmp_path):
     """worker-1 of a cluster started by hand stops on bad input before TensorFlow; worker-0 (the
     chief) ends FAILED cluster.peer_start_timeout (here 10 s; 60 by default) after its own server
-    listens, naming worker-1, instead of TensorFlow's 180 s registration wait (600 s for ps).
-    Issue 26 item 4."""
+    listens, naming worker-1, instead of TensorFlow's 180 s registration wait (600 s for ps)."""
     from distexp.cluster.processes import free_ports
 
     addrs = [f"127.0.0.1:{p}" for p in free_ports(2)]

@@ -1,4 +1,4 @@
-"""Issue 5's figures' arithmetic with a fake clock: input wait share, MFU, time to accuracy,
+"""The performance figures' arithmetic with a fake clock: input wait share, MFU, time to accuracy,
 per-step losses in steps.csv with several steps per call."""
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ class _Recorder(RunLogger):
 
 
 def test_every_series_has_one_point_per_step(tmp_path, clock):
-    """Issue 17: the run's final figures and the per-epoch series never share a (key, step): no
+    """The run's final figures and the per-epoch series never share a (key, step): no
     doubled last point in MLflow's charts; the run's examples/s is its own one-point key."""
     rep = _reporter(tmp_path, [0.5, 0.8, 0.9], target=0.75)
     rep.logger = rec = _Recorder()

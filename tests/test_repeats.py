@@ -13,6 +13,7 @@ from helpers import job_params as _job, new_store, perf_metrics as _perf, report
 from helpers import store_run as _run, sweeper as _sweeper
 from distexp.figures import meaning, peaks, stats
 from distexp.report import cli as report
+from distexp.report.scaling import Verdict
 
 
 def test_repeats_run_interleaved_round_robin(tmp_path):
@@ -58,6 +59,44 @@ def test_t_quantiles_match_the_tables():
     for p, df, table in [(0.975, 1, 12.7062), (0.975, 2, 4.3027), (0.975, 4, 2.7764),
                          (0.975, 10, 2.2281), (0.8, 4, 0.9410), (0.975, 30, 2.0423)]:
         assert stats.t_quantile(p, df) == pytest.approx(table, abs=1e-4)
+
+
+# Student's t quantiles (p, df, t) as computed by distexp's own incomplete-beta code (Numerical
+# Recipes' continued fraction, bisection on the CDF) before SciPy replaced it: the figures must not move.
+QUANTILES = [
+    (0.6, 1, 0.32491969623290673), (0.8, 1, 1.376381920471172), (0.9, 1, 3.0776835371752504),
+    (0.975, 1, 12.706204736174659), (0.995, 1, 63.65674116287079), (0.6, 2, 0.28867513459481275),
+    (0.8, 2, 1.0606601717798223), (0.9, 2, 1.8856180831641258), (0.975, 2, 4.302652729749456),
+    (0.995, 2, 9.924843200918229), (0.6, 3, 0.27667066233268955), (0.8, 3, 0.9784723123633046),
+    (0.9, 3, 1.6377443536962093), (0.975, 3, 3.1824463052837046), (0.995, 3, 5.840909309733332),
+    (0.6, 4.5, 0.26875183554217597), (0.8, 4.5, 0.9289655685760094), (0.9, 4.5, 1.500885317508558),
+    (0.975, 4.5, 2.658912347204401), (0.995, 4.5, 4.272823993011279), (0.6, 7, 0.2631668613520217),
+    (0.8, 7, 0.8960296443137641), (0.9, 7, 1.4149239276505075), (0.975, 7, 2.364624251592784),
+    (0.995, 7, 3.4994832973504852), (0.6, 12.3, 0.2588925598668992), (0.8, 12.3, 0.87182865492565),
+    (0.9, 12.3, 1.3542946376388438), (0.975, 12.3, 2.172933481758962), (0.995, 12.3, 3.0410295709435182),
+    (0.6, 30, 0.25560536495191444), (0.8, 30, 0.8537672614713039), (0.9, 30, 1.3104150253914115),
+    (0.975, 30, 2.042272456301233), (0.995, 30, 2.7499956535672174), (0.6, 120, 0.2539095232149191),
+    (0.8, 120, 0.8446268377431323), (0.9, 120, 1.2886462336563786), (0.975, 120, 1.979930405082441),
+    (0.995, 120, 2.617421145106862), (0.6, 1000, 0.2534145158393952), (0.8, 1000, 0.8419808221623974),
+    (0.9, 1000, 1.2823987214607167), (0.975, 1000, 1.9623390808264358), (0.995, 1000, 2.580754698065954),
+]
+
+
+def test_t_quantiles_are_the_same_numbers_as_the_incomplete_beta_code():
+    for p, df, t in QUANTILES:
+        assert stats.t_quantile(p, df) == pytest.approx(t, rel=1e-10, abs=1e-12), (p, df)
+        assert stats.t_quantile(1 - p, df) == pytest.approx(-t, rel=1e-10, abs=1e-12), (p, df)
+
+
+def test_intervals_and_repeats_are_the_same_numbers_as_the_incomplete_beta_code():
+    x, y = [101.0, 97.5, 103.2], [80.1, 82.4, 79.9, 81.0]
+    assert stats.ratio_interval(x, y) == pytest.approx(
+        (1.1704193687565227, 1.321396629565193, 2.7237885780965825), rel=1e-10)
+    assert stats.ratio_interval([10.0, 10.1], [9.0, 9.5, 9.9]) == pytest.approx(
+        (0.9479698179273905, 1.190673416141992, 2.127624048833708), rel=1e-10)
+    assert stats.repeats_needed(x, y) == 2
+    assert stats.repeats_needed([100.0, 130.0], [99.0, 120.0]) == 206
+    assert stats.repeats_needed([100.0, 102.0, 98.0], [99.0, 101.0, 100.5]) is None
 
 
 def test_first_non_finite_finds_nan_and_both_infinities():
@@ -151,7 +190,7 @@ def test_interval_and_verdict_come_from_the_repeats(repeated):
     assert cen.efficiency == pytest.approx(1.0)
 
     one = by[("mirrored", 1, "FINISHED")]  # one run: within-run only, never significant
-    assert one.verdict == report.WITHIN_RUN and not one.significant
+    assert one.verdict == Verdict.WITHIN_RUN and not one.significant
     assert "1 replica: overhead vs one_device" in one.baseline and one.efficiency is None
 
     failed, diverged = by[("mirrored", 4, "FAILED")], by[("central", 4, "DIVERGED")]
@@ -182,7 +221,7 @@ def test_one_run_each_claims_no_significance(tmp_path):
     client, uri, pid, sweep_dir = report_store(tmp_path)
     rows, _, md = report.build(uri, log=False)
     mir = [r for r in rows if r.run_name == "mirrored-r2"][0]
-    assert mir.speedup_low > 1 and mir.verdict == report.WITHIN_RUN and not mir.significant
+    assert mir.speedup_low > 1 and mir.verdict == Verdict.WITHIN_RUN and not mir.significant
     assert mir.speedup_low == pytest.approx(mir.speedup - mir.speedup_ci95)
 
 

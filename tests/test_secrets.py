@@ -1,6 +1,5 @@
-"""Credentials never leave the command line (issue 18), a sweep refuses a setting every job would
-fail on once, before any job, and a run whose job process was SIGKILLed does not stay RUNNING
-(issue 19, item 4)."""
+"""Credentials never leave the command line, a sweep refuses a setting every job would
+fail on once, before any job, and a run whose job process was SIGKILLed does not stay RUNNING."""
 from __future__ import annotations
 
 import os
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import mlflow_runs, run_cli
+from helpers import mlflow_runs, run_cli
 from servers import Rest, params, tags
 from helpers import child_env, processes_mentioning, wait_until as _wait
 

@@ -33,3 +33,25 @@ def test_repeats_auto_with_another_sweeper_is_one_line(cli, sweeper, name):
         f"distexp: error: repeats: received auto with the {name}; rounds until every comparison "
         "is settled are distexp's sweeper's (hydra/sweeper=distexp, the default; not with "
         "hparams_search): drop repeats=auto")
+
+
+def test_optuna_without_its_extra_starts_no_trainer(tmp_path):
+    """`python -m distexp` with the Optuna sweeper's package missing (simulated as Python's import
+    system sees one): the one line naming the extra, exit 2, before the warm trainer (TensorFlow)
+    would start and before Hydra writes anything."""
+    import subprocess
+    import sys
+
+    from helpers import child_env
+
+    code = ("import runpy, sys; sys.modules['hydra_plugins.hydra_optuna_sweeper'] = None; "
+            "sys.argv = ['distexp', '-m', 'hparams_search=optuna']; "
+            "runpy.run_module('distexp', run_name='__main__', alter_sys=True)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=child_env(),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "distexp: error: hparams_search: received 'optuna', whose package is not installed; "
+        "valid: install the extra first: pip install -e \".[optuna]\" (from a clone) or "
+        "pip install \"distexp[optuna]\""]
+    assert list(tmp_path.iterdir()) == []

@@ -4,7 +4,6 @@ a best trial; the joblib launcher runs jobs in parallel."""
 from __future__ import annotations
 
 import re
-import sys
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Tasks and the one training step (issue 9): seq2seq trains under every strategy with exact
+"""Tasks and the one training step: seq2seq trains under every strategy with exact
 figures, a user's own task trains and logs its own metrics, ps shares the step (loss scaling
 included), a diverging run ends FAILED. Parity (seq2seq per-token exactness, the known loss
 mistakes): tests/test_parity.py. Before TensorFlow: tests/test_tasks_unit.py."""

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from distexp.errors import UserError
-from distexp.data.text import PairData, Vocab, build_pairs, load_text_pairs, number_words, read_pairs, resolve_mode, synthetic_pairs, tokenize
+from distexp.data.text import (PairData, Vocab, build_pairs, load_text_pairs, number_words, read_pairs,
+                               resolve_mode, synthetic_pairs, tokenize)
 
 # Tatoeba/ManyThings format: English<TAB>Chinese<TAB>attribution (extra columns ignored).
 CORPUS = (
@@ -116,8 +117,10 @@ def test_split_reproducible_by_seed():
     np.testing.assert_array_equal(a.tgt_out_train, b.tgt_out_train)
     assert a.src_vocab.tokens == b.src_vocab.tokens
     assert a.src_eval.shape == c.src_eval.shape and not np.array_equal(a.src_eval, c.src_eval)
+    def key(d, s, t):
+        return {(tuple(d.src_vocab.decode(x)), tuple(d.tgt_vocab.decode(y))) for x, y in zip(s, t)}
+
     # the eval pairs are exactly the pairs missing from train
-    key = lambda d, s, t: {(tuple(d.src_vocab.decode(x)), tuple(d.tgt_vocab.decode(y))) for x, y in zip(s, t)}
     assert len(key(a, a.src_train, a.tgt_out_train) | key(a, a.src_eval, a.tgt_out_eval)) == 200
 
 

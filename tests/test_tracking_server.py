@@ -51,7 +51,7 @@ def test_run_lands_on_the_server_without_credentials(mlflow_server, tmp_path):
     assert p["num_replicas"] == "1" and p["tf_version"].startswith("2.")
     assert p["tracking.uri"] == f"http://***@127.0.0.1:{mlflow_server.port}"
     loss = api.history(run_id, "train/loss")
-    assert sorted(m["step"] for m in loss) == [1, 2]  # one point per epoch (issue 17: no doubled last point)
+    assert sorted(m["step"] for m in loss) == [1, 2]  # one point per epoch (no doubled last point)
     assert all(0 < m["value"] < 5 for m in loss)
     m = metrics(run)
     assert m["perf/examples_per_sec"] > 0 and 0 <= m["eval/accuracy"] <= 1

@@ -3,7 +3,7 @@ caller's process (compose -> checks -> `resolved.resolve`), it trains what the C
 replicas, global batch and workers, and (same seed, same data order) the same per-step losses.
 
 The call runs in a fresh Python process of its own, not in pytest's: TensorFlow's logical CPU
-devices (cpu_replicas=2) cannot change once its runtime started (FACTS.md), and another test may
+devices (cpu_replicas=2) cannot change once its runtime started (docs/facts.md#process-state), and another test may
 have started it. No environment variable carries a fact to it.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A user's own data or model that is wrong inside training (issue 26): one line that names the
+"""A user's own data or model that is wrong inside training: one line that names the
 key or factory, what it gave and what is valid; exit 2; the run FAILED with that line as its
 reason (tag distexp.error, and the description); the traceback in the job's log only.
 

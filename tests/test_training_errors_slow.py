@@ -18,7 +18,7 @@ SOFTMAX_JOB = ["strategy=one_device", "gpus=0", "epochs=10", "seed=0", "warmup_s
 
 def test_a_softmax_head_trains_as_well_as_logits(cli):
     """keras-io's "Simple MNIST convnet" ends in Dense(10, activation="softmax"): trained as if it
-    gave logits it ended 10 epochs at eval/accuracy 0.85 against 0.96 (issue 26). It is trained on
+    gave logits it ended 10 epochs at eval/accuracy 0.85 against 0.96. It is trained on
     its probabilities (from_logits=False), said in one line, to the logits model's accuracy."""
     jobs, _ = finished_sweep(cli.cwd, "sweep", *SOFTMAX_JOB, "model=custom",
                              f"model.factory={F}:mnist_convnet,{F}:mnist_convnet_logits",

@@ -9,7 +9,7 @@ import pytest
 
 @pytest.mark.parametrize("port", ["99999", "abc", "0"])
 def test_ui_port_is_checked_in_one_line(port, capsys):
-    """Before: `--port 99999` was an OverflowError traceback (issue 26)."""
+    """An out-of-range or non-numeric --port is one line (not an OverflowError traceback)."""
     from distexp import ui
 
     with pytest.raises(SystemExit) as ex:
@@ -131,7 +131,7 @@ def test_sweep_summary_puts_the_verdict_where_the_ui_shows_it(tmp_path):
 
 
 def test_sweep_run_names_differ_where_the_ui_shows_them():
-    """Issue 17 item 3: what the sweep varies comes first, and a swept value the name would not
+    """What the sweep varies comes first, and a swept value the name would not
     show (one_device's cpu_replicas) is added, so no two jobs of a sweep share a name."""
     from omegaconf import OmegaConf
 
@@ -178,3 +178,29 @@ def test_report_console_table_fits_120_columns_and_tells_rows_apart():
     mir = next(ln for ln in lines if ln.startswith("mirrored") and " 128 " in ln)
     assert "33,000 ±990" in mir and "0.914" in mir and "one run a side" in mir, mir
     assert "1.74x [" in mir  # 33,000 / 19,000: the same cpu_replicas=2 set-up is the baseline
+
+
+def test_the_installed_mlflow_ui_reads_the_shared_view_distexp_writes():
+    """The shared view (distexp.tracking.view) is in the format of the installed MLflow's UI
+    bundle, read from the bundle itself (so a new MLflow is checked as it is installed; 3.17.2 and
+    3.18.0 gave the same): the URL parameter and the tag prefix it reads, the envelope it checks,
+    and every key of the state among those the bundle picks (search facets or UI state)."""
+    import json
+    import re
+    from pathlib import Path
+
+    import mlflow
+
+    from distexp.tracking import tags, view
+
+    js = "".join(p.read_text(errors="replace") for p in
+                 (Path(mlflow.__file__).parent / "server/js/build/static/js").glob("*.js"))
+    assert '"viewStateShareKey"' in js and f'"{tags.SHARED_VIEW}"' in js
+    assert "workflowType" in js and '"machine_learning"' in js.replace("'", '"')
+    assert re.search(r'"string"!==typeof \w+\.name\|\|"number"!==typeof \w+\.createdAt\|\|'
+                     r'"string"!==typeof \w+\.state', js), "the envelope check moved"
+    picked = set()
+    for keys in re.findall(r'\[("searchFilter"[^\]]*|"selectedColumns"[^\]]*)\]', js):
+        picked |= set(json.loads(f"[{keys}]"))
+    state = view.view_state("s1", "p1")
+    assert set(state) <= picked, set(state) - picked

@@ -1,6 +1,6 @@
 """The cluster kind record: where a job's processes run and how they find each other (see
 distexp.cluster.kinds). Lightning's `ClusterEnvironment` is the model: one class per kind answers
-every question the job, the checks, the sweeps and the trainer used to ask by comparing
+every question the job, the checks, the sweeps and the trainer would otherwise ask by comparing
 `cluster.name` as a string.
 
 - `local`: this job process starts every process of the job on this machine (distexp.cluster.local)

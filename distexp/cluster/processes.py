@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
+from distexp.env import TASK
 from distexp.errors import UserError
 
 PORT_ATTEMPTS = 3
@@ -84,7 +85,7 @@ class Plan:
             e.update(self.extra_env.get(name, {}))
             if self.cluster:
                 e["TF_CONFIG"] = tf_config(self.cluster, name)
-            e["DISTEXP_TASK"] = name
+            e[TASK] = name
             procs.append(Proc(name=name, cmd=trainer_cmd(config_path), env=e,
                                      log=self.job_dir / f"{name}.log", console=(i == 0),
                                      server=name in self.servers))

@@ -4,8 +4,8 @@ distexp.config.schema holds the schema (OmegaConf already refuses a wrong type, 
 missing option); this module refuses what is well typed but makes no sense: out-of-range values,
 combinations a strategy's record or a task refuses, what the GPU count rules out, and sizes this
 machine cannot hold or places it cannot write (`validate`, which finds the facts once: the
-strategy's record, the cluster kind, the GPUs, the resolved figures; `validate_limits` reads them). Each is one line, `key: received X; valid/expected Y`, and no TensorFlow is
-imported.
+strategy's record, the cluster kind, the GPUs, the resolved figures; `validate_limits` reads
+them). Each is one line, `key: received X; valid/expected Y`, and no TensorFlow is imported.
 """
 from __future__ import annotations
 
@@ -191,7 +191,7 @@ def _validate_strategy(cfg: DictConfig, rec, gpus: int) -> None:
     why = rec.loops.get(cfg.loop.name)
     if why:
         raise UserError(f"loop: received {cfg.loop.name!r} with strategy={rec.name}; {why}: use "
-                        f"{' or '.join(f'loop={l}' for l, w in rec.loops.items() if w is None)}")
+                        f"{' or '.join(f'loop={lp}' for lp, w in rec.loops.items() if w is None)}")
     for knob, why in rec.refuses.items():
         key, _, value = knob.partition("=")
         current = OmegaConf.select(cfg, key)

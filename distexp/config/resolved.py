@@ -94,14 +94,6 @@ def check_gpus(requested: Optional[int], visible: int) -> int:
             f"To run on CPU use gpus=0 cpu_replicas={max(requested, 2)}")
     return requested
 
-def num_workers(cfg: DictConfig) -> int:
-    return strategy_record(cfg).num_workers(cfg)
-
-def sync_workers(cfg: DictConfig) -> int:
-    """Workers whose replicas share one global batch: all of them under multiworker; one under ps
-    (each ps step runs on one worker, asynchronously: TensorFlow's num_replicas_in_sync)."""
-    return strategy_record(cfg).sync_workers(cfg)
-
 def replicas_per_worker(cfg: DictConfig, gpus: Optional[int] = None) -> int:
     """Replicas each worker trains with (known before TensorFlow starts).
 

@@ -83,7 +83,7 @@ def normalize(text: str) -> str:
 
 def _is_punct(text: str, i: int) -> bool:
     ch = text[i]
-    if not unicodedata.category(ch)[0] in "PS":
+    if unicodedata.category(ch)[0] not in "PS":
         return False
     if ch in _KEEP_INSIDE_WORD and 0 < i < len(text) - 1:
         return not (text[i - 1].isalnum() and text[i + 1].isalnum())

@@ -58,7 +58,7 @@ def _load(ds: DictConfig, seed: int):
         except (ValueError, KeyError) as ex:
             raise UserError(f"dataset.train_split/eval_split: received {ds.train_split!r}, "
                             f"{ds.eval_split!r}; {str(ex).splitlines()[0][:300]}") from None
-        except Exception as ex:  # noqa: BLE001  (a download that failed)
+        except Exception as ex:  # a download that failed
             if not ds.download:
                 raise
             raise UserError(f"dataset: downloading {ds.tfds_name} failed ({type(ex).__name__}: "

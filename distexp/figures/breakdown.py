@@ -31,10 +31,12 @@ import math
 import statistics
 from typing import Dict, Optional, Sequence
 
+from distexp.figures import perf_keys
+
 PARTS = ("input", "compute", "sync", "other")
-KEYS = {p: f"perf/step_{p}_ms" for p in PARTS}
-NOISE_KEY = "perf/step_split_noise_ms"
-SCALE_KEY = "perf/step_split_scale"
+KEYS = {p: perf_keys.step_part_ms(p) for p in PARTS}
+NOISE_KEY = perf_keys.STEP_SPLIT_NOISE_MS
+SCALE_KEY = perf_keys.STEP_SPLIT_SCALE
 WINDOW = 10  # steps per window of the step time's standard error (distexp.figures.meter's)
 
 

@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from distexp.figures import perf_keys
+
 WINDOW = 10
 
 
@@ -142,13 +144,13 @@ class Meter:
         keep the plain keys, so no MLflow series holds both an epoch's rate and the run's."""
         elapsed = time.perf_counter() - self._epoch_start
         out = {
-            "perf/epoch_examples_per_sec": self._rate(self._epoch_timed),
-            "perf/epoch_examples_per_sec_per_replica": _div(self._rate(self._epoch_timed),
+            perf_keys.EPOCH_EXAMPLES_PER_SEC: self._rate(self._epoch_timed),
+            perf_keys.EPOCH_EXAMPLES_PER_SEC_PER_REPLICA: _div(self._rate(self._epoch_timed),
                                                             self.replicas),
-            "perf/epoch_time_s": elapsed,
+            perf_keys.EPOCH_TIME_S: elapsed,
         }
         if self.units_name:
-            out[f"perf/epoch_{self.units_name}_per_sec"] = _per(self._epoch_units,
+            out[perf_keys.epoch_units_per_sec(self.units_name)] = _per(self._epoch_units,
                                                                 self._epoch_timed)
         return out
 
@@ -157,16 +159,16 @@ class Meter:
         mean, ci = self.spread()
         ms = [t * 1000.0 for t in self.timed]
         return {
-            "perf/examples_per_sec": rate,
-            "perf/examples_per_sec_per_replica": _div(rate, self.replicas),
-            "perf/examples_per_sec_ci95": ci,
-            "perf/step_time_ms_p50": percentile(ms, 50) if ms else None,
-            "perf/step_time_ms_p90": percentile(ms, 90) if ms else None,
-            "perf/time_to_first_step_s": self.time_to_first_step,
-            "perf/timed_steps": float(len(self.timed)),
-            "perf/input_wait_share": self.input_share(),
-            "perf/examples_per_sec_end_to_end": self.end_to_end(),
-            **({f"perf/{self.units_name}_per_sec": _per(self.units_timed, self.timed)}
+            perf_keys.EXAMPLES_PER_SEC: rate,
+            perf_keys.EXAMPLES_PER_SEC_PER_REPLICA: _div(rate, self.replicas),
+            perf_keys.EXAMPLES_PER_SEC_CI95: ci,
+            perf_keys.STEP_TIME_MS_P50: percentile(ms, 50) if ms else None,
+            perf_keys.STEP_TIME_MS_P90: percentile(ms, 90) if ms else None,
+            perf_keys.TIME_TO_FIRST_STEP_S: self.time_to_first_step,
+            perf_keys.TIMED_STEPS: float(len(self.timed)),
+            perf_keys.INPUT_WAIT_SHARE: self.input_share(),
+            perf_keys.EXAMPLES_PER_SEC_END_TO_END: self.end_to_end(),
+            **({perf_keys.units_per_sec(self.units_name): _per(self.units_timed, self.timed)}
                if self.units_name else {}),
         }
 

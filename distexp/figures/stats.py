@@ -1,5 +1,5 @@
-"""Is a speed-up real? Intervals and verdicts from repeated runs (no NumPy/SciPy: the report
-must start fast, and a few samples need nothing more).
+"""Is a speed-up real? Intervals and verdicts from repeated runs (plain Python for a few samples;
+Student's t from SciPy).
 
 - `ratio_interval`: the 95 % interval of the ratio of two throughputs measured in repeated runs:
   Welch's t-interval on log(examples/s) (throughput ratios are multiplicative; Welch does not
@@ -33,58 +33,12 @@ def _mean_var(xs: Sequence[float]) -> Tuple[float, float]:
     return m, sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
 
 
-def _betacf(a: float, b: float, x: float) -> float:  # continued fraction (Numerical Recipes)
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1, a - 1
-    c, d = 1.0, 1 - qab * x / qap
-    d = 1 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)),
-                   -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
-            d = 1 + aa * d
-            d = 1 / (d if abs(d) > tiny else tiny)
-            c = 1 + aa / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1) < 1e-15:
-            break
-    return h
-
-
-def _betai(a: float, b: float, x: float) -> float:
-    """Regularised incomplete beta I_x(a, b)."""
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    bt = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x)
-                  + b * math.log1p(-x))
-    if x < (a + 1) / (a + b + 2):
-        return bt * _betacf(a, b, x) / a
-    return 1 - bt * _betacf(b, a, 1 - x) / b
-
-
-def t_cdf(t: float, df: float) -> float:
-    tail = 0.5 * _betai(df / 2, 0.5, df / (df + t * t))
-    return 1 - tail if t > 0 else tail
-
-
 def t_quantile(p: float, df: float) -> float:
-    """Student's t quantile (any real df > 0), by bisection on the CDF."""
-    if p < 0.5:
-        return -t_quantile(1 - p, df)
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < p:
-        hi *= 2
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if t_cdf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+    """Student's t quantile (any real df > 0). scipy.special's stdtrit is what scipy.stats.t.ppf
+    calls; imported here, not at the top: scipy.stats' import takes ~1 s, the report starts without."""
+    from scipy.special import stdtrit
+
+    return float(stdtrit(df, p))
 
 
 def first_non_finite(values: Sequence[float]) -> Optional[int]:
@@ -137,7 +91,7 @@ def repeats_needed(x: Sequence[float], y: Sequence[float], level: float = LEVEL,
 
     # `enough` is monotone in n (the left side grows; the quantiles, hence the right side, shrink
     # as df grows, power > 0.5), so the smallest n is found by bisection: ~2 x 10 quantiles
-    # instead of up to 2 x 999 (a minute of pure-Python t quantiles for "no visible difference").
+    # instead of up to 2 x 999.
     if not enough(MAX_REPEATS):
         return None
     lo, hi = 2, MAX_REPEATS  # enough(hi) holds

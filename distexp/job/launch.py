@@ -1,7 +1,7 @@
 """Fresh training processes for one job, their output, and their clean-up.
 
 TensorFlow fixes logical devices, inter-op threads and collective ops once per process, so every
-job trains in new processes (FACTS.md). This module starts them, streams each one's output to its
+job trains in new processes (docs/facts.md#process-state). This module starts them, streams each one's output to its
 log file (and the chief's to the console), and guarantees that when the job ends - success, a
 failed or killed process, a timeout, Ctrl-C or SIGTERM on the job process - none is left behind:
 each child runs in its own process group, dies with its parent (PR_SET_PDEATHSIG), and is stopped
@@ -17,13 +17,12 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence
 
 from distexp import errors
 from distexp import stops
 from distexp.job import console as live
-from distexp.cluster.processes import Proc, trainer_cmd  # noqa: F401  (launch.Proc, as before)
+from distexp.cluster.processes import Proc
 
 KILL_GRACE_S = 3.0
 # starts `python -m MODULE ARGS` (a command as trainer_cmd builds it) with env in a directory;

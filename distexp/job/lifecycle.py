@@ -29,7 +29,8 @@ from distexp.config import schema as C
 from distexp import errors, tracking
 from distexp import stops
 from distexp.job import console, launch, startup, summary, warm
-from distexp.tracking.node_metrics import CLUSTER_ID, NodeMetrics
+from distexp.tracking import tags as tag
+from distexp.tracking.node_metrics import NodeMetrics
 from distexp.sweeps import callback as sweep
 from distexp.sweeps import gpu_pool
 from distexp.sweeps.parent import child_tags
@@ -40,7 +41,7 @@ class JobError(Exception):
     """A job of a multirun failed. Raised (not sys.exit) so that Hydra records the job as failed
     and runs the rest of the sweep; the command exits non-zero at the end (distexp.sweeps)."""
 
-    def __init__(self, message: str, exit_code: int = 1):
+    def __init__(self, message: str, exit_code: int = errors.FAILED):
         super().__init__(message, exit_code)
         self.message, self.exit_code = message, exit_code
 
@@ -173,18 +174,18 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
     """The job's MLflow run, created in a thread while the trainer starts (tracking.Forwarder):
     its name, tags and params (the flattened config and the resolved facts)."""
     tracking.probe(cfg.tracking.uri)  # milliseconds: a store/server that is plainly not there
-    tags = {"distexp.job_dir": str(job_dir), "distexp.overrides": " ".join(overrides),
-            "distexp.host": socket.gethostname(),
+    tags = {tag.JOB_DIR: str(job_dir), tag.OVERRIDES: " ".join(overrides),
+            tag.HOST: socket.gethostname(),
             **tracking.owner_tags()}  # this process owns the run (tracking.owner)
     if plan.hosts:  # where each task of an external cluster runs (srun, TF_CONFIG)
-        tags["distexp.task_hosts"] = ", ".join(f"{n}={h}" for n, h in plan.hosts.items())
+        tags[tag.TASK_HOSTS] = ", ".join(f"{n}={h}" for n, h in plan.hosts.items())
     if plan.cluster_id:  # the other nodes' first tasks find the run by it (node_metrics)
-        tags[CLUSTER_ID] = plan.cluster_id
+        tags[tag.CLUSTER_ID] = plan.cluster_id
     if multirun:
         tags.update(child_tags(str(hc.sweep.dir), cfg.tracking.uri,
                                cfg.tracking.experiment, int(hc.job.num)))
     if cfg.resume:  # the chief trainer adds distexp.resumed_from_step once it has looked
-        tags["distexp.resume"] = "requested"
+        tags[tag.RESUME] = "requested"
     params = C.flatten(cfg)
     params.update({"num_workers": facts["workers"], "global_batch_size": facts["global_batch"],
                    "num_replicas": facts["replicas"]})

@@ -4,7 +4,7 @@ processes from it, and see them end. No TensorFlow here.
 One server per job process, started as early as the command allows (distexp.__main__ starts it
 before Hydra composes; a job that finds none starts it in `prepare`), kept across the jobs of a
 sweep, so that only the first job waits for TensorFlow's import. A job whose config says
-`warm_start=false`, or a server that could not start, trains in fresh interpreters as before.
+`warm_start=false`, or a server that could not start, trains in fresh interpreters.
 
 `spawn` returns a `Child`, which answers what launch.py asks of a `subprocess.Popen` (pid, stdout,
 poll, wait, returncode): the server is its parent and reaps it, and tells us its exit code.
@@ -212,10 +212,6 @@ def start_early(argv: Sequence[str]) -> None:
     """`python -m distexp ...`: the first thing the command does, for commands that will train."""
     if trains(argv):
         start()
-
-
-def current() -> Optional[Server]:
-    return _server if _server is not None and not _server.dead else None
 
 
 def stop() -> None:

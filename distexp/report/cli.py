@@ -27,13 +27,15 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from distexp import errors
 from distexp.figures import meaning
 from distexp.report.plots import plots
 from distexp.report import verdict
-from distexp.report.columns import CSV_FIELDS, bottleneck_text, shown_mfu, write_csv  # noqa: F401
-from distexp.report.scaling import NO_BASELINE, WITHIN_RUN, Row, add_scaling, aggregate, row_from_run
+from distexp.report.columns import bottleneck_text, shown_mfu, write_csv
+from distexp.report.scaling import NO_BASELINE, Row, Verdict, add_scaling, aggregate, row_from_run
 from distexp.tracking import lookup
 from distexp.tracking import tags as tag
+from distexp.figures import perf_keys
 
 
 class ReportError(lookup.LookupFailed):
@@ -98,7 +100,7 @@ def steps_to_target(client, r: Row) -> Optional[int]:
     The job's first run (as for the loss plot)."""
     if r.time_to_target is None or r.steps_per_epoch is None:
         return None
-    hist = client.get_metric_history(r.run_id, "perf/time_to_accuracy_s")
+    hist = client.get_metric_history(r.run_id, perf_keys.TIME_TO_ACCURACY_S)
     return min(h.step for h in hist) * r.steps_per_epoch if hist else None
 
 
@@ -124,22 +126,22 @@ def _fmt(v: Optional[float], spec: str, missing: str = "-") -> str:
 def _speed(r: Row) -> str:
     if r.speedup is None:
         return NO_BASELINE if r.baseline == NO_BASELINE else "-"
-    if r.verdict == "baseline":
+    if r.verdict == Verdict.BASELINE:
         return "1.00x (baseline)"
     mark = "" if r.significant else "~ "  # benchstat's mark: no significant difference
-    if r.verdict == WITHIN_RUN:
+    if r.verdict == Verdict.WITHIN_RUN:
         spread = f" ± {r.speedup_ci95:.2f}" if r.speedup_ci95 is not None else ""
         return f"{mark}{r.speedup:.2f}x{spread} (within run)"
     return f"{mark}{r.speedup:.2f}x [{r.speedup_low:.2f}, {r.speedup_high:.2f}]"
 
 
 def _verdict(r: Row) -> str:
-    if r.verdict == "~":
+    if r.verdict == Verdict.NOT_SIGNIFICANT:
         if r.repeats_needed is None:
             return "~ no difference visible (not resolvable in 1000 runs)"
         return f"~ not significant: ~{r.repeats_needed} runs each would resolve it"
-    if r.verdict == WITHIN_RUN:
-        return f"{WITHIN_RUN}: no significance (use repeats>=2)"
+    if r.verdict == Verdict.WITHIN_RUN:
+        return f"{Verdict.WITHIN_RUN.value}: no significance (use repeats>=2)"
     return r.verdict or "-"
 
 
@@ -151,7 +153,7 @@ def _strong(r: Row) -> str:
     if c is None:
         return "not measured (no 1-replica job at this global batch)" if (r.replicas or 0) > 1 \
             else "-"
-    return "baseline" if c.is_base else verdict.ratio(c)
+    return Verdict.BASELINE.value if c.is_base else verdict.ratio(c)
 
 
 def _rate(r: Row) -> str:
@@ -290,7 +292,7 @@ def build(uri: str, experiment: str = "distexp", sweep_id: Optional[str] = None,
         r.loss, r.loss_x = loss_curve(client, r.run_id)
         r.steps_to_target = steps_to_target(client, r)
         if r.rate_end_to_end is not None:  # what the end-to-end note splits its wall time by
-            r.epoch_times = [v for _, v in metric_by_step(client, r.run_id, "perf/epoch_time_s")]
+            r.epoch_times = [v for _, v in metric_by_step(client, r.run_id, perf_keys.EPOCH_TIME_S)]
     add_scaling(rows)
     from distexp import strategies
 
@@ -345,7 +347,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         rows, out, md = build(uri, a.experiment, a.sweep_id, a.filter, a.out, log=not a.no_log)
     except lookup.LookupFailed as ex:  # ReportError is one
         print(f"distexp.report: error: {ex}", file=sys.stderr)
-        return 2
+        return errors.BAD_INPUT
     from distexp.report.console import table
 
     print(md.splitlines()[0].lstrip("# "))

@@ -54,13 +54,13 @@ COLUMNS = [
     ("runs", lambda r: len(r.run_ids)), ("run_ids", lambda r: " ".join(r.run_ids)),
     ("examples_per_sec", lambda r: r.rate), ("examples_per_sec_runs", _runs),
     ("examples_per_sec_ci95", lambda r: r.ci95),
-    # v2: the weak speed-up where there is a weak baseline, else the strong one
+    # speedup*: the weak speed-up where there is a weak baseline, else the strong one
     ("speedup", lambda r: r.speedup), ("speedup_low", lambda r: r.speedup_low),
     ("speedup_high", lambda r: r.speedup_high), ("significant", lambda r: r.significant),
     ("verdict", lambda r: r.verdict), ("repeats_needed", lambda r: r.repeats_needed),
     ("speedup_ci95", lambda r: r.speedup_ci95), ("efficiency", lambda r: r.efficiency),
     ("baseline", lambda r: r.baseline),
-    # v3: both equal-work comparisons and the split weak = batch effect x replica effect
+    # both equal-work comparisons and the split weak = batch effect x replica effect
     ("speedup_weak", _cmp("weak", "value")), ("speedup_weak_low", _cmp("weak", "low")),
     ("speedup_weak_high", _cmp("weak", "high")),
     ("speedup_weak_significant", _cmp("weak", "significant")),

@@ -11,9 +11,11 @@ from __future__ import annotations
 import math
 from typing import List, Optional, Sequence
 
+from distexp.report.scaling import Verdict
+
 WIDTH = 120
-VERDICT = {"significant": "significant", "~": "not significant", "baseline": "baseline",
-           "within-run only": "one run a side"}
+VERDICT = {Verdict.SIGNIFICANT: "significant", Verdict.NOT_SIGNIFICANT: "not significant",
+           Verdict.BASELINE: "baseline", Verdict.WITHIN_RUN: "one run a side"}
 
 
 def _num(v: Optional[float], spec: str) -> str:
@@ -31,7 +33,7 @@ def rate(r) -> str:
 def speedup(r) -> str:
     if r.speedup is None:
         return "-"
-    if r.verdict == "baseline":
+    if r.verdict == Verdict.BASELINE:
         return "1.00x"
     if r.speedup_low is not None and r.speedup_high is not None:
         return f"{r.speedup:.2f}x [{r.speedup_low:.2f}, {r.speedup_high:.2f}]"
@@ -50,7 +52,7 @@ def speed_text(r) -> Optional[str]:
     """The speed-up, number first (MLflow's column shows ~13 characters; the rest on hover)."""
     if r.speedup is None:
         return None
-    if r.verdict == "baseline":
+    if r.verdict == Verdict.BASELINE:
         return "1.00x baseline"
     interval = (f" [{r.speedup_low:.2f}, {r.speedup_high:.2f}]"
                 if r.speedup_low is not None and r.speedup_high is not None else "")

@@ -10,20 +10,35 @@ TensorFlow: distexp.report reads the runs and writes what this computes.
   *weak* over the 1-replica runs at the same per-replica batch, *strong* over the 1-replica runs
   at the same global batch (the controls `sweep.controls=true` adds); and their split for an
   N-replica row: batch effect (1 replica at the global batch / at the per-replica batch) x
-  replica effect (= the strong speed-up) = the weak speed-up. `speedup*` keep their v2 meaning
-  (weak when there is a weak baseline, else strong).
+  replica effect (= the strong speed-up) = the weak speed-up. `speedup*` are the weak
+  speed-up when there is a weak baseline, else the strong one.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from distexp.figures import stats
 from distexp.tracking import tags as tag
+from distexp.figures import perf_keys
 
 NO_BASELINE = "no 1-replica baseline"
-WITHIN_RUN = "within-run only"
+
+
+class Verdict(str, Enum):
+    """A comparison's verdict: the word report.csv's `verdict` column holds (a str: it compares,
+    hashes, prints and is written as its word)."""
+    SIGNIFICANT = "significant"        # the 95 % interval of the ratio excludes 1
+    NOT_SIGNIFICANT = "~"              # benchstat's mark: the interval includes 1
+    BASELINE = "baseline"              # the row is its comparison's baseline
+    WITHIN_RUN = "within-run only"     # one run on a side: no between-run spread, no significance
+    __str__ = str.__str__
+    __format__ = str.__format__
+    __hash__ = str.__hash__
+
+
 # Override keys that make a run the scaling variant of a job rather than another job.
 SCALING_KEYS = ("strategy", "cpu_replicas", "gpus", "workers", "ps", "cluster",
                 "batch_size_per_replica", "global_batch_size")
@@ -31,7 +46,7 @@ SCALING_KEYS = ("strategy", "cpu_replicas", "gpus", "workers", "ps", "cluster",
 DEVICE_KEYS = ("cpu_replicas", "gpus", "workers", "ps", "cluster")
 # Override keys that differ between runs of one job config (repeats, a resumed re-run).
 RUN_KEYS = ("repeat", "resume", "sweep.resume", "checkpoint.dir")
-E2E = "perf/examples_per_sec_end_to_end"
+E2E = perf_keys.EXAMPLES_PER_SEC_END_TO_END
 # The step-time split (perf/step_<part>_ms); "other" is the unattributed rest.
 PARTS = ("input", "compute", "sync", "other")
 
@@ -167,29 +182,29 @@ def row_from_run(run) -> Row:
     p, m, t = run.data.params, run.data.metrics, run.data.tags
     diverged = str(t.get(tag.DIVERGED, "")).lower() == "true"
     finished = run.info.status == "FINISHED" and not diverged
-    rate = m.get("perf/examples_per_sec") if finished else None  # a failed run has no throughput
+    rate = m.get(perf_keys.EXAMPLES_PER_SEC) if finished else None  # a failed run has no throughput
     return Row(run_id=run.info.run_id, run_name=run.info.run_name or run.info.run_id[:8],
                status=run.info.status, strategy=p.get("strategy.name", "?"),
                model=p.get("model.name", "?"), dataset=p.get("dataset.name", "?"),
                loop=p.get("loop.name", "?"), workers=_int(p.get("num_workers")),
                replicas=_int(p.get("num_replicas")), global_batch=_int(p.get("global_batch_size")),
-               rate=rate, ci95=m.get("perf/examples_per_sec_ci95") if finished else None,
+               rate=rate, ci95=m.get(perf_keys.EXAMPLES_PER_SEC_CI95) if finished else None,
                eval_accuracy=m.get(p.get("task.eval_metric") or "eval/accuracy"),
                eval_metric=p.get("task.eval_metric") or "eval/accuracy",
-               time_to_first_step=m.get("perf/time_to_first_step_s"),
+               time_to_first_step=m.get(perf_keys.TIME_TO_FIRST_STEP_S),
                job_num=_int(t.get(tag.JOB_NUM)),
                overrides=t.get(tag.OVERRIDES, ""), diverged=diverged,
-               mfu=m.get("perf/mfu") if finished else None,
+               mfu=m.get(perf_keys.MFU) if finished else None,
                peak_source=t.get(tag.PEAK_SOURCE),
                rates=[rate] if rate is not None and rate > 0 else [], run_ids=[run.info.run_id],
                epochs=_int(p.get("epochs")), steps_per_epoch=_int(p.get("steps_per_epoch_resolved")),
                rate_end_to_end=m.get(E2E) if finished else None,
-               breakdown={part: m[f"perf/step_{part}_ms"] for part in PARTS
-                          if finished and m.get(f"perf/step_{part}_ms") is not None},
+               breakdown={part: m[perf_keys.step_part_ms(part)] for part in PARTS
+                          if finished and m.get(perf_keys.step_part_ms(part)) is not None},
                warmup_steps=_int(p.get("warmup_steps")),
                checkpoint_every=p.get("checkpoint.every_steps"),
                target=_float(p.get("target_accuracy")),
-               time_to_target=m.get("perf/time_to_accuracy_s"))
+               time_to_target=m.get(perf_keys.TIME_TO_ACCURACY_S))
 
 
 def aggregate(rows: Sequence[Row]) -> List[Row]:
@@ -265,17 +280,17 @@ def compare(r: Row, singles: Sequence[Row], mode: str) -> Optional[Comparison]:
                    base_rate=base, is_base=any(r is b for b in cands),
                    base_global_batch=cands[0].global_batch, base_strategy=who)
     if c.is_base:
-        c.verdict = "baseline"
+        c.verdict = Verdict.BASELINE
         return c
     between = stats.ratio_interval(r.rates, base_rates)
     if between is not None:
         c.low, c.high, _ = between
         c.significant = c.low > 1 or c.high < 1
-        c.verdict = "significant" if c.significant else "~"
+        c.verdict = Verdict.SIGNIFICANT if c.significant else Verdict.NOT_SIGNIFICANT
         if not c.significant:
             c.repeats_needed = stats.repeats_needed(r.rates, base_rates)
         return c
-    c.verdict = WITHIN_RUN  # one run on a side: no between-run spread, no significance
+    c.verdict = Verdict.WITHIN_RUN
     base_cis = [b.ci95 for b in cands]
     if len(r.rates) == 1 and r.ci95 is not None and len(base_rates) == len(cands) and \
             all(x is not None for x in base_cis):
@@ -287,7 +302,7 @@ def compare(r: Row, singles: Sequence[Row], mode: str) -> Optional[Comparison]:
 
 
 def add_scaling(rows: Sequence[Row]) -> None:
-    """Fill both comparisons, their split, and the v2 speed-up columns (weak if there is a weak
+    """Fill both comparisons, their split, and the `speedup*` columns (weak if there is a weak
     baseline, else strong), efficiency and the baseline's description."""
     singles = [r for r in rows if r.measured and r.replicas == 1]
     for r in rows:

@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from distexp.figures import stats
 from distexp.report.diagnosis import end_to_end_gap
-from distexp.report.scaling import WITHIN_RUN, Comparison, Row
+from distexp.report.scaling import Comparison, Row, Verdict
 
 
 def name(r: Row) -> str:
@@ -28,10 +28,10 @@ def ratio(c: Comparison, of: str = "") -> str:
     """0.60x [0.55, 0.66], significant | ~ 0.95x [0.80, 1.12], not significant | 0.60x ± 0.05
     (one run each: within-run only); `of` names the baseline after the ratio."""
     of = f" {of}" if of else ""
-    if c.verdict == WITHIN_RUN:
+    if c.verdict == Verdict.WITHIN_RUN:
         spread = f" ± {c.ci95:.2f}" if c.ci95 is not None else ""
         return f"{c.value:.2f}x{of}{spread} (one run each: within-run only, no significance)"
-    if c.verdict == "~":
+    if c.verdict == Verdict.NOT_SIGNIFICANT:
         more = (f"; ~{c.repeats_needed} runs each would resolve it" if c.repeats_needed
                 else "")
         return f"~ {c.value:.2f}x{of} [{c.low:.2f}, {c.high:.2f}], not significant{more}"
@@ -55,7 +55,7 @@ def _equal_work(base: str, batch: int, rs: Sequence[Row]) -> str:
                 break
     elif len(slower) == len(rs):
         head = f"{base} x1 fastest"
-    elif all(r.strong.verdict == WITHIN_RUN for r in rs):
+    elif all(r.strong.verdict == Verdict.WITHIN_RUN for r in rs):
         head = "no winner can be claimed from one run each (use repeats>=2)"
     else:
         head = f"no set-up significantly faster than {base} x1"
@@ -104,7 +104,7 @@ def verdict_lines(rows: Sequence[Row]) -> List[str]:
                           "batch with more replicas: they do not show that more replicas are "
                           "faster at equal work." if weak else ""))
     comparisons = [c for r in multi for c in (r.weak, r.strong) if c is not None]
-    if comparisons and all(c.verdict == WITHIN_RUN for c in comparisons):
+    if comparisons and all(c.verdict == Verdict.WITHIN_RUN for c in comparisons):
         out.append("One run per job: every interval above is within-run only (it cannot see "
                    "the run-to-run variation of a shared machine), so no difference is claimed "
                    "significant; run the sweep with repeats>=2 (e.g. repeats=3).")

@@ -1,6 +1,6 @@
 """central: tf.distribute.experimental.CentralStorageStrategy: variables on one device (the CPU
 when there are several compute devices), computation mirrored over `cpu_replicas` logical CPU
-devices or the GPUs. Keras 3 fit logs wrong loss/accuracy under it (FACTS.md): refused."""
+devices or the GPUs. Keras 3 fit logs wrong loss/accuracy under it (docs/facts.md#central-fit): refused."""
 from __future__ import annotations
 
 from distexp.strategies.record import Record, register

@@ -156,7 +156,7 @@ def _refuse_before_any_job(config: DictConfig) -> None:
             tracking.probe(config.tracking.uri)
     except UserError as ex:  # before any job: the sweep stops once, not once per job
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
-        raise SystemExit(2) from None
+        raise SystemExit(errors.BAD_INPUT) from None
 
 
 def _check_sweeper(config: DictConfig) -> None:

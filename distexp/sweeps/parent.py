@@ -15,6 +15,7 @@ from typing import Any, Dict
 
 from omegaconf import DictConfig, OmegaConf
 
+from distexp import errors
 from distexp.sweeps.records import SWEEP_FILE
 from distexp.tracking import tags as tag
 
@@ -58,7 +59,7 @@ def open_parent(config: DictConfig, sweep_id: str, sweep_dir: Path, info: Dict[s
                               params)
     except UserError as ex:  # e.g. a server that accepts connections but is no MLflow
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
-        raise SystemExit(2) from None
+        raise SystemExit(errors.BAD_INPUT) from None
     tracking.end_dead_runs(run.client, [run.experiment_id])
     info.update(parent_run_id=run.run_id, tracking_uri=tracking.redact(config.tracking.uri),
                 experiment=config.tracking.experiment)
@@ -74,7 +75,7 @@ class _Reopened:
         from distexp import tracking
 
         class Reopened(tracking.JobRun):
-            def __init__(self):  # noqa: D401  (no new run: attach to run_id)
+            def __init__(self):  # no new run: attach to run_id
                 self.uri, self.offline, self.run_id = uri, None, run_id
                 self.client = tracking.client(uri)
                 self.experiment_id = self.client.get_run(run_id).info.experiment_id

@@ -1,6 +1,6 @@
 """A sweep's bookkeeping, in one place: what it writes beside its jobs (sweep.json, one record per
-job in sweep_jobs/<num>.json: written only here), and how the records decide the sweep's outcome (its parent run's status and the command's exit code,
-from the table in distexp.errors)."""
+job in sweep_jobs/<num>.json: written only here), and how the records decide the sweep's
+outcome (its parent run's status and the command's exit code, from the table in distexp.errors)."""
 from __future__ import annotations
 
 import json

@@ -19,7 +19,7 @@ import os
 import sys
 from typing import List, Optional, Sequence
 
-from distexp.report.console import speed_text, verdict  # noqa: F401  (the verdict line)
+from distexp.report.console import speed_text, verdict  # the verdict line
 from distexp.tracking import tags as tag
 
 EXPERIMENT_NOTE_MAX = 5000
@@ -55,7 +55,7 @@ def preload() -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot  # noqa: F401
+    import matplotlib.pyplot
 
 
 def summarise(run, sweep_id: str, uri: str, experiment: str) -> Optional[str]:
@@ -106,7 +106,7 @@ def _publish(run, sweep_id: str, rows, md: str, line: str, out) -> None:
     for r in rows:
         text = speed_text(r)
         for rid in r.run_ids if text else []:
-            client.set_tag(rid, "speed-up", text)
+            client.set_tag(rid, tag.SPEED_UP, text)
     items = scaling_metrics(rows)
     if items:
         import time

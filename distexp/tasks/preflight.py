@@ -125,7 +125,7 @@ def _output_spec(keras, model, shape, where):
         pass
     try:
         return model.compute_output_spec(keras.KerasTensor((None, *shape)))
-    except Exception as ex:  # noqa: BLE001  (the model's own code)
+    except Exception as ex:  # the model's own code
         from distexp.errors import first_line
 
         raise UserError(f"{where} cannot take the dataset's input (batch, {', '.join(map(str, shape))}"

@@ -28,7 +28,7 @@ class Seq2Seq(Task):
     fit_ok = False
     fit_refusal = ("Keras 3 loss objects take each replica's mean over its own real tokens and "
                    "average those means, which is not the per-token mean when replicas hold "
-                   "different numbers of padding tokens (FACTS.md)")
+                   "different numbers of padding tokens (docs/facts.md#masked-loss)")
 
     def build_model(self, cfg, data):
         from distexp.models.seq2seq import build_gru_seq2seq

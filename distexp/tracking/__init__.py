@@ -31,10 +31,11 @@ from distexp.tracking.forward import Forwarder
 from distexp.tracking.offline import OFFLINE_FILE, Offline, import_command, import_dir, offline_summary
 from distexp.tracking.owner import end_dead_runs, owner_tags
 from distexp.tracking.run import JobRun, run_name
-from distexp.tracking.sink import GATE_ENV, SINK_ENV, RunLogger
+from distexp.tracking.sink import RunLogger
 from distexp.tracking.store import client, http_env, probe, reason, redact, redact_text
 
 
-__all__ = ["Forwarder", "JobRun", "Offline", "RunLogger", "OFFLINE_FILE", "GATE_ENV",
-           "SINK_ENV", "client", "store_fault", "http_env", "import_command", "import_dir",
-           "offline_summary", "end_dead_runs", "owner_tags", "probe", "reason", "redact", "redact_text", "run_name", "workload"]
+__all__ = ["Forwarder", "JobRun", "Offline", "RunLogger", "OFFLINE_FILE",
+           "client", "store_fault", "http_env", "import_command", "import_dir",
+           "offline_summary", "end_dead_runs", "owner_tags", "probe", "reason", "redact",
+           "redact_text", "run_name", "workload"]

@@ -18,6 +18,7 @@ from typing import Dict, Mapping, Optional
 
 from distexp.options import groups
 from distexp.tracking import tags as tag
+from distexp.figures import perf_keys
 
 
 def rate_text(rate: Optional[float], ci95: Optional[float]) -> Optional[str]:
@@ -51,11 +52,11 @@ def description(params: Mapping[str, str]) -> str:
 
 def job_tags(metrics: Mapping[str, float], params: Mapping[str, str]) -> Dict[str, str]:
     tags = {tag.NOTE: description(params)}
-    rate = rate_text(metrics.get("perf/examples_per_sec"), metrics.get("perf/examples_per_sec_ci95"))
+    rate = rate_text(metrics.get(perf_keys.EXAMPLES_PER_SEC), metrics.get(perf_keys.EXAMPLES_PER_SEC_CI95))
     if rate:
-        tags["examples/s"] = rate
+        tags[tag.EXAMPLES_PER_SEC] = rate
     name = params.get("task.eval_metric") or "eval/accuracy"
     value = metrics.get(name)
     if value is not None and math.isfinite(value):
-        tags["accuracy"] = f"{value:.3f}" + ("" if name == "eval/accuracy" else f" {name[5:]}")
+        tags[tag.ACCURACY] = f"{value:.3f}" + ("" if name == "eval/accuracy" else f" {name[5:]}")
     return tags

@@ -17,7 +17,8 @@ from typing import Callable, List, Optional
 
 from distexp.tracking import owner
 from distexp.tracking.run import JobRun
-from distexp.tracking.sink import GATE_ENV, READY_S, SINK_ENV
+from distexp import env
+from distexp.tracking.sink import READY_S
 from distexp.tracking.store import reason, redact
 
 
@@ -54,7 +55,7 @@ class Forwarder:
 
     def env(self) -> dict:
         """What the chief trainer needs (the other workers get nothing)."""
-        return {SINK_ENV: str(self.sink), GATE_ENV: str(self.gate)}
+        return {env.METRICS_SINK: str(self.sink), env.TRACKING_GATE: str(self.gate)}
 
     def start(self) -> "Forwarder":
         self._t0 = time.monotonic()
@@ -117,7 +118,7 @@ class Forwarder:
         """Forward; if the server fails, say so once and keep the rest in the offline file."""
         try:
             self._forward()
-        except Exception as ex:  # noqa: BLE001
+        except Exception as ex:
             if self.run.offline is not None:
                 raise
             self.run.go_offline(self.job_dir, ex)

@@ -13,7 +13,6 @@ from typing import List, Optional
 
 from distexp.tracking import tags as tag
 
-CLUSTER_ID = tag.CLUSTER_ID  # distexp.job.lifecycle reads it from here
 
 
 class NodeMetrics:
@@ -43,7 +42,7 @@ class NodeMetrics:
             exp = c.get_experiment_by_name(self.experiment)
             if exp is not None:
                 runs = c.search_runs([exp.experiment_id], max_results=1, filter_string=(
-                    f"tags.`{CLUSTER_ID}` = '{self.cluster_id}'"))
+                    f"tags.`{tag.CLUSTER_ID}` = '{self.cluster_id}'"))
                 if runs:
                     return runs[0].info.run_id
             self._stop.wait(self.POLL_S)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from distexp.tracking.sink import Kind
 from distexp.tracking.store import client, reason, redact
 
 OFFLINE_FILE = "mlflow-offline.jsonl"
@@ -27,7 +28,7 @@ class Offline:
         self.run_id, self.uri = run_id, uri
 
     def note(self, ex: BaseException) -> None:
-        self.append({"kind": "offline", "uri": redact(self.uri), "reason": reason(ex),
+        self.append({"kind": Kind.OFFLINE, "uri": redact(self.uri), "reason": reason(ex),
                      "time": time.time()})
 
     def append(self, record: dict) -> None:
@@ -45,10 +46,10 @@ def offline_summary(job_dir: Path) -> Optional[dict]:
     if not path.exists():
         return None
     records = _records(path)
-    return {"path": path, "reason": next((r["reason"] for r in records if r["kind"] == "offline"), ""),
-            "metrics": sum(len(r["metrics"]) for r in records if r["kind"] == "metrics"),
-            "artifacts": sum(r["kind"] == "artifact" for r in records),
-            "status": next((r["status"] for r in records if r["kind"] == "end"), None)}
+    return {"path": path, "reason": next((r["reason"] for r in records if r["kind"] == Kind.OFFLINE), ""),
+            "metrics": sum(len(r["metrics"]) for r in records if r["kind"] == Kind.METRICS),
+            "artifacts": sum(r["kind"] == Kind.ARTIFACT for r in records),
+            "status": next((r["status"] for r in records if r["kind"] == Kind.END), None)}
 
 
 def import_dir(job_dir: Path, uri: Optional[str] = None) -> dict:
@@ -57,7 +58,7 @@ def import_dir(job_dir: Path, uri: Optional[str] = None) -> dict:
 
     path = Path(job_dir) / OFFLINE_FILE
     records = _records(path)
-    stored = next((r["uri"] for r in records if r["kind"] == "offline"), None)
+    stored = next((r["uri"] for r in records if r["kind"] == Kind.OFFLINE), None)
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or stored
     if not uri or "***@" in uri:
         raise SystemExit("the offline file does not hold the tracking URI's credentials: pass "
@@ -66,19 +67,19 @@ def import_dir(job_dir: Path, uri: Optional[str] = None) -> dict:
     counts = {"metrics": 0, "params": 0, "artifacts": 0, "status": None}
     for r in records:
         run_id, kind = r["run_id"], r["kind"]
-        if kind == "metrics":
+        if kind == Kind.METRICS:
             ms = [Metric(k, v, ts, step) for k, v, ts, step in r["metrics"]]
             mlflow_client.log_batch(run_id, metrics=ms)
             counts["metrics"] += len(ms)
-        elif kind == "params":
+        elif kind == Kind.PARAMS:
             mlflow_client.log_batch(run_id, params=[Param(k, v) for k, v in r["params"].items()])
             counts["params"] += len(r["params"])
-        elif kind == "artifact":
+        elif kind == Kind.ARTIFACT:
             mlflow_client.log_artifact(run_id, r["path"], r["artifact_path"])
             counts["artifacts"] += 1
-        elif kind == "tag":
+        elif kind == Kind.TAG:
             mlflow_client.set_tag(run_id, r["key"], r["value"])
-        elif kind == "end":
+        elif kind == Kind.END:
             mlflow_client.set_terminated(run_id, status=r["status"])
             counts["status"] = r["status"]
     path.rename(path.with_name(path.name + ".imported"))

@@ -14,7 +14,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 from distexp.tracking import store
 from distexp.tracking import tags as tag
 from distexp.tracking.offline import Offline, offline_summary
-from distexp.tracking.sink import clip
+from distexp.tracking.sink import Kind, clip
 
 
 
@@ -91,14 +91,14 @@ class JobRun:
         items = [Param(k, clip(v)) for k, v in params.items()]
         self.params.update((p.key, p.value) for p in items)
         for i in range(0, len(items), 100):
-            self._call({"kind": "params", "params": {p.key: p.value for p in items[i:i + 100]}},
+            self._call({"kind": Kind.PARAMS, "params": {p.key: p.value for p in items[i:i + 100]}},
                        lambda b=items[i:i + 100]: self.client.log_batch(self.run_id, params=b))
 
     def log_artifacts(self, paths: Iterable[Path], artifact_path: Optional[str] = None,
                       keep_empty: bool = False) -> None:
         for p in paths:
             if p.is_file() and (keep_empty or p.stat().st_size > 0):
-                self._call({"kind": "artifact", "path": str(p), "artifact_path": artifact_path},
+                self._call({"kind": Kind.ARTIFACT, "path": str(p), "artifact_path": artifact_path},
                            lambda p=p: self.client.log_artifact(self.run_id, str(p), artifact_path))
 
     def log_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
@@ -110,21 +110,21 @@ class JobRun:
         """[[key, value, timestamp_ms, step], ...] as the chief measured them."""
         from mlflow.entities import Metric
 
-        self._call({"kind": "metrics", "metrics": items}, lambda: self.client.log_batch(
+        self._call({"kind": Kind.METRICS, "metrics": items}, lambda: self.client.log_batch(
             self.run_id, metrics=[Metric(k, float(v), int(ts), int(step))
                                   for k, v, ts, step in items]))
 
     def log_record(self, record: dict) -> None:
         """One record of the chief's sink (distexp.tracking.sink.RunLogger)."""
         kind = record["kind"]
-        if kind == "params":
+        if kind == Kind.PARAMS:
             self.log_params(record["params"])
-        elif kind == "metrics":
+        elif kind == Kind.METRICS:
             self.log_metric_items(record["metrics"])
-        elif kind == "tags":
+        elif kind == Kind.TAGS:
             for k, v in record["tags"].items():
                 self.set_tag(k, str(v))
-        elif kind == "artifact":  # a file the chief wrote (e.g. profile=true's trace)
+        elif kind == Kind.ARTIFACT:  # a file the chief wrote (e.g. profile=true's trace)
             self.log_artifacts([Path(record["path"])], record.get("artifact_path"))
 
     def system_metrics(self, interval: float, node_id: Optional[str] = None,
@@ -148,7 +148,7 @@ class JobRun:
         return monitor
 
     def set_tag(self, key: str, value: str) -> None:
-        self._call({"kind": "tag", "key": key, "value": value},
+        self._call({"kind": Kind.TAG, "key": key, "value": value},
                    lambda: self.client.set_tag(self.run_id, key, value))
 
     def close(self, status: str, job_dir: Path, files: Iterable[Path], logs: Iterable[Path],
@@ -173,7 +173,7 @@ class JobRun:
             try:
                 steps[i]()
                 i += 1
-            except Exception as ex:  # noqa: BLE001  (the server died: keep the rest offline)
+            except Exception as ex:  # the server died: keep the rest offline
                 if self.offline is not None:
                     raise
                 self.go_offline(job_dir, ex)
@@ -206,5 +206,5 @@ class JobRun:
             self.set_tag(k, v)
 
     def end(self, status: str) -> None:
-        self._call({"kind": "end", "status": status},
+        self._call({"kind": Kind.END, "status": status},
                    lambda: self.client.set_terminated(self.run_id, status=status))

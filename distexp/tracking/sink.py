@@ -1,9 +1,9 @@
 """The chief trainer's side of tracking: records appended to a file, no MLflow here.
 
 ``RunLogger`` appends the chief's params, metrics and tags as JSON lines to the sink file the job
-process named (SINK_ENV: ``<job_dir>/metrics.jsonl``); the job process forwards them to the run
+process named (env.METRICS_SINK: ``<job_dir>/metrics.jsonl``); the job process forwards them to the run
 (distexp.tracking.forward). Before building the model the chief waits at the gate file
-(GATE_ENV) until the job process has created the run: "ok <run_id>", or "error <line>", which
+(env.TRACKING_GATE) until the job process has created the run: "ok <run_id>", or "error <line>", which
 stops the trainer with that one line. A process given no sink (every other worker, a test) logs
 nothing.
 """
@@ -16,14 +16,25 @@ import time
 from pathlib import Path
 from typing import Mapping, Optional
 
-SINK_ENV = "DISTEXP_METRICS_SINK"    # the chief appends its metrics/params here (JSON lines)
-GATE_ENV = "DISTEXP_TRACKING_GATE"   # the job writes "ok <run_id>" or "error <line>" here
-# Set by distexp.cluster.plan for the chief; read by nothing since records only go through the sink.
+from distexp import env
+
 MAX_PARAM_LEN = 6000  # MLflow 3 limit on a param value
 # The longest the chief waits at the gate: the run's creation is bounded by MLflow's HTTP retries
 # (store.HTTP_ENV: ~1 min a request) and a new SQLite store's migration (seconds); past this bound
 # something hangs, and the job ends FAILED naming the gate instead of waiting for good.
 READY_S = 300.0
+
+
+class Kind:
+    """The `kind` of a JSON line of the sink file (written here) and of the job's offline file
+    (distexp.tracking.run, .offline): what the line carries."""
+    PARAMS = "params"
+    METRICS = "metrics"
+    TAGS = "tags"          # several tags at once (the chief's)
+    TAG = "tag"            # one tag (the job process's)
+    ARTIFACT = "artifact"
+    END = "end"            # the run's end: its status
+    OFFLINE = "offline"    # the offline file's first line: the store and why it was not reached
 
 
 def clip(value) -> str:
@@ -41,8 +52,8 @@ class RunLogger:
     """
 
     def __init__(self, sink: Optional[str] = None, gate: Optional[str] = None):
-        self.sink = sink if sink is not None else os.environ.get(SINK_ENV)
-        self.gate = gate if gate is not None else os.environ.get(GATE_ENV)
+        self.sink = sink if sink is not None else os.environ.get(env.METRICS_SINK)
+        self.gate = gate if gate is not None else os.environ.get(env.TRACKING_GATE)
         self._file = open(self.sink, "a") if self.sink else None
         self._last_ts = 0
 
@@ -75,17 +86,17 @@ class RunLogger:
             self._file.flush()
 
     def log_params(self, params: Mapping[str, object]) -> None:
-        self._send({"kind": "params", "params": {k: clip(v) for k, v in params.items()}})
+        self._send({"kind": Kind.PARAMS, "params": {k: clip(v) for k, v in params.items()}})
 
     def set_tags(self, tags: Mapping[str, object]) -> None:
-        self._send({"kind": "tags", "tags": {k: str(v) for k, v in tags.items()}})
+        self._send({"kind": Kind.TAGS, "tags": {k: str(v) for k, v in tags.items()}})
 
     def log_artifact_dir(self, root: Path, artifact_path: str) -> None:
         """Every file under `root`, as artifacts under `artifact_path` (sub-directories kept)."""
         for f in sorted(Path(root).rglob("*")):
             if f.is_file():
                 sub = f.parent.relative_to(root).as_posix()
-                self._send({"kind": "artifact", "path": str(f),
+                self._send({"kind": Kind.ARTIFACT, "path": str(f),
                             "artifact_path": artifact_path if sub == "." else f"{artifact_path}/{sub}"})
 
     def log_metrics(self, metrics: Mapping[str, Optional[float]], step: int) -> None:
@@ -98,7 +109,7 @@ class RunLogger:
         items = [[k, float(v), ts, step] for k, v in metrics.items()
                  if v is not None and math.isfinite(v)]
         if items:
-            self._send({"kind": "metrics", "metrics": items})
+            self._send({"kind": Kind.METRICS, "metrics": items})
 
     def close(self) -> None:
         if self._file is not None:

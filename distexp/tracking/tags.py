@@ -22,12 +22,18 @@ OVERRIDES = "distexp.overrides"
 HOST = "distexp.host"
 TASK_HOSTS = "distexp.task_hosts"          # an external cluster: task=host, ...
 CLUSTER_ID = "distexp.cluster_id"          # Slurm: slurm:<job>.<step> (other nodes find the run)
-RESUME = "distexp.resume"
+RESUME = "distexp.resume"                  # "requested": resume=true
+RESUME_FALLBACK = "distexp.resume_fallback"  # the checkpoints skipped and the one restored
 RESUMED_FROM = "distexp.resumed_from"
 RESUMED_FROM_STEP = "distexp.resumed_from_step"
 DIVERGED = "distexp.diverged"
 DIVERGED_AT = "distexp.diverged_at"
 PEAK_SOURCE = "distexp.peak_source"        # where perf/peak_flops comes from
+
+# -- what the runs table shows (distexp.tracking.display, distexp.sweeps.summary, tracking.view) --
+EXAMPLES_PER_SEC = "examples/s"            # perf/examples_per_sec rounded, with its interval
+ACCURACY = "accuracy"                      # the task's eval figure, 3 decimals
+SPEED_UP = "speed-up"                      # the report's speed-up against the baseline
 
 # -- who owns a RUNNING run (distexp.tracking.owner) ---------------------------------------------
 OWNER = "distexp.owner"

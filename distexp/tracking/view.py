@@ -4,13 +4,14 @@ the command that opens it, the shared table view, and the URL.
     http://HOST:PORT/#/experiments/<id>/runs?workflowType=machine_learning&viewStateShareKey=<key>
 
 - ``workflowType=machine_learning`` opens MLflow 3's "Model training" runs table instead of the
-  GenAI overview (FACTS.md, "The MLflow 3.17.2 UI").
+  GenAI overview (docs/facts.md#mlflow-ui).
 - ``viewStateShareKey=<key>`` is MLflow's own shared table view (3.15+): the UI reads the
   experiment tag ``mlflow.sharedViewState.<key>`` and applies its search facets (filter, sort) and
-  UI state (visible columns, expanded parent runs). The tag's value is the envelope the 3.17.2
+  UI state (visible columns, expanded parent runs). The tag's value is the envelope the UI
   bundle parses (`{"name", "createdAt", "updatedAt", "state"}` with `state` a JSON string; read
-  from `server/js/build/static/js/3448.*.chunk.js` and `3878.*.chunk.js`); `view_state` holds the
-  keys that bundle picks (`57637` search facets, `1395` UI state). Nothing here is a private
+  from `server/js/build/static/js/*.chunk.js` of 3.17.2 and 3.18.0, the same in both);
+  `view_state` holds keys that bundle picks (its search facets and UI state; tests/test_ui.py
+  checks both against the installed bundle). Nothing here is a private
   API of the Python package: it is one experiment tag, written with the public client.
 
 No TensorFlow, no Hydra; MLflow only through the client a caller passes or `sweep_view` opens.
@@ -28,7 +29,7 @@ from distexp.tracking.store import redact
 
 # Display tags a job's run carries (distexp.tracking.display): what the table shows, rounded.
 COLUMNS = ["params.`strategy.name`", "params.`num_replicas`", "params.`global_batch_size`",
-           "tags.`examples/s`", "tags.`accuracy`", "tags.`speed-up`"]
+           *(f"tags.`{t}`" for t in (tag.EXAMPLES_PER_SEC, tag.ACCURACY, tag.SPEED_UP))]
 SORT = "tags.`mlflow.runName`"  # in a sweep a run's name starts with what varies (docs/sweeps.md)
 
 

@@ -137,7 +137,7 @@ class Checkpoints:
             self.say(f"resume: {skipped}; restored the newest checkpoint that reads back whole, "
                      f"{path} (step {step})")
             if self.logger is not None and self.chief:
-                self.logger.set_tags({"distexp.resume_fallback": f"{skipped}; restored {path}"})
+                self.logger.set_tags({tag.RESUME_FALLBACK: f"{skipped}; restored {path}"})
         else:
             self.say(f"resume: restored {path} (step {step})")
         self._tag("restored", step, path)

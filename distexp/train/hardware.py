@@ -3,6 +3,7 @@ peak FLOP/s and MFU, peak host and GPU memory), so that they cost nothing before
 from __future__ import annotations
 
 from distexp.tracking import tags as tag
+from distexp.figures import perf_keys
 
 
 def after_training(cfg, record, model, input_shape, replica_devices, examples_per_sec, chief,
@@ -23,10 +24,10 @@ def after_training(cfg, record, model, input_shape, replica_devices, examples_pe
     from distexp.figures import flops
     from distexp.figures.meter import mfu
 
-    out = {"perf/peak_host_memory_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    out = {perf_keys.PEAK_HOST_MEMORY_MB: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     gpus = [d for d in replica_devices if d.startswith("/gpu")]
     if gpus:
-        out["perf/peak_gpu_memory_mb"] = sum(
+        out[perf_keys.PEAK_GPU_MEMORY_MB] = sum(
             tf.config.experimental.get_memory_info(d.replace("/gpu", "GPU"))["peak"]
             for d in gpus) / 2 ** 20
     if not chief:
@@ -41,14 +42,14 @@ def after_training(cfg, record, model, input_shape, replica_devices, examples_pe
         per_example = None
     peak, why_not = _peak(cfg, record, gpus, per_example)
     if peak is None:
-        print(f"perf/mfu not logged: {why_not}", flush=True)
+        print(f"{perf_keys.MFU} not logged: {why_not}", flush=True)
     else:
         logger.set_tags({tag.PEAK_SOURCE: peak[1]})
     value = None if peak is None else peak[0]
     if cfg.measure_peak_flops:
-        out["perf/matmul_flops"] = flops.peak_flops(replica_devices)
-    out.update({"perf/flops_per_example": per_example, "perf/peak_flops": value,
-                "perf/mfu": mfu(per_example, examples_per_sec, value)})
+        out[perf_keys.MATMUL_FLOPS] = flops.peak_flops(replica_devices)
+    out.update({perf_keys.FLOPS_PER_EXAMPLE: per_example, perf_keys.PEAK_FLOPS: value,
+                perf_keys.MFU: mfu(per_example, examples_per_sec, value)})
     return out
 
 

@@ -2,8 +2,6 @@
 batch before training (distexp.parity compares it across strategies at one global batch)."""
 from __future__ import annotations
 
-PARITY_ENV = "DISTEXP_PARITY"  # set by distexp.parity: write the first step's gradient norm
-
 
 def write_parity(job_dir, ctx) -> None:
     """`python -m distexp.parity`: the gradient norm of the first batch before training, in every

@@ -19,6 +19,7 @@ from distexp.job import console
 from distexp.train.live import Feed
 from distexp.tracking import RunLogger
 from distexp.tracking import tags as tag
+from distexp.figures import perf_keys
 
 
 class Reporter:
@@ -110,18 +111,18 @@ class Reporter:
         if (self.target_accuracy is not None and self.time_to_accuracy is None
                 and target is not None and target >= self.target_accuracy):
             self.time_to_accuracy = time.perf_counter() - self.meter.train_start
-            metrics["perf/time_to_accuracy_s"] = self.time_to_accuracy
+            metrics[perf_keys.TIME_TO_ACCURACY_S] = self.time_to_accuracy
             self.print(f"target {self.target_metric} {self.target_accuracy} reached after "
                        f"{self.time_to_accuracy:.2f} s of training")
         self.logger.log_metrics(metrics, step=self.epoch)
         self.meter.end_epoch()
-        rate = figures["perf/epoch_examples_per_sec"]
+        rate = figures[perf_keys.EPOCH_EXAMPLES_PER_SEC]
         shown = "  ".join(f"{_short(k)} {v:.4f}" for k, v in {**train, **ev}.items()
                           if v is not None)
         self.print(f"{'distexp: detail: ' if self.progress == 'quiet' else ''}"
                    f"epoch {self.epoch}/{self.epochs}  {shown}  "
                    f"{'%.1f ex/s' % rate if rate else 'warm-up (not timed)'}  "
-                   f"epoch {figures['perf/epoch_time_s']:.2f} s")
+                   f"epoch {figures[perf_keys.EPOCH_TIME_S]:.2f} s")
         self.final = {**train, **ev}
 
     def finish(self, extra: Optional[Dict[str, Optional[float]]] = None) -> Dict[str, Optional[float]]:
@@ -135,41 +136,41 @@ class Reporter:
         run_level = {**perf, **(extra or {})}
         self.logger.log_metrics(run_level, step=self.epoch)
         final = {**self.final, **run_level,
-                 "perf/time_to_accuracy_s": self.time_to_accuracy}  # None if not reached
+                 perf_keys.TIME_TO_ACCURACY_S: self.time_to_accuracy}  # None if not reached
         if self._csv:
             self._csv.close()
-        rate, ci = perf["perf/examples_per_sec"], perf["perf/examples_per_sec_ci95"]
+        rate, ci = perf[perf_keys.EXAMPLES_PER_SEC], perf[perf_keys.EXAMPLES_PER_SEC_CI95]
         units = next((k for k in perf if k.endswith("_per_sec") and k not in
-                      ("perf/examples_per_sec", "perf/examples_per_sec_ci95")), None)
+                      (perf_keys.EXAMPLES_PER_SEC, perf_keys.EXAMPLES_PER_SEC_CI95)), None)
         if rate:
             spread = f" +/- {ci:.1f} (95% CI)" if ci else ""
             self.print(f"throughput: {rate:.1f} examples/s{spread} over {len(self.meter.timed)} timed "
                        f"steps ({self.meter.warmup_steps} warm-up steps excluded); step time p50 "
-                       f"{perf['perf/step_time_ms_p50']:.2f} ms, p90 "
-                       f"{perf['perf/step_time_ms_p90']:.2f} ms")
+                       f"{perf[perf_keys.STEP_TIME_MS_P50]:.2f} ms, p90 "
+                       f"{perf[perf_keys.STEP_TIME_MS_P90]:.2f} ms")
             if units and perf[units]:
                 self.print(f"throughput: {perf[units]:.1f} {units[5:-8]}/s")
         else:
             self.print(f"throughput: not measured: all {self.meter.step} steps were warm-up "
                        f"(warmup_steps={self.meter.warmup_steps})")
-        e2e = perf.get("perf/examples_per_sec_end_to_end")
+        e2e = perf.get(perf_keys.EXAMPLES_PER_SEC_END_TO_END)
         if e2e:
             self.print(f"end to end: {e2e:.1f} examples/s over the epochs' wall time (warm-up, "
                        "input fill, evaluation and checkpoints included)")
         split = breakdown.describe(final)
         if split:
             self.print(split)
-        share = perf.get("perf/input_wait_share")
+        share = perf.get(perf_keys.INPUT_WAIT_SHARE)
         if share is not None:
             self.print(f"input: {100 * share:.1f}% of the timed step time was spent waiting for "
                        "batches")
-        if final.get("perf/mfu") is not None:
-            self.print(f"MFU: {100 * final['perf/mfu']:.2f}% ({final['perf/flops_per_example']:.3g} "
-                       f"FLOPs/example, peak {final['perf/peak_flops'] / 1e9:.1f} GFLOP/s: a constant "
+        if final.get(perf_keys.MFU) is not None:
+            self.print(f"MFU: {100 * final[perf_keys.MFU]:.2f}% ({final[perf_keys.FLOPS_PER_EXAMPLE]:.3g} "
+                       f"FLOPs/example, peak {final[perf_keys.PEAK_FLOPS] / 1e9:.1f} GFLOP/s: a constant "
                        "of the hardware, tag distexp.peak_source)")
         shown = "  ".join(f"{_short(k)} {v:.4f}" for k, v in self.final.items()
                           if k.startswith("eval/") and v is not None)
-        self.print(f"final: {shown}  time to first step {perf['perf/time_to_first_step_s']:.2f} s")
+        self.print(f"final: {shown}  time to first step {perf[perf_keys.TIME_TO_FIRST_STEP_S]:.2f} s")
         return final
 
     def close(self) -> None:

@@ -17,7 +17,7 @@
 - `PSDispatch`: the same `steps` function scheduled on the workers by a ClusterCoordinator
   (per-worker datasets, worker i reads shard i), joined every window; steps counted by a
   tf.Variable on the ps that each call increments (Keras' optimizer.iterations undercounts
-  under ps, FACTS.md).
+  under ps, docs/facts.md#ps).
 The outer loop (epochs, evaluation, checkpoints, reporting) is distexp.train.loops.custom, once.
 """
 from __future__ import annotations
@@ -175,7 +175,7 @@ class traced:
 
         try:
             return call(self._function)
-        except Exception as ex:  # noqa: BLE001  (raised again below unless autograph helps)
+        except Exception as ex:  # raised again below unless autograph helps
             if self.autograph or isinstance(ex, tf.errors.OpError):
                 raise
             plain = ex

@@ -22,6 +22,7 @@ from distexp import stops
 from distexp.errors import PORT_IN_USE_EXIT
 from distexp.errors import UserError, UserFailure
 from distexp.train.loops.custom import Diverged
+from distexp.figures import perf_keys
 
 
 
@@ -53,7 +54,7 @@ def train(cfg, job_dir: Optional[Path] = None) -> dict:
         return _run(ctx, record, logger, replica_devices, facts, job_dir)
     except (UserError, UserFailure, strategies.PortInUse):
         raise
-    except Exception as ex:  # noqa: BLE001  (one line that says it: distexp.train.diagnose)
+    except Exception as ex:  # one line that says it: distexp.train.diagnose
         from distexp.train import diagnose
 
         raise diagnose.explain(ex, cfg) from ex
@@ -179,11 +180,12 @@ def task_params(facts, task) -> dict:
 def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
     """The loop, then the figures measured after training, the result (chief: result.json)."""
     from distexp.train import hardware, loops
-    from distexp.train.parity_probe import PARITY_ENV, write_parity
+    from distexp import env
+    from distexp.train.parity_probe import write_parity
     from distexp.train.progress import write_result
 
     cfg, reporter, chief = ctx.cfg, ctx.reporter, ctx.reporter.chief
-    if os.environ.get(PARITY_ENV) and ctx.dispatcher.local_replicas:  # the norm is all-reduced
+    if os.environ.get(env.PARITY) and ctx.dispatcher.local_replicas:  # the norm is all-reduced
         write_parity(job_dir if chief else None, ctx)
     try:
         loops.get(cfg)(ctx)
@@ -204,7 +206,7 @@ def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
         split = {}
     final = reporter.finish({**split, **hardware.after_training(
         cfg, record, ctx.model, ctx.data.input_shape, replica_devices,
-        meter.final_figures()["perf/examples_per_sec"], chief, logger)})
+        meter.final_figures()[perf_keys.EXAMPLES_PER_SEC], chief, logger)})
     if reporter.diverged_at is not None:
         reporter.print(f"distexp: warning: {reporter.diverged_line(stopped=False)}")
     logger.close()
@@ -271,7 +273,7 @@ def entry(argv=None) -> int:
     would print it."""
     try:
         return main(argv)
-    except Exception as ex:  # its traceback to the log, its own first line to the job
+    except Exception as ex:  # noqa: BLE001  (its traceback to the log, its own first line to the job)
         errors.log_traceback(ex)
         print(f"distexp: error: {type(ex).__name__}: {errors.first_line(ex)}", file=sys.stderr,
               flush=True)

@@ -11,7 +11,7 @@ the server's concern. This one takes, per request, the command, the environment,
 and the output's file descriptor (SCM_RIGHTS over a Unix socket), and sends back the pid, then the
 exit code once it has reaped the process.
 
-What keeps a forked trainer equal to a fresh one (FACTS.md, "Start-up cost"): importing TensorFlow
+What keeps a forked trainer equal to a fresh one (docs/facts.md#start-up-cost): importing TensorFlow
 does not start its runtime; this process never lists a device or runs an op, and holds one Python
 thread (checked before it says it is ready), so each child configures its own logical devices,
 threads and collectives as a fresh interpreter would. What differs, on purpose: the objects the
@@ -37,6 +37,8 @@ import socket
 import sys
 import threading
 import time
+
+from distexp import env, errors
 
 # What a training process imports (the train side is imported whole by distexp.train.trainer's
 # lazy imports as it runs; these are the ones that cost seconds).
@@ -163,7 +165,7 @@ def _become(req: dict, out_fd: int, server: int, own_fds) -> None:
     except OSError:
         pass
     if os.getppid() != server:  # the server died between the fork and the prctl
-        os._exit(1)
+        os._exit(errors.FAILED)
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -199,8 +201,8 @@ def _set_title(req: dict) -> None:
     except ImportError:
         return
     title = [sys.executable, "-u", "-m", req["module"], *req["argv"]]
-    task = req["env"].get("DISTEXP_TASK")  # which task of the job (its environ shows the server's)
-    setproctitle.setproctitle(" ".join(title + ([f"(DISTEXP_TASK={task})"] if task else [])))
+    task = req["env"].get(env.TASK)  # which task of the job (its environ shows the server's)
+    setproctitle.setproctitle(" ".join(title + ([f"({env.TASK}={task})"] if task else [])))
 
 
 def _exit(code: int) -> None:

@@ -105,7 +105,7 @@ CASES = [
      "([Errno 111] Connection refused)"),
     ("tracking-scheme", ["tracking.uri=bogus://x"],
      "tracking.uri: received 'bogus://x'; MLflow cannot be reached there (unsupported URI"),
-    # clusters (issue 3): "env:NAME=value" sets the job's environment; a taken port is not an
+    # clusters: "env:NAME=value" sets the job's environment; a taken port is not an
     # error (the job retries on free ports: tests/test_multiprocess.py)
     ("tf-config-malformed", ["strategy=multiworker", "cluster=tf_config", "env:TF_CONFIG={bad"],
      "TF_CONFIG: received '{bad'; expected JSON"),
@@ -119,7 +119,7 @@ CASES = [
      "cluster.port: received 80; expected 1024..65534"),
     ("cluster-port-top", ["strategy=multiworker", "cluster.port=65535"],
      "cluster.port: received 65535; expected 1024..65534 (the 2 task(s) take port, port+1"),
-    # issue 12: presets that do not exist (the groups were `optional`: silently ignored)
+    # presets that do not exist (the groups were `optional`: silently ignored)
     ("experiment-option", ["experiment=scalling"],
      "experiment: received 'scalling'; valid: cassava_resnet50, cats_vs_dogs_mobilenetv2, "
      "custom_fashion_mnist, keras_mnist, scaling"),
