@@ -1,8 +1,9 @@
 """Built-ins picked by name: the one way distexp registers them (Lightning's StrategyRegistry is
 the model). A registry maps a name to a record instance (strategies, cluster kinds: `add` a class
 with a `name`; models, datasets, loops, optimizers: `put` a distexp.options record) or to a class
-(tasks: `add_class`, a fresh instance per job); `find` is the one line for a name it does not know, and `load` first imports the module a config node names as its `record`
-(an option of one's own, outside distexp). A leaf: no TensorFlow, nothing of distexp but errors."""
+(tasks: `add_class`, a fresh instance per job); `find` is the one line for a name it does not
+know, and `load` first imports the module a config node names as its `record` (an option of one's
+own, outside distexp). A leaf: no TensorFlow, nothing of distexp but errors."""
 from __future__ import annotations
 
 import importlib

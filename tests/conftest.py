@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import CONF, run_cli
+from helpers.faults import mounts  # noqa: F401  (a fixture: tmpfs mounts for the store-fault tests)
 
 pytest_plugins = ["servers"]  # PostgreSQL + MLflow server fixtures (tests/servers.py)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import child_env, run_cli
+from helpers import child_env
 from helpers.store import empty_store, mlflow_runs
 
 pytestmark = pytest.mark.slow

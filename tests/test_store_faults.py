@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from helpers.faults import fill, job, mounts, one_line, store  # noqa: F401  (mounts: a fixture)
+from helpers.faults import fill, job, one_line, store
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from helpers import child_env, wait_until
-from helpers.faults import fill, job, mounts, one_line  # noqa: F401  (mounts: a fixture)
+from helpers.faults import fill, job, one_line
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,6 @@ import threading
 import time
 from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence
 
-from distexp import errors
 from distexp import stops
 from distexp.job import console as live
 from distexp.cluster.processes import Proc

@@ -20,7 +20,7 @@ def _do_mount(where: Path, size: str = "4m") -> None:
 
 
 @pytest.fixture
-def mounts():  # noqa: PT004  (imported by the test files)
+def mounts():
     made = []
 
     def mount(where: Path, size: str = "4m") -> Path:
