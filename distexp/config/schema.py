@@ -9,6 +9,7 @@ objective, flattened params) ask the strategy's record and the task.
 """
 from __future__ import annotations
 
+from distexp.figures import perf_keys
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
@@ -25,8 +26,8 @@ PROGRESS = ("auto", "bar", "lines", "quiet")
 LR_SCALING = ("none", "linear", "sqrt")
 # What a job can return to a sweeper (`objective`): the task's figures (tasks.Task.figures)
 # and these performance figures, all final values in result.json.
-PERF_OBJECTIVES = ("perf/examples_per_sec", "perf/examples_per_sec_per_replica",
-                   "perf/step_time_ms_p50", "perf/time_to_first_step_s")
+PERF_OBJECTIVES = (perf_keys.EXAMPLES_PER_SEC, perf_keys.EXAMPLES_PER_SEC_PER_REPLICA,
+                   perf_keys.STEP_TIME_MS_P50, perf_keys.TIME_TO_FIRST_STEP_S)
 
 
 def key(default: Any = None, help: str = "", *, factory: Any = None,

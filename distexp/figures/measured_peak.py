@@ -14,6 +14,7 @@ console says so in one line (`line`). No TensorFlow here except in the probe.
 """
 from __future__ import annotations
 
+from distexp.figures import perf_keys
 import datetime
 import fcntl
 import json
@@ -100,7 +101,7 @@ def measured(names: Sequence[str], devices: Sequence[str], precision: str, *,
     where = (f"measured now, cached in {path}" if fresh and saved else
              f"measured now (cache {path} not writable)" if fresh else f"cached in {path}")
     tag = f"measured: {what} ({how}; {where}; not in distexp.figures.peaks' datasheet table)"
-    line = (f"perf/mfu: no datasheet peak for {', '.join(dict.fromkeys(names))}: MFU is over a "
+    line = (f"{perf_keys.MFU}: no datasheet peak for {', '.join(dict.fromkeys(names))}: MFU is over a "
             f"measured peak, {what} ({how}, {where}); a measured peak is below the nominal one, "
             "so this MFU reads higher than a datasheet's would")
     return total, tag, line

@@ -35,6 +35,15 @@ def units_per_sec(units: str) -> str:
     return f"perf/{units}_per_sec"
 
 
+def units_of(key: str):
+    """The task's own units of a `units_per_sec` key (`perf/tokens_per_sec` -> "tokens"); None for
+    every other key (examples/s, the per-epoch series, matmul FLOP/s)."""
+    if not (key.startswith("perf/") and key.endswith("_per_sec")) or key.startswith("perf/epoch_"):
+        return None
+    units = key[len("perf/"):-len("_per_sec")]
+    return units if "_" not in units and key not in (EXAMPLES_PER_SEC, MATMUL_FLOPS) else None
+
+
 def epoch_units_per_sec(units: str) -> str:
     return f"perf/epoch_{units}_per_sec"
 

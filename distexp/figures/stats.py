@@ -41,6 +41,13 @@ def t_quantile(p: float, df: float) -> float:
     return float(stdtrit(df, p))
 
 
+def t_cdf(t: float, df: float) -> float:
+    """Student's t CDF (any real df > 0): scipy.special's stdtr, what scipy.stats.t.cdf calls."""
+    from scipy.special import stdtr
+
+    return float(stdtr(df, t))
+
+
 def first_non_finite(values: Sequence[float]) -> Optional[int]:
     """The index of the first NaN or infinite value of `values`, or None: the one test of a
     diverged training loss (both loops; math.isfinite, as the run's sink drops such a figure)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+from distexp.figures import perf_keys
 from distexp.figures import breakdown
 
 # The bottleneck in words: what the part is (docs/tasks-and-figures.md, the step-time split)
@@ -29,23 +30,21 @@ def _num(result: dict, key: str) -> Optional[float]:
 
 
 def throughput(result: dict) -> str:
-    rate, ci = _num(result, "perf/examples_per_sec"), _num(result, "perf/examples_per_sec_ci95")
+    rate, ci = _num(result, perf_keys.EXAMPLES_PER_SEC), _num(result, perf_keys.EXAMPLES_PER_SEC_CI95)
     if rate is None:
         return "throughput: not measured (every step was a warm-up step: see warmup_steps)"
-    steps = int(_num(result, "perf/timed_steps") or 0)
+    steps = int(_num(result, perf_keys.TIMED_STEPS) or 0)
     interval = f" [{rate - ci:,.0f}, {rate + ci:,.0f}] (95 % interval over {steps} timed steps" \
         if ci is not None else f" ({steps} timed steps: too few for an interval"
-    units = next((k for k in result if k.startswith("perf/") and k.endswith("_per_sec") and
-                  k.count("_") == 2 and k not in ("perf/examples_per_sec", "perf/matmul_flops")
-                  and _num(result, k) is not None and not k.startswith("perf/epoch_")), None)
-    extra = f", {_num(result, units):,.0f} {units[5:-8]}/s" if units else ""
-    e2e = _num(result, "perf/examples_per_sec_end_to_end")
+    units = next((k for k in result if perf_keys.units_of(k) and _num(result, k) is not None), None)
+    extra = f", {_num(result, units):,.0f} {perf_keys.units_of(units)}/s" if units else ""
+    e2e = _num(result, perf_keys.EXAMPLES_PER_SEC_END_TO_END)
     tail = f"; end to end {e2e:,.0f} examples/s" if e2e is not None else ""
     return f"throughput: {rate:,.0f} examples/s{interval}{extra}){tail}"
 
 
 def step_line(result: dict) -> Optional[str]:
-    rate, batch = _num(result, "perf/examples_per_sec"), _num(result, "global_batch_size")
+    rate, batch = _num(result, perf_keys.EXAMPLES_PER_SEC), _num(result, "global_batch_size")
     parts = {p: _num(result, breakdown.KEYS[p]) for p in breakdown.PARTS}
     if rate is None or not batch:
         return None
@@ -64,7 +63,7 @@ def step_line(result: dict) -> Optional[str]:
 
 
 def mfu_line(result: dict) -> Optional[str]:
-    mfu, peak = _num(result, "perf/mfu"), _num(result, "perf/peak_flops")
+    mfu, peak = _num(result, perf_keys.MFU), _num(result, perf_keys.PEAK_FLOPS)
     if mfu is None or peak is None:
         return None
     return f"MFU: {100 * mfu:.2f} % of the devices' peak ({peak / 1e9:,.1f} GFLOP/s)"
@@ -73,7 +72,7 @@ def mfu_line(result: dict) -> Optional[str]:
 def final_line(result: dict) -> str:
     shown = "  ".join(f"eval_{k[5:]} {v:.4f}" for k, v in result.items()
                       if k.startswith("eval/") and isinstance(v, (int, float)))
-    first = _num(result, "perf/time_to_first_step_s")
+    first = _num(result, perf_keys.TIME_TO_FIRST_STEP_S)
     return (f"final: {shown or 'no evaluation'}" +
             (f"  time to first step {first:.2f} s" if first is not None else ""))
 

@@ -17,6 +17,7 @@ comparison it is part of is settled; the sweep stops when none is open or after
 """
 from __future__ import annotations
 
+from distexp.figures import perf_keys
 import json
 import math
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from distexp.figures import sequential as seq
 from distexp.sweeps import planning
 
 AUTO = "auto"
-RATE = "perf/examples_per_sec"
+RATE = perf_keys.EXAMPLES_PER_SEC
 EQUAL_WORK, BASELINE = "equal work", "baseline"
 
 

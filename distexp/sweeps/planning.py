@@ -30,6 +30,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from distexp.figures import perf_keys
 from distexp import strategies
 from distexp.errors import UserError
 from distexp.tracking import tags as tag
@@ -234,7 +235,7 @@ def place(job: Sequence[str], job_cfg: DictConfig, runs: List[dict], used: set):
         return "skip", r["num"], {
             "num": r["num"], "overrides": list(job), "status": "COMPLETED",
             "value": run_objective(r, job_cfg), "error": None, "job_dir": r["job_dir"],
-            "examples_per_sec": r["metrics"].get("perf/examples_per_sec"),
+            "examples_per_sec": r["metrics"].get(perf_keys.EXAMPLES_PER_SEC),
             "skipped": f"FINISHED in run {r['run_id']}"}
     tried = [r for r in mine if r["status"] in ("FAILED", "KILLED") and r["num"] is not None]
     if tried:
