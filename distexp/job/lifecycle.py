@@ -128,7 +128,7 @@ def prepare(cfg: DictConfig) -> Job:
     job_dir.mkdir(parents=True, exist_ok=True)
     plan = cluster.plan(cfg, job_dir, gpus)  # raises UserError for a bad cluster setting
     # The job's facts, computed once; the trainers read them from config.yaml's `resolved:`.
-    facts = resolved.resolve(cfg, gpus, plan, job_dir=job_dir, job_start=job_start(t_start))
+    facts = resolved.resolve(cfg, gpus, plan, job_dir=job_dir, job_start=startup.job_start(t_start))
     # What is stored and logged carries no credentials (trainers get the real URI by env).
     stored = OmegaConf.to_container(cfg, resolve=True)
     stored["tracking"]["uri"] = tracking.redact(cfg.tracking.uri)
@@ -272,39 +272,6 @@ def execute(job: Job) -> Outcome:
         out.stopped = True
     out.lost = tracking.offline_summary(job.job_dir) if run is not None else None
     return out
-
-
-_process_jobs = 0  # the jobs this process has prepared (a sweep runs several in one)
-executed = 0  # ... and executed (their runs opened)
-
-
-def job_start(now: float) -> float:
-    """When the job started, for perf/time_to_first_step_s: the interpreter's own start for the
-    first job of this process (what the user waits from: imports and Hydra's composition
-    included), `now` for a later job of a sweep run in the same process (the launcher hands it
-    over then)."""
-    global _process_jobs
-    _process_jobs += 1
-    if _process_jobs > 1:
-        return now
-    return process_start()
-
-
-def process_start() -> float:
-    """This interpreter's start as unix time, from /proc/self/stat's start time (clock ticks after
-    boot) and /proc/uptime: to ~10 ms (psutil's create_time adds the boot time, which /proc/stat
-    gives in whole seconds). Off Linux: the time this module was imported."""
-    try:
-        with open("/proc/self/stat") as f:
-            start_ticks = int(f.read().rpartition(")")[2].split()[19])  # field 22, starttime
-        with open("/proc/uptime") as f:
-            uptime = float(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return _IMPORTED
-    return time.time() - (uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
-
-
-_IMPORTED = time.time()
 
 
 def _spawner(cfg: DictConfig) -> Optional[launch.Spawn]:
