@@ -216,6 +216,9 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
 
 # --- execute: the training processes and the run, whatever happens to them ---------------------
 
+executed = 0  # the jobs this process has executed (their runs opened)
+
+
 def execute(job: Job) -> Outcome:
     """Run the training processes (the cluster again on other ports after a port clash) while the
     run is created and fed; then close the run with the outcome's status, artifacts attached."""

@@ -37,7 +37,6 @@ def over() -> None:
 
 
 _process_jobs = 0  # the jobs this process has prepared (a sweep runs several in one)
-executed = 0  # ... and executed (their runs opened)
 
 
 def job_start(now: float) -> float:
