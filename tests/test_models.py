@@ -48,11 +48,13 @@ def test_model_trains_on_digits(trained, model, params):
 
 
 def test_synthetic_shape_and_classes_reach_the_model(cli):
+    job = cli.cwd / "job"
     r = cli("model=mlp", "dataset=synthetic", "dataset.shape=[12]", "dataset.num_classes=3",
-            "dataset.size=64", *TINY)
+            "dataset.size=64", f"hydra.run.dir={job}", *TINY)
     assert r.returncode == 0, r
-    assert "input [12], 3 classes" in r.stdout
-    assert "(2,051 parameters)" in r.stdout  # 12*128+128 + 128*3+3
+    log = (job / "chief.log").read_text()  # the detail lines' home
+    assert "input [12], 3 classes" in log
+    assert "(2,051 parameters)" in log  # 12*128+128 + 128*3+3
 
 
 def test_too_small_input_is_refused_when_resize_is_off(cli):

@@ -162,11 +162,17 @@ def prepare(cfg: DictConfig) -> Job:
            # first): the ids in CUDA_VISIBLE_DEVICES and the system metrics' gpu_<i> are the same
            "CUDA_DEVICE_ORDER": os.environ.get("CUDA_DEVICE_ORDER", "PCI_BUS_ID")}
     position = console.sweep_position(Path(str(hc.sweep.dir)).absolute(), int(hc.job.num),
-                                      int(cfg.repeat), int(cfg.repeats)) if multirun else None
+                                      int(cfg.repeat), _rounds(cfg)) if multirun else None
     stops.hold("start-up")
     return Job(cfg=cfg, job_dir=job_dir, plan=plan, env=env, config_path=config_path,
                overrides_path=overrides_path, forwarder=forwarder, multirun=multirun,
                t_start=t_start, progress=progress, sweep_position=position)
+
+
+def _rounds(cfg: DictConfig) -> int:
+    """The sweep's rounds for the console: repeats, or with repeats=auto its budget (the rounds may
+    end sooner)."""
+    return int(cfg.sweep.max_repeats) if str(cfg.repeats) == "auto" else int(cfg.repeats)
 
 
 def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: List[str],
