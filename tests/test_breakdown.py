@@ -283,7 +283,7 @@ def test_a_slow_input_pipeline_is_named_the_bottleneck(cli, kind):
     rate, e2e = m["perf/examples_per_sec"], m["perf/examples_per_sec_end_to_end"]
     top = breakdown.bottleneck(split)
     print(kind, f, "step p50", step, "pipeline feeds", feeds, "rate", rate, "e2e", e2e)  # -s
-    assert top is not None and f"bottleneck: {top[0]} {100 * top[1]:.0f} %" in r.stdout
+    assert top is not None and f"bottleneck: {top[0]}, {100 * top[1]:.0f} %" in r.stdout
     if kind == "none":
         # (its pipeline still costs ~0.5-0.9 ms a batch here, which prefetch hides in training)
         assert top[0] != "input" and f["input"] < 0.5 * step, (f, step)
