@@ -10,23 +10,9 @@ import sys
 import pytest
 
 from helpers import CONF, TOY_OPTIONS as RECORD, child_env, plug_in
+from helpers.cli import TRAIN_SCRIPT
 
 pytestmark = pytest.mark.slow
-
-TRAIN = """
-import json, sys
-from hydra import compose, initialize_config_dir
-from distexp.config import checks, resolved, schema
-from distexp.train.trainer import train
-
-schema.register()
-with initialize_config_dir(version_base="1.3", config_dir=sys.argv[1]):
-    cfg = compose(config_name="config", overrides=sys.argv[3:])
-checks.validate(cfg)
-resolved.attach(cfg, resolved.resolve(cfg, job_dir=sys.argv[2]))
-print("RESULT " + json.dumps(train(cfg)))
-"""
-
 
 def test_a_toy_model_trains_on_a_toy_dataset(tmp_path, monkeypatch):
     search = plug_in(tmp_path, monkeypatch, "model", "tiny", "toy_options", RECORD)
@@ -36,7 +22,7 @@ def test_a_toy_model_trains_on_a_toy_dataset(tmp_path, monkeypatch):
     env = {k: v for k, v in child_env(tests=False, TF_CPP_MIN_LOG_LEVEL="2").items()
            if not k.startswith("DISTEXP_")}
     env["PYTHONPATH"] = f"{tmp_path / 'pkg'}:{env.get('PYTHONPATH', '')}"
-    out = subprocess.run([sys.executable, "-c", TRAIN, str(CONF), str(job), search,
+    out = subprocess.run([sys.executable, "-c", TRAIN_SCRIPT, str(CONF), str(job), search,
                           "model=tiny", "dataset=blobs", "strategy=one_device", "gpus=0",
                           "epochs=5", "batch_size_per_replica=16", "warmup_steps=1",
                           "model.learning_rate=0.05",

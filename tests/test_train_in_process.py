@@ -17,27 +17,13 @@ from omegaconf import OmegaConf
 
 from distexp.parity import losses as _losses
 from helpers import CONF, child_env
+from helpers.cli import TRAIN_SCRIPT
 
 pytestmark = pytest.mark.slow
 
 JOB = ["strategy=mirrored", "cpu_replicas=2", "gpus=0", "epochs=1", "steps_per_epoch=6",
        "warmup_steps=2", "batch_size_per_replica=16", "tracking.enabled=false",
        "measure_peak_flops=false", "checkpoint.every_steps=0"]
-
-IN_PROCESS = """
-import json, sys
-from hydra import compose, initialize_config_dir
-from distexp.config import checks, resolved, schema
-from distexp.train.trainer import train
-
-schema.register()
-with initialize_config_dir(version_base="1.3", config_dir=sys.argv[1]):
-    cfg = compose(config_name="config", overrides=sys.argv[3:])
-checks.validate(cfg)
-resolved.attach(cfg, resolved.resolve(cfg, job_dir=sys.argv[2]))
-print("RESULT " + json.dumps(train(cfg)))
-"""
-
 
 def test_train_called_in_process_trains_what_the_cli_trains(cli, tmp_path):
     r = cli(*JOB, "hydra.run.dir=outputs/cli", timeout=600)
@@ -51,7 +37,7 @@ def test_train_called_in_process_trains_what_the_cli_trains(cli, tmp_path):
     mine.mkdir()
     env = {k: v for k, v in child_env(tests=False, TF_CPP_MIN_LOG_LEVEL="2").items()
            if not k.startswith("DISTEXP_")}
-    out = subprocess.run([sys.executable, "-c", IN_PROCESS, str(CONF), str(mine), *JOB],
+    out = subprocess.run([sys.executable, "-c", TRAIN_SCRIPT, str(CONF), str(mine), *JOB],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(next(ln for ln in out.stdout.splitlines()

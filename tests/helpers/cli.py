@@ -187,3 +187,21 @@ def cli_env(**extra) -> dict:
 
 def distexp_cmd(*args) -> list:
     return [sys.executable, "-m", "distexp", *args]
+
+
+# `python -c TRAIN_SCRIPT CONF_DIR JOB_DIR OVERRIDES...`: distexp.train.trainer.train(cfg) called as a
+# plain function (composed, checked and resolved as the job process would), its result printed
+# after "RESULT ".
+TRAIN_SCRIPT = """
+import json, sys
+from hydra import compose, initialize_config_dir
+from distexp.config import checks, resolved, schema
+from distexp.train.trainer import train
+
+schema.register()
+with initialize_config_dir(version_base="1.3", config_dir=sys.argv[1]):
+    cfg = compose(config_name="config", overrides=sys.argv[3:])
+checks.validate(cfg)
+resolved.attach(cfg, resolved.resolve(cfg, job_dir=sys.argv[2]))
+print("RESULT " + json.dumps(train(cfg)))
+"""
