@@ -1,4 +1,4 @@
-"""Cluster plans without TensorFlow: local TF_CONFIGs, GPU split, tf_config and Slurm task roles,
+"""Cluster plans without TensorFlow: local TF_CONFIGs, tf_config and Slurm task roles,
 and the one-line errors for a bad cluster setting."""
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from distexp.cluster import liveness, slurm_env
 from distexp import strategies
 
 
-def _plan(compose, *overrides, visible=0, tmp=Path("/tmp")):
+def _plan(compose, *overrides, tmp=Path("/tmp")):
     cfg = compose(*overrides)
     checks.validate(cfg)
-    return cluster.plan(cfg, tmp, visible)
+    return cluster.plan(cfg, tmp, 0)
 
 
 def _tf_configs(plan):
@@ -55,22 +55,6 @@ def test_new_ports_after_a_clash(compose):
     plan.new_ports()
     assert plan.cluster["worker"] != ["127.0.0.1:20000", "127.0.0.1:20001"]
     assert all(a.startswith("127.0.0.1:") for a in plan.cluster["worker"])
-
-
-def test_gpus_are_split_between_local_workers(compose, monkeypatch):
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,4,5,6")
-    plan = _plan(compose, "strategy=multiworker", "workers=2", visible=4)
-    procs, _ = _tf_configs(plan)
-    assert plan.gpus_per_worker == 2
-    assert [(p.env["CUDA_VISIBLE_DEVICES"], plan.task_gpus[p.name]) for p in procs] == [
-        ("3,4", 2), ("5,6", 2)]
-    plan = _plan(compose, "strategy=ps", "workers=2", "gpus=1", visible=4)
-    procs, _ = _tf_configs(plan)
-    assert {p.name: p.env["CUDA_VISIBLE_DEVICES"] for p in procs} == {
-        "chief": "", "worker-0": "3", "worker-1": "4", "ps-0": ""}
-    assert plan.task_gpus == {"chief": 0, "worker-0": 1, "worker-1": 1, "ps-0": 0}
-    with pytest.raises(errors.UserError, match="gpus: received 3 per worker; 2 local workers need 6"):
-        _plan(compose, "strategy=multiworker", "gpus=3", visible=4)
 
 
 def test_nccl_needs_gpus(compose):
@@ -371,35 +355,3 @@ def test_slurm_first_task_of_another_node_samples_it(compose, monkeypatch, strat
     plan = _plan(compose, f"strategy={strategy}", "cluster=slurm", "workers=2", "ps=1")
     assert plan.cluster_id == "slurm:4242.0"
     assert plan.samples_node is samples
-
-
-@pytest.mark.parametrize("strategy", ["multiworker", "ps"])
-def test_fewer_gpus_than_workers_is_a_cpu_job_said_in_one_line(compose, monkeypatch, tmp_path,
-                                                               capsys, strategy):
-    """A faked 1-GPU driver, 2 local workers, gpus=null: the workers cannot share the GPU, so the
-    job trains on CPU (every process's CUDA_VISIBLE_DEVICES empty) and says so, with the keys
-    that change it, in one line before TensorFlow starts."""
-    from distexp.config import resolved
-    from helpers import fake_driver
-
-    monkeypatch.setattr(resolved, "NVIDIA_GPUS", str(fake_driver(tmp_path, 1)))
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    cfg = compose(f"strategy={strategy}", "workers=2")
-    checks.validate(cfg)
-    plan = cluster.plan(cfg, tmp_path, resolved.check_gpus(cfg.gpus, resolved.visible_gpus()))
-    procs, _ = _tf_configs(plan)
-    assert {p.env["CUDA_VISIBLE_DEVICES"] for p in procs} == {""}
-    assert plan.gpus_per_worker == 0 and set(plan.task_gpus.values()) == {0}
-    assert capsys.readouterr().out == (
-        f"distexp: strategy={strategy}: 2 local workers and 1 GPU(s) visible: a GPU is never "
-        "shared between worker processes, so every worker trains on CPU. To train on the "
-        "GPU(s): workers=1 (one GPU each), or strategy=mirrored (one process, every GPU); gpus=0 "
-        "trains on CPU without this line\n")
-    # gpus=0 asked for the CPU: nothing to say; 3 GPUs over 2 workers: the unused one is said
-    cluster.plan(compose(f"strategy={strategy}", "workers=2", "gpus=0"), tmp_path, 0)
-    assert capsys.readouterr().out == ""
-    monkeypatch.setattr(resolved, "NVIDIA_GPUS", str(fake_driver(tmp_path / "3", 3)))
-    cluster.plan(compose(f"strategy={strategy}", "workers=2"), tmp_path, 3)
-    assert capsys.readouterr().out == (
-        f"distexp: strategy={strategy}: 3 GPUs over 2 local workers: 1 each, 1 unused "
-        "(workers=3 would use every GPU, one each)\n")

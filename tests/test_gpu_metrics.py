@@ -97,11 +97,10 @@ def test_the_runs_gpus_come_from_the_plan(compose, monkeypatch, tmp_path):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
     def ids(*overrides):
-        cfg = compose(*overrides)
-        gpus = resolved.check_gpus(cfg.gpus, resolved.visible_gpus())
-        if cfg.strategy.name in ("multiworker", "ps"):  # a local cluster splits what is visible
-            gpus = resolved.visible_gpus()
-        return cluster.plan(cfg, Path(tmp_path), gpus).gpu_ids()
+        cfg = compose(*overrides)  # planned as the job process plans it
+        visible = resolved.visible_gpus()
+        return cluster.plan(cfg, Path(tmp_path), resolved.check_gpus(cfg.gpus, visible),
+                            visible).gpu_ids()
 
     assert ids("strategy=one_device", "gpus=1") == ["0"]
     assert ids("strategy=mirrored") == ["0", "1", "2", "3"]

@@ -34,7 +34,9 @@ class Kind:
     # -- the job process (before TensorFlow) -----------------------------------------------------
     def plan(self, cfg: DictConfig, rec, job_dir: Path, gpus: int) -> Plan:
         """The processes this job process starts, for a strategy `rec` with a cluster (a strategy of
-        one process never asks). `gpus`: what `gpus` resolved to on this machine."""
+        one process never asks). `gpus`: what `gpus` resolved to on this machine; a kind that
+        starts every process (starts_processes) is told the GPUs this machine shows instead, and
+        splits them between its workers (`cfg.gpus` each, or evenly for null)."""
         raise NotImplementedError
 
     def local_processes(self, cfg: DictConfig, rec) -> int:

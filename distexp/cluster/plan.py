@@ -12,6 +12,7 @@ cluster resolver, as on a real cluster.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 from omegaconf import DictConfig
 
@@ -21,9 +22,14 @@ from distexp.cluster import kinds
 from distexp.cluster.processes import PORT_ATTEMPTS, Plan  # noqa: F401
 
 
-def plan(cfg: DictConfig, job_dir: Path, gpus: int) -> Plan:
-    """`gpus`: what `gpus` resolved to on this machine (check_gpus)."""
+def plan(cfg: DictConfig, job_dir: Path, gpus: int, visible: Optional[int] = None) -> Plan:
+    """`gpus`: what `gpus` resolved to on this machine (check_gpus: per worker); `visible`: the GPUs
+    this machine shows (default `gpus`, what gpus=null resolves to). A kind that starts every
+    process here (cluster=local) splits the visible GPUs between its workers, `gpus` each; any
+    other kind's one process gets `gpus`."""
     rec = strategies.of(cfg)
     if not rec.cluster_jobs:  # one training process
         return Plan(names=["chief"], job_dir=job_dir, gpus_per_worker=gpus)
-    return kinds.of(cfg).plan(cfg, rec, job_dir, gpus)
+    kind = kinds.of(cfg)
+    return kind.plan(cfg, rec, job_dir, gpus if visible is None or not kind.starts_processes
+                     else visible)

@@ -115,9 +115,11 @@ def split_gpus(requested: Optional[int], visible: int, workers: int):
     if requested is None:
         return visible // workers, ids
     if requested * workers > visible:
+        fits = [f"gpus={visible // workers}"] if visible >= workers else []
+        fits += [f"workers={visible // requested}"] if visible >= requested else []
         raise UserError(f"gpus: received {requested} per worker; {workers} local workers need "
-                        f"{requested * workers} GPU(s) and {visible} are visible. Use gpus="
-                        f"{visible // workers} or gpus=0 (CPU)")
+                        f"{requested * workers} GPU(s) and {visible} are visible. Use "
+                        f"{', '.join(fits)}{' or ' if fits else ''}gpus=0 (CPU)")
     return requested, ids
 
 

@@ -118,7 +118,8 @@ def prepare(cfg: DictConfig) -> Job:
 
     t_start = time.time()
     checks.validate(cfg)  # the factories' modules and functions too (distexp.user_code)
-    gpus = resolved.check_gpus(cfg.gpus, resolved.visible_gpus())
+    visible = resolved.visible_gpus()
+    gpus = resolved.check_gpus(cfg.gpus, visible)
     os.environ.update(tracking.http_env())  # bounded MLflow retries here and in the trainers
     if os.environ.get("TF_CONFIG") == "":  # means "unset"; TF's resolvers crash on it (json.loads(""))
         del os.environ["TF_CONFIG"]
@@ -126,7 +127,7 @@ def prepare(cfg: DictConfig) -> Job:
     hc = HydraConfig.get()
     job_dir = Path(hc.runtime.output_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
-    plan = cluster.plan(cfg, job_dir, gpus)  # raises UserError for a bad cluster setting
+    plan = cluster.plan(cfg, job_dir, gpus, visible)  # UserError: a bad cluster setting
     # The job's facts, computed once; the trainers read them from config.yaml's `resolved:`.
     facts = resolved.resolve(cfg, gpus, plan, job_dir=job_dir, job_start=startup.job_start(t_start))
     # What is stored and logged carries no credentials (trainers get the real URI by env).

@@ -1,0 +1,156 @@
+"""cluster=local on a GPU box, without TensorFlow (a faked NVIDIA driver): `gpus` is per worker, so
+multiworker and ps split the visible GPUs into one disjoint CUDA_VISIBLE_DEVICES set per worker
+process (the ps coordinator and servers get none); too few GPUs is one line before any process
+starts; gpus=null splits them evenly and says what it cannot use."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from distexp import errors
+from distexp.cluster import plan as cluster
+from distexp.config import checks, resolved
+from helpers import fake_driver, run_in_process
+
+
+@pytest.fixture
+def gpus(monkeypatch, tmp_path):
+    """`gpus(n, pinned=None)`: this machine shows `n` GPUs (the driver's list), and
+    CUDA_VISIBLE_DEVICES is `pinned` (None: unset)."""
+    def fake(n: int, pinned=None):
+        monkeypatch.setattr(resolved, "NVIDIA_GPUS", str(fake_driver(tmp_path / f"driver-{n}", n)))
+        if pinned is None:
+            monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        else:
+            monkeypatch.setenv("CUDA_VISIBLE_DEVICES", pinned)
+    return fake
+
+
+def _plan(compose, tmp_path, *overrides):
+    """The plan as the job process makes it (distexp.job.lifecycle.prepare)."""
+    cfg = compose(*overrides)
+    checks.validate(cfg)
+    visible = resolved.visible_gpus()
+    return cfg, cluster.plan(cfg, tmp_path, resolved.check_gpus(cfg.gpus, visible), visible)
+
+
+def _devices(plan) -> dict:
+    return {p.name: p.env.get("CUDA_VISIBLE_DEVICES")
+            for p in plan.processes(Path("/tmp/config.yaml"), {})}
+
+
+@pytest.mark.parametrize("overrides,devices", [
+    (["strategy=multiworker", "workers=2", "gpus=1"], {"worker-0": "0", "worker-1": "1"}),
+    (["strategy=multiworker", "workers=2", "gpus=2"], {"worker-0": "0,1", "worker-1": "2,3"}),
+    (["strategy=multiworker", "workers=4", "gpus=1"],
+     {"worker-0": "0", "worker-1": "1", "worker-2": "2", "worker-3": "3"}),
+    (["strategy=multiworker", "workers=3", "gpus=1"],
+     {"worker-0": "0", "worker-1": "1", "worker-2": "2"}),
+    (["strategy=multiworker", "workers=2"], {"worker-0": "0,1", "worker-1": "2,3"}),
+    (["strategy=ps", "workers=2", "ps=1", "gpus=1"],
+     {"chief": "", "worker-0": "0", "worker-1": "1", "ps-0": ""}),
+    (["strategy=ps", "workers=2", "ps=2", "gpus=2"],
+     {"chief": "", "worker-0": "0,1", "worker-1": "2,3", "ps-0": "", "ps-1": ""}),
+    (["strategy=ps", "workers=1", "ps=1", "gpus=4"], {"chief": "", "worker-0": "0,1,2,3", "ps-0": ""}),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else "")
+def test_each_local_worker_gets_its_own_gpus(compose, tmp_path, gpus, overrides, devices):
+    """On 4 GPUs: every worker its own `gpus` of them (none shared), the others none; the facts
+    the trainers read count them per worker."""
+    gpus(4)
+    cfg, plan = _plan(compose, tmp_path, *overrides)
+    assert _devices(plan) == devices
+    per = len(devices["worker-0"].split(","))
+    assert plan.gpus_per_worker == per
+    assert plan.task_gpus == {name: len(ids.split(",")) if ids else 0
+                              for name, ids in devices.items()}
+    facts = resolved.resolve(cfg, resolved.check_gpus(cfg.gpus, 4), plan)
+    workers = sum(name.startswith("worker-") for name in devices)
+    assert (facts["gpus"], facts["replicas_per_worker"], facts["replicas"]) == (
+        per, per, per * workers)
+    assert plan.gpu_ids() == [g for ids in devices.values() for g in ids.split(",") if g]
+
+
+def test_the_split_takes_the_pinned_gpus(compose, tmp_path, gpus):
+    """GPUs pinned by CUDA_VISIBLE_DEVICES (the user, or a sweep's pool) are the ones split."""
+    gpus(8, pinned="3,4,5,6")
+    _, plan = _plan(compose, tmp_path, "strategy=multiworker", "workers=2", "gpus=1")
+    assert _devices(plan) == {"worker-0": "3", "worker-1": "4"}
+    _, plan = _plan(compose, tmp_path, "strategy=ps", "workers=2", "gpus=2")
+    assert _devices(plan) == {"chief": "", "worker-0": "3,4", "worker-1": "5,6", "ps-0": ""}
+
+
+@pytest.mark.parametrize("visible,overrides,line", [
+    (4, ["strategy=multiworker", "workers=2", "gpus=3"],
+     "gpus: received 3 per worker; 2 local workers need 6 GPU(s) and 4 are visible. Use gpus=2, "
+     "workers=1 or gpus=0 (CPU)"),
+    (1, ["strategy=multiworker", "workers=2", "gpus=1"],
+     "gpus: received 1 per worker; 2 local workers need 2 GPU(s) and 1 are visible. Use workers=1 "
+     "or gpus=0 (CPU)"),
+    (3, ["strategy=ps", "workers=2", "gpus=2"],
+     "gpus: received 2 per worker; 2 local workers need 4 GPU(s) and 3 are visible. Use gpus=1, "
+     "workers=1 or gpus=0 (CPU)"),
+])
+def test_too_few_gpus_for_the_workers_is_one_line(compose, tmp_path, gpus, visible, overrides,
+                                                  line):
+    gpus(visible)
+    with pytest.raises(errors.UserError) as ex:
+        _plan(compose, tmp_path, *overrides)
+    assert str(ex.value) == line
+
+
+@pytest.mark.parametrize("strategy", ["multiworker", "ps"])
+def test_fewer_gpus_than_workers_is_a_cpu_job_said_in_one_line(compose, tmp_path, gpus, capsys,
+                                                               strategy):
+    """A faked 1-GPU driver, 2 local workers, gpus=null: the workers cannot share the GPU, so the
+    job trains on CPU (every process's CUDA_VISIBLE_DEVICES empty) and says so, with the keys
+    that change it, in one line before TensorFlow starts."""
+    gpus(1)
+    _, plan = _plan(compose, tmp_path, f"strategy={strategy}", "workers=2")
+    assert set(_devices(plan).values()) == {""}
+    assert plan.gpus_per_worker == 0 and set(plan.task_gpus.values()) == {0}
+    assert capsys.readouterr().out == (
+        f"distexp: strategy={strategy}: 2 local workers and 1 GPU(s) visible: a GPU is never "
+        "shared between worker processes, so every worker trains on CPU. To train on the "
+        "GPU(s): workers=1 (one GPU each), or strategy=mirrored (one process, every GPU); gpus=0 "
+        "trains on CPU without this line\n")
+    # gpus=0 asked for the CPU: nothing to say; 3 GPUs over 2 workers: the unused one is said
+    _plan(compose, tmp_path, f"strategy={strategy}", "workers=2", "gpus=0")
+    assert capsys.readouterr().out == ""
+    gpus(3)
+    _plan(compose, tmp_path, f"strategy={strategy}", "workers=2")
+    assert capsys.readouterr().out == (
+        f"distexp: strategy={strategy}: 3 GPUs over 2 local workers: 1 each, 1 unused "
+        "(workers=3 would use every GPU, one each)\n")
+
+
+def test_the_job_process_gives_each_worker_its_gpus(tmp_path, gpus, monkeypatch):
+    """`python -m distexp strategy=multiworker workers=2 gpus=1` through the CLI's entry point on 4
+    GPUs: the processes it would start (stopped just before) are pinned to GPU 0 and GPU 1, and
+    the facts in the job's config.yaml count 1 GPU per worker; with gpus=3 it refuses in one line
+    and starts nothing."""
+    from distexp.job import lifecycle
+
+    gpus(4)
+    started = {}
+
+    def stop_before_training(job):
+        started.update(_devices(job.plan))
+        raise errors.UserError("stopped by the test before training")
+
+    monkeypatch.setattr(lifecycle, "execute", stop_before_training)
+    job = tmp_path / "job"
+    common = ["tracking.enabled=false", "warm_start=false", f"hydra.run.dir={job}"]
+    r = run_in_process(["strategy=multiworker", "workers=2", "gpus=1", *common], tmp_path)
+    assert r.stderr == "distexp: error: stopped by the test before training\n", r
+    assert started == {"worker-0": "0", "worker-1": "1"}
+    facts = OmegaConf.load(job / "config.yaml").resolved
+    assert (facts.gpus, facts.task_gpus, facts.replicas) == (
+        1, {"worker-0": 1, "worker-1": 1}, 2)
+    started.clear()
+    r = run_in_process(["strategy=multiworker", "workers=2", "gpus=3", *common], tmp_path)
+    assert (r.returncode, r.stderr) == (2, (
+        "distexp: error: gpus: received 3 per worker; 2 local workers need 6 GPU(s) and 4 are "
+        "visible. Use gpus=2, workers=1 or gpus=0 (CPU)\n")), r
+    assert started == {}
