@@ -28,7 +28,7 @@ def gpus(monkeypatch, tmp_path):
     return fake
 
 
-def _plan(compose, tmp_path, *overrides):
+def _job_plan(compose, tmp_path, *overrides):
     """The plan as the job process makes it (distexp.job.lifecycle.prepare)."""
     cfg = compose(*overrides)
     checks.validate(cfg)
@@ -59,7 +59,7 @@ def test_each_local_worker_gets_its_own_gpus(compose, tmp_path, gpus, overrides,
     """On 4 GPUs: every worker its own `gpus` of them (none shared), the others none; the facts
     the trainers read count them per worker."""
     gpus(4)
-    cfg, plan = _plan(compose, tmp_path, *overrides)
+    cfg, plan = _job_plan(compose, tmp_path, *overrides)
     assert _devices(plan) == devices
     per = len(devices["worker-0"].split(","))
     assert plan.gpus_per_worker == per
@@ -75,9 +75,9 @@ def test_each_local_worker_gets_its_own_gpus(compose, tmp_path, gpus, overrides,
 def test_the_split_takes_the_pinned_gpus(compose, tmp_path, gpus):
     """GPUs pinned by CUDA_VISIBLE_DEVICES (the user, or a sweep's pool) are the ones split."""
     gpus(8, pinned="3,4,5,6")
-    _, plan = _plan(compose, tmp_path, "strategy=multiworker", "workers=2", "gpus=1")
+    _, plan = _job_plan(compose, tmp_path, "strategy=multiworker", "workers=2", "gpus=1")
     assert _devices(plan) == {"worker-0": "3", "worker-1": "4"}
-    _, plan = _plan(compose, tmp_path, "strategy=ps", "workers=2", "gpus=2")
+    _, plan = _job_plan(compose, tmp_path, "strategy=ps", "workers=2", "gpus=2")
     assert _devices(plan) == {"chief": "", "worker-0": "3,4", "worker-1": "5,6", "ps-0": ""}
 
 
@@ -96,7 +96,7 @@ def test_too_few_gpus_for_the_workers_is_one_line(compose, tmp_path, gpus, visib
                                                   line):
     gpus(visible)
     with pytest.raises(errors.UserError) as ex:
-        _plan(compose, tmp_path, *overrides)
+        _job_plan(compose, tmp_path, *overrides)
     assert str(ex.value) == line
 
 
@@ -107,7 +107,7 @@ def test_fewer_gpus_than_workers_is_a_cpu_job_said_in_one_line(compose, tmp_path
     job trains on CPU (every process's CUDA_VISIBLE_DEVICES empty) and says so, with the keys
     that change it, in one line before TensorFlow starts."""
     gpus(1)
-    _, plan = _plan(compose, tmp_path, f"strategy={strategy}", "workers=2")
+    _, plan = _job_plan(compose, tmp_path, f"strategy={strategy}", "workers=2")
     assert set(_devices(plan).values()) == {""}
     assert plan.gpus_per_worker == 0 and set(plan.task_gpus.values()) == {0}
     assert capsys.readouterr().out == (
@@ -116,13 +116,60 @@ def test_fewer_gpus_than_workers_is_a_cpu_job_said_in_one_line(compose, tmp_path
         "GPU(s): workers=1 (one GPU each), or strategy=mirrored (one process, every GPU); gpus=0 "
         "trains on CPU without this line\n")
     # gpus=0 asked for the CPU: nothing to say; 3 GPUs over 2 workers: the unused one is said
-    _plan(compose, tmp_path, f"strategy={strategy}", "workers=2", "gpus=0")
+    _job_plan(compose, tmp_path, f"strategy={strategy}", "workers=2", "gpus=0")
     assert capsys.readouterr().out == ""
     gpus(3)
-    _plan(compose, tmp_path, f"strategy={strategy}", "workers=2")
+    _job_plan(compose, tmp_path, f"strategy={strategy}", "workers=2")
     assert capsys.readouterr().out == (
         f"distexp: strategy={strategy}: 3 GPUs over 2 local workers: 1 each, 1 unused "
         "(workers=3 would use every GPU, one each)\n")
+
+
+@pytest.mark.parametrize("visible,overrides", [
+    (4, ["strategy=multiworker", "workers=2"]), (4, ["strategy=multiworker", "workers=2", "gpus=1"]),
+    (3, ["strategy=ps", "workers=2"]), (1, ["strategy=multiworker", "workers=2"]),
+    (4, ["strategy=mirrored"]), (4, ["strategy=one_device", "gpus=1"]),
+])
+def test_the_checks_count_the_gpus_the_plan_pins(compose, tmp_path, gpus, visible, overrides):
+    """The facts the checks and a sweep's planning find before any plan (resolve without one)
+    are the job's: with gpus=null, 4 GPUs over 2 local workers are 2 each (4 replicas, not 8)."""
+    gpus(visible)
+    cfg, plan = _job_plan(compose, tmp_path, *overrides)
+    gpus_ = resolved.check_gpus(cfg.gpus, visible)
+    before, after = resolved.resolve(cfg, gpus_), resolved.resolve(cfg, gpus_, plan)
+    keys = ("gpus", "replicas_per_worker", "replicas", "sync_replicas", "global_batch")
+    assert {k: before[k] for k in keys} == {k: after[k] for k in keys}
+
+
+def test_checks_that_need_the_gpus_read_each_workers(compose, gpus):
+    """global_batch_size divides over the job's replicas (4 GPUs, 2 workers: 4 replicas), and
+    NCCL is refused where the workers train on CPU (1 GPU, 2 workers), before any process."""
+    gpus(4)
+    checks.validate(compose("strategy=multiworker", "workers=2", "global_batch_size=12"))
+    with pytest.raises(errors.UserError, match="must divide evenly over 4 replicas"):
+        checks.validate(compose("strategy=multiworker", "workers=2", "global_batch_size=10"))
+    gpus(1)
+    with pytest.raises(errors.UserError) as ex:
+        checks.validate(compose("strategy=multiworker", "workers=2", "strategy.communication=nccl"))
+    assert str(ex.value) == ("strategy.communication: received 'nccl'; NCCL needs GPUs and this "
+                             "job trains on CPU: use auto or ring")
+
+
+def test_a_sweep_job_splits_the_gpus_it_holds(compose, tmp_path, gpus, capsys):
+    """In a sweep (distexp.sweeps.gpu_pool) on 4 GPUs, another job holding 0 and 1: a
+    `multiworker workers=2 gpus=1` job holds 2 and 3 and its workers get one each."""
+    from distexp.sweeps import gpu_pool
+    from helpers import JOBLIB_LAUNCHER
+
+    gpus(4)
+    sweep = tmp_path / "sweep"
+    other = gpu_pool.acquire(sweep / gpu_pool.POOL_DIR, ["0", "1", "2", "3"], 2)
+    overrides = ["strategy=multiworker", "workers=2", "gpus=1"]
+    with gpu_pool.pinned(compose(*overrides), sweep, JOBLIB_LAUNCHER) as held:
+        _, plan = _job_plan(compose, tmp_path, *overrides)
+    other.release()
+    assert (other.ids, held) == (["0", "1"], ["2", "3"])
+    assert _devices(plan) == {"worker-0": "2", "worker-1": "3"}
 
 
 def test_the_job_process_gives_each_worker_its_gpus(tmp_path, gpus, monkeypatch):

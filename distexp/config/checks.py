@@ -25,7 +25,7 @@ from distexp.options import datasets, loops, models, optimizers
 from distexp.errors import UserError
 from distexp.user_code import check_factory
 from distexp.config.mode import in_multirun
-from distexp.config.resolved import resolve, strategy_record, visible_gpus
+from distexp.config.resolved import resolve, strategy_record, visible_gpus, worker_gpus
 
 
 def _choice(key: str, value: Any, valid) -> None:
@@ -66,18 +66,19 @@ def _unknown_keys(node: DictConfig, prefix: str = "") -> None:
 def validate(cfg: DictConfig) -> None:
     """Raise UserError for values the schema's types accept but that make no sense (the first
     one found, in this order). The facts they need are found once, here: the strategy's record,
-    the cluster kind, the GPUs (`gpus` if set, else the visible ones) and the job's resolved
-    figures; the checks below read them."""
+    the cluster kind, the GPUs (`gpus` if set, else the visible ones; each worker's share:
+    worker_gpus) and the job's resolved figures; the checks below read them."""
     _unknown_keys(cfg)
     rec = strategy_record(cfg)
     kind = _validate_ranges(cfg)
     visible = visible_gpus()
     gpus = cfg.gpus if cfg.gpus is not None else visible
-    _validate_knobs(cfg, rec, on_cpu=gpus == 0 or visible == 0)
+    per_worker = worker_gpus(cfg, gpus)
+    _validate_knobs(cfg, rec, on_cpu=per_worker == 0 or visible == 0)
     datasets.of(cfg).check(cfg.dataset)
     _validate_task(cfg)
     _validate_repeats(cfg)
-    _validate_strategy(cfg, rec, gpus)
+    _validate_strategy(cfg, rec, per_worker)
     facts = resolve(cfg, gpus)
     replicas = facts["sync_replicas"]
     if cfg.global_batch_size is not None and cfg.global_batch_size % replicas:
@@ -209,7 +210,7 @@ def _validate_strategy(cfg: DictConfig, rec, gpus: int) -> None:
                             f"applies to strategy={' or '.join(users)} only: leave it at "
                             f"{'null' if default is None else default}")
     rec.check(cfg)
-    rec.check_devices(cfg, gpus)  # the one call: what the job resolves `gpus` to (check_gpus)
+    rec.check_devices(cfg, gpus)  # the one call: the GPUs each worker gets (worker_gpus)
 
 
 def _validate_task(cfg: DictConfig) -> None:

@@ -94,6 +94,17 @@ def check_gpus(requested: Optional[int], visible: int) -> int:
             f"To run on CPU use gpus=0 cpu_replicas={max(requested, 2)}")
     return requested
 
+def worker_gpus(cfg: DictConfig, gpus: int) -> int:
+    """GPUs each replica-holding process trains on, of `gpus` (what `gpus` resolved to here): all
+    of them, except where the job starts its workers on this machine (cluster=local) with
+    gpus=null: they split the visible GPUs evenly (distexp.cluster.processes.split_gpus)."""
+    from distexp.cluster import kinds
+
+    rec = strategy_record(cfg)
+    if cfg.gpus is not None or not rec.cluster_jobs or not kinds.of(cfg).starts_processes:
+        return gpus
+    return gpus // rec.num_workers(cfg)
+
 def replicas_per_worker(cfg: DictConfig, gpus: Optional[int] = None) -> int:
     """Replicas each worker trains with (known before TensorFlow starts).
 
@@ -102,7 +113,7 @@ def replicas_per_worker(cfg: DictConfig, gpus: Optional[int] = None) -> int:
     """
     if gpus is None:
         gpus = cfg.gpus if cfg.gpus is not None else visible_gpus()
-    return strategy_record(cfg).replicas_per_worker(cfg, gpus)
+    return strategy_record(cfg).replicas_per_worker(cfg, worker_gpus(cfg, gpus))
 
 def learning_rate(cfg: DictConfig, global_batch: Optional[int] = None) -> float:
     """The rate the optimizer uses: `learning_rate` (else the model's), scaled by
@@ -137,7 +148,8 @@ def resolve(cfg: DictConfig, gpus: Optional[int] = None, plan=None, *, job_dir=N
     if gpus is None:
         gpus = cfg.gpus if cfg.gpus is not None else visible_gpus()
     if plan is None:
-        workers, sync, per_gpus, task_gpus = rec.num_workers(cfg), rec.sync_workers(cfg), gpus, {}
+        workers, sync, task_gpus = rec.num_workers(cfg), rec.sync_workers(cfg), {}
+        per_gpus = worker_gpus(cfg, gpus)
     else:
         workers, sync = plan.replica_workers, plan.sync_workers
         per_gpus, task_gpus = plan.gpus_per_worker, dict(plan.task_gpus)
