@@ -39,3 +39,13 @@ def test_more_gpus_than_visible_is_an_error(cli):
     r = cli(f"gpus={GPUS + 1}", *TINY)
     assert r.returncode == 2
     assert f"gpus: received {GPUS + 1}; {GPUS} GPU(s) visible" in r.stderr
+
+
+@pytest.mark.skipif(GPUS < 2, reason="needs 2 GPUs")
+@pytest.mark.parametrize("strategy", ["multiworker", "ps"])
+def test_local_workers_train_on_one_gpu_each(cli, strategy):
+    """gpus=1 per worker, 2 local workers: each worker process on its own GPU, not the CPU."""
+    r = cli(f"strategy={strategy}", "workers=2", "gpus=1", *TINY)
+    assert r.returncode == 0, r
+    devices = next(ln for ln in r.stdout.splitlines() if ln.startswith("Number of devices:"))
+    assert devices.startswith("Number of devices: 2 ") and "gpu" in devices.lower(), devices
