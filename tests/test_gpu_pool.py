@@ -30,6 +30,8 @@ def four_gpus(tmp_path, monkeypatch):
     (["strategy=multiworker", "workers=2", "gpus=1"], 2),  # per worker x local workers
     (["strategy=ps", "workers=3", "gpus=1"], 3),          # the coordinator and servers: none
     (["strategy=multiworker", "workers=2"], 4),
+    (["strategy=multiworker", "workers=3"], 3),            # 4 over 3 workers: 1 each, one left
+    (["strategy=multiworker", "workers=5"], 0),            # fewer GPUs than workers: CPU
     (["strategy=mirrored", "gpus=0"], 0),
     (["strategy=multiworker", "cluster=tf_config", "gpus=1"], 0),  # places its own processes
 ])

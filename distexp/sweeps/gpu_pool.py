@@ -49,7 +49,10 @@ def need(cfg: DictConfig, visible: int) -> int:
         return per_worker
     if not kinds.of(cfg).starts_processes:
         return 0
-    return visible if cfg.gpus is None else per_worker * rec.num_workers(cfg)
+    # gpus=null on this machine: the workers split the visible GPUs evenly (a remainder, or fewer
+    # GPUs than workers, trains on none of them), so hold only the GPUs they train on
+    from distexp.config.resolved import worker_gpus
+    return worker_gpus(cfg, per_worker) * rec.num_workers(cfg)
 
 
 class Held:
