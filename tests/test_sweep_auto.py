@@ -161,6 +161,9 @@ def test_the_description_line_leads_with_equal_work():
     assert auto_line(outcomes) == ("Outcome: mirrored x2 vs one_device x1, equal work (batch "
                                    "128): 1.31x [1.12, 1.53] faster (4 rounds; +2 more below)")
     assert auto_line([]) is None
+    assert auto_line(["repeats=auto: 1 round(s), alpha 0.05 ...", "a x2 vs b x1 (baseline): 1.03x "
+                      "[0.91, 1.16] not settled after 1 round"]) == (
+        "Outcome: a x2 vs b x1 (baseline): 1.03x [0.91, 1.16] not settled (1 round)")
     # short enough to read uncut above MLflow's runs table (LINE_MAX): the comparisons that fit
     # are shown, the rest counted; an open one says its rounds once, at the end
     many = outcomes[:1] + [f"central x{n} batch {64 * n} vs one_device x1 batch {64 * n} "

@@ -94,7 +94,8 @@ def auto_line(outcomes: List[str]) -> Optional[str]:
     if not outcomes:
         return None
     head, pairs = outcomes[0], outcomes[1:]
-    rounds = head.split(": ", 1)[-1].split(",", 1)[0].replace("round(s)", "rounds")
+    n = head.split(": ", 1)[-1].split(" ", 1)[0]  # "repeats=auto: 4 round(s), alpha ..."
+    rounds = f"{n} round{'' if n == '1' else 's'}"
     shown = [_short(p, rounds) for p in ([p for p in pairs if "(equal work)" in p] or pairs)]
     while True:
         rest = len(pairs) - len(shown)
