@@ -151,14 +151,25 @@ def test_comparisons_and_names():
 
 
 def test_the_description_line_leads_with_equal_work():
-    from distexp.sweeps.summary import auto_line
+    from distexp.sweeps.summary import LINE_MAX, auto_line
 
     outcomes = ["repeats=auto: 4 round(s), alpha 0.05 over 3 comparison(s) (Bonferroni), ...",
                 "mirrored x2 batch 128 vs one_device x1 batch 64 (baseline): 1.9x [1.5, 2.4] faster",
                 "mirrored x2 batch 128 vs one_device x1 batch 128 (equal work): 1.31x [1.12, 1.53] "
                 "faster",
                 "one_device x1 batch 128 vs one_device x1 batch 64 (baseline): 1.4x [1.2, 1.7] faster"]
-    assert auto_line(outcomes) == ("Outcome: mirrored x2 batch 128 vs one_device x1 batch 128 "
-                                   "(equal work): 1.31x [1.12, 1.53] faster; +2 more in the report "
-                                   "(4 round(s))")
+    assert auto_line(outcomes) == ("Outcome: mirrored x2 vs one_device x1, equal work (batch "
+                                   "128): 1.31x [1.12, 1.53] faster (4 rounds; +2 more below)")
     assert auto_line([]) is None
+    assert auto_line(["repeats=auto: 1 round(s), alpha 0.05 ...", "a x2 vs b x1 (baseline): 1.03x "
+                      "[0.91, 1.16] not settled after 1 round"]) == (
+        "Outcome: a x2 vs b x1 (baseline): 1.03x [0.91, 1.16] not settled (1 round)")
+    # short enough to read uncut above MLflow's runs table (LINE_MAX): the comparisons that fit
+    # are shown, the rest counted; an open one says its rounds once, at the end
+    many = outcomes[:1] + [f"central x{n} batch {64 * n} vs one_device x1 batch {64 * n} "
+                           f"(equal work): 1.03x [0.91, 1.16] not settled after 4 rounds"
+                           for n in (2, 3, 4)]
+    line = auto_line(many)
+    assert len(line) <= LINE_MAX and line == (
+        "Outcome: central x2 vs one_device x1, equal work (batch 128): 1.03x [0.91, 1.16] not "
+        "settled (4 rounds; +2 more below)")

@@ -81,8 +81,11 @@ def test_verdict_line_names_each_strategy_best_speedup():
 
 
 def test_sweep_summary_puts_the_verdict_where_the_ui_shows_it(tmp_path):
-    """distexp.sweeps.summary on a store written by hand: descriptions, speed-up tags, the
-    scaling metrics keyed by replicas, the report's images, the shared view. No TensorFlow."""
+    """distexp.sweeps.summary on a store written by hand: descriptions, each run's set-up and
+    equal-work speed-up (tag and metric), the scaling metrics keyed by replicas, the report's
+    images, the shared view grouped by those set-ups. No TensorFlow."""
+    import json
+
     from mlflow.entities import Metric, Param
 
     from distexp import tracking
@@ -95,39 +98,112 @@ def test_sweep_summary_puts_the_verdict_where_the_ui_shows_it(tmp_path):
         "distexp.sweep_dir": str(tmp_path / "sweep")}, {"overrides": "x"})
     client = parent.client
     ids = {}
-    for job, (strategy, replicas, rate) in enumerate([("one_device", 1, 1000.0),
-                                                      ("mirrored", 2, 1800.0)]):
+    # mirrored x2 at batch 128 over one_device at batch 64 (weak: 1.80x, the bigger batch
+    # included) and over one_device at batch 128 (equal work: 1800 / 1500 = 1.20x)
+    for job, (strategy, replicas, batch, rate) in enumerate([
+            ("one_device", 1, 64, 1000.0), ("mirrored", 2, 128, 1800.0),
+            ("one_device", 1, 128, 1500.0)] * 2):
+        extra = " global_batch_size=128" if strategy == "one_device" and batch == 128 else ""
         run = client.create_run(parent.experiment_id, run_name=f"{strategy}-r{replicas}", tags={
             "distexp.sweep_id": "s1", "distexp.run_kind": "job", "distexp.job_num": str(job),
-            "mlflow.parentRunId": parent.run_id, "distexp.overrides": f"strategy={strategy}"})
-        rid = ids[strategy] = run.info.run_id
+            "mlflow.parentRunId": parent.run_id,
+            "distexp.overrides": f"strategy={strategy}{extra} repeat={job // 3}"})
+        rid = run.info.run_id
+        ids.setdefault((strategy, batch), []).append(rid)
+        rate *= 1 + 0.01 * (job // 3)  # two runs a set-up, 1 % apart
         client.log_batch(rid, params=[Param(k, str(v)) for k, v in {
             "strategy.name": strategy, "model.name": "cnn", "dataset.name": "digits",
             "loop.name": "custom", "num_replicas": replicas, "num_workers": 1,
-            "global_batch_size": 64 * replicas}.items()], metrics=[
+            "global_batch_size": batch}.items()], metrics=[
             Metric(k, v, 1000, 1) for k, v in {"perf/examples_per_sec": rate,
                                                "perf/examples_per_sec_ci95": rate * 0.02,
                                                "eval/accuracy": 0.9}.items()])
         client.set_terminated(rid, "FINISHED")
     line = summarise(parent, "s1", uri, "distexp")
-    # no 1-replica job at global batch 128: the verdict says the replica effect was not measured
-    assert line.startswith("Verdict: ") and "not measured" in line, line
+    assert line.startswith("Verdict: ") and "1.20x" in line, line
     got = client.get_run(parent.run_id).data
     assert got.tags["mlflow.note.content"].splitlines()[0] == line
     assert "| mirrored |" in got.tags["mlflow.note.content"]  # the report's table below it
+    assert "set-up" not in got.tags  # the parent is no set-up: the view's open group
     exp = client.get_experiment(parent.experiment_id)
     assert exp.tags["mlflow.note.content"].startswith(line + "\n")
-    assert "mlflow.sharedViewState.distexp-sweep-s1" in exp.tags
-    assert client.get_run(ids["mirrored"]).data.tags["speed-up"].startswith("1.80x [1.75, 1.85]")
-    assert client.get_run(ids["one_device"]).data.tags["speed-up"] == "1.00x baseline"
+    runs = {k: [client.get_run(r).data for r in v] for k, v in ids.items()}
+    assert {d.tags["set-up"] for k in runs for d in runs[k]} == {
+        "one_device x1 batch 64", "mirrored x2 batch 128", "one_device x1 batch 128"}
+    for d in runs[("mirrored", 128)]:  # the equal-work figure, not the batch-confounded 1.80x
+        assert d.tags["speed-up"].startswith("1.20x ["), d.tags
+        assert d.metrics["scaling/speedup_equal_work"] == 1.2
+    for key in (("one_device", 64), ("one_device", 128)):
+        assert [d.tags["speed-up"] for d in runs[key]] == ["1.00x baseline"] * 2
+        assert [d.metrics["scaling/speedup_equal_work"] for d in runs[key]] == [1.0, 1.0]
+    state = json.loads(json.loads(exp.tags["mlflow.sharedViewState.distexp-sweep-s1"])["state"])
+    assert state["groupBy"]["groupByKeys"] == [{"mode": "tag", "groupByData": "set-up"}]
+    assert state["groupsExpanded"] == {"tag.set-up": True,
+                                       "tag.set-up.mirrored x2 batch 128": False,
+                                       "tag.set-up.one_device x1 batch 128": False,
+                                       "tag.set-up.one_device x1 batch 64": False}
     hist = client.get_metric_history(parent.run_id, "scaling/mirrored/speedup")
     assert [(h.step, round(h.value, 6)) for h in hist] == [(2, 1.8)]
     assert [h.step for h in client.get_metric_history(
-        parent.run_id, "scaling/one_device/examples_per_sec")] == [1]
+        parent.run_id, "scaling/one_device/examples_per_sec")] == [1, 1]  # batch 64 and 128
     arts = {a.path for a in client.list_artifacts(parent.run_id, "report")}
     assert {"report/report.md", "report/throughput.png"} <= arts
     images = client.list_artifacts(parent.run_id, "images")
     assert images  # log_image's files: the run page's image grid
+
+
+def test_set_ups_are_named_as_the_report_groups_runs_and_told_apart():
+    """One name per job config (its repeats and failed runs share it); where two read the same
+    ("one_device x1 batch 64" with cpu_replicas=1 and 2) the overrides that differ are added.
+    Without a 1-replica run at its global batch an N-replica set-up's speed-up is not measured."""
+    from distexp.report.scaling import Row, add_scaling, aggregate
+    from distexp.sweeps.summary import equal_work_text, setups
+
+    def run(strategy, replicas, cpu, rate, job, status="FINISHED"):
+        return Row(run_id=f"id{job}", run_name="", status=status, strategy=strategy,
+                   model="cnn", dataset="digits", loop="custom", workers=1, replicas=replicas,
+                   global_batch=64 * replicas, rate=rate, ci95=None, eval_accuracy=0.9,
+                   time_to_first_step=1.0, job_num=job, rates=[rate], run_ids=[f"id{job}"],
+                   overrides=f"strategy={strategy} cpu_replicas={cpu} repeat={job // 4}")
+
+    rows = aggregate([run("one_device", 1, 1, 1000.0, 0), run("one_device", 1, 2, 990.0, 1),
+                      run("mirrored", 2, 2, 1600.0, 2), run("mirrored", 2, 2, 0.0, 3, "FAILED"),
+                      run("one_device", 1, 1, 1010.0, 4), run("mirrored", 2, 2, 1650.0, 6)])
+    add_scaling(rows)
+    assert setups(rows) == {
+        "id0": "one_device x1 batch 64 [cpu_replicas=1]", "id4": "one_device x1 batch 64 "
+        "[cpu_replicas=1]", "id1": "one_device x1 batch 64 [cpu_replicas=2]",
+        "id2": "mirrored x2 batch 128", "id3": "mirrored x2 batch 128",
+        "id6": "mirrored x2 batch 128"}
+    texts = {r.run_ids[0]: equal_work_text(r) for r in rows}
+    assert texts["id2"] == "not measured: no 1-replica run at global batch 128"
+    assert texts["id3"] is None  # the failed run: no throughput
+    assert texts["id0"] == texts["id1"] == "1.00x baseline"
+
+
+def test_the_shared_view_groups_by_set_up_with_the_speed_up_in_view():
+    """What the page shows: one row per set-up (tag set-up, MLflow's average of each metric),
+    collapsed; the runs without a set-up (the parent) open; the equal-work speed-up the first
+    column after the run's name and date, examples/s next, both within 1600 px (widths)."""
+    from distexp.tracking import view
+
+    state = view.view_state("s1", "p1", ["mirrored x2 batch 128", "one_device x1 batch 64"])
+    assert state["groupBy"] == {"aggregateFunction": "average", "groupByKeys": [
+        {"mode": "tag", "groupByData": "set-up"}]}
+    assert state["groupsExpanded"] == {"tag.set-up": True,
+                                       "tag.set-up.mirrored x2 batch 128": False,
+                                       "tag.set-up.one_device x1 batch 64": False}
+    assert state["selectedColumns"][:2] == ["metrics.`scaling/speedup_equal_work`",
+                                            "metrics.`perf/examples_per_sec`"]
+    assert state["columnOrder"][:2] == state["selectedColumns"][:2]
+    assert set(state["columnOrder"]) == set(state["selectedColumns"]) | {view.NAME_COLUMN}
+    w = state["columnWidths"]
+    # checkbox, name and date (~80 + 320 + 150), then the two figures, from the table's left
+    # edge (~220 px) to its right (~1160 px with MLflow's Assistant open at 1600 px)
+    assert 220 + 80 + w[view.NAME_COLUMN] + 150 + w[state["columnOrder"][0]] + \
+        w[state["columnOrder"][1]] <= 1160
+    assert state["searchFilter"] == "tags.`distexp.sweep_id` = 's1'"
+    assert view.view_state("s1", None)["groupsExpanded"] == {"tag.set-up": True}
 
 
 def test_sweep_run_names_differ_where_the_ui_shows_them():
@@ -202,5 +278,18 @@ def test_the_installed_mlflow_ui_reads_the_shared_view_distexp_writes():
     picked = set()
     for keys in re.findall(r'\[("searchFilter"[^\]]*|"selectedColumns"[^\]]*)\]', js):
         picked |= set(json.loads(f"[{keys}]"))
-    state = view.view_state("s1", "p1")
+    state = view.view_state("s1", "p1", ["mirrored x2 batch 128"])
     assert set(state) <= picked, set(state) - picked
+    # the group-by the view writes: its modes and aggregate, the ids of a group (mode.key.value)
+    # and of the runs outside every group (mode.key), and which of them start open
+    assert re.search(r'\w+\.Tag="tag",\w+\.Param="param"', js)
+    assert re.search(r'\w+\.Average="average"', js)
+    assert re.search(r'\(\{groupByData:(\w+),mode:(\w+),value:(\w+)\}\)=>`\$\{\2\}\.\$\{\1\}'
+                     r'\.\$\{\3\|\|null\}`', js), "a group's id moved"
+    assert re.search(r'groupByKeys\.map\(\(\{mode:(\w+),groupByData:(\w+)\}\)=>\[\1,\2\]\.join'
+                     r'\("\."\)\)\.join\(","\)', js), "the ungrouped runs' id moved"
+    group, (key, value) = state["groupBy"]["groupByKeys"][0], list(state["groupsExpanded"].items())[1]
+    assert key == f"{group['mode']}.{group['groupByData']}.mirrored x2 batch 128" and not value
+    # the column state: ids as the bundle names them, applied in order with their widths
+    assert re.search(r'\.ATTRIBUTES,"Run Name"\)', js) and view.NAME_COLUMN == "attributes.`Run Name`"
+    assert re.search(r'colId:\w+,width:\w+\[\w+\]', js) and "applyOrder:!0" in js

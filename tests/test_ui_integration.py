@@ -51,8 +51,10 @@ def test_ui_writes_the_shared_view_mlflow_reads_and_prints_its_url(tmp_path):
     assert state["searchFilter"] == "tags.`distexp.sweep_id` = 's1'"
     assert state["orderByKey"] == "tags.`mlflow.runName`" and state["orderByAsc"] is True
     assert state["selectedColumns"] == [
-        "params.`strategy.name`", "params.`num_replicas`", "params.`global_batch_size`",
-        "tags.`examples/s`", "tags.`accuracy`", "tags.`speed-up`"]
+        "metrics.`scaling/speedup_equal_work`", "metrics.`perf/examples_per_sec`",
+        "tags.`speed-up`", "tags.`examples/s`", "tags.`accuracy`"]
+    # the runs carry no set-up yet (a sweep not summarised): they are the open ungrouped rows
+    assert state["groupsExpanded"] == {"tag.set-up": True}
     assert state["runsExpanded"] == {parent: True}
     assert len(tag) < 5000  # MLflow's experiment tag limit
     assert view.url("http://127.0.0.1:5000", exp_id, key) == (

@@ -1,6 +1,6 @@
-"""The done-when test of the MLflow UI: a job and a 4-job sweep through the CLI, then the URL
-`python -m distexp.ui` prints, opened in Debian's Chromium with a fresh profile, shows every job's
-figures and the verdict with no click. Tier: slow."""
+"""The done-when test of the MLflow UI: a job and the README's repeats=auto sweep through the CLI,
+then the URL `python -m distexp.ui` prints, opened in Debian's Chromium with a fresh profile at
+1600x1000, shows the outcome and one row per set-up with no click. Tier: slow."""
 from __future__ import annotations
 
 import os
@@ -32,10 +32,15 @@ def _foreign(out: str):
                          r"|oneDNN custom operations", ln)]
 
 
+SETUPS = {"one_device x1 batch 64", "mirrored x2 batch 128", "one_device x1 batch 128"}
+
+
 def test_printed_link_opens_the_sweep_with_no_click(tmp_path):
-    """A 4-job sweep; `python -m distexp.ui` prints a URL; Debian's Chromium with a fresh profile
-    opens it and, with no click, shows every job's strategy, replicas, examples/s and accuracy,
-    and the verdict. The console of the sweep (and of a default job) is quiet."""
+    """A job, then the README's sweep with repeats=auto (3 set-ups, at most 2 rounds); `python -m
+    distexp.ui` prints a URL; Debian's Chromium with a fresh profile at 1600x1000 opens it and,
+    with no click, shows the outcome: its line uncut, one row per set-up with its equal-work
+    speed-up and examples/s (MLflow's averages over the set-up's runs) in view; one click on a
+    set-up shows its runs. The console of the sweep (and of a default job) is quiet."""
     need_chromium()
     env = {"CUDA_VISIBLE_DEVICES": ""}
     t0 = time.time()
@@ -45,29 +50,25 @@ def test_printed_link_opens_the_sweep_with_no_click(tmp_path):
     assert "Job directory: " in job.stdout and "Browse it: python -m distexp.ui" in job.stdout
     job_dir = Path(re.search(r"^Job directory: (.+)$", job.stdout, re.M).group(1))
     assert not (job_dir / "distexp.log").exists()  # no empty log file
-    sweep = run_cli(["-m", "strategy=mirrored,central", "cpu_replicas=1,2", *TINY], tmp_path,
-                    env=env, timeout=900)
+    sweep = run_cli(["-m", "strategy=one_device,mirrored", "cpu_replicas=2", "sweep.controls=true",
+                     "repeats=auto", "sweep.max_repeats=2", *TINY], tmp_path, env=env, timeout=900)
     assert sweep.returncode == 0, sweep
     assert _foreign(sweep.out) == [], sweep.out
     assert sweep.stdout.rstrip().endswith("Browse it: python -m distexp.ui"), sweep.stdout[-2000:]
-    verdict = re.search(r"^Verdict: .+$", sweep.stdout, re.M).group(0)
+    outcome = re.search(r"^Outcome: .+$", sweep.stdout, re.M).group(0)
     left = [p.name for p in (tmp_path / "outputs").iterdir()]
     assert "mlflow.db" in left and not [n for n in left if n.endswith(".lock")], left
     client, runs = mlflow_runs(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
     parent = next(r for r in runs if r.data.tags.get("distexp.run_kind") == "sweep")
     jobs = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-    assert len(jobs) == 4
-    assert parent.data.tags["mlflow.note.content"].splitlines()[0] == verdict
+    assert 3 <= len(jobs) <= 6
+    assert parent.data.tags["mlflow.note.content"].splitlines()[0] == outcome
     exp = client.get_experiment(parent.info.experiment_id)
-    assert exp.tags["mlflow.note.content"].splitlines()[0] == verdict
-    # the scaling curve keyed by replicas (the chart's step), one point per replica count
-    steps = sorted(m.step for m in client.get_metric_history(
-        parent.info.run_id, "scaling/mirrored/examples_per_sec"))
-    assert steps == [1, 2]
-    assert {r.info.run_name for r in jobs} == {
-        "mirrored-r1-cnn-digits", "mirrored-r2-cnn-digits", "central-r1-cnn-digits",
-        "central-r2-cnn-digits"}
-    print(f"\njob + sweep: {time.time() - t0:.0f} s")
+    assert exp.tags["mlflow.note.content"].splitlines()[0] == outcome
+    assert {r.data.tags["set-up"] for r in jobs} == SETUPS
+    speedup = {r.data.tags["set-up"]: r.data.metrics["scaling/speedup_equal_work"] for r in jobs}
+    assert speedup["one_device x1 batch 64"] == speedup["one_device x1 batch 128"] == 1.0
+    print(f"\njob + sweep: {time.time() - t0:.0f} s ({len(jobs)} jobs)")
 
     port = free_port()
     e = child_env(tests=False)
@@ -81,7 +82,7 @@ def test_printed_link_opens_the_sweep_with_no_click(tmp_path):
                 url = line.strip()
                 break
         assert url and url.startswith(f"http://127.0.0.1:{port}/#/experiments/"), url
-        _look(url, jobs, verdict, tmp_path / "ui.png")
+        _look(url, jobs, speedup, outcome, tmp_path / "ui.png")
     finally:
         ui.terminate()
         try:
@@ -97,32 +98,61 @@ def test_printed_link_opens_the_sweep_with_no_click(tmp_path):
     print(f"with the UI: {time.time() - t0:.0f} s")
 
 
-def _look(url: str, jobs, verdict: str, shot: Path) -> None:
-    with chromium_page(1920, 1000) as page:
+# The first line of a description, as laid out: one line, inside the box that clips it.
+FIRST_LINE = """p => { const r = document.createRange(); r.selectNodeContents(p);
+  const rects = [...r.getClientRects()]; let clip = p.parentElement;
+  while (clip && getComputedStyle(clip).overflow !== 'hidden') clip = clip.parentElement;
+  const c = clip.getBoundingClientRect();
+  return {lines: new Set(rects.map(x => Math.round(x.top))).size,
+          right: Math.max(...rects.map(x => x.right)), bottom: Math.max(...rects.map(x => x.bottom)),
+          clipRight: c.right, clipBottom: c.bottom}; }"""
+SPEEDUP = '[col-id="metrics.`scaling/speedup_equal_work`"]'
+RATE = '[col-id="metrics.`perf/examples_per_sec`"]'
+
+
+def _look(url: str, jobs, speedup: dict, outcome: str, shot: Path) -> None:
+    with chromium_page(1600, 1000) as page:
         page.goto(url)
-        for r in jobs:  # every job's row, its figures in the chosen columns, no click
-            row = page.get_by_role("row").filter(has_text=r.info.run_name).first
-            row.wait_for(timeout=120_000)
-        page.get_by_role("columnheader", name="examples/s").first.wait_for(timeout=30_000)
+        page.get_by_text(f"Group: {sorted(SETUPS)[0]}").first.wait_for(timeout=120_000)
         page.wait_for_timeout(1000)
-        rows = page.get_by_role("row")
-        text = page.inner_text("body")
-        for r in jobs:
-            t = r.data.tags
-            # MLflow's grid splits a row into pinned and scrolled parts: look for the values
-            assert t["examples/s"] in text and t["accuracy"] in text, (t, text[:3000])
-            assert r.data.params["strategy.name"] in text
-        for h in ("strategy.name", "num_replicas", "global_batch_size", "examples/s",
-                  "accuracy"):
-            header = page.get_by_role("columnheader", name=h).first
-            box = header.bounding_box()
-            assert header.is_visible() and box and box["x"] + box["width"] <= 1920, (h, box)
-        assert rows.count() >= 5
-        # the verdict: the experiment's description, first line visible above the table
-        line = page.get_by_text(verdict.split(" vs ")[0], exact=False).first
-        assert line.is_visible()
+        # the outcome: the experiment's description, its first line whole in its collapsed box
+        line = page.locator("p", has_text=outcome.split(" (")[0]).first
+        assert line.inner_text() == outcome
+        box = line.evaluate(FIRST_LINE)
+        assert box["lines"] == 1 and box["right"] <= box["clipRight"] + 0.5, box
+        assert box["bottom"] <= box["clipBottom"] + 0.5, box
+        # one row per set-up (and the sweep's parent, ungrouped); no job's row until a click
+        grid = page.locator(".ag-root-wrapper").first.bounding_box()
+        groups = {}
+        for name in SETUPS:
+            row = page.locator("[role=row][row-index]", has_text=f"Group: {name}").first
+            assert row.is_visible(), name
+            groups[name] = row.get_attribute("row-index")
+        assert page.get_by_text("Additional runs").first.is_visible()
+        assert page.get_by_role("link", name=jobs[0].info.run_name).count() == 0
+        # the set-up's equal-work speed-up and examples/s: its row's cells, inside the grid
+        for name, index in groups.items():
+            for col, value in ((SPEEDUP, speedup[name]), (RATE, None)):
+                cell = page.locator(f"[row-index='{index}'] {col}").first
+                text, cbox = cell.inner_text(), cell.bounding_box()
+                assert text.endswith("(average)") and not text.startswith("-"), (name, text)
+                if value is not None:
+                    assert float(text.split()[0]) == pytest.approx(value, abs=1e-3), text
+                assert cbox["x"] >= grid["x"] and cbox["x"] + cbox["width"] <= \
+                    grid["x"] + grid["width"], (name, col, cbox, grid)
+        for col in (SPEEDUP, RATE):  # the header names the figure
+            assert page.locator(f".ag-header-cell{col}").first.is_visible()
         shot.parent.mkdir(exist_ok=True)
         page.screenshot(path=str(shot))
+        # per-run detail: one click on a set-up shows its runs, with their display tags
+        expander = f"[row-index='{groups['mirrored x2 batch 128']}'] span[role=button]"
+        page.locator(expander).first.click()
+        mirrored = [r for r in jobs if r.data.tags["set-up"] == "mirrored x2 batch 128"]
+        page.get_by_role("link", name=mirrored[0].info.run_name).first.wait_for(timeout=30_000)
+        text = page.inner_text("body")
+        for r in mirrored:
+            assert r.data.tags["speed-up"] in text or r.data.tags["speed-up"][:12] in text
+        page.screenshot(path=str(shot.with_name("ui-open.png")))
     assert 0 < shot.stat().st_size < 2 * 2 ** 20
     if os.environ.get("DISTEXP_UPDATE_SCREENSHOT") == "1":
         SCREENSHOT.write_bytes(shot.read_bytes())

@@ -5,7 +5,10 @@ UI shows it without a click (distexp.ui opens the view, distexp.tracking.view):
 - the parent run's and the experiment's Description (``mlflow.note.content``): the verdict as the
   first line (the runs page shows the experiment's description collapsed to its first line), then
   the report's table; clipped to MLflow's tag limits (experiment 5,000, run 8,000 characters);
-- each job's run: a ``speed-up`` tag ("1.62x [1.40, 1.85] significant");
+- each job's run: its set-up (tag ``set-up``, "mirrored x2 batch 128": the UI groups the runs by
+  it), its set-up's equal-work speed-up (over one replica at the same global batch) as the tag
+  ``speed-up`` ("1.16x [1.05, 1.28] significant") and the metric ``scaling/speedup_equal_work``
+  (the number the grouped row averages: the same on every run of a set-up);
 - the parent's metrics, keyed by replica count as the step, so that MLflow's automatic charts draw
   the scaling curve: ``scaling/<strategy>/examples_per_sec``, ``.../speedup``, ``.../efficiency``;
 - the report's PNGs as images of the parent (``log_image``: the run page's image grid) besides
@@ -16,14 +19,19 @@ A failure here never fails the sweep: it is one line saying what is missing.
 from __future__ import annotations
 
 import os
+import re
 import sys
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
-from distexp.report.console import speed_text, verdict  # the verdict line
+from distexp.report.console import VERDICT, verdict  # the verdict line
 from distexp.tracking import tags as tag
+from distexp.tracking.view import SPEEDUP_METRIC
 
 EXPERIMENT_NOTE_MAX = 5000
 RUN_NOTE_MAX = 8000
+# The description's first line, read uncut above the runs table at 1600 px with MLflow's
+# Assistant panel open (tests/test_ui_slow.py measures it; ~125 characters fit there).
+LINE_MAX = 120
 
 
 def clip(text: str, limit: int) -> str:
@@ -81,15 +89,58 @@ def summarise(run, sweep_id: str, uri: str, experiment: str) -> Optional[str]:
 
 def auto_line(outcomes: List[str]) -> Optional[str]:
     """repeats=auto's outcomes as the one line (the description's first, short enough to read
-    uncut): the equal-work comparisons (else every comparison), the rest counted."""
+    uncut: LINE_MAX): the equal-work comparisons (else every comparison) as far as they fit, the
+    rest counted, then the rounds."""
     if not outcomes:
         return None
     head, pairs = outcomes[0], outcomes[1:]
-    shown = [p for p in pairs if "(equal work)" in p] or pairs
-    rest = len(pairs) - len(shown)
-    more = f"; +{rest} more in the report" if rest else ""
-    rounds = head.split(": ", 1)[-1].split(",", 1)[0]
-    return "Outcome: " + "; ".join(shown) + more + f" ({rounds})"
+    n = head.split(": ", 1)[-1].split(" ", 1)[0]  # "repeats=auto: 4 round(s), alpha ..."
+    rounds = f"{n} round{'' if n == '1' else 's'}"
+    shown = [_short(p, rounds) for p in ([p for p in pairs if "(equal work)" in p] or pairs)]
+    while True:
+        rest = len(pairs) - len(shown)
+        more = f"; +{rest} more below" if rest else ""  # the report, in the description
+        line = "Outcome: " + "; ".join(shown) + f" ({rounds}{more})"
+        if len(line) <= LINE_MAX or len(shown) == 1:
+            return line
+        shown.pop()
+
+
+def _short(outcome: str, rounds: str) -> str:
+    """'mirrored x2 batch 128 vs one_device x1 batch 128 (equal work): 1.16x [..] faster' ->
+    'mirrored x2 vs one_device x1, equal work (batch 128): 1.16x [..] faster' (the rounds are
+    said once, at the line's end)."""
+    m = re.match(r"(.+?) batch (\d+) vs (.+?) batch \2 \(equal work\): (.+)$", outcome)
+    if m:
+        outcome = f"{m[1]} vs {m[3]}, equal work (batch {m[2]}): {m[4]}"
+    return re.sub(rf" after {rounds.split()[0]} rounds?$", "", outcome)
+
+
+def setups(rows: Sequence) -> Dict[str, str]:
+    """{run id: its set-up's name}: "mirrored x2 batch 128", and the overrides that tell two
+    set-ups apart where those read the same ("[optimizer.lr=0.1]"). A set-up is the report's job
+    config (Row.key), its failed runs included."""
+    keys = {r.key for r in rows}
+    base = {k: f"{k[0]} x{k[5]} batch {k[6]}" for k in keys}
+    name = dict(base)
+    for k in keys:
+        same = [set(j[7].split()) for j in keys if base[j] == base[k]]
+        own = sorted(set(k[7].split()) - set.intersection(*same))
+        name[k] += f" [{' '.join(own)}]" if own else ""
+    return {rid: name[r.key] for r in rows for rid in r.run_ids}
+
+
+def equal_work_text(r) -> Optional[str]:
+    """A row's speed-up over one replica at its global batch, number first (MLflow's column
+    shows ~13 characters; the rest on hover); None for a row with no throughput."""
+    c = r.strong
+    if c is None:
+        return (f"not measured: no 1-replica run at global batch {r.global_batch}"
+                if r.measured and (r.replicas or 0) > 1 else None)
+    if c.is_base:
+        return "1.00x baseline"
+    interval = f" [{c.low:.2f}, {c.high:.2f}]" if c.low is not None and c.high is not None else ""
+    return f"{c.value:.2f}x{interval} {VERDICT.get(c.verdict, c.verdict)}".strip()
 
 
 def _first(ex: BaseException) -> str:
@@ -103,15 +154,20 @@ def _publish(run, sweep_id: str, rows, md: str, line: str, out) -> None:
     client.set_experiment_tag(run.experiment_id, tag.NOTE, clip(
         f"{line}\n\nThe latest sweep of this experiment: {sweep_id}.\n\n{md}",
         EXPERIMENT_NOTE_MAX))
+    import time
+
+    from mlflow.entities import Metric, RunTag
+
+    ts = int(time.time() * 1000)
+    names = setups(rows)
     for r in rows:
-        text = speed_text(r)
-        for rid in r.run_ids if text else []:
-            client.set_tag(rid, tag.SPEED_UP, text)
+        text, c = equal_work_text(r), r.strong
+        for rid in r.run_ids:
+            client.log_batch(rid, tags=[RunTag(tag.SETUP, names[rid])] + (
+                [RunTag(tag.SPEED_UP, text)] if text else []), metrics=(
+                [Metric(SPEEDUP_METRIC, round(c.value, 3), ts, 0)] if c is not None else []))
     items = scaling_metrics(rows)
     if items:
-        import time
-
-        ts = int(time.time() * 1000)
         run.log_metric_items([[k, v, ts, step] for k, v, step in items])
     _images(client, run.run_id, out)
     from distexp.tracking import view

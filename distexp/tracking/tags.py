@@ -33,7 +33,8 @@ PEAK_SOURCE = "distexp.peak_source"        # where perf/peak_flops comes from
 # -- what the runs table shows (distexp.tracking.display, distexp.sweeps.summary, tracking.view) --
 EXAMPLES_PER_SEC = "examples/s"            # perf/examples_per_sec rounded, with its interval
 ACCURACY = "accuracy"                      # the task's eval figure, 3 decimals
-SPEED_UP = "speed-up"                      # the report's speed-up against the baseline
+SPEED_UP = "speed-up"                      # the report's equal-work speed-up (same global batch)
+SETUP = "set-up"                           # the job's set-up ("mirrored x2 batch 128"): the UI's group
 
 # -- who owns a RUNNING run (distexp.tracking.owner) ---------------------------------------------
 OWNER = "distexp.owner"

@@ -7,12 +7,13 @@ the command that opens it, the shared table view, and the URL.
   GenAI overview (docs/facts.md#mlflow-ui).
 - ``viewStateShareKey=<key>`` is MLflow's own shared table view (3.15+): the UI reads the
   experiment tag ``mlflow.sharedViewState.<key>`` and applies its search facets (filter, sort) and
-  UI state (visible columns, expanded parent runs). The tag's value is the envelope the UI
-  bundle parses (`{"name", "createdAt", "updatedAt", "state"}` with `state` a JSON string; read
-  from `server/js/build/static/js/*.chunk.js` of 3.17.2 and 3.18.0, the same in both);
-  `view_state` holds keys that bundle picks (its search facets and UI state; tests/test_ui.py
-  checks both against the installed bundle). Nothing here is a private
-  API of the Python package: it is one experiment tag, written with the public client.
+  UI state (visible columns, their order and widths, the runs grouped by set-up). The tag's value
+  is the envelope the UI bundle parses (`{"name", "createdAt", "updatedAt", "state"}` with `state`
+  a JSON string; read from `server/js/build/static/js/*.chunk.js` of 3.17.2 and 3.18.0, the same
+  in both; the group-by state and its group ids from 3.17.2's); `view_state` holds keys that
+  bundle picks (its search facets and UI state; tests/test_ui.py checks both against the
+  installed bundle). Nothing here is a private API of the Python package: it is one experiment
+  tag, written with the public client.
 
 No TensorFlow, no Hydra; MLflow only through the client a caller passes or `sweep_view` opens.
 """
@@ -21,16 +22,28 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Optional
+from typing import List, Optional, Sequence
 
 from distexp.tracking import lookup
 from distexp.tracking import tags as tag
 from distexp.tracking.store import redact
 
-# Display tags a job's run carries (distexp.tracking.display): what the table shows, rounded.
-COLUMNS = ["params.`strategy.name`", "params.`num_replicas`", "params.`global_batch_size`",
-           *(f"tags.`{t}`" for t in (tag.EXAMPLES_PER_SEC, tag.ACCURACY, tag.SPEED_UP))]
+# The equal-work speed-up of a job's set-up (distexp.sweeps.summary logs it on each of its runs):
+# a metric, so that the set-up's grouped row shows it (MLflow aggregates metrics, not tags).
+SPEEDUP_METRIC = "scaling/speedup_equal_work"
+RATE_METRIC = "metrics.`perf/examples_per_sec`"
+# Columns, in this order: the grouped rows' aggregates first (metrics), then the display tags a
+# job's run carries (distexp.tracking.display, summary): its figures as rounded text.
+COLUMNS = [f"metrics.`{SPEEDUP_METRIC}`", RATE_METRIC,
+           *(f"tags.`{t}`" for t in (tag.SPEED_UP, tag.EXAMPLES_PER_SEC, tag.ACCURACY))]
+NAME_COLUMN = "attributes.`Run Name`"  # the group's name ("Group: one_device x1 batch 128") too
+# Pixels, so that at 1600 px (MLflow's Assistant panel open) the set-up's name reads whole and
+# the speed-up and examples/s columns are in view (tests/test_ui_slow.py).
+WIDTHS = {NAME_COLUMN: 320, COLUMNS[0]: 215, RATE_METRIC: 150, f"tags.`{tag.SPEED_UP}`": 190,
+          f"tags.`{tag.EXAMPLES_PER_SEC}`": 170}
 SORT = "tags.`mlflow.runName`"  # in a sweep a run's name starts with what varies (docs/sweeps.md)
+GROUP = "tag." + tag.SETUP      # MLflow's id of the group of runs without a set-up tag
+TAG_MAX = 5000                  # MLflow's limit on an experiment tag's value
 
 
 def default_uri() -> str:
@@ -49,9 +62,11 @@ def view_key(sweep_id: str) -> str:
     return f"distexp-sweep-{sweep_id}"
 
 
-def view_state(sweep_id: str, parent_run_id: Optional[str]) -> dict:
-    """The shared view of one sweep: its runs only, sorted by name, the figures as columns, the
-    parent expanded so that its jobs are rows at once."""
+def view_state(sweep_id: str, parent_run_id: Optional[str], setups: Sequence[str] = ()) -> dict:
+    """The shared view of one sweep: its runs only, grouped by set-up (tag set-up: one row per
+    set-up, its runs' average of each metric; `setups` start collapsed, a click shows the runs),
+    the figures as columns. Runs without a set-up (the sweep's parent, and every job of a sweep
+    still running or summarised before set-ups were tagged) are one group, open."""
     return {
         "searchFilter": f"tags.`{tag.SWEEP_ID}` = '{sweep_id}'",
         "orderByKey": SORT,
@@ -61,6 +76,11 @@ def view_state(sweep_id: str, parent_run_id: Optional[str]) -> dict:
         "datasetsFilter": [],
         "modelVersionFilter": "All Runs",
         "selectedColumns": COLUMNS,
+        "columnOrder": [*COLUMNS, NAME_COLUMN],
+        "columnWidths": WIDTHS,
+        "groupBy": {"aggregateFunction": "average",
+                    "groupByKeys": [{"mode": "tag", "groupByData": tag.SETUP}]},
+        "groupsExpanded": {GROUP: True, **{f"{GROUP}.{s}": False for s in setups}},
         "runsExpanded": {parent_run_id: True} if parent_run_id else {},
         "runsHiddenMode": "SHOW_ALL",  # charts draw every job, not the first 10
         "viewMaximized": False,
@@ -69,13 +89,25 @@ def view_state(sweep_id: str, parent_run_id: Optional[str]) -> dict:
     }
 
 
+def sweep_setups(client, experiment_id: str, sweep_id: str) -> List[str]:
+    """The set-ups the sweep's runs are tagged with (distexp.sweeps.summary), sorted."""
+    runs = client.search_runs([experiment_id], f"tags.`{tag.SWEEP_ID}` = '{sweep_id}'",
+                              max_results=5000)
+    return sorted({r.data.tags[tag.SETUP] for r in runs if r.data.tags.get(tag.SETUP)})
+
+
 def publish_view(client, experiment_id: str, sweep_id: str, parent_run_id: Optional[str]) -> str:
     """Write the sweep's shared view as an experiment tag; return its key."""
     key = view_key(sweep_id)
     now = int(time.time() * 1000)
-    envelope = {"name": f"distexp sweep {sweep_id}", "createdAt": now, "updatedAt": now,
-                "state": json.dumps(view_state(sweep_id, parent_run_id))}
-    client.set_experiment_tag(experiment_id, tag.SHARED_VIEW + key, json.dumps(envelope))
+    setups = sweep_setups(client, experiment_id, sweep_id)
+    for names in (setups, []):  # too many set-ups to list under the tag's limit: groups open
+        envelope = json.dumps({"name": f"distexp sweep {sweep_id}", "createdAt": now,
+                               "updatedAt": now,
+                               "state": json.dumps(view_state(sweep_id, parent_run_id, names))})
+        if len(envelope) <= TAG_MAX:
+            break
+    client.set_experiment_tag(experiment_id, tag.SHARED_VIEW + key, envelope)
     return key
 
 
