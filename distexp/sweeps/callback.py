@@ -119,7 +119,7 @@ class SweepCallback(Callback):
                   "overrides": [redact_text(o) for o in config.hydra.overrides.task],
                   "status": "FAILED" if failed else "COMPLETED",
                   "value": None if failed else _number(value),
-                  "error": redact_text(_first_line(value)) if failed else None,
+                  "error": redact_text(errors.first_line(value, 500)) if failed else None,
                   "job_dir": str(config.hydra.runtime.output_dir)}
         write_record(sweep_dir, record)
 
@@ -189,11 +189,6 @@ def _number(v) -> Optional[float]:
         return float(v)
     except (TypeError, ValueError):
         return None
-
-
-def _first_line(ex) -> str:
-    text = str(ex).strip()
-    return (text.splitlines()[0] if text else type(ex).__name__)[:500]
 
 
 def active() -> bool:
@@ -311,7 +306,7 @@ def _log_outcome(sweep: _Sweep, jobs: List[dict], failed: List[dict], best: Opti
     if error is not None and not failed:
         from distexp.tracking.store import redact_text
 
-        run.set_tag(tag.ERROR, redact_text(_first_line(error)))
+        run.set_tag(tag.ERROR, redact_text(errors.first_line(error, 500)))
     from distexp.tracking.store import redact_file
 
     files = [sweep.sweep_dir / SWEEP_FILE, sweep.sweep_dir / "multirun.yaml",

@@ -19,6 +19,7 @@ import os
 import sys
 from typing import List, Optional, Sequence
 
+from distexp.errors import first_line
 from distexp.report.console import speed_text, verdict  # the verdict line
 from distexp.tracking import tags as tag
 
@@ -67,14 +68,14 @@ def summarise(run, sweep_id: str, uri: str, experiment: str) -> Optional[str]:
 
         rows, out, md = report.build(uri, experiment, sweep_id, log=True)
     except Exception as ex:  # noqa: BLE001  (e.g. every job failed: no runs to report)
-        print(f"distexp: the sweep's report was not made ({_first(ex)}); its runs are in "
+        print(f"distexp: the sweep's report was not made ({first_line(ex, 200)}); its runs are in "
               "MLflow", file=sys.stderr, flush=True)
         return None
     line = auto_line(report.outcome_lines(md)) or verdict(rows)
     try:
         _publish(run, sweep_id, rows, md, line, out)
     except Exception as ex:  # noqa: BLE001  (the sweep's runs are logged; this is its summary)
-        print(f"distexp: the sweep's summary in MLflow is incomplete ({_first(ex)})",
+        print(f"distexp: the sweep's summary in MLflow is incomplete ({first_line(ex, 200)})",
               file=sys.stderr, flush=True)
     return line
 
@@ -90,11 +91,6 @@ def auto_line(outcomes: List[str]) -> Optional[str]:
     more = f"; +{rest} more in the report" if rest else ""
     rounds = head.split(": ", 1)[-1].split(",", 1)[0]
     return "Outcome: " + "; ".join(shown) + more + f" ({rounds})"
-
-
-def _first(ex: BaseException) -> str:
-    text = str(ex).strip()
-    return text.splitlines()[0][:200] if text else type(ex).__name__
 
 
 def _publish(run, sweep_id: str, rows, md: str, line: str, out) -> None:
