@@ -83,7 +83,7 @@ def _remove_refused_run_dir() -> None:
 
 def cli() -> None:
     from distexp import extras
-    from distexp.tracking.store import RedactingStream
+    from distexp.tracking.redaction import RedactingStream
 
     if (missing := extras.missing(sys.argv[1:])) is not None:
         print(f"distexp: error: {missing}", file=sys.stderr)

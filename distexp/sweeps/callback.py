@@ -93,7 +93,7 @@ class SweepCallback(Callback):
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Hydra has just written the job's .hydra/{config,hydra,overrides}.yaml with the command
         line as typed: rewrite them without credentials (single jobs and sweep jobs alike)."""
-        from distexp.tracking.store import redact_file
+        from distexp.tracking.redaction import redact_file
 
         subdir = OmegaConf.select(config, "hydra.output_subdir")
         out = OmegaConf.select(config, "hydra.runtime.output_dir")
@@ -111,7 +111,7 @@ class SweepCallback(Callback):
             return  # not a distexp sweep (e.g. a single run)
         if not _first_task(config):
             return  # one record per job: its first task (the chief) writes it, the others do not
-        from distexp.tracking.store import redact_text
+        from distexp.tracking.redaction import redact_text
 
         value = job_return._return_value  # .return_value would re-raise a failure here
         failed = job_return.status.name != "COMPLETED"
@@ -304,10 +304,10 @@ def _log_outcome(sweep: _Sweep, jobs: List[dict], failed: List[dict], best: Opti
         run.set_tag(tag.BEST_JOB, str(best["num"]))
         run.set_tag(tag.BEST_OVERRIDES, " ".join(best["overrides"]))
     if error is not None and not failed:
-        from distexp.tracking.store import redact_text
+        from distexp.tracking.redaction import redact_text
 
         run.set_tag(tag.ERROR, redact_text(errors.first_line(error, 500)))
-    from distexp.tracking.store import redact_file
+    from distexp.tracking.redaction import redact_file
 
     files = [sweep.sweep_dir / SWEEP_FILE, sweep.sweep_dir / "multirun.yaml",
              sweep.sweep_dir / "optimization_results.yaml"]

@@ -99,7 +99,7 @@ def child_tags(cfg_sweep_dir: str, uri: str, experiment: str, job_num: int) -> D
         return {}
     tags = {tag.SWEEP_ID: info["sweep_id"], tag.RUN_KIND: "job", tag.JOB_NUM: str(job_num),
             tag.REPEAT: _repeat()}
-    from distexp.tracking.store import redact
+    from distexp.tracking.redaction import redact
 
     if info.get("parent_run_id") and info.get("tracking_uri") == redact(uri) and \
             info.get("experiment") == experiment:

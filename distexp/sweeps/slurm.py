@@ -98,7 +98,7 @@ def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
 
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 
-    from distexp.tracking.store import redact_text
+    from distexp.tracking.redaction import redact_text
 
     params = dict(self.params)
     sweep_dir = Path(str(self.config.hydra.sweep.dir))

@@ -19,7 +19,8 @@ from distexp.tracking import owner
 from distexp.tracking.run import JobRun
 from distexp import env
 from distexp.tracking.sink import READY_S
-from distexp.tracking.store import reason, redact
+from distexp.tracking.redaction import redact
+from distexp.tracking.store import reason
 
 
 class Forwarder:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from distexp.tracking import store
+from distexp.tracking.redaction import redact_text
 from distexp.tracking import tags as tag
 from distexp.tracking.offline import Offline, offline_summary
 from distexp.tracking.sink import Kind, clip
@@ -187,7 +188,7 @@ class JobRun:
         only). READ_BACK (the default): the run's metrics and params as the store has them.
         `error`: a failed job's line, which leads the description and is the tag distexp.error."""
         if error:
-            self.set_tag(tag.ERROR, clip(store.redact_text(error)))
+            self.set_tag(tag.ERROR, clip(redact_text(error)))
         if self.offline is not None:
             return
         from distexp.tracking.display import job_tags
@@ -201,7 +202,7 @@ class JobRun:
             params = self.params
         tags = job_tags(metrics, params)
         if error:
-            tags[NOTE] = f"**Failed:** {clip(store.redact_text(error))}\n\n{tags[NOTE]}"
+            tags[NOTE] = f"**Failed:** {clip(redact_text(error))}\n\n{tags[NOTE]}"
         for k, v in tags.items():
             self.set_tag(k, v)
 

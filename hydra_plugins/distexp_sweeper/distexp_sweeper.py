@@ -95,7 +95,7 @@ class DistexpSweeper(BasicSweeper):
         repeats = S.repeats(self.config, overrides)
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        from distexp.tracking.store import redact_text
+        from distexp.tracking.redaction import redact_text
 
         (sweep_dir / "multirun.yaml").write_text(redact_text(OmegaConf.to_yaml(self.config)))
         if repeats == "auto":
