@@ -31,7 +31,8 @@ from distexp import stops
 from distexp.job import console, launch, startup, summary, warm
 from distexp.tracking import tags as tag
 from distexp.tracking.node_metrics import NodeMetrics
-from distexp.sweeps import callback as sweep
+from distexp.config import mode
+from distexp.sweeps import ending
 from distexp.sweeps import gpu_pool
 from distexp.sweeps.parent import child_tags
 from distexp.sweeps.records import swept_values
@@ -144,7 +145,7 @@ def prepare(cfg: DictConfig) -> Job:
     if plan.logs_to_mlflow:
         OmegaConf.save(OmegaConf.create(overrides), overrides_path)
 
-    multirun = sweep.in_multirun()
+    multirun = mode.in_multirun()
     forwarder = None
     if cfg.tracking.enabled:
         # milliseconds: a store/server that is plainly not there. Every task of an external cluster
@@ -290,7 +291,7 @@ def _spawner(cfg: DictConfig) -> Optional[launch.Spawn]:
     if server is None:
         return None
     try:
-        with sweep.using_the_wait():
+        with ending.SWEEPS.using_the_wait():
             server.wait_ready()
     except warm.Unavailable as ex:
         print(f"distexp: warm trainer unavailable ({ex}); the training processes start fresh",
@@ -364,7 +365,7 @@ def conclude(job: Job, out: Outcome) -> Optional[float]:
     if code == 0:
         for line in summary.lines(out.result):  # the figures as the run logged them
             print(line, flush=True)
-        if not job.multirun:  # a sweep prints its own ending (distexp.sweeps.callback.finish)
+        if not job.multirun:  # a sweep prints its own ending (distexp.sweeps.ending)
             from distexp.tracking import view
 
             print(f"Job directory: {job.job_dir}", flush=True)

@@ -175,11 +175,11 @@ def settings(config: DictConfig):
 
 def publish(lines: Sequence[str], sweep_dir: Path) -> None:
     """The outcomes beside the sweep (auto.json) and on its parent run (tag distexp.outcomes)."""
-    from distexp.sweeps import callback
+    from distexp.sweeps.ending import SWEEPS
     from distexp.tracking import tags as tag
 
     (sweep_dir / "auto.json").write_text(json.dumps({"outcomes": list(lines)}, indent=1))
-    run = callback.open_run()
+    run = SWEEPS.open_run()
     if run is not None:
         run.set_tag(tag.OUTCOMES, "\n".join(lines)[:8000])
 

@@ -237,17 +237,18 @@ def cancel(jobs, sweep_dir: Path) -> None:
 def _end_running_children(sweep_dir: Path) -> None:
     """Child runs of this sweep still RUNNING once Slurm ended their jobs (killed before they
     could close them): ended KILLED, so no run is left RUNNING."""
-    from distexp.sweeps import callback as sweep
+    from distexp.sweeps.ending import SWEEPS
+    from distexp.sweeps.records import SWEEP_FILE
 
     try:
-        info = json.loads((sweep_dir.absolute() / sweep.SWEEP_FILE).read_text())
+        info = json.loads((sweep_dir.absolute() / SWEEP_FILE).read_text())
     except (OSError, ValueError):
         return
     if not info.get("tracking_uri"):
         return
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=sweep.tracking_uri() or info["tracking_uri"])
+    client = MlflowClient(tracking_uri=SWEEPS.tracking_uri() or info["tracking_uri"])
     exp = client.get_experiment_by_name(info["experiment"])
     if exp is None:
         return

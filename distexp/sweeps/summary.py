@@ -50,7 +50,7 @@ def scaling_metrics(rows: Sequence) -> List[tuple]:
 
 def preload() -> None:
     """Import what `summarise` needs (the report, matplotlib's pyplot: ~0.35-0.5 s here) ahead of
-    the sweep's end (distexp.sweeps.callback.using_the_wait)."""
+    the sweep's end (distexp.sweeps.ending.Sweeps.using_the_wait)."""
     from distexp.report import cli  # noqa: F401
 
     import matplotlib
