@@ -55,7 +55,7 @@ class Job:
     """What `prepare` decided: everything `execute` needs to run the job."""
     cfg: DictConfig
     job_dir: Path
-    plan: object                      # distexp.cluster.plan.Plan
+    plan: object                      # distexp.cluster.processes.Plan
     env: dict                         # the trainers' environment (on top of the job's own)
     config_path: Path
     overrides_path: Path
@@ -179,8 +179,8 @@ def _rounds(cfg: DictConfig) -> int:
 def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: List[str],
                multirun: bool, hc) -> "tracking.Forwarder":
     """The job's MLflow run, created in a thread while the trainer starts (tracking.Forwarder):
-    its name, tags and params (the flattened config and the resolved facts)."""
-    tracking.probe(cfg.tracking.uri)  # milliseconds: a store/server that is plainly not there
+    its name, tags and params (the flattened config and the resolved facts). The store was
+    probed by `prepare` just before."""
     tags = {tag.JOB_DIR: str(job_dir), tag.OVERRIDES: " ".join(overrides),
             tag.HOST: socket.gethostname(),
             **tracking.owner_tags()}  # this process owns the run (tracking.owner)
@@ -302,12 +302,12 @@ def _spawner(cfg: DictConfig) -> Optional[launch.Spawn]:
 
 
 def _launch(job: Job, attempts: List[list], display=True) -> None:
-    from distexp.cluster import plan as cluster
+    from distexp.cluster.processes import PORT_ATTEMPTS
 
     cfg, plan = job.cfg, job.plan
     spawn = _spawner(cfg)
     startup.over()  # the first training process is about to start
-    for attempt in range(1, cluster.PORT_ATTEMPTS + 1):
+    for attempt in range(1, PORT_ATTEMPTS + 1):
         procs = plan.processes(job.config_path, job.env)
         if job.forwarder is not None:
             procs[0].env = {**procs[0].env, **job.forwarder.env()}  # the chief only
@@ -320,7 +320,7 @@ def _launch(job: Job, attempts: List[list], display=True) -> None:
             return
         except launch.JobFailed:
             clash = [p.name for p in procs if p.returncode == errors.PORT_IN_USE_EXIT]
-            if not (clash and plan.retry_ports and attempt < cluster.PORT_ATTEMPTS):
+            if not (clash and plan.retry_ports and attempt < PORT_ATTEMPTS):
                 raise
             print(f"distexp: {', '.join(clash)} could not listen on its port (taken by another "
                   f"process); starting the cluster again on other ports", flush=True)

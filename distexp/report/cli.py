@@ -44,10 +44,6 @@ class ReportError(lookup.LookupFailed):
 
 # --- reading MLflow ----------------------------------------------------------------------------
 
-def default_uri() -> str:
-    return f"sqlite:///{os.getcwd()}/outputs/mlflow.db"
-
-
 def _client(uri: str):
     return lookup.open_store(uri, "a sweep first (python -m distexp -m ...)")
 
@@ -341,7 +337,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="output directory (default: <sweep dir>/report)")
     p.add_argument("--no-log", action="store_true", help="do not log the files to the parent run")
     a = p.parse_args(argv)
-    uri = a.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_uri()
+    uri = a.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or lookup.default_uri()
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # a quiet console
     try:
         rows, out, md = build(uri, a.experiment, a.sweep_id, a.filter, a.out, log=not a.no_log)

@@ -101,7 +101,7 @@ def setup(cfg: DictConfig) -> Optional[Setup]:
     except UserError:
         return None
     facts = resolved.resolve(job, gpus)
-    kept = set(resolved.strategy_record(job).count_keys())
+    kept = set(strategies.of(job).count_keys())
     rest = {k: v for k, v in identity(cfg).items() if k not in FACT_INPUTS or k in kept}
     for name in ("replicas_per_worker", "workers", "sync_workers", "global_batch"):
         rest[f"resolved.{name}"] = str(facts[name])
@@ -309,16 +309,15 @@ def _quote(value: str) -> str:
 
 
 def _parent(client, config: DictConfig, sweep_id: str):
+    from distexp.tracking import lookup
 
     exp = client.get_experiment_by_name(config.tracking.experiment)
-    found = [] if exp is None else client.search_runs(
-        [exp.experiment_id], f"tags.`{tag.SWEEP_ID}` = '{sweep_id}' and tags.`{tag.RUN_KIND}` = 'sweep'",
-        order_by=["attributes.start_time ASC"], max_results=1)
-    if not found:
+    found = None if exp is None else lookup.sweep_parent(client, exp.experiment_id, sweep_id)
+    if found is None:
         raise UserError(f"sweep.resume: received {sweep_id!r}; no such sweep in experiment "
                         f"{config.tracking.experiment!r} of the tracking store (the id is printed "
                         "when a sweep starts: 'Sweep <id>: MLflow parent run ...')")
-    return exp.experiment_id, found[0]
+    return exp.experiment_id, found
 
 
 def find_parent(config: DictConfig, sweep_id: str):
@@ -336,13 +335,12 @@ def sweep_runs(config: DictConfig, sweep_id: str) -> List[dict]:
 
     if not config.tracking.enabled:
         find_parent(config, sweep_id)  # raises the one-line refusal
+    from distexp.tracking import lookup
+
     client = _client(config.tracking.uri)
     exp_id, _ = _parent(client, config, sweep_id)
-    runs = client.search_runs([exp_id], f"tags.`{tag.SWEEP_ID}` = '{sweep_id}' and "
-                              f"tags.`{tag.RUN_KIND}` = 'job'", order_by=["attributes.start_time ASC"],
-                              max_results=50000)
     out = []
-    for r in runs:
+    for r in lookup.sweep_jobs(client, exp_id, sweep_id):
         num = r.data.tags.get(tag.JOB_NUM)
         out.append({"run_id": r.info.run_id, "status": r.info.status,
                     "num": int(num) if num is not None and num.isdigit() else None,

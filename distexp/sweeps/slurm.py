@@ -35,10 +35,10 @@ CANCEL_WAIT_S = 90.0  # Slurm's KillWait (30 s here) plus the job processes clos
 
 def job_tasks(cfg, nodes: int) -> int:
     """Tasks per node for one job: a Slurm task per cluster process for cluster=slurm."""
+    from distexp import strategies
     from distexp.cluster import kinds
-    from distexp.config.resolved import strategy_record
 
-    n = kinds.of(cfg).srun_tasks(cfg, strategy_record(cfg))
+    n = kinds.of(cfg).srun_tasks(cfg, strategies.of(cfg))
     if n is None:
         return 1
     if n % nodes:
@@ -246,15 +246,13 @@ def _end_running_children(sweep_dir: Path) -> None:
         return
     if not info.get("tracking_uri"):
         return
-    from mlflow.tracking import MlflowClient
+    from distexp.tracking import lookup, store
 
-    client = MlflowClient(tracking_uri=SWEEPS.tracking_uri() or info["tracking_uri"])
+    client = store.client(SWEEPS.tracking_uri() or info["tracking_uri"])
     exp = client.get_experiment_by_name(info["experiment"])
     if exp is None:
         return
-    runs = client.search_runs([exp.experiment_id], filter_string=(
-        f"tags.`{tag.SWEEP_ID}` = '{info['sweep_id']}' and tags.`{tag.RUN_KIND}` = 'job' "
-        "and attributes.status = 'RUNNING'"))
+    runs = lookup.sweep_jobs(client, exp.experiment_id, info["sweep_id"], status="RUNNING")
     for r in runs:
         client.set_terminated(r.info.run_id, "KILLED")
         print(f"distexp: run {r.info.run_id} (job {r.data.tags.get(tag.JOB_NUM, '?')}) "
