@@ -10,6 +10,7 @@ Separation of concerns:
 - distexp.report.columns  report.csv: every column and its value per row, one definition
 - distexp.report.scaling  rows per job config over its repeats, weak/strong comparisons, intervals, split
 - distexp.report.verdict  the verdict the report opens with, the accuracy and end-to-end notes
+- distexp.report.text     a rate, a speed-up, a verdict as text (one formatter each, every place)
 - distexp.report.diagnosis  a job's bottleneck, its end-to-end figure against the steady state
 - distexp.figures.stats    the interval and the runs-needed estimate from repeated runs
 - distexp.report.plots    throughput.png, efficiency.png, speedup.png, loss.png
@@ -30,7 +31,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from distexp import errors
 from distexp.figures import meaning
 from distexp.report.plots import plots
-from distexp.report import verdict
+from distexp.report import text, verdict
 from distexp.report.columns import bottleneck_text, shown_mfu, write_csv
 from distexp.report.scaling import NO_BASELINE, Row, Verdict, add_scaling, aggregate, row_from_run
 from distexp.tracking import lookup
@@ -119,28 +120,6 @@ def _fmt(v: Optional[float], spec: str, missing: str = "-") -> str:
     return missing if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
-def _speed(r: Row) -> str:
-    if r.speedup is None:
-        return NO_BASELINE if r.baseline == NO_BASELINE else "-"
-    if r.verdict == Verdict.BASELINE:
-        return "1.00x (baseline)"
-    mark = "" if r.significant else "~ "  # benchstat's mark: no significant difference
-    if r.verdict == Verdict.WITHIN_RUN:
-        spread = f" ± {r.speedup_ci95:.2f}" if r.speedup_ci95 is not None else ""
-        return f"{mark}{r.speedup:.2f}x{spread} (within run)"
-    return f"{mark}{r.speedup:.2f}x [{r.speedup_low:.2f}, {r.speedup_high:.2f}]"
-
-
-def _verdict(r: Row) -> str:
-    if r.verdict == Verdict.NOT_SIGNIFICANT:
-        if r.repeats_needed is None:
-            return "~ no difference visible (not resolvable in 1000 runs)"
-        return f"~ not significant: ~{r.repeats_needed} runs each would resolve it"
-    if r.verdict == Verdict.WITHIN_RUN:
-        return f"{Verdict.WITHIN_RUN.value}: no significance (use repeats>=2)"
-    return r.verdict or "-"
-
-
 def _strong(r: Row) -> str:
     """The strong comparison (1 replica at the same global batch), or why there is none."""
     if not r.measured:
@@ -149,15 +128,7 @@ def _strong(r: Row) -> str:
     if c is None:
         return "not measured (no 1-replica job at this global batch)" if (r.replicas or 0) > 1 \
             else "-"
-    return Verdict.BASELINE.value if c.is_base else verdict.ratio(c)
-
-
-def _rate(r: Row) -> str:
-    if r.rate is None:
-        return "-"
-    if len(r.rates) > 1:
-        return f"{r.rate:,.1f} ({min(r.rates):,.0f}-{max(r.rates):,.0f})"
-    return f"{r.rate:,.1f}" + (f" ± {r.ci95:,.1f}" if r.ci95 is not None else "")
+    return Verdict.BASELINE.value if c.is_base else text.comparison(c)
 
 
 def _eval_head(rows: Sequence[Row]) -> str:
@@ -188,7 +159,7 @@ def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
             "n/a (1 replica)" if r.speedup is not None else "-")
         body.append(([f"{r.model}/{r.dataset}/{r.loop}"] if len(groups) > 1 else []) + [
             r.strategy, _fmt(r.workers, "d"), _fmt(r.replicas, "d"), _fmt(r.global_batch, "d"),
-            str(len(r.rates) or 1), _rate(r), _speed(r), _verdict(r) if r.speedup is not None
+            str(len(r.rates) or 1), text.rate(r), text.speedup(r), text.verdict(r) if r.speedup is not None
             else "-", eff, r.baseline, _strong(r), _fmt(r.optimizer_steps, "d"), _accuracy(r),
             "-" if shown_mfu(r) is None else f"{100 * shown_mfu(r):.2f}%",
             bottleneck_text(r) or "-",

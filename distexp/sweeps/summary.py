@@ -20,7 +20,8 @@ import sys
 from typing import List, Optional, Sequence
 
 from distexp.errors import first_line
-from distexp.report.console import speed_text, verdict  # the verdict line
+from distexp.report.console import verdict  # the verdict line
+from distexp.report.text import speed_tag
 from distexp.tracking import tags as tag
 
 EXPERIMENT_NOTE_MAX = 5000
@@ -100,7 +101,7 @@ def _publish(run, sweep_id: str, rows, md: str, line: str, out) -> None:
         f"{line}\n\nThe latest sweep of this experiment: {sweep_id}.\n\n{md}",
         EXPERIMENT_NOTE_MAX))
     for r in rows:
-        text = speed_text(r)
+        text = speed_tag(r)
         for rid in r.run_ids if text else []:
             client.set_tag(rid, tag.SPEED_UP, text)
     items = scaling_metrics(rows)
