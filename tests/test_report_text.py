@@ -6,8 +6,13 @@ from distexp.report import text
 from distexp.report.scaling import Comparison, Row, Verdict
 
 
-def _row(**kw) -> Row:
-    base = dict(run_id="r", run_name="r", status="FINISHED", strategy="mirrored", model="mlp",
+def _row(speedup=None, speedup_low=None, speedup_high=None, speedup_ci95=None, verdict="",
+         significant=False, repeats_needed=None, **kw) -> Row:
+    main = None if speedup is None else Comparison(
+        mode="weak", value=speedup, baseline="b", base_rate=1.0, is_base=verdict == Verdict.BASELINE,
+        low=speedup_low, high=speedup_high, ci95=speedup_ci95, verdict=verdict,
+        significant=significant, repeats_needed=repeats_needed)
+    base = dict(main=main, run_id="r", run_name="r", status="FINISHED", strategy="mirrored", model="mlp",
                 dataset="synthetic", loop="custom", workers=1, replicas=2, global_batch=128,
                 rate=20586.4, ci95=612.3, eval_accuracy=0.9, time_to_first_step=1.0)
     return Row(**{**base, **kw})

@@ -54,16 +54,17 @@ def test_display_tags_round_and_describe():
 
 
 def test_verdict_line_names_each_strategy_best_speedup():
-    from distexp.report.scaling import Row
+    from distexp.report.scaling import Comparison, Row
     from distexp.report.console import verdict
     from distexp.sweeps.summary import clip, scaling_metrics
 
     def row(strategy, replicas, rate, speedup=None, verdict_="", low=None, high=None):
+        main = Comparison(mode="weak", value=speedup, baseline="one_device r1 (weak)", base_rate=100.0,
+                          is_base=verdict_ == "baseline", low=low, high=high, verdict=verdict_)
         return Row(run_id=f"{strategy}{replicas}", run_name="", status="FINISHED",
                    strategy=strategy, model="cnn", dataset="digits", loop="custom", workers=1,
                    replicas=replicas, global_batch=64 * replicas, rate=rate, ci95=None,
-                   eval_accuracy=0.9, time_to_first_step=1.0, speedup=speedup,
-                   speedup_low=low, speedup_high=high, verdict=verdict_,
+                   eval_accuracy=0.9, time_to_first_step=1.0, main=main,
                    baseline="one_device r1 (weak)", rates=[rate])
 
     rows = [row("one_device", 1, 100.0, 1.0, "baseline"),

@@ -256,10 +256,10 @@ def build(uri: str, experiment: str = "distexp", sweep_id: Optional[str] = None,
     parent, runs = find(client, experiment, sweep_id, filter_string)
     rows = aggregate([row_from_run(r) for r in runs])
     for r in rows:  # a job's first run stands for its repeats in the loss plot
-        r.loss, r.loss_x = loss_curve(client, r.run_id)
-        r.steps_to_target = steps_to_target(client, r)
+        r.curves.loss, r.curves.loss_x = loss_curve(client, r.run_id)
+        r.curves.steps_to_target = steps_to_target(client, r)
         if r.rate_end_to_end is not None:  # what the end-to-end note splits its wall time by
-            r.epoch_times = [v for _, v in metric_by_step(client, r.run_id, perf_keys.EPOCH_TIME_S)]
+            r.curves.epoch_times = [v for _, v in metric_by_step(client, r.run_id, perf_keys.EPOCH_TIME_S)]
     add_scaling(rows)
     from distexp import strategies
 

@@ -75,8 +75,8 @@ def end_to_end_gap(r: Row) -> Optional[Tuple[float, str]]:
     if steps and batch:
         wall = steps * batch / e2e
         steady = steps * batch / r.rate
-        if r.epoch_times:
-            training = sum(r.epoch_times)
+        if r.curves.epoch_times:
+            training = sum(r.curves.epoch_times)
             warmup_s, between_s = training - steady, wall - training
             parts = sorted([(warmup_s, f"input fill or tracing in the warm-up steps "
                                        f"({warmup_s:.2f} s beyond steady speed)"),

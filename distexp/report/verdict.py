@@ -120,7 +120,7 @@ def accuracy_notes(rows: Sequence[Row]) -> List[str]:
             out.append(f"{name(r)} (batch {r.global_batch}): target {r.eval_metric} "
                        f"{r.target:g} not reached in {r.optimizer_steps} steps.")
         else:
-            steps = f"{r.steps_to_target} steps, " if r.steps_to_target is not None else ""
+            steps = f"{r.curves.steps_to_target} steps, " if r.curves.steps_to_target is not None else ""
             out.append(f"{name(r)} (batch {r.global_batch}): target {r.eval_metric} "
                        f"{r.target:g} reached after {steps}{r.time_to_target:.1f} s of training.")
     return out
