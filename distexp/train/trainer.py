@@ -112,7 +112,7 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     ctx = Context(cfg=cfg, strategy=strategy, task=task, model=model, optimizer=optimizer,
                   data=data, train_ds=train_ds, eval_ds=eval_ds, global_batch=G,
                   steps_per_epoch=steps, epochs=int(cfg.epochs), reporter=reporter,
-                  dispatcher=dispatcher,
+                  dispatch_cls=dispatcher,
                   workers=int(facts.workers))
     return ctx, logger, replica_devices
 
@@ -185,10 +185,10 @@ def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
     from distexp.train.progress import write_result
 
     cfg, reporter, chief = ctx.cfg, ctx.reporter, ctx.reporter.chief
-    if os.environ.get(env.PARITY) and ctx.dispatcher.local_replicas:  # the norm is all-reduced
+    if os.environ.get(env.PARITY) and ctx.dispatch_cls.local_replicas:  # the norm is all-reduced
         write_parity(job_dir if chief else None, ctx)
     try:
-        loops.get(cfg)(ctx)
+        ran = loops.get(cfg)(ctx)  # the custom loop returns its dispatcher, the others nothing
     except Diverged:
         reporter.close()
         logger.close()
@@ -198,7 +198,8 @@ def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
 
     stops.hold("probe")  # tests (distexp.stops.HOLD_ENV)
     try:  # after the timed steps; a probe that fails costs the split, never the trained run
-        split = breakdown.run(ctx, job_dir, chief, meter.mean_step_ms()) \
+        split = breakdown.run(ctx, ran if isinstance(ran, ctx.dispatch_cls) else None, job_dir,
+                              chief, meter.mean_step_ms()) \
             if cfg.measure_step_split or cfg.profile else {}
     except Exception as ex:  # noqa: BLE001
         reporter.print(f"step time split not measured ({type(ex).__name__}: "

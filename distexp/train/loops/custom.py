@@ -34,16 +34,17 @@ class Diverged(Exception):
     """The training loss became NaN or infinite."""
 
 
-def train(ctx: Context) -> None:
+def train(ctx: Context):
+    """Train; return the dispatcher it ran (the probe phase after training reuses its iterator and
+    step: distexp.train.breakdown)."""
     cfg, rep = ctx.cfg, ctx.reporter
     schedule = autotune.Schedule(cfg.steps_per_execution)  # k's one owner; the dispatcher reads it
     step = Step(ctx.strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch,
                 jit=bool(cfg.jit_compile))
-    dispatch = ctx.dispatcher.start(step, ctx, schedule)
+    dispatch = ctx.dispatch_cls.start(step, ctx, schedule)
     ckpts = Checkpoints(cfg, model=ctx.model, optimizer=ctx.optimizer, step=dispatch.step_var,
                         chief=rep.chief or not dispatch.local_replicas,  # ps: the coordinator
                         steps_per_epoch=ctx.steps_per_epoch, say=rep.print, logger=rep.logger)
-    ctx.dispatch = dispatch  # the probe phase after training reuses its iterator and step
     start = ckpts.restore()
     rep.resume_at(start)
     dispatch.begin(start)
@@ -60,6 +61,7 @@ def train(ctx: Context) -> None:
         schedule.finish()  # training ended before the tuner decided
     finally:
         ckpts.close()
+    return dispatch
 
 
 def _epochs(ctx, step, dispatch, schedule, ckpts, start: int, every: int) -> None:
