@@ -25,7 +25,7 @@ from typing import List, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from distexp.config import checks
-from distexp.config import schema as C
+from distexp.config import schema
 from distexp import errors, tracking
 from distexp import stops
 from distexp.job import console, launch, startup, summary, warm
@@ -193,7 +193,7 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
                                cfg.tracking.experiment, int(hc.job.num)))
     if cfg.resume:  # the chief trainer adds distexp.resumed_from_step once it has looked
         tags[tag.RESUME] = "requested"
-    params = C.flatten(cfg)
+    params = schema.flatten(cfg)
     params.update({"num_workers": facts["workers"], "global_batch_size": facts["global_batch"],
                    "num_replicas": facts["replicas"]})
     if "tracking.uri" in params:

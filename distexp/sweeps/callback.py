@@ -125,9 +125,9 @@ def _refuse_before_any_job(config: DictConfig) -> None:
     try:  # Hydra turns a callback's exception into a warning: refuse here, in one line
         _check_sweeper(config)
         if OmegaConf.select(config, "sweep.resume"):
-            from distexp.sweeps import planning as sweeper
+            from distexp.sweeps import planning
 
-            sweeper.find_parent(config, str(config.sweep.resume))
+            planning.find_parent(config, str(config.sweep.resume))
         if config.tracking.enabled:  # milliseconds: a store that is plainly not there
             from distexp import tracking
 

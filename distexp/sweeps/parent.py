@@ -22,10 +22,10 @@ from distexp.tracking import tags as tag
 
 def reopen_parent(config: DictConfig, resume: str, sweep_dir: Path, info: Dict[str, Any]):
     """Reopen the resumed sweep's parent run; (sweep id, run, its status before), info updated."""
-    from distexp.sweeps import planning as sweeper
+    from distexp.sweeps import planning
     from distexp import tracking
 
-    parent = sweeper.find_parent(config, resume)
+    parent = planning.find_parent(config, resume)
     sweep_id = resume
     resumed_status = parent.info.status
     run = _Reopened(config.tracking.uri, parent.info.run_id)

@@ -216,7 +216,8 @@ def _matches(ident: Dict[str, str], params: Dict[str, str]) -> bool:
 
 
 @dataclass
-class Plan:
+class Launches:
+    """What a sweep launches (a resumed one: its new and re-run jobs; the finished ones skipped)."""
     launch: List[Tuple[int, List[str]]] = field(default_factory=list)  # (job num, overrides)
     skipped: List[dict] = field(default_factory=list)                # sweep_jobs records
     reruns: int = 0
@@ -249,13 +250,13 @@ def place(job: Sequence[str], job_cfg: DictConfig, runs: List[dict], used: set):
 
 
 def plan(jobs: Sequence[Sequence[str]], config: DictConfig,
-         compose: Callable[[List[str]], DictConfig]) -> Plan:
+         compose: Callable[[List[str]], DictConfig]) -> Launches:
     """Job numbers and overrides to launch (everything, unless sweep.resume is set)."""
     sweep_id = OmegaConf.select(config, "sweep.resume")
     if not sweep_id:
-        return Plan(launch=[(n, list(j)) for n, j in enumerate(jobs)])
+        return Launches(launch=[(n, list(j)) for n, j in enumerate(jobs)])
     runs = sweep_runs(config, str(sweep_id))
-    out = Plan()
+    out = Launches()
     taken = {r["num"] for r in runs if r["num"] is not None}
     next_num = max(taken, default=-1) + 1
     used = set()
