@@ -88,7 +88,7 @@ def loss_curve(client, run_id: str) -> Tuple[List[Tuple[int, float]], str]:
             return pts, "step"
     except Exception:  # noqa: BLE001  (no such artifact: a failed run, or logged elsewhere)
         pass
-    return loss_history(client, run_id), "epoch"
+    return metric_by_step(client, run_id, "train/loss"), "epoch"
 
 
 def steps_to_target(client, r: Row) -> Optional[int]:
@@ -99,10 +99,6 @@ def steps_to_target(client, r: Row) -> Optional[int]:
         return None
     hist = client.get_metric_history(r.run_id, perf_keys.TIME_TO_ACCURACY_S)
     return min(h.step for h in hist) * r.steps_per_epoch if hist else None
-
-
-def loss_history(client, run_id: str) -> List[Tuple[int, float]]:
-    return metric_by_step(client, run_id, "train/loss")
 
 
 def metric_by_step(client, run_id: str, key: str) -> List[Tuple[int, float]]:
