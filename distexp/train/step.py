@@ -278,7 +278,7 @@ class PSDispatch:
     """ClusterCoordinator.schedule of the k-step function; joins every window of calls."""
 
     # Steps run on remote workers: only the coordinator runs the loop (it keeps the checkpoints)
-    # and evaluates in-process; the probes are scheduled (distexp.train.breakdown.ps_run).
+    # and evaluates in-process; the probes are scheduled (distexp.train.probe_phase.ps_run).
     local_replicas = False
 
     @classmethod

@@ -194,12 +194,12 @@ def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
         logger.close()
         raise UserFailure(reporter.diverged_line(stopped=True)) from None
     meter = reporter.meter
-    from distexp.train import breakdown
+    from distexp.train import probe_phase
 
     stops.hold("probe")  # tests (distexp.stops.HOLD_ENV)
     try:  # after the timed steps; a probe that fails costs the split, never the trained run
-        split = breakdown.run(ctx, ran if isinstance(ran, ctx.dispatch_cls) else None, job_dir,
-                              chief, meter.mean_step_ms()) \
+        split = probe_phase.run(ctx, ran if isinstance(ran, ctx.dispatch_cls) else None, job_dir,
+                                chief, meter.mean_step_ms()) \
             if cfg.measure_step_split or cfg.profile else {}
     except Exception as ex:  # noqa: BLE001
         reporter.print(f"step time split not measured ({type(ex).__name__}: "

@@ -45,7 +45,7 @@ from distexp import env, errors
 # The list holds every module the default job's trainer imports (checked by
 # tests/test_warm_slow.py: after the fork it imports no distexp, hydra or sklearn module).
 PRELOAD = ("tensorflow", "keras", "distexp.train.trainer", "distexp.train.loops.custom",
-           "distexp.train.loops.fit", "distexp.train.loops.evaluate", "distexp.train.breakdown",
+           "distexp.train.loops.fit", "distexp.train.loops.evaluate", "distexp.train.probe_phase",
            "distexp.train.split_probes",
            "distexp.train.input_probe",
            "distexp.train.checkpoints", "distexp.train.hardware", "distexp.train.progress",

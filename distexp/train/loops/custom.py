@@ -36,7 +36,7 @@ class Diverged(Exception):
 
 def train(ctx: Context):
     """Train; return the dispatcher it ran (the probe phase after training reuses its iterator and
-    step: distexp.train.breakdown)."""
+    step: distexp.train.probe_phase)."""
     cfg, rep = ctx.cfg, ctx.reporter
     schedule = autotune.Schedule(cfg.steps_per_execution)  # k's one owner; the dispatcher reads it
     step = Step(ctx.strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch,
