@@ -2,7 +2,7 @@
 
 This process never imports TensorFlow (so `--help`, `--cfg job` and a bad input answer in well
 under a second); training happens in child processes (see distexp.job.launch), forked from the
-warm trainer (distexp.job.warm), which this module starts first of all for a command that will
+warm trainer (distexp.job.warm_client), which this module starts first of all for a command that will
 train and stops on every way out.
 """
 from __future__ import annotations
@@ -25,9 +25,9 @@ if __name__ == "__main__":  # first: TensorFlow's import (seconds) runs while Hy
     from distexp import stops as _stops
 
     _stops.install()  # SIGINT, SIGTERM, SIGHUP: one orderly stop, however many come
-    from distexp.job import warm as _warm
+    from distexp.job import warm_client
 
-    _warm.start_early(sys.argv[1:])
+    warm_client.start_early(sys.argv[1:])
 
 import hydra
 from omegaconf import DictConfig
@@ -116,9 +116,9 @@ def cli() -> None:
     try:
         _main(user_wants_trace, _RAN)
     finally:
-        from distexp.job import warm
+        from distexp.job import warm_client
 
-        warm.stop()  # nothing more to fork; a bad input stops it at once
+        warm_client.stop()  # nothing more to fork; a bad input stops it at once
         stops.done()
 
 
@@ -157,9 +157,9 @@ def _main(user_wants_trace: bool, ran: Ran) -> None:
         print(f"distexp: error: {msg}", file=sys.stderr)
         sys.exit(errors.BAD_INPUT)
     code = sweeps.finish()  # Hydra's on_multirun_end has normally ended it already
-    from distexp.job import warm
+    from distexp.job import warm_client
 
-    warm.stop()
+    warm_client.stop()
     loky = sys.modules.get("joblib.externals.loky.reusable_executor")
     if not ran.anything() or getattr(loky, "_executor", None) is not None:
         # --cfg, --help, --info: nothing ran; a joblib launcher's workers and shared memory are

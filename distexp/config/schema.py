@@ -223,7 +223,7 @@ class Config:
                         "only); auto = bar on a terminal, else lines")
     timeout: Optional[float] = key(None, "seconds; a job running longer is stopped and marked "
                                    "FAILED")
-    # distexp.job.warm: started before Hydra composes, kept across a sweep's jobs.
+    # distexp.job.warm_client: started before Hydra composes, kept across a sweep's jobs.
     warm_start: bool = key(True, "fork training processes from a process that imported "
                            "TensorFlow already; false: fresh interpreters")
     # fit: compile's steps_per_execution; custom: a loop of this many steps inside one call, as

@@ -156,7 +156,7 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
         until: Optional[Callable[[], bool]] = None, spawn: Optional[Spawn] = None) -> None:
     """Start `procs`, wait until every non-server process exits 0 (then stop the servers), or
     until `until()` is true (a server task of an external cluster whose job is over: stop it).
-    `spawn(cmd, env, cwd)`: starts a process from the warm trainer (distexp.job.warm) instead of
+    `spawn(cmd, env, cwd)`: starts a process from the warm trainer (distexp.job.warm_client) instead of
     a fresh interpreter; its process answers as a Popen does.
 
     Raises JobFailed naming the first process that failed (or the timeout), JobInterrupted on

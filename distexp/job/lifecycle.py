@@ -28,7 +28,7 @@ from distexp.config import checks
 from distexp.config import schema
 from distexp import errors, tracking
 from distexp import stops
-from distexp.job import console, launch, startup, summary, warm
+from distexp.job import console, launch, startup, summary, warm_client
 from distexp.tracking import tags as tag
 from distexp.tracking.node_metrics import NodeMetrics
 from distexp.config import mode
@@ -153,7 +153,7 @@ def prepare(cfg: DictConfig) -> Job:
         # instead of its peers waiting for a chief that stopped (tests/test_slurm_nodes.py)
         tracking.probe(cfg.tracking.uri)
     if cfg.warm_start:  # checked: TensorFlow's import runs while the MLflow run is created
-        warm.start()  # (`python -m distexp` started it already, before Hydra composed)
+        warm_client.start()  # (`python -m distexp` started it already, before Hydra composed)
     if cfg.tracking.enabled and plan.logs_to_mlflow:
         forwarder = _forwarder(cfg, facts, plan, job_dir, overrides, multirun, hc)
     progress = console.resolve(cfg.progress)
@@ -285,18 +285,18 @@ def execute(job: Job) -> Outcome:
 
 
 def _spawner(cfg: DictConfig) -> Optional[launch.Spawn]:
-    """The warm trainer's spawn (distexp.job.warm), or None: fresh interpreters (warm_start=false,
+    """The warm trainer's spawn (distexp.job.warm_client), or None: fresh interpreters (warm_start=false,
     or a warm trainer that could not start: said in one line)."""
-    server = warm.start() if cfg.warm_start else None
+    server = warm_client.start() if cfg.warm_start else None
     if server is None:
         return None
     try:
         with ending.SWEEPS.using_the_wait():
             server.wait_ready()
-    except warm.Unavailable as ex:
+    except warm_client.Unavailable as ex:
         print(f"distexp: warm trainer unavailable ({ex}); the training processes start fresh",
               flush=True)
-        warm.stop()
+        warm_client.stop()
         return None
     return server.spawn
 

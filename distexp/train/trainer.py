@@ -270,7 +270,7 @@ def main(argv=None) -> int:
 
 def entry(argv=None) -> int:
     """What `python -m distexp.train.trainer` runs, fresh or forked from the warm trainer
-    (distexp.train.warm): the exit code; a failure that is not a user error is printed as Python
+    (distexp.train.warm_server): the exit code; a failure that is not a user error is printed as Python
     would print it."""
     try:
         return main(argv)

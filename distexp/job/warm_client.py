@@ -1,4 +1,4 @@
-"""The job process's side of the warm trainer (distexp.train.warm): start it early, fork training
+"""The job process's side of the warm trainer (distexp.train.warm_server): start it early, fork training
 processes from it, and see them end. No TensorFlow here.
 
 One server per job process, started as early as the command allows (distexp.__main__ starts it
@@ -64,7 +64,7 @@ class Server:
         self.output = tempfile.TemporaryFile()  # its import-time lines; shown if it fails
         self.popen = subprocess.Popen(
             # the job process's pid in its command line: `ps` shows whose it is
-            [sys.executable, "-m", "distexp.train.warm", str(theirs.fileno()), "--for",
+            [sys.executable, "-m", "distexp.train.warm_server", str(theirs.fileno()), "--for",
              str(os.getpid())],
             pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL, stdout=self.output,
             stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=launch.die_with_parent)

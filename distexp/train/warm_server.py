@@ -1,5 +1,5 @@
 """The warm trainer: a process that has imported TensorFlow, Keras and the train side, but has not
-started TensorFlow's runtime, and forks one training process per request (distexp.job.warm is its
+started TensorFlow's runtime, and forks one training process per request (distexp.job.warm_client is its
 client, in the job process).
 
 Why a server of our own and not multiprocessing's forkserver: a training process must write to
