@@ -28,7 +28,7 @@ def reopen_parent(config: DictConfig, resume: str, sweep_dir: Path, info: Dict[s
     parent = planning.find_parent(config, resume)
     sweep_id = resume
     resumed_status = parent.info.status
-    run = _Reopened(config.tracking.uri, parent.info.run_id)
+    run = tracking.JobRun.reopen(config.tracking.uri, parent.info.run_id)
     run.set_tag(tag.RESUMED_IN, str(sweep_dir))
     info.update(sweep_id=sweep_id, parent_run_id=run.run_id,
                 tracking_uri=tracking.redact(config.tracking.uri),
@@ -66,24 +66,6 @@ def open_parent(config: DictConfig, sweep_id: str, sweep_dir: Path, info: Dict[s
     print(f"Sweep {sweep_id}: MLflow parent run {run.run_id} "
           f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
     return run
-
-
-class _Reopened:
-    """The parent run of a sweep being resumed: the original run, set RUNNING again."""
-
-    def __new__(cls, uri: str, run_id: str):
-        from distexp import tracking
-
-        class Reopened(tracking.JobRun):
-            def __init__(self):  # no new run: attach to run_id
-                self.uri, self.offline, self.run_id = uri, None, run_id
-                self.client = tracking.client(uri)
-                self.experiment_id = self.client.get_run(run_id).info.experiment_id
-                for k, v in tracking.owner_tags().items():  # this process owns it now
-                    self.client.set_tag(run_id, k, v)
-                self.client.update_run(run_id, status="RUNNING")
-
-        return Reopened()
 
 
 def _target(config: DictConfig, what: str) -> str:

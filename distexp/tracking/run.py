@@ -74,6 +74,20 @@ class JobRun:
         self.params: Dict[str, str] = {}  # every param logged (the job's and the chief's)
         self.log_params(params)
 
+    @classmethod
+    def reopen(cls, uri: str, run_id: str) -> "JobRun":
+        """An existing run (a resumed sweep's parent), owned by this process and RUNNING again."""
+        from distexp.tracking.owner import owner_tags
+
+        run = cls.__new__(cls)
+        run.uri, run.offline, run.run_id, run.params = uri, None, run_id, {}
+        run.client = store.client(uri)
+        run.experiment_id = run.client.get_run(run_id).info.experiment_id
+        for k, v in owner_tags().items():  # this process owns it now
+            run.client.set_tag(run_id, k, v)
+        run.client.update_run(run_id, status="RUNNING")
+        return run
+
     def go_offline(self, job_dir: Path, ex: BaseException) -> None:
         """From now on, write to `job_dir`'s offline file instead of the (dead) server."""
         if self.offline is None:
