@@ -57,7 +57,7 @@ def test_a_toy_strategy_plans_validates_and_builds_its_processes(toy, tmp_path):
     assert "relay" not in strategies.REGISTRY  # nothing registered it yet: the yaml's record does
     checks.validate(cfg)
     rec = strategies.of(cfg)
-    assert type(rec).__name__ == "Relay" and strategies.get("relay") is rec
+    assert type(rec).__name__ == "Relay" and strategies.REGISTRY.find("relay") is rec
 
     plan = cluster.plan(cfg, tmp_path, 0)
     assert plan.names == ["chief", "worker-0", "worker-1", "monitor-0"]
