@@ -26,7 +26,7 @@ from typing import Callable, List, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from distexp.figures import sequential as seq
+from distexp.figures import sequential
 from distexp.sweeps import planning
 
 AUTO = "auto"
@@ -39,7 +39,7 @@ class Comparison:
     a: int      # set-up index
     b: int      # the set-up it is compared with
     kind: str   # EQUAL_WORK | BASELINE
-    outcome: Optional[seq.Outcome] = None
+    outcome: Optional[sequential.Outcome] = None
 
     @property
     def settled(self) -> bool:
@@ -102,7 +102,7 @@ class Rounds:
         self.pairs = comparisons(setups)
         self.margin, self.max_repeats = margin, max_repeats
         self.alpha_each = alpha / max(len(self.pairs), 1)
-        self.g = seq.mixing_g(self.alpha_each, math.ceil(max_repeats / 2))
+        self.g = sequential.mixing_g(self.alpha_each, math.ceil(max_repeats / 2))
         self.rates: List[List[Optional[float]]] = [[] for _ in jobs]
         self.done = 0  # rounds run
 
@@ -126,7 +126,7 @@ class Rounds:
         self.done += 1
         for c in self.pairs:
             if not c.settled:
-                c.outcome = seq.outcome(self.rates[c.a], self.rates[c.b], self.alpha_each,
+                c.outcome = sequential.outcome(self.rates[c.a], self.rates[c.b], self.alpha_each,
                                         self.margin, self.g)
 
     def finished(self) -> bool:

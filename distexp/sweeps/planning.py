@@ -323,22 +323,22 @@ def _parent(client, config: DictConfig, sweep_id: str):
 
 def find_parent(config: DictConfig, sweep_id: str):
     """The original sweep's parent run (raises UserError when there is none)."""
-    from distexp.tracking import client as _client
+    from distexp import tracking
 
     if not config.tracking.enabled:
         raise UserError("sweep.resume: received a sweep id with tracking.enabled=false; resuming "
                         "reads the sweep's runs from MLflow")
-    return _parent(_client(config.tracking.uri), config, sweep_id)[1]
+    return _parent(tracking.client(config.tracking.uri), config, sweep_id)[1]
 
 
 def sweep_runs(config: DictConfig, sweep_id: str) -> List[dict]:
-    from distexp.tracking import client as _client
+    from distexp import tracking
 
     if not config.tracking.enabled:
         find_parent(config, sweep_id)  # raises the one-line refusal
     from distexp.tracking import lookup
 
-    client = _client(config.tracking.uri)
+    client = tracking.client(config.tracking.uri)
     exp_id, _ = _parent(client, config, sweep_id)
     out = []
     for r in lookup.sweep_jobs(client, exp_id, sweep_id):
