@@ -53,9 +53,9 @@ def train(ctx: Context):
                    steps_per_epoch=ctx.steps_per_epoch, every=every, log_every=rep.log_every,
                    warmup=rep.meter.warmup_steps, lockstep=strategies.of(cfg).lockstep,
                    on_device=bool(cfg.dataset.on_device), strategy=cfg.strategy.name,
-                   window=getattr(dispatch, "window", 1), parallel=getattr(dispatch, "workers", 1),
+                   window=dispatch.window, parallel=dispatch.workers,
                    steps_left=ctx.epochs * ctx.steps_per_epoch - start,
-                   window_steps=getattr(dispatch, "window_steps", 1))
+                   window_steps=dispatch.window_steps)
     try:
         _epochs(ctx, step, dispatch, schedule, ckpts, start, every)
         schedule.finish()  # training ended before the tuner decided
