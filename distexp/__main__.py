@@ -2,7 +2,7 @@
 
 This process never imports TensorFlow (so `--help`, `--cfg job` and a bad input answer in well
 under a second); training happens in child processes (see distexp.job.launch), forked from the
-warm trainer (distexp.job.warm), which this module starts first of all for a command that will
+warm trainer (distexp.job.warm_client), which this module starts first of all for a command that will
 train and stops on every way out.
 """
 from __future__ import annotations
@@ -25,35 +25,48 @@ if __name__ == "__main__":  # first: TensorFlow's import (seconds) runs while Hy
     from distexp import stops as _stops
 
     _stops.install()  # SIGINT, SIGTERM, SIGHUP: one orderly stop, however many come
-    from distexp.job import warm as _warm
+    from distexp.job import warm_client
 
-    _warm.start_early(sys.argv[1:])
+    warm_client.start_early(sys.argv[1:])
 
 import hydra
 from omegaconf import DictConfig
 
 from distexp import errors
-from distexp.config import schema
-from distexp.sweeps import callback as sweep
+from distexp.config import mode, schema
+from distexp.sweeps import ending
 
 schema.register()  # the schema Hydra composes onto, and the distexp.* resolvers
 
 
-_SINGLE_JOB_DONE = False  # a single run (not a sweep) ended normally: cli may exit at once
+class Ran:
+    """What one command ran, for its exit path (`_main`): single jobs that ended normally here,
+    and this process's sweeps (distexp.sweeps.ending.Sweeps: the open one, how many ended)."""
+
+    def __init__(self, sweeps: ending.Sweeps):
+        self.sweeps, self.single_jobs = sweeps, 0
+        self._sweeps_before = sweeps.ended  # an in-process caller may have run one before
+
+    def anything(self) -> bool:
+        """A job or a sweep ran to its end (runs closed, lines printed)."""
+        return self.single_jobs > 0 or self.sweeps.ended > self._sweeps_before
+
+
+_RAN = Ran(ending.SWEEPS)  # this command's (cli() makes a new one per call)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
-    global _SINGLE_JOB_DONE
     from distexp.job.lifecycle import JobError, run_job
 
     try:
         value = run_job(cfg)
-        _SINGLE_JOB_DONE = not sweep.in_multirun()
+        if not mode.in_multirun():
+            _RAN.single_jobs += 1
         return value
     except errors.UserError as ex:  # one line, not Hydra's "Error executing job" report
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
-        if sweep.in_multirun():  # the other jobs of the sweep still run
+        if mode.in_multirun():  # the other jobs of the sweep still run
             raise JobError(str(ex), errors.BAD_INPUT) from None
         _remove_refused_run_dir()
         sys.exit(errors.BAD_INPUT)
@@ -83,7 +96,7 @@ def _remove_refused_run_dir() -> None:
 
 def cli() -> None:
     from distexp import extras
-    from distexp.tracking.store import RedactingStream
+    from distexp.tracking.redaction import RedactingStream
 
     if (missing := extras.missing(sys.argv[1:])) is not None:
         print(f"distexp: error: {missing}", file=sys.stderr)
@@ -98,28 +111,30 @@ def cli() -> None:
     library_logs.quiet_env()
     user_wants_trace = "HYDRA_FULL_ERROR" in os.environ
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let errors reach us, to print them as one line
+    global _RAN
+    _RAN = Ran(ending.SWEEPS)
     try:
-        _main(user_wants_trace)
+        _main(user_wants_trace, _RAN)
     finally:
-        from distexp.job import warm
+        from distexp.job import warm_client
 
-        warm.stop()  # nothing more to fork; a bad input stops it at once
+        warm_client.stop()  # nothing more to fork; a bad input stops it at once
         stops.done()
 
 
-def _main(user_wants_trace: bool) -> None:
-    sweeps_before = sweep.ended()  # an in-process caller may have run one before this call
+def _main(user_wants_trace: bool, ran: Ran) -> None:
+    sweeps = ran.sweeps
     try:
         main()
     except SystemExit as ex:  # a single job's exit code, or Ctrl-C inside a sweep's job
-        if sweep.active():
-            sweep.finish(interrupted=ex.code == errors.INTERRUPTED, error=ex if ex.code else None)
+        if sweeps.active():
+            sweeps.finish(interrupted=ex.code == errors.INTERRUPTED, error=ex if ex.code else None)
         raise
     except KeyboardInterrupt:
         from distexp import stops
 
-        if sweep.active():
-            sweep.finish(interrupted=True)
+        if sweeps.active():
+            sweeps.finish(interrupted=True)
         else:  # before the job's run was opened, or after it was closed: nothing left to close
             lifecycle = sys.modules.get("distexp.job.lifecycle")
             when = ("after the job ended (its run was closed)" if getattr(lifecycle, "executed", 0)
@@ -131,9 +146,9 @@ def _main(user_wants_trace: bool) -> None:
         from distexp.errors import one_line
         from distexp.job.lifecycle import JobError
 
-        if sweep.active() or isinstance(ex, JobError):
+        if sweeps.active() or isinstance(ex, JobError):
             # Hydra's sweeper re-raised a failed job after running the others (distexp.sweeps)
-            code = sweep.finish(error=ex)
+            code = sweeps.finish(error=ex)
             if isinstance(ex, JobError) and not user_wants_trace:
                 sys.exit(code or errors.FAILED)
         msg = one_line(ex)
@@ -141,13 +156,12 @@ def _main(user_wants_trace: bool) -> None:
             raise
         print(f"distexp: error: {msg}", file=sys.stderr)
         sys.exit(errors.BAD_INPUT)
-    code = sweep.finish()  # Hydra's on_multirun_end has normally ended it already
-    ran_sweep = sweep.ended() > sweeps_before
-    from distexp.job import warm
+    code = sweeps.finish()  # Hydra's on_multirun_end has normally ended it already
+    from distexp.job import warm_client
 
-    warm.stop()
+    warm_client.stop()
     loky = sys.modules.get("joblib.externals.loky.reusable_executor")
-    if not (_SINGLE_JOB_DONE or ran_sweep) or getattr(loky, "_executor", None) is not None:
+    if not ran.anything() or getattr(loky, "_executor", None) is not None:
         # --cfg, --help, --info: nothing ran; a joblib launcher's workers and shared memory are
         # wound down at exit
         sys.exit(code)

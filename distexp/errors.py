@@ -78,8 +78,6 @@ def restore_sigterm(old) -> None:
         signal.signal(signal.SIGTERM, old)
 
 
-
-
 def one_line(ex: BaseException) -> str | None:
     """The one-line message for a user error, or None when `ex` is not one (a bug: keep the traceback)."""
     from hydra.errors import HydraException, MissingConfigException, OverrideParseException
@@ -95,12 +93,12 @@ def one_line(ex: BaseException) -> str | None:
         key, eq, value = str(ex.override).partition("=")
         if eq:
             return (f"{key.lstrip('+~')}: received {value!r}, which Hydra cannot parse "
-                    f"({_first(ex.message)}); valid: a value, a list [a,b] or a quoted 'string'")
-        return f"could not parse override {ex.override!r}: {_first(ex.message)}"
+                    f"({first_line(ex.message, None)}); valid: a value, a list [a,b] or a quoted 'string'")
+        return f"could not parse override {ex.override!r}: {first_line(ex.message, None)}"
     cause = ex if isinstance(ex, OmegaConfBaseException) else ex.__cause__
     if isinstance(cause, OmegaConfBaseException):
         key = getattr(cause, "full_key", None)
-        msg = _first(str(cause))
+        msg = first_line(str(cause), None)
         m = re.match(r"Value '(.*?)'(?: of type '(\w+)')? could not be converted to (\w+)", msg)
         if m:
             return f"{key}: received {m.group(1)!r}; expected {m.group(3).lower()}"
@@ -120,7 +118,7 @@ def one_line(ex: BaseException) -> str | None:
             return f"{key or ''}: {msg}".lstrip(": ")
         return f"{key}: {msg}" if key else msg
     if isinstance(ex, HydraException):
-        return _first(str(ex))
+        return first_line(str(ex), None)
     if isinstance(ex, ValueError) and str(ex).startswith("Config group override must be a string"):
         return _null_group()  # e.g. experiment=null: Hydra's own ValueError does not say which
     if isinstance(ex, ValueError) and str(ex).startswith("Only one of --run, --multirun"):
@@ -153,8 +151,10 @@ _WRAPPING = ("Graph execution error", "Detected at node", "File ", "Exception en
              "Arguments received by", "\u2022", "[[", "Traceback (most recent call last)")
 
 
-def first_line(ex: BaseException) -> str:
-    """The first line of `ex`'s message that says what went wrong (not a wrapper's line)."""
+def first_line(ex, limit: Optional[int] = 300) -> str:
+    """The first line of `ex`'s message (an exception, or its text) that says what went wrong (not
+    a wrapper's line), cut to `limit` characters ("..." at the end; None: uncut). The one helper
+    for an exception as one line: the console's, a sweep's records and its parent's tags."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(ex))
     inner = list(re.finditer(r"^\s*\w+(?:Error|Exception): (.*)$", text, re.M))
     if "in user code:" in text and inner:  # tf.function's stack: the exception is at its end
@@ -165,8 +165,9 @@ def first_line(ex: BaseException) -> str:
                   r"iterator: \S+: ", "", text)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     said = [ln for ln in lines if not ln.startswith(_WRAPPING)]
-    line = (said or lines or [type(ex).__name__])[0]
-    return line if len(line) <= 300 else line[:297] + "..."
+    empty = type(ex).__name__ if isinstance(ex, BaseException) else text
+    line = (said or lines or [empty])[0]
+    return line if limit is None or len(line) <= limit else line[:limit - 3] + "..."
 
 
 def log_traceback(ex: BaseException) -> None:
@@ -179,11 +180,6 @@ def log_traceback(ex: BaseException) -> None:
         for line in chunk.rstrip("\n").splitlines():
             print(f"distexp: detail: {line}", file=sys.stderr)
     sys.stderr.flush()
-
-
-def _first(text: str) -> str:
-    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
-    return lines[0] if lines else str(text)
 
 
 def user_error_path(job_dir: Path, task: str) -> Path:

@@ -34,7 +34,7 @@ from distexp.config import schema
 from distexp import env as distexp_env
 from distexp import errors
 from distexp.config import resolved
-from distexp.strategies import baseline
+from distexp.strategies import baseline, of as strategy_of
 
 BASELINE = baseline().name  # the reference strategy
 FIXED = ["epochs=1", "warmup_steps=0", "steps_per_execution=1", "tracking.enabled=false", "checkpoint.every_steps=0",
@@ -150,7 +150,7 @@ def _plan(a: argparse.Namespace, overrides: List[str]):
     if a.steps < 1:
         raise errors.UserError(f"--steps: received {a.steps}; expected >= 1")
     name = cfg.strategy.name
-    rec, reference = resolved.strategy_record(cfg), BASELINE
+    rec, reference = strategy_of(cfg), BASELINE
     if rec.baseline:
         raise errors.UserError(f"strategy: received {name!r}; parity compares a strategy with "
                           f"{reference}: choose another strategy")

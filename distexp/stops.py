@@ -15,6 +15,8 @@ nothing of distexp, so that the job, the sweep and the trainers share it).
 - SIGUSR1 (Slurm's `--signal=USR1@<seconds>` warning before its time limit) is handed to the chief
   trainer, which saves a checkpoint at its next step and trains on (distexp.train.checkpoints;
   a trainer that gets it from Slurm directly does the same). It never stops the job.
+- A child process dies with its parent (`die_with_parent`: the training processes with the job
+  process or the warm trainer, the warm trainer with the job process), even a SIGKILLed one.
 """
 from __future__ import annotations
 
@@ -47,6 +49,17 @@ def _on_stop(signum, frame) -> None:
 def _on_usr1(signum, frame) -> None:
     if _usr1_forward is not None:
         _usr1_forward()
+
+
+def die_with_parent() -> None:
+    """In a child (between fork and exec, or just after a fork): SIGKILL when its parent dies
+    (Linux's PR_SET_PDEATHSIG; elsewhere nothing)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 def install() -> Optional[dict]:

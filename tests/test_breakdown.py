@@ -213,7 +213,7 @@ def test_profile_leaves_a_trace_artifact_and_scaled_rate_is_logged(cli):
 
 
 def test_probe_rounds_fit_the_budget():
-    from distexp.train.breakdown import rounds
+    from distexp.train.probe_phase import rounds
 
     assert rounds(None, 4) == 5                 # no timed step: the minimum
     assert rounds(1.0, 1) == 9                  # fast steps: the maximum

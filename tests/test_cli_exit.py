@@ -13,10 +13,9 @@ def ending(monkeypatch):
     """(replace main with fn, the exit_now calls seen)."""
     import distexp.__main__ as cli
     from distexp import errors
-    from distexp.sweeps import callback
+    from distexp.sweeps import ending
 
-    monkeypatch.setattr(callback, "_ENDED", 0)
-    monkeypatch.setattr(cli, "_SINGLE_JOB_DONE", False)
+    monkeypatch.setattr(ending, "SWEEPS", ending.Sweeps())
     seen = []
 
     def exit_now(code):
@@ -28,7 +27,7 @@ def ending(monkeypatch):
     def run(fn):
         monkeypatch.setattr(cli, "main", fn)
         with pytest.raises(SystemExit) as ex:
-            cli._main(False)
+            cli._main(False, cli.Ran(ending.SWEEPS))
         return ex.value.code, seen
     return run
 
@@ -36,9 +35,10 @@ def ending(monkeypatch):
 def test_a_sweep_ended_by_hydra_exits_at_once(ending, tmp_path):
     """Hydra's on_multirun_end ends the sweep inside main(); the command still exits at once."""
     from distexp.sweeps import callback
+    from distexp.sweeps import ending as sweeps
 
     def sweep():
-        callback._OPEN = callback._Sweep(tmp_path, "20261125-000000-abcdef")
+        sweeps.SWEEPS.opened(sweeps.OpenSweep(tmp_path, "20261125-000000-abcdef"))
         callback.SweepCallback().on_multirun_end(config=None)
 
     code, seen = ending(sweep)
@@ -48,10 +48,10 @@ def test_a_sweep_ended_by_hydra_exits_at_once(ending, tmp_path):
 def test_a_command_that_ran_nothing_returns_through_sys_exit(ending, monkeypatch):
     """--cfg job: Hydra printed and returned. Also after a sweep this process ran earlier (an
     in-process caller): exiting at once would end the caller too."""
-    from distexp.sweeps import callback
+    from distexp.sweeps import ending as sweeps
 
     code, seen = ending(lambda: None)
     assert seen == [] and code == 0
-    monkeypatch.setattr(callback, "_ENDED", 1)
+    sweeps.SWEEPS.ended = 1
     code, seen = ending(lambda: None)
     assert seen == [] and code == 0

@@ -252,8 +252,9 @@ def test_slurm_addresses_follow_the_resolver(compose):
     cfg = compose("strategy=ps", "cluster=slurm", "workers=2", "ps=1", "cluster.port=20000")
     env = {"SLURM_STEP_NODELIST": "b,a", "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}
     # hosts sorted (a, b), ports base + k per host, ranks chief, ps, worker
-    assert slurm_env.slurm_addresses(cfg, env, strategies.get('ps')) == {"chief": "a:20000", "ps-0": "a:20001",
-                                                 "worker-0": "b:20000", "worker-1": "b:20001"}
+    ps = strategies.REGISTRY.find("ps")
+    assert slurm_env.slurm_addresses(cfg, env, ps) == {"chief": "a:20000", "ps-0": "a:20001",
+                                                       "worker-0": "b:20000", "worker-1": "b:20001"}
 
 
 def test_a_task_placed_off_the_resolvers_block_order_is_one_line():
@@ -330,7 +331,7 @@ def test_sbatch_transient_errors_are_retried_refusals_are_one_line(monkeypatch):
 def test_one_rule_names_the_chief():
     """Record.chief_task: the job process (logs_to_mlflow), the Slurm node sampler and the trainer
     (strategies.is_chief) all ask it."""
-    mw, ps = strategies.get("multiworker"), strategies.get("ps")
+    mw, ps = strategies.REGISTRY.find("multiworker"), strategies.REGISTRY.find("ps")
     assert mw.chief_task({"worker": 2}) == "worker-0"
     assert mw.chief_task({"chief": 1, "worker": 2}) == "chief"
     assert ps.chief_task({"chief": 1, "worker": 2, "ps": 1}) == "chief"

@@ -22,8 +22,8 @@ def test_groups_match_the_contract():
     assert set(GROUPS["model"]) >= {"mlp", "cnn", "resnet50", "mobilenet_v2"}
     assert set(GROUPS["dataset"]) >= {"digits", "synthetic"}
     assert GROUPS["loop"] == ["custom", "fit"]
-    assert kinds.names() == ("local", "tf_config", "slurm")  # the contract's order
-    assert GROUPS["cluster"] == sorted(kinds.names())
+    assert kinds.REGISTRY.names() == ("local", "tf_config", "slurm")  # the contract's order
+    assert GROUPS["cluster"] == sorted(kinds.REGISTRY.names())
 
 
 EXTRA = {("model", "custom"): ["model.factory=tests.factories:small_mlp"],

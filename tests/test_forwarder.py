@@ -130,7 +130,7 @@ def test_a_console_that_is_gone_is_dropped_not_raised():
     descriptor then points at /dev/null, so every other holder of it writes nowhere too."""
     import os
 
-    from distexp.tracking.store import RedactingStream
+    from distexp.tracking.redaction import RedactingStream
 
     r, w = os.pipe()
     raw = os.fdopen(w, "w")

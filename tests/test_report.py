@@ -33,7 +33,7 @@ def test_speedup_and_efficiency_are_exact(store):
     assert by["resnet-r2"].speedup is None and by["resnet-r2"].baseline == report.NO_BASELINE
     assert by["mirrored-r4"].speedup is None and by["mirrored-r4"].baseline == "n/a (failed)"
     assert "no 1-replica baseline" in md and "1.80x" in md and "90%" in md and "75%" in md
-    assert by["one_device-r1"].loss == [(1, 2.0), (2, 1.5)]
+    assert by["one_device-r1"].curves.loss == [(1, 2.0), (2, 1.5)]
 
     with open(out / "report.csv") as f:
         got = {r["run_name"]: r for r in csv.DictReader(f)}

@@ -60,6 +60,7 @@ def test_owner_liveness_rules():
     host, a heartbeat older than STALE_S. No owner tag, a live owner, a sweep parent elsewhere:
     left alone."""
     from distexp.tracking import owner
+    from distexp.tracking import tags as tag
 
     here = owner.host()
     me = owner.owner_tags()
@@ -76,12 +77,12 @@ def test_owner_liveness_rules():
         time.sleep(0.05)  # exited, not yet reaped: a zombie counts as gone
     assert "is gone" in owner.dead(tags_z)
     zombie.wait()
-    _, pid, start = me[owner.OWNER_TAG].split()
-    reused = {owner.OWNER_TAG: f"{here} {pid} {int(start) - 1}"}
+    _, pid, start = me[tag.OWNER].split()
+    reused = {tag.OWNER: f"{here} {pid} {int(start) - 1}"}
     assert "another process" in owner.dead(reused)
     now = time.time()
-    far = {owner.OWNER_TAG: "node-b 123 456", owner.BEAT_TAG: str(int(now - owner.STALE_S - 5))}
+    far = {tag.OWNER: "node-b 123 456", tag.HEARTBEAT: str(int(now - owner.STALE_S - 5))}
     assert "no heartbeat" in owner.dead(far, now)
-    assert owner.dead({**far, owner.BEAT_TAG: str(int(now - 30))}, now) is None
+    assert owner.dead({**far, tag.HEARTBEAT: str(int(now - 30))}, now) is None
     assert owner.dead({**far, "distexp.run_kind": "sweep"}, now) is None
-    assert owner.dead({owner.OWNER_TAG: "node-b 123 456"}, now) is None  # no beat: no proof
+    assert owner.dead({tag.OWNER: "node-b 123 456"}, now) is None  # no beat: no proof

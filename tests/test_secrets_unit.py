@@ -14,7 +14,7 @@ import pytest
 def test_redact_text_masks_passwords_with_awkward_characters(text, secret):
     """A password holding , " ' [ ] or @ is masked whole (the launcher line, .hydra/ files and
     the overrides tag go through redact_text); the host and the rest stay readable."""
-    from distexp.tracking.store import redact_text
+    from distexp.tracking.redaction import redact_text
 
     out = redact_text(text)
     assert secret not in out and "***@" in out, out

@@ -1,5 +1,5 @@
 """The job process's start-up (distexp.job.startup: the garbage collector while it imports) and
-what a sweep does while its first job waits for the warm trainer (distexp.sweeps.callback.
+what a sweep does while its first job waits for the warm trainer (distexp.sweeps.ending.
 using_the_wait). In this process, no TensorFlow."""
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_without_begin_over_changes_nothing(collector, monkeypatch):
 def test_a_sweep_preloads_its_end_while_the_first_job_waits(monkeypatch, tmp_path):
     """The preload runs in another thread during the wait and has finished when the wait's block
     ends (never beside a training process); once per sweep; nothing without an open sweep."""
-    from distexp.sweeps import callback, summary
+    from distexp.sweeps import ending, summary
 
     seen = []
 
@@ -54,18 +54,18 @@ def test_a_sweep_preloads_its_end_while_the_first_job_waits(monkeypatch, tmp_pat
         seen.append(threading.current_thread().name)
 
     monkeypatch.setattr(summary, "preload", preload)
-    monkeypatch.setattr(callback, "_OPEN", None)
-    with callback.using_the_wait():
+    sweeps = ending.Sweeps()
+    with sweeps.using_the_wait():
         pass
     assert seen == []  # a single job: no sweep end to prepare
 
     class Run:  # the sweep's parent run, online (an offline sweep makes no summary)
         offline = None
 
-    monkeypatch.setattr(callback, "_OPEN", callback._Sweep(tmp_path, "s", run=Run()))
-    with callback.using_the_wait():
+    sweeps.open = ending.OpenSweep(tmp_path, "s", run=Run())
+    with sweeps.using_the_wait():
         waited_in = threading.current_thread().name
     assert seen == ["distexp-preload"] and waited_in != seen[0]
-    with callback.using_the_wait():
+    with sweeps.using_the_wait():
         pass
     assert seen == ["distexp-preload"]  # the second job: already done

@@ -77,7 +77,7 @@ def stop_at(tmp: Path, phase: str, sig: str, *args: str) -> dict:
 
 
 def _warm_trainers_of(pid: int):
-    return [q for q in processes_mentioning("distexp.train.warm")
+    return [q for q in processes_mentioning("distexp.train.warm_server")
             if f"--for {pid}" in Path(f"/proc/{q}/cmdline").read_bytes().replace(b"\0", b" ").decode()]
 
 

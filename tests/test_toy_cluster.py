@@ -66,7 +66,7 @@ def test_a_toy_cluster_kind_plans_and_answers_for_the_job(toy, tmp_path, monkeyp
     assert "toy" not in cluster_kind.REGISTRY  # nothing registered it yet: the yaml's record does
     checks.validate(cfg)  # the kind is looked up by its record, not refused as an unknown name
     kind = kinds.of(cfg)
-    assert type(kind).__name__ == "Toy" and kinds.get("toy") is kind
+    assert type(kind).__name__ == "Toy" and kinds.REGISTRY.find("toy") is kind
 
     plan = cluster.plan(cfg, tmp_path, 0)
     assert (plan.names, plan.task, plan.logs_to_mlflow) == (["worker-1"], "worker:1", False)

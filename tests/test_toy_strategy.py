@@ -56,8 +56,8 @@ def test_a_toy_strategy_plans_validates_and_builds_its_processes(toy, tmp_path):
     cfg = toy("workers=2", "cpu_replicas=2", "gpus=0")
     assert "relay" not in strategies.REGISTRY  # nothing registered it yet: the yaml's record does
     checks.validate(cfg)
-    rec = resolved.strategy_record(cfg)
-    assert type(rec).__name__ == "Relay" and strategies.get("relay") is rec
+    rec = strategies.of(cfg)
+    assert type(rec).__name__ == "Relay" and strategies.REGISTRY.find("relay") is rec
 
     plan = cluster.plan(cfg, tmp_path, 0)
     assert plan.names == ["chief", "worker-0", "worker-1", "monitor-0"]
@@ -95,4 +95,4 @@ def test_a_toy_strategy_is_checked_by_its_record(toy, monkeypatch, tmp_path):
                                                "x1; it needs chief, worker, monitor jobs"):
         cluster.plan(toy("cluster=tf_config"), tmp_path, 0)
     with pytest.raises(errors.UserError, match="strategy.record: received 'no_such_module'"):
-        resolved.strategy_record(toy("strategy.name=relay2", "strategy.record=no_such_module"))
+        strategies.of(toy("strategy.name=relay2", "strategy.record=no_such_module"))

@@ -54,3 +54,16 @@ def test_anything_else_is_its_own_first_line():
 
     ex = explain(RuntimeError("the first line\nand more\nlast line"), _cfg())
     assert isinstance(ex, UserFailure) and str(ex) == "RuntimeError: the first line"
+
+
+def test_one_first_line_helper_cut_where_its_caller_says():
+    """errors.first_line is the one "exception as one line": the console's 300 characters, a sweep
+    record's 500, the sweep summary's 200, uncut for Hydra's messages; text works as an exception."""
+    from distexp.errors import first_line
+
+    long = ValueError("\n  " + "x" * 600 + "\nmore")
+    assert first_line(long) == "x" * 297 + "..."
+    assert first_line(long, 500) == "x" * 497 + "..." and len(first_line(long, 200)) == 200
+    assert first_line(long, None) == "x" * 600
+    assert first_line("Could not load 'x'\n  File y.py") == "Could not load 'x'"
+    assert first_line(RuntimeError()) == "RuntimeError" and first_line("") == ""

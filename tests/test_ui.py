@@ -54,16 +54,17 @@ def test_display_tags_round_and_describe():
 
 
 def test_verdict_line_names_each_strategy_best_speedup():
-    from distexp.report.scaling import Row
+    from distexp.report.scaling import Comparison, Row
     from distexp.report.console import verdict
     from distexp.sweeps.summary import clip, scaling_metrics
 
     def row(strategy, replicas, rate, speedup=None, verdict_="", low=None, high=None):
+        main = Comparison(mode="weak", value=speedup, baseline="one_device r1 (weak)", base_rate=100.0,
+                          is_base=verdict_ == "baseline", low=low, high=high, verdict=verdict_)
         return Row(run_id=f"{strategy}{replicas}", run_name="", status="FINISHED",
                    strategy=strategy, model="cnn", dataset="digits", loop="custom", workers=1,
                    replicas=replicas, global_batch=64 * replicas, rate=rate, ci95=None,
-                   eval_accuracy=0.9, time_to_first_step=1.0, speedup=speedup,
-                   speedup_low=low, speedup_high=high, verdict=verdict_,
+                   eval_accuracy=0.9, time_to_first_step=1.0, main=main,
                    baseline="one_device r1 (weak)", rates=[rate])
 
     rows = [row("one_device", 1, 100.0, 1.0, "baseline"),
@@ -157,7 +158,8 @@ def test_set_ups_are_named_as_the_report_groups_runs_and_told_apart():
     ("one_device x1 batch 64" with cpu_replicas=1 and 2) the overrides that differ are added.
     Without a 1-replica run at its global batch an N-replica set-up's speed-up is not measured."""
     from distexp.report.scaling import Row, add_scaling, aggregate
-    from distexp.sweeps.summary import equal_work_text, setups
+    from distexp.report.text import speed_tag
+    from distexp.sweeps.summary import setups
 
     def run(strategy, replicas, cpu, rate, job, status="FINISHED"):
         return Row(run_id=f"id{job}", run_name="", status=status, strategy=strategy,
@@ -175,7 +177,7 @@ def test_set_ups_are_named_as_the_report_groups_runs_and_told_apart():
         "[cpu_replicas=1]", "id1": "one_device x1 batch 64 [cpu_replicas=2]",
         "id2": "mirrored x2 batch 128", "id3": "mirrored x2 batch 128",
         "id6": "mirrored x2 batch 128"}
-    texts = {r.run_ids[0]: equal_work_text(r) for r in rows}
+    texts = {r.run_ids[0]: speed_tag(r) for r in rows}
     assert texts["id2"] == "not measured: no 1-replica run at global batch 128"
     assert texts["id3"] is None  # the failed run: no throughput
     assert texts["id0"] == texts["id1"] == "1.00x baseline"

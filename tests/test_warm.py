@@ -1,4 +1,4 @@
-"""The warm trainer (distexp.job.warm, distexp.train.warm): what a forked training process is, how
+"""The warm trainer (distexp.job.warm_client, distexp.train.warm_server): what a forked training process is, how
 it ends, and that nothing outlives the job process; and that a warm-forked job trains and
 measures as a fresh one does."""
 from __future__ import annotations
@@ -39,11 +39,11 @@ def _gone_within(pids, seconds: float) -> bool:
 
 @pytest.fixture(scope="module")
 def server():
-    from distexp.job import warm
+    from distexp.job import warm_client
 
     old = dict(os.environ)
     os.environ["PYTHONPATH"] = ENV["PYTHONPATH"]
-    s = warm.Server(warm.server_env())
+    s = warm_client.Server(warm_client.server_env())
     os.environ.clear()
     os.environ.update(old)
     s.wait_ready()
@@ -103,8 +103,8 @@ def test_exit_codes_signals_and_failures(server, tmp_path):
 _OWNER = """
 import sys, time
 sys.path[:0] = [{root!r}, {tests!r}]
-from distexp.job import warm
-s = warm.start()
+from distexp.job import warm_client
+s = warm_client.start()
 s.wait_ready()
 c = s.spawn({probe!r}, dict(__import__('os').environ), {cwd!r})
 print(s.popen.pid, c.pid, flush=True)

@@ -58,8 +58,8 @@ def test_time_to_first_step_agrees_with_an_outside_stamp(tmp_path):
 IMPORTS_AFTER_FORK = """
 import json, sys
 from pathlib import Path
-from distexp.train import warm
-warm.preload()  # what the warm trainer imports before it forks
+from distexp.train import warm_server
+warm_server.preload()  # what the warm trainer imports before it forks
 before = set(sys.modules)
 from omegaconf import OmegaConf
 from distexp.train import trainer

@@ -1,4 +1,4 @@
-"""Which command lines warm the trainer up (distexp.job.warm.trains). The server and its children:
+"""Which command lines warm the trainer up (distexp.job.warm_client.trains). The server and its children:
 tests/test_warm.py; training warm and fresh: tests/test_warm_slow.py. Tier: unit."""
 from __future__ import annotations
 
@@ -11,6 +11,6 @@ import pytest
     (["--hydra-help"], False), (["warm_start=false"], False), (["+warm_start=False"], False),
     (["-m", "warm_start=true,false"], True)])
 def test_only_a_command_that_trains_warms_up(argv, trains):
-    from distexp.job import warm
+    from distexp.job import warm_client
 
-    assert warm.trains(argv) is trains
+    assert warm_client.trains(argv) is trains

@@ -62,7 +62,7 @@ def _context(compose, tmp_path, delay_s=0.0, k="1"):
     return Context(cfg=cfg, strategy=strategy, task=Classification(), model=model, optimizer=opt,
                    data=None, train_ds=ds, eval_ds=None, global_batch=BATCH,
                    steps_per_epoch=PER_EPOCH, epochs=EPOCHS, reporter=rep,
-                   dispatcher=dispatcher(strategies.of(cfg)))
+                   dispatch_cls=dispatcher(strategies.of(cfg)))
 
 
 def _train_counting(ctx, monkeypatch, accelerator: bool) -> int:

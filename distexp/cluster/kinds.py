@@ -8,10 +8,6 @@ from omegaconf import DictConfig
 from distexp.cluster.kind import REGISTRY, Kind
 
 
-get = REGISTRY.find
-names = REGISTRY.names
-
-
 def of(cfg: DictConfig) -> Kind:
     """The kind of `cfg.cluster`; `cluster.record` (a module path) is imported first, so a kind
     defined outside distexp registers itself."""

@@ -18,8 +18,7 @@ from omegaconf import DictConfig
 
 from distexp import strategies
 from distexp.cluster import kinds
-# the job's processes (distexp.job reads PORT_ATTEMPTS and Plan from here)
-from distexp.cluster.processes import PORT_ATTEMPTS, Plan  # noqa: F401
+from distexp.cluster.processes import Plan
 
 
 def plan(cfg: DictConfig, job_dir: Path, gpus: int, visible: Optional[int] = None) -> Plan:

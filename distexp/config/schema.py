@@ -223,7 +223,7 @@ class Config:
                         "only); auto = bar on a terminal, else lines")
     timeout: Optional[float] = key(None, "seconds; a job running longer is stopped and marked "
                                    "FAILED")
-    # distexp.job.warm: started before Hydra composes, kept across a sweep's jobs.
+    # distexp.job.warm_client: started before Hydra composes, kept across a sweep's jobs.
     warm_start: bool = key(True, "fork training processes from a process that imported "
                            "TensorFlow already; false: fresh interpreters")
     # fit: compile's steps_per_execution; custom: a loop of this many steps inside one call, as
@@ -239,7 +239,7 @@ class Config:
     # GPU datasheets), never by this figure, which moves with the machine's load.
     measure_peak_flops: bool = key(False, "true: also log a ~1 s matmul benchmark "
                                    "(perf/matmul_flops); never MFU's denominator")
-    # distexp.train.breakdown: ~1 s for the default job, several s for models that trace slowly.
+    # distexp.train.probe_phase: ~1 s for the default job, several s for models that trace slowly.
     measure_step_split: bool = key(True, "the probe phase after training: where a step's time "
                                    "goes (perf/step_*_ms); false skips it")
     profile: bool = key(False, "a TensorFlow profiler trace of a few steps after training, as the "

@@ -1,6 +1,6 @@
 """Where a step's time goes: the split of the mean step time (pure Python: no TensorFlow).
 
-The probes that measure the parts run in the training process (distexp.train.breakdown); this
+The probes that measure the parts run in the training process (distexp.train.probe_phase); this
 module names and combines their figures, so the report can read them without TensorFlow.
 
 - input: the training pipeline's own time per batch: the median of back-to-back fetches from the

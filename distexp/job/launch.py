@@ -9,7 +9,6 @@ with SIGTERM then SIGKILL (multi-worker TensorFlow ignores SIGTERM).
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import signal
@@ -38,14 +37,6 @@ class JobFailed(Exception):
 
 class JobInterrupted(Exception):
     """Ctrl-C, SIGTERM or SIGHUP on the job process (distexp.stops)."""
-
-
-def die_with_parent() -> None:  # runs in the child between fork and exec
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 # Known, harmless lines a trainer prints that the console does not repeat (the process's log
@@ -156,7 +147,7 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
         until: Optional[Callable[[], bool]] = None, spawn: Optional[Spawn] = None) -> None:
     """Start `procs`, wait until every non-server process exits 0 (then stop the servers), or
     until `until()` is true (a server task of an external cluster whose job is over: stop it).
-    `spawn(cmd, env, cwd)`: starts a process from the warm trainer (distexp.job.warm) instead of
+    `spawn(cmd, env, cwd)`: starts a process from the warm trainer (distexp.job.warm_client) instead of
     a fresh interpreter; its process answers as a Popen does.
 
     Raises JobFailed naming the first process that failed (or the timeout), JobInterrupted on
@@ -222,7 +213,7 @@ def _start(pr: Proc, logs: List[IO[bytes]], tails: Dict[str, List[str]],
     else:
         pr.popen = subprocess.Popen(
             list(pr.cmd), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent)
+            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=stops.die_with_parent)
     tails[pr.name] = []
     on_end = None if ended is None else (lambda: ended.add(pr.name))
     t = threading.Thread(target=_pump, args=(pr.popen.stdout, log, pr.console, tails[pr.name],

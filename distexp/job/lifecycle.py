@@ -25,13 +25,14 @@ from typing import List, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from distexp.config import checks
-from distexp.config import schema as C
+from distexp.config import schema
 from distexp import errors, tracking
 from distexp import stops
-from distexp.job import console, launch, startup, summary, warm
+from distexp.job import console, launch, startup, summary, warm_client
 from distexp.tracking import tags as tag
 from distexp.tracking.node_metrics import NodeMetrics
-from distexp.sweeps import callback as sweep
+from distexp.config import mode
+from distexp.sweeps import ending
 from distexp.sweeps import gpu_pool
 from distexp.sweeps.parent import child_tags
 from distexp.sweeps.records import swept_values
@@ -54,7 +55,7 @@ class Job:
     """What `prepare` decided: everything `execute` needs to run the job."""
     cfg: DictConfig
     job_dir: Path
-    plan: object                      # distexp.cluster.plan.Plan
+    plan: object                      # distexp.cluster.processes.Plan
     env: dict                         # the trainers' environment (on top of the job's own)
     config_path: Path
     overrides_path: Path
@@ -145,7 +146,7 @@ def prepare(cfg: DictConfig) -> Job:
     if plan.logs_to_mlflow:
         OmegaConf.save(OmegaConf.create(overrides), overrides_path)
 
-    multirun = sweep.in_multirun()
+    multirun = mode.in_multirun()
     forwarder = None
     if cfg.tracking.enabled:
         # milliseconds: a store/server that is plainly not there. Every task of an external cluster
@@ -153,7 +154,7 @@ def prepare(cfg: DictConfig) -> Job:
         # instead of its peers waiting for a chief that stopped (tests/test_slurm_nodes.py)
         tracking.probe(cfg.tracking.uri)
     if cfg.warm_start:  # checked: TensorFlow's import runs while the MLflow run is created
-        warm.start()  # (`python -m distexp` started it already, before Hydra composed)
+        warm_client.start()  # (`python -m distexp` started it already, before Hydra composed)
     if cfg.tracking.enabled and plan.logs_to_mlflow:
         forwarder = _forwarder(cfg, facts, plan, job_dir, overrides, multirun, hc)
     progress = console.resolve(cfg.progress)
@@ -179,8 +180,8 @@ def _rounds(cfg: DictConfig) -> int:
 def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: List[str],
                multirun: bool, hc) -> "tracking.Forwarder":
     """The job's MLflow run, created in a thread while the trainer starts (tracking.Forwarder):
-    its name, tags and params (the flattened config and the resolved facts)."""
-    tracking.probe(cfg.tracking.uri)  # milliseconds: a store/server that is plainly not there
+    its name, tags and params (the flattened config and the resolved facts). The store was
+    probed by `prepare` just before."""
     tags = {tag.JOB_DIR: str(job_dir), tag.OVERRIDES: " ".join(overrides),
             tag.HOST: socket.gethostname(),
             **tracking.owner_tags()}  # this process owns the run (tracking.owner)
@@ -193,7 +194,7 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
                                cfg.tracking.experiment, int(hc.job.num)))
     if cfg.resume:  # the chief trainer adds distexp.resumed_from_step once it has looked
         tags[tag.RESUME] = "requested"
-    params = C.flatten(cfg)
+    params = schema.flatten(cfg)
     params.update({"num_workers": facts["workers"], "global_batch_size": facts["global_batch"],
                    "num_replicas": facts["replicas"]})
     if "tracking.uri" in params:
@@ -285,29 +286,29 @@ def execute(job: Job) -> Outcome:
 
 
 def _spawner(cfg: DictConfig) -> Optional[launch.Spawn]:
-    """The warm trainer's spawn (distexp.job.warm), or None: fresh interpreters (warm_start=false,
+    """The warm trainer's spawn (distexp.job.warm_client), or None: fresh interpreters (warm_start=false,
     or a warm trainer that could not start: said in one line)."""
-    server = warm.start() if cfg.warm_start else None
+    server = warm_client.start() if cfg.warm_start else None
     if server is None:
         return None
     try:
-        with sweep.using_the_wait():
+        with ending.SWEEPS.using_the_wait():
             server.wait_ready()
-    except warm.Unavailable as ex:
+    except warm_client.Unavailable as ex:
         print(f"distexp: warm trainer unavailable ({ex}); the training processes start fresh",
               flush=True)
-        warm.stop()
+        warm_client.stop()
         return None
     return server.spawn
 
 
 def _launch(job: Job, attempts: List[list], display=True) -> None:
-    from distexp.cluster import plan as cluster
+    from distexp.cluster.processes import PORT_ATTEMPTS
 
     cfg, plan = job.cfg, job.plan
     spawn = _spawner(cfg)
     startup.over()  # the first training process is about to start
-    for attempt in range(1, cluster.PORT_ATTEMPTS + 1):
+    for attempt in range(1, PORT_ATTEMPTS + 1):
         procs = plan.processes(job.config_path, job.env)
         if job.forwarder is not None:
             procs[0].env = {**procs[0].env, **job.forwarder.env()}  # the chief only
@@ -320,7 +321,7 @@ def _launch(job: Job, attempts: List[list], display=True) -> None:
             return
         except launch.JobFailed:
             clash = [p.name for p in procs if p.returncode == errors.PORT_IN_USE_EXIT]
-            if not (clash and plan.retry_ports and attempt < cluster.PORT_ATTEMPTS):
+            if not (clash and plan.retry_ports and attempt < PORT_ATTEMPTS):
                 raise
             print(f"distexp: {', '.join(clash)} could not listen on its port (taken by another "
                   f"process); starting the cluster again on other ports", flush=True)
@@ -365,7 +366,7 @@ def conclude(job: Job, out: Outcome) -> Optional[float]:
     if code == 0:
         for line in summary.lines(out.result):  # the figures as the run logged them
             print(line, flush=True)
-        if not job.multirun:  # a sweep prints its own ending (distexp.sweeps.callback.finish)
+        if not job.multirun:  # a sweep prints its own ending (distexp.sweeps.ending)
             from distexp.tracking import view
 
             print(f"Job directory: {job.job_dir}", flush=True)

@@ -10,6 +10,7 @@ Separation of concerns:
 - distexp.report.columns  report.csv: every column and its value per row, one definition
 - distexp.report.scaling  rows per job config over its repeats, weak/strong comparisons, intervals, split
 - distexp.report.verdict  the verdict the report opens with, the accuracy and end-to-end notes
+- distexp.report.text     a rate, a speed-up, a verdict as text (one formatter each, every place)
 - distexp.report.diagnosis  a job's bottleneck, its end-to-end figure against the steady state
 - distexp.figures.stats    the interval and the runs-needed estimate from repeated runs
 - distexp.report.plots    throughput.png, efficiency.png, speedup.png, loss.png
@@ -30,7 +31,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from distexp import errors
 from distexp.figures import meaning
 from distexp.report.plots import plots
-from distexp.report import verdict
+from distexp.report import text, verdict
 from distexp.report.columns import bottleneck_text, shown_mfu, write_csv
 from distexp.report.scaling import NO_BASELINE, Row, Verdict, add_scaling, aggregate, row_from_run
 from distexp.tracking import lookup
@@ -43,10 +44,6 @@ class ReportError(lookup.LookupFailed):
 
 
 # --- reading MLflow ----------------------------------------------------------------------------
-
-def default_uri() -> str:
-    return f"sqlite:///{os.getcwd()}/outputs/mlflow.db"
-
 
 def _client(uri: str):
     return lookup.open_store(uri, "a sweep first (python -m distexp -m ...)")
@@ -91,7 +88,7 @@ def loss_curve(client, run_id: str) -> Tuple[List[Tuple[int, float]], str]:
             return pts, "step"
     except Exception:  # noqa: BLE001  (no such artifact: a failed run, or logged elsewhere)
         pass
-    return loss_history(client, run_id), "epoch"
+    return metric_by_step(client, run_id, "train/loss"), "epoch"
 
 
 def steps_to_target(client, r: Row) -> Optional[int]:
@@ -102,10 +99,6 @@ def steps_to_target(client, r: Row) -> Optional[int]:
         return None
     hist = client.get_metric_history(r.run_id, perf_keys.TIME_TO_ACCURACY_S)
     return min(h.step for h in hist) * r.steps_per_epoch if hist else None
-
-
-def loss_history(client, run_id: str) -> List[Tuple[int, float]]:
-    return metric_by_step(client, run_id, "train/loss")
 
 
 def metric_by_step(client, run_id: str, key: str) -> List[Tuple[int, float]]:
@@ -123,28 +116,6 @@ def _fmt(v: Optional[float], spec: str, missing: str = "-") -> str:
     return missing if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
-def _speed(r: Row) -> str:
-    if r.speedup is None:
-        return NO_BASELINE if r.baseline == NO_BASELINE else "-"
-    if r.verdict == Verdict.BASELINE:
-        return "1.00x (baseline)"
-    mark = "" if r.significant else "~ "  # benchstat's mark: no significant difference
-    if r.verdict == Verdict.WITHIN_RUN:
-        spread = f" ± {r.speedup_ci95:.2f}" if r.speedup_ci95 is not None else ""
-        return f"{mark}{r.speedup:.2f}x{spread} (within run)"
-    return f"{mark}{r.speedup:.2f}x [{r.speedup_low:.2f}, {r.speedup_high:.2f}]"
-
-
-def _verdict(r: Row) -> str:
-    if r.verdict == Verdict.NOT_SIGNIFICANT:
-        if r.repeats_needed is None:
-            return "~ no difference visible (not resolvable in 1000 runs)"
-        return f"~ not significant: ~{r.repeats_needed} runs each would resolve it"
-    if r.verdict == Verdict.WITHIN_RUN:
-        return f"{Verdict.WITHIN_RUN.value}: no significance (use repeats>=2)"
-    return r.verdict or "-"
-
-
 def _strong(r: Row) -> str:
     """The strong comparison (1 replica at the same global batch), or why there is none."""
     if not r.measured:
@@ -153,15 +124,7 @@ def _strong(r: Row) -> str:
     if c is None:
         return "not measured (no 1-replica job at this global batch)" if (r.replicas or 0) > 1 \
             else "-"
-    return Verdict.BASELINE.value if c.is_base else verdict.ratio(c)
-
-
-def _rate(r: Row) -> str:
-    if r.rate is None:
-        return "-"
-    if len(r.rates) > 1:
-        return f"{r.rate:,.1f} ({min(r.rates):,.0f}-{max(r.rates):,.0f})"
-    return f"{r.rate:,.1f}" + (f" ± {r.ci95:,.1f}" if r.ci95 is not None else "")
+    return Verdict.BASELINE.value if c.is_base else text.comparison(c)
 
 
 def _eval_head(rows: Sequence[Row]) -> str:
@@ -192,7 +155,7 @@ def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
             "n/a (1 replica)" if r.speedup is not None else "-")
         body.append(([f"{r.model}/{r.dataset}/{r.loop}"] if len(groups) > 1 else []) + [
             r.strategy, _fmt(r.workers, "d"), _fmt(r.replicas, "d"), _fmt(r.global_batch, "d"),
-            str(len(r.rates) or 1), _rate(r), _speed(r), _verdict(r) if r.speedup is not None
+            str(len(r.rates) or 1), text.rate(r), text.speedup(r), text.verdict(r) if r.speedup is not None
             else "-", eff, r.baseline, _strong(r), _fmt(r.optimizer_steps, "d"), _accuracy(r),
             "-" if shown_mfu(r) is None else f"{100 * shown_mfu(r):.2f}%",
             bottleneck_text(r) or "-",
@@ -289,10 +252,10 @@ def build(uri: str, experiment: str = "distexp", sweep_id: Optional[str] = None,
     parent, runs = find(client, experiment, sweep_id, filter_string)
     rows = aggregate([row_from_run(r) for r in runs])
     for r in rows:  # a job's first run stands for its repeats in the loss plot
-        r.loss, r.loss_x = loss_curve(client, r.run_id)
-        r.steps_to_target = steps_to_target(client, r)
+        r.curves.loss, r.curves.loss_x = loss_curve(client, r.run_id)
+        r.curves.steps_to_target = steps_to_target(client, r)
         if r.rate_end_to_end is not None:  # what the end-to-end note splits its wall time by
-            r.epoch_times = [v for _, v in metric_by_step(client, r.run_id, perf_keys.EPOCH_TIME_S)]
+            r.curves.epoch_times = [v for _, v in metric_by_step(client, r.run_id, perf_keys.EPOCH_TIME_S)]
     add_scaling(rows)
     from distexp import strategies
 
@@ -341,7 +304,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="output directory (default: <sweep dir>/report)")
     p.add_argument("--no-log", action="store_true", help="do not log the files to the parent run")
     a = p.parse_args(argv)
-    uri = a.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_uri()
+    uri = a.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or lookup.default_uri()
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # a quiet console
     try:
         rows, out, md = build(uri, a.experiment, a.sweep_id, a.filter, a.out, log=not a.no_log)

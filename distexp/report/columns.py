@@ -71,7 +71,7 @@ COLUMNS = [
     ("eval_accuracy", lambda r: r.eval_accuracy), ("eval_metric", lambda r: r.eval_metric),
     ("accuracy_meaningful", lambda r: meaning.accuracy_meaningful(r.dataset)),
     ("optimizer_steps", lambda r: r.optimizer_steps),
-    ("steps_to_target", lambda r: r.steps_to_target),
+    ("steps_to_target", lambda r: r.curves.steps_to_target),
     ("time_to_target_s", lambda r: r.time_to_target),
     ("mfu", lambda r: shown_mfu(r)),
     ("peak_source", lambda r: meaning.peak_source(r.peak_source) if shown_mfu(r) is not None else None),

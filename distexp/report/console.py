@@ -11,52 +11,13 @@ from __future__ import annotations
 import math
 from typing import List, Optional, Sequence
 
-from distexp.report.scaling import Verdict
+from distexp.report import text
 
 WIDTH = 120
-VERDICT = {Verdict.SIGNIFICANT: "significant", Verdict.NOT_SIGNIFICANT: "not significant",
-           Verdict.BASELINE: "baseline", Verdict.WITHIN_RUN: "one run a side"}
 
 
 def _num(v: Optional[float], spec: str) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
-
-
-def rate(r) -> str:
-    if r.rate is None:
-        return "-"
-    if len(r.rates) > 1:
-        return f"{r.rate:,.0f} ({min(r.rates):,.0f}-{max(r.rates):,.0f})"
-    return f"{r.rate:,.0f}" + (f" ±{r.ci95:,.0f}" if r.ci95 is not None else "")
-
-
-def speedup(r) -> str:
-    if r.speedup is None:
-        return "-"
-    if r.verdict == Verdict.BASELINE:
-        return "1.00x"
-    if r.speedup_low is not None and r.speedup_high is not None:
-        return f"{r.speedup:.2f}x [{r.speedup_low:.2f}, {r.speedup_high:.2f}]"
-    return f"{r.speedup:.2f}x"
-
-
-def row_verdict(r) -> str:
-    if r.status != "FINISHED" or r.diverged:
-        return r.shown_status.lower()
-    if r.speedup is None:
-        return "no baseline"
-    return VERDICT.get(r.verdict, r.verdict or "-")
-
-
-def speed_text(r) -> Optional[str]:
-    """The speed-up, number first (MLflow's column shows ~13 characters; the rest on hover)."""
-    if r.speedup is None:
-        return None
-    if r.verdict == Verdict.BASELINE:
-        return "1.00x baseline"
-    interval = (f" [{r.speedup_low:.2f}, {r.speedup_high:.2f}]"
-                if r.speedup_low is not None and r.speedup_high is not None else "")
-    return f"{r.speedup:.2f}x{interval} {VERDICT.get(r.verdict, r.verdict)}".strip()
 
 
 def verdict(rows: Sequence) -> str:
@@ -83,7 +44,8 @@ def table(rows: Sequence, width: int = WIDTH) -> str:
         line = ([f"{r.model}/{r.dataset}"] if several else []) + [
             r.strategy, _num(r.replicas, "d"), _num(r.global_batch, "d")]
         line += [r.device_setup or "-"] if len(setups) > 1 else []
-        line += [rate(r), speedup(r), _num(r.eval_accuracy, ".3f"), row_verdict(r)]
+        line += [text.rate(r, short=True), text.speedup(r, short=True), _num(r.eval_accuracy, ".3f"),
+                 text.verdict(r, short=True)]
         body.append(line)
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
               for i, h in enumerate(head)]

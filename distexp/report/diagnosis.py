@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Optional, Tuple
 
-from distexp.figures import breakdown as split
+from distexp.figures import breakdown
 from distexp.figures import stats
 from distexp.options import loops
 from distexp.report.scaling import PARTS, Row
@@ -28,7 +28,7 @@ def bottleneck(r: Row) -> Optional[Tuple[str, float]]:
     "unattributed". None unless all four parts were logged."""
     if any(r.breakdown.get(p) is None for p in PARTS):
         return None
-    top = split.bottleneck({split.KEYS[p]: r.breakdown[p] for p in split.PARTS})
+    top = breakdown.bottleneck({breakdown.KEYS[p]: r.breakdown[p] for p in breakdown.PARTS})
     return None if top is None else (PART_NAMES[top[0]], top[1])
 
 
@@ -75,8 +75,8 @@ def end_to_end_gap(r: Row) -> Optional[Tuple[float, str]]:
     if steps and batch:
         wall = steps * batch / e2e
         steady = steps * batch / r.rate
-        if r.epoch_times:
-            training = sum(r.epoch_times)
+        if r.curves.epoch_times:
+            training = sum(r.curves.epoch_times)
             warmup_s, between_s = training - steady, wall - training
             parts = sorted([(warmup_s, f"input fill or tracing in the warm-up steps "
                                        f"({warmup_s:.2f} s beyond steady speed)"),

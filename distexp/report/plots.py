@@ -170,11 +170,11 @@ def _loss_figure(plt, rows: Sequence[Row], out: Path, title: str) -> Path:
     drawn = False
     xlabels = set()
     for r in rows:
-        if r.loss:
-            xs, ys = zip(*r.loss)
+        if r.curves.loss:
+            xs, ys = zip(*r.curves.loss)
             ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, linewidth=1,
                     label=f"{r.run_name}" + (f" #{r.job_num}" if r.job_num is not None else ""))
-            xlabels.add(r.loss_x)
+            xlabels.add(r.curves.loss_x)
             drawn = True
     if not drawn:
         ax.text(0.5, 0.5, "no train/loss logged", ha="center", va="center", transform=ax.transAxes)

@@ -10,8 +10,8 @@ TensorFlow: distexp.report reads the runs and writes what this computes.
   *weak* over the 1-replica runs at the same per-replica batch, *strong* over the 1-replica runs
   at the same global batch (the controls `sweep.controls=true` adds); and their split for an
   N-replica row: batch effect (1 replica at the global batch / at the per-replica batch) x
-  replica effect (= the strong speed-up) = the weak speed-up. `speedup*` are the weak
-  speed-up when there is a weak baseline, else the strong one.
+  replica effect (= the strong speed-up) = the weak speed-up. A row's `main` comparison (its
+  `speedup*`, `verdict`) is the weak one when there is a weak baseline, else the strong one.
 """
 from __future__ import annotations
 
@@ -52,7 +52,18 @@ PARTS = ("input", "compute", "sync", "other")
 
 
 @dataclass
+class Curves:
+    """A row's histories (its first run's), read from MLflow after the rows are built."""
+    loss: List[Tuple[int, float]] = field(default_factory=list)  # (step or epoch, loss)
+    loss_x: str = "epoch"
+    epoch_times: List[float] = field(default_factory=list)  # perf/epoch_time_s history
+    steps_to_target: Optional[int] = None    # optimizer steps at the evaluation that reached it
+
+
+@dataclass
 class Row:
+    """One job config over its runs: what MLflow says of them (row_from_run; `aggregate`: the
+    median over repeats), then its comparisons (add_scaling), then its curves."""
     run_id: str
     run_name: str
     status: str
@@ -68,17 +79,8 @@ class Row:
     eval_accuracy: Optional[float]   # the task's eval figure (eval_metric), accuracy by default
     time_to_first_step: Optional[float]
     job_num: Optional[int] = None
-    speedup: Optional[float] = None
-    speedup_ci95: Optional[float] = None   # within-run: first-order half-width (one run a side)
-    speedup_low: Optional[float] = None
-    speedup_high: Optional[float] = None
-    significant: bool = False
-    verdict: str = ""                      # significant | ~ | within-run only | baseline
-    repeats_needed: Optional[int] = None
     efficiency: Optional[float] = None
     baseline: str = ""
-    loss: List[Tuple[int, float]] = field(default_factory=list)  # (step or epoch, loss)
-    loss_x: str = "epoch"
     overrides: str = ""
     diverged: bool = False
     eval_metric: str = "eval/accuracy"
@@ -89,17 +91,50 @@ class Row:
     epochs: Optional[int] = None
     steps_per_epoch: Optional[int] = None    # param steps_per_epoch_resolved
     rate_end_to_end: Optional[float] = None  # perf/examples_per_sec_end_to_end (when logged)
-    epoch_times: List[float] = field(default_factory=list)  # perf/epoch_time_s history (first run)
     breakdown: Dict[str, float] = field(default_factory=dict)  # input/compute/sync/other -> ms
     warmup_steps: Optional[int] = None
     checkpoint_every: Optional[str] = None   # param checkpoint.every_steps ("null" = each epoch)
     target: Optional[float] = None           # param target_accuracy
     time_to_target: Optional[float] = None   # perf/time_to_accuracy_s
-    steps_to_target: Optional[int] = None    # optimizer steps at the evaluation that reached it
+    # --- the comparisons (add_scaling): None until then, or when there is no baseline
     weak: Optional["Comparison"] = None      # over 1 replica at the same per-replica batch
     strong: Optional["Comparison"] = None    # over 1 replica at the same global batch
+    main: Optional["Comparison"] = None      # the speed-up shown: weak if there is one, else strong
     batch_effect: Optional[float] = None     # weak.value / strong.value (N-replica rows)
     replica_effect: Optional[float] = None   # = strong.value (N-replica rows)
+    # --- the histories the plots and notes read (distexp.report.cli.build, for the first run)
+    curves: "Curves" = field(default_factory=lambda: Curves())
+
+    # The speed-up shown and its interval: the main comparison's (none for its own baseline).
+    @property
+    def speedup(self) -> Optional[float]:
+        return self.main.value if self.main is not None else None
+
+    @property
+    def verdict(self) -> str:
+        """significant | ~ | within-run only | baseline ("" without a comparison)."""
+        return self.main.verdict if self.main is not None else ""
+
+    @property
+    def significant(self) -> bool:
+        return bool(self.main is not None and self.main.significant)
+
+    @property
+    def speedup_low(self) -> Optional[float]:
+        return self.main.low if self.main is not None else None
+
+    @property
+    def speedup_high(self) -> Optional[float]:
+        return self.main.high if self.main is not None else None
+
+    @property
+    def speedup_ci95(self) -> Optional[float]:
+        """Within-run: the first-order half-width (one run a side)."""
+        return self.main.ci95 if self.main is not None else None
+
+    @property
+    def repeats_needed(self) -> Optional[int]:
+        return self.main.repeats_needed if self.main is not None else None
 
     @property
     def optimizer_steps(self) -> Optional[int]:
@@ -236,7 +271,8 @@ def aggregate(rows: Sequence[Row]) -> List[Row]:
                                    for part in PARTS if all(part in r.breakdown for r in rs)},
                      "time_to_target": med([r.time_to_target for r in rs
                                             if r.time_to_target is not None]),
-                     "rates": [r.rate for r in rs], "run_ids": [r.run_id for r in rs]})
+                     "rates": [r.rate for r in rs], "run_ids": [r.run_id for r in rs],
+                     "curves": Curves()})
         out.append(agg)
     return out
 
@@ -302,8 +338,8 @@ def compare(r: Row, singles: Sequence[Row], mode: str) -> Optional[Comparison]:
 
 
 def add_scaling(rows: Sequence[Row]) -> None:
-    """Fill both comparisons, their split, and the `speedup*` columns (weak if there is a weak
-    baseline, else strong), efficiency and the baseline's description."""
+    """Fill both comparisons, their split, the main one (weak if there is a weak baseline, else
+    strong), efficiency and the baseline's description."""
     singles = [r for r in rows if r.measured and r.replicas == 1]
     for r in rows:
         if not r.measured:
@@ -319,12 +355,8 @@ def add_scaling(rows: Sequence[Row]) -> None:
         if main is None:
             r.baseline = NO_BASELINE
             continue
-        r.speedup, r.baseline, r.verdict = main.value, main.baseline, main.verdict
+        r.main, r.baseline = main, main.baseline
         r.efficiency = r.speedup / r.replicas
         if r.replicas == 1 and not main.is_base:  # the same work on one device: no scaling figure
             r.baseline += " [1 replica: overhead vs one_device, not scaling]"
             r.efficiency = None
-        if main.is_base:
-            continue
-        r.speedup_low, r.speedup_high, r.significant = main.low, main.high, main.significant
-        r.repeats_needed, r.speedup_ci95 = main.repeats_needed, main.ci95

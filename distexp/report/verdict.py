@@ -17,25 +17,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from distexp.figures import stats
 from distexp.report.diagnosis import end_to_end_gap
-from distexp.report.scaling import Comparison, Row, Verdict
+from distexp.report import text
+from distexp.report.scaling import Row, Verdict
 
 
 def name(r: Row) -> str:
     return f"{r.strategy} x{r.replicas}"
-
-
-def ratio(c: Comparison, of: str = "") -> str:
-    """0.60x [0.55, 0.66], significant | ~ 0.95x [0.80, 1.12], not significant | 0.60x ± 0.05
-    (one run each: within-run only); `of` names the baseline after the ratio."""
-    of = f" {of}" if of else ""
-    if c.verdict == Verdict.WITHIN_RUN:
-        spread = f" ± {c.ci95:.2f}" if c.ci95 is not None else ""
-        return f"{c.value:.2f}x{of}{spread} (one run each: within-run only, no significance)"
-    if c.verdict == Verdict.NOT_SIGNIFICANT:
-        more = (f"; ~{c.repeats_needed} runs each would resolve it" if c.repeats_needed
-                else "")
-        return f"~ {c.value:.2f}x{of} [{c.low:.2f}, {c.high:.2f}], not significant{more}"
-    return f"{c.value:.2f}x{of} [{c.low:.2f}, {c.high:.2f}], significant"
 
 
 def _equal_work(base: str, batch: int, rs: Sequence[Row]) -> str:
@@ -59,7 +46,7 @@ def _equal_work(base: str, batch: int, rs: Sequence[Row]) -> str:
         head = "no winner can be claimed from one run each (use repeats>=2)"
     else:
         head = f"no set-up significantly faster than {base} x1"
-    parts = [f"{name(r)} {ratio(r.strong, f'of {base} x1')}" for r in rs]
+    parts = [f"{name(r)} {text.comparison(r.strong, f'of {base} x1')}" for r in rs]
     return f"At equal global batch {batch}: {head}; " + "; ".join(parts) + "."
 
 
@@ -133,7 +120,7 @@ def accuracy_notes(rows: Sequence[Row]) -> List[str]:
             out.append(f"{name(r)} (batch {r.global_batch}): target {r.eval_metric} "
                        f"{r.target:g} not reached in {r.optimizer_steps} steps.")
         else:
-            steps = f"{r.steps_to_target} steps, " if r.steps_to_target is not None else ""
+            steps = f"{r.curves.steps_to_target} steps, " if r.curves.steps_to_target is not None else ""
             out.append(f"{name(r)} (batch {r.global_batch}): target {r.eval_metric} "
                        f"{r.target:g} reached after {steps}{r.time_to_target:.1f} s of training.")
     return out

@@ -24,9 +24,6 @@ from omegaconf import DictConfig
 from distexp.strategies.record import REGISTRY, Record, register  # noqa: F401  (the records' API)
 
 
-get = REGISTRY.find
-
-
 def of(cfg: DictConfig) -> Record:
     """The record of `cfg`'s strategy; `strategy.record` (a module path) is imported first, so a
     strategy defined outside distexp registers itself."""

@@ -1,6 +1,7 @@
 """Sweeps (the Hydra multirun process; no TensorFlow here).
 
-- ``callback``: the Hydra callback: the sweep's start, each job's record, the sweep's end
+- ``callback``: the Hydra callback: the sweep's start, each job's record
+- ``ending``: the sweep's end (parent run, outcome, summary, exit code) and this process's sweeps
 - ``parent``: the sweep's parent run in MLflow: opened, reopened (resume), its children's tags
 - ``planning``: repeats, resume, which jobs run (the DistexpSweeper's logic)
 - ``records``: the sweep's files (sweep.json, sweep_jobs/<num>.json) and tag names

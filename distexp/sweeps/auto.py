@@ -26,7 +26,7 @@ from typing import Callable, List, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from distexp.figures import sequential as seq
+from distexp.figures import sequential
 from distexp.sweeps import planning
 
 AUTO = "auto"
@@ -39,7 +39,7 @@ class Comparison:
     a: int      # set-up index
     b: int      # the set-up it is compared with
     kind: str   # EQUAL_WORK | BASELINE
-    outcome: Optional[seq.Outcome] = None
+    outcome: Optional[sequential.Outcome] = None
 
     @property
     def settled(self) -> bool:
@@ -102,7 +102,7 @@ class Rounds:
         self.pairs = comparisons(setups)
         self.margin, self.max_repeats = margin, max_repeats
         self.alpha_each = alpha / max(len(self.pairs), 1)
-        self.g = seq.mixing_g(self.alpha_each, math.ceil(max_repeats / 2))
+        self.g = sequential.mixing_g(self.alpha_each, math.ceil(max_repeats / 2))
         self.rates: List[List[Optional[float]]] = [[] for _ in jobs]
         self.done = 0  # rounds run
 
@@ -126,7 +126,7 @@ class Rounds:
         self.done += 1
         for c in self.pairs:
             if not c.settled:
-                c.outcome = seq.outcome(self.rates[c.a], self.rates[c.b], self.alpha_each,
+                c.outcome = sequential.outcome(self.rates[c.a], self.rates[c.b], self.alpha_each,
                                         self.margin, self.g)
 
     def finished(self) -> bool:
@@ -175,11 +175,11 @@ def settings(config: DictConfig):
 
 def publish(lines: Sequence[str], sweep_dir: Path) -> None:
     """The outcomes beside the sweep (auto.json) and on its parent run (tag distexp.outcomes)."""
-    from distexp.sweeps import callback
+    from distexp.sweeps.ending import SWEEPS
     from distexp.tracking import tags as tag
 
     (sweep_dir / "auto.json").write_text(json.dumps({"outcomes": list(lines)}, indent=1))
-    run = callback.open_run()
+    run = SWEEPS.open_run()
     if run is not None:
         run.set_tag(tag.OUTCOMES, "\n".join(lines)[:8000])
 

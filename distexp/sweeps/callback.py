@@ -15,54 +15,34 @@ any sweeper (basic, Optuna) and launcher (basic, joblib, submitit):
 - ``on_job_end`` (wherever the job ran): writes ``<sweep dir>/sweep_jobs/<num>.json`` (status,
   returned value, error) through distexp.sweeps.records, which owns the records and what they
   make of the sweep's outcome and exit code.
-- ``on_multirun_end`` (the sweep process): ends the parent FINISHED, or FAILED if any job failed,
-  with the job counts (params ``job_count``; metrics ``sweep/jobs``, ``sweep/failed_jobs``) and,
-  for Optuna, the best trial.
+- ``on_multirun_end`` (the sweep process): ends the sweep (distexp.sweeps.ending): the parent
+  FINISHED, or FAILED if any job failed, with the job counts (params ``job_count``; metrics
+  ``sweep/jobs``, ``sweep/failed_jobs``) and, for Optuna, the best trial.
 
 A failed job does not stop the sweep: in a multirun distexp.job.lifecycle raises instead of exiting, Hydra
 records the job as failed and the launcher runs the remaining jobs. Hydra's BasicSweeper then
 re-raises the first failure after its batch (skipping ``on_multirun_end``), so ``distexp.__main__``
-calls `finish` itself: the parent is always ended, and the command exits 1 if any job failed
-(130 if interrupted; Ctrl-C stops the whole sweep). This module-level `_OPEN` is the one piece of
-state Hydra's API could not carry: callbacks cannot set the exit code.
+ends the sweep itself (distexp.sweeps.ending.SWEEPS, the one piece of state Hydra's API could not
+carry: callbacks cannot set the exit code): the parent is always ended, and the command exits 1
+if any job failed (130 if interrupted; Ctrl-C stops the whole sweep).
 """
 from __future__ import annotations
 
-import atexit
-import contextlib
 import json
 import os
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from distexp import errors
-from distexp.config import mode
 from distexp import stops
-from distexp.sweeps import parent
-from distexp.sweeps.records import (JOBS_DIR, SWEEP_FILE, outcome, records,
-                                    swept_keys, write_record)
-from distexp.tracking import tags as tag
-
-
-_OPEN: Optional["_Sweep"] = None  # the sweep this process opened and has not ended yet
-_LAST_CODE = 0  # the exit code of the last sweep this process ended
-_ENDED = 0  # sweeps this process ended (on_multirun_end, or distexp.__main__ after a failure)
-
-
-class _Sweep:
-    def __init__(self, sweep_dir: Path, sweep_id: str, run=None,
-                 resumed_status: Optional[str] = None):
-        self.sweep_dir, self.sweep_id, self.run = sweep_dir, sweep_id, run
-        self.exit_code: Optional[int] = None
-        self.resumed_status = resumed_status  # the reopened parent's status before this resume
-        self.preloaded = False  # what its end needs was imported early (using_the_wait)
+from distexp.sweeps import ending, parent
+from distexp.sweeps.records import SWEEP_FILE, swept_keys, write_record
 
 
 class SweepCallback(Callback):
@@ -70,7 +50,6 @@ class SweepCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Open the sweep's parent run (or reopen it: sweep.resume) and write sweep.json."""
-        global _OPEN
         _refuse_before_any_job(config)
         sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
         sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -84,8 +63,7 @@ class SweepCallback(Callback):
         elif config.tracking.enabled:
             run = parent.open_parent(config, sweep_id, sweep_dir, info)
         (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=1))
-        _OPEN = _Sweep(sweep_dir, sweep_id, run, resumed_status)
-        atexit.register(_at_exit)
+        ending.SWEEPS.opened(ending.OpenSweep(sweep_dir, sweep_id, run, resumed_status))
         # SIGTERM (scancel of a sweep running in a batch job, kill) and SIGHUP end the sweep as
         # Ctrl-C does, parent run KILLED, instead of killing the process with the parent RUNNING
         stops.install()
@@ -93,7 +71,7 @@ class SweepCallback(Callback):
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Hydra has just written the job's .hydra/{config,hydra,overrides}.yaml with the command
         line as typed: rewrite them without credentials (single jobs and sweep jobs alike)."""
-        from distexp.tracking.store import redact_file
+        from distexp.tracking.redaction import redact_file
 
         subdir = OmegaConf.select(config, "hydra.output_subdir")
         out = OmegaConf.select(config, "hydra.runtime.output_dir")
@@ -111,7 +89,7 @@ class SweepCallback(Callback):
             return  # not a distexp sweep (e.g. a single run)
         if not _first_task(config):
             return  # one record per job: its first task (the chief) writes it, the others do not
-        from distexp.tracking.store import redact_text
+        from distexp.tracking.redaction import redact_text
 
         value = job_return._return_value  # .return_value would re-raise a failure here
         failed = job_return.status.name != "COMPLETED"
@@ -119,12 +97,12 @@ class SweepCallback(Callback):
                   "overrides": [redact_text(o) for o in config.hydra.overrides.task],
                   "status": "FAILED" if failed else "COMPLETED",
                   "value": None if failed else _number(value),
-                  "error": redact_text(_first_line(value)) if failed else None,
+                  "error": redact_text(errors.first_line(value, 500)) if failed else None,
                   "job_dir": str(config.hydra.runtime.output_dir)}
         write_record(sweep_dir, record)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        finish()
+        ending.SWEEPS.finish()
 
 
 def _first_task(config: DictConfig) -> bool:
@@ -147,9 +125,9 @@ def _refuse_before_any_job(config: DictConfig) -> None:
     try:  # Hydra turns a callback's exception into a warning: refuse here, in one line
         _check_sweeper(config)
         if OmegaConf.select(config, "sweep.resume"):
-            from distexp.sweeps import planning as sweeper
+            from distexp.sweeps import planning
 
-            sweeper.find_parent(config, str(config.sweep.resume))
+            planning.find_parent(config, str(config.sweep.resume))
         if config.tracking.enabled:  # milliseconds: a store that is plainly not there
             from distexp import tracking
 
@@ -191,170 +169,3 @@ def _number(v) -> Optional[float]:
         return None
 
 
-def _first_line(ex) -> str:
-    text = str(ex).strip()
-    return (text.splitlines()[0] if text else type(ex).__name__)[:500]
-
-
-def active() -> bool:
-    return _OPEN is not None
-
-
-def open_run():
-    """The open sweep's parent run (a JobRun), or None (no sweep, or tracking off)."""
-    return _OPEN.run if _OPEN is not None else None
-
-
-@contextlib.contextmanager
-def using_the_wait():
-    """Around the first job's wait for the warm trainer's import (seconds in which this process
-    has nothing to do): an open sweep imports what its end needs (summary.preload) in a thread,
-    which has finished when the block does, so it never runs beside a training process."""
-    preloading = None
-    if (_OPEN is not None and _OPEN.run is not None and _OPEN.run.offline is None
-            and not _OPEN.preloaded):  # an offline sweep makes no summary
-        from distexp.sweeps import summary
-
-        _OPEN.preloaded = True
-        preloading = threading.Thread(target=summary.preload, name="distexp-preload", daemon=True)
-        preloading.start()
-    try:
-        yield
-    finally:
-        if preloading is not None:
-            preloading.join()
-
-
-def ended() -> int:
-    """How many sweeps this process ended (their parent runs closed, their lines printed)."""
-    return _ENDED
-
-
-def tracking_uri() -> Optional[str]:
-    """The open sweep's tracking URI, credentials included (sweep.json keeps it redacted)."""
-    return getattr(getattr(_OPEN, "run", None), "uri", None)
-
-
-def finish(error: Optional[BaseException] = None, interrupted: bool = False) -> int:
-    """End the open sweep's parent run (idempotent) and return the command's exit code:
-    0 every job finished, 1 a job failed (or the sweep itself failed), 130 interrupted."""
-    global _OPEN, _LAST_CODE, _ENDED
-    sweep = _OPEN
-    if sweep is None:
-        return _LAST_CODE
-    with stops.closing():  # a stop signal now is recorded, not raised: the parent run is closed
-        code = _finish(sweep, error, interrupted or stops.requested() is not None)
-    if stops.requested() is not None:
-        _LAST_CODE = sweep.exit_code = code = errors.INTERRUPTED
-    return code
-
-
-def _finish(sweep: "_Sweep", error: Optional[BaseException], interrupted: bool) -> int:
-    global _OPEN, _LAST_CODE, _ENDED
-    _OPEN, _ENDED = None, _ENDED + 1
-    jobs = records(sweep.sweep_dir)
-    failed = [j for j in jobs if j["status"] != "COMPLETED"]
-    status, code = outcome(jobs, error=error, interrupted=interrupted)
-    if sweep.resumed_status and not jobs:  # the resume stopped before any job: as it was
-        status = sweep.resumed_status
-    best = _best_trial(sweep.sweep_dir, jobs)
-    _print_outcome(sweep, jobs, failed, status, best)
-    line = None
-    if sweep.run is not None and sweep.resumed_status and not jobs:
-        sweep.run.end(status)
-    elif sweep.run is not None:
-        try:
-            line = _log_outcome(sweep, jobs, failed, best, error, interrupted)
-        finally:
-            sweep.run.end(status)
-    if sweep.run is not None and not interrupted:
-        from distexp.tracking import view
-
-        if line:
-            print(line, flush=True)
-        print(f"Browse it: {view.command(sweep.run.uri)}", flush=True)
-    _LAST_CODE = sweep.exit_code = code
-    return code
-
-
-def _print_outcome(sweep: _Sweep, jobs: List[dict], failed: List[dict], status: str,
-                   best: Optional[dict]) -> None:
-    """Print the sweep's outcome: the failed jobs' count and first error, or done; the best trial."""
-    if failed:
-        first = failed[0]
-        print(f"distexp: error: sweep {sweep.sweep_id}: {len(failed)} of {len(jobs)} jobs failed "
-              f"(the others ran to the end); first: job {first['num']} "
-              f"[{' '.join(first['overrides'])}]: {first['error']}", file=sys.stderr, flush=True)
-    elif status == "FINISHED":
-        print(f"Sweep {sweep.sweep_id}: {len(jobs)} jobs finished. Report: python -m "
-              f"distexp.report --sweep-id {sweep.sweep_id}", flush=True)
-    if best:
-        print(f"Best trial: job {best['num']} [{' '.join(best['overrides'])}] "
-              f"objective {best['value']:.6g}", flush=True)
-
-
-def _log_outcome(sweep: _Sweep, jobs: List[dict], failed: List[dict], best: Optional[dict],
-                 error: Optional[BaseException], interrupted: bool) -> Optional[str]:
-    """Log the job counts, best trial, error and sweep files to the parent run (not ended
-    here); the summary line to print, if any."""
-    run = sweep.run
-    try:
-        run.log_params({"job_count": len(jobs)})
-    except Exception:  # noqa: BLE001  (a resumed sweep that grew: params are immutable)
-        run.set_tag(tag.JOB_COUNT, str(len(jobs)))
-    run.log_metrics(
-        {"sweep/jobs": len(jobs), "sweep/failed_jobs": len(failed),
-         **({"sweep/best_value": best["value"]} if best else {})}, step=0)
-    if best:
-        run.set_tag(tag.BEST_JOB, str(best["num"]))
-        run.set_tag(tag.BEST_OVERRIDES, " ".join(best["overrides"]))
-    if error is not None and not failed:
-        from distexp.tracking.store import redact_text
-
-        run.set_tag(tag.ERROR, redact_text(_first_line(error)))
-    from distexp.tracking.store import redact_file
-
-    files = [sweep.sweep_dir / SWEEP_FILE, sweep.sweep_dir / "multirun.yaml",
-             sweep.sweep_dir / "optimization_results.yaml"]
-    for f in files:  # Optuna's sweeper writes its multirun.yaml as typed
-        redact_file(f)
-    run.log_artifacts(files)
-    run.log_artifacts(sorted((sweep.sweep_dir / JOBS_DIR).glob("*.json")),
-                      artifact_path=JOBS_DIR)
-    if not interrupted and len(failed) < len(jobs) and run.offline is None:
-        from distexp.sweeps.summary import summarise
-
-        return summarise(run, sweep.sweep_id, run.uri, _experiment(sweep.sweep_dir))
-    return None
-
-
-def _experiment(sweep_dir: Path) -> str:
-    try:
-        return json.loads((sweep_dir / SWEEP_FILE).read_text())["experiment"]
-    except (OSError, ValueError, KeyError):
-        return "distexp"
-
-
-def _best_trial(sweep_dir: Path, jobs: List[dict]) -> Optional[dict]:
-    """Optuna's best trial (its optimization_results.yaml), matched to the job that ran it."""
-    path = sweep_dir / "optimization_results.yaml"
-    if not path.exists():
-        return None
-    res = OmegaConf.to_container(OmegaConf.load(path))
-    if "best_value" not in res:
-        return None
-    best = {f"{k}={v}" for k, v in (res.get("best_params") or {}).items()}
-    for j in jobs:
-        if j["status"] == "COMPLETED" and best <= set(j["overrides"]) and \
-                j["value"] == res["best_value"]:
-            return j
-    return {"num": "?", "overrides": sorted(best), "value": float(res["best_value"])}
-
-
-def _at_exit() -> None:  # the process ends with the parent still open: never leave it RUNNING
-    if _OPEN is not None:
-        finish(error=RuntimeError("the sweep process exited before the sweep ended"))
-
-
-# distexp.job and distexp.__main__ ask it here (distexp.config.mode is its home)
-in_multirun = mode.in_multirun

@@ -33,9 +33,9 @@ POLL_S = 0.2
 def visible_ids() -> List[str]:
     """The GPUs this process may hand out: CUDA_VISIBLE_DEVICES's entries, else the driver's
     0..N-1 (distexp.config.resolved.visible_gpus counts them)."""
-    from distexp.cluster.processes import visible_ids as first
+    from distexp.cluster.processes import visible_ids
 
-    return first(resolved.visible_gpus())
+    return visible_ids(resolved.visible_gpus())
 
 
 def need(cfg: DictConfig, visible: int) -> int:

@@ -22,13 +22,13 @@ from distexp.tracking import tags as tag
 
 def reopen_parent(config: DictConfig, resume: str, sweep_dir: Path, info: Dict[str, Any]):
     """Reopen the resumed sweep's parent run; (sweep id, run, its status before), info updated."""
-    from distexp.sweeps import planning as sweeper
+    from distexp.sweeps import planning
     from distexp import tracking
 
-    parent = sweeper.find_parent(config, resume)
+    parent = planning.find_parent(config, resume)
     sweep_id = resume
     resumed_status = parent.info.status
-    run = _Reopened(config.tracking.uri, parent.info.run_id)
+    run = tracking.JobRun.reopen(config.tracking.uri, parent.info.run_id)
     run.set_tag(tag.RESUMED_IN, str(sweep_dir))
     info.update(sweep_id=sweep_id, parent_run_id=run.run_id,
                 tracking_uri=tracking.redact(config.tracking.uri),
@@ -68,24 +68,6 @@ def open_parent(config: DictConfig, sweep_id: str, sweep_dir: Path, info: Dict[s
     return run
 
 
-class _Reopened:
-    """The parent run of a sweep being resumed: the original run, set RUNNING again."""
-
-    def __new__(cls, uri: str, run_id: str):
-        from distexp import tracking
-
-        class Reopened(tracking.JobRun):
-            def __init__(self):  # no new run: attach to run_id
-                self.uri, self.offline, self.run_id = uri, None, run_id
-                self.client = tracking.client(uri)
-                self.experiment_id = self.client.get_run(run_id).info.experiment_id
-                for k, v in tracking.owner_tags().items():  # this process owns it now
-                    self.client.set_tag(run_id, k, v)
-                self.client.update_run(run_id, status="RUNNING")
-
-        return Reopened()
-
-
 def _target(config: DictConfig, what: str) -> str:
     t = OmegaConf.select(config, f"hydra.{what}._target_") or "?"
     return t.rsplit(".", 1)[-1]
@@ -99,7 +81,7 @@ def child_tags(cfg_sweep_dir: str, uri: str, experiment: str, job_num: int) -> D
         return {}
     tags = {tag.SWEEP_ID: info["sweep_id"], tag.RUN_KIND: "job", tag.JOB_NUM: str(job_num),
             tag.REPEAT: _repeat()}
-    from distexp.tracking.store import redact
+    from distexp.tracking.redaction import redact
 
     if info.get("parent_run_id") and info.get("tracking_uri") == redact(uri) and \
             info.get("experiment") == experiment:

@@ -101,7 +101,7 @@ def setup(cfg: DictConfig) -> Optional[Setup]:
     except UserError:
         return None
     facts = resolved.resolve(job, gpus)
-    kept = set(resolved.strategy_record(job).count_keys())
+    kept = set(strategies.of(job).count_keys())
     rest = {k: v for k, v in identity(cfg).items() if k not in FACT_INPUTS or k in kept}
     for name in ("replicas_per_worker", "workers", "sync_workers", "global_batch"):
         rest[f"resolved.{name}"] = str(facts[name])
@@ -216,7 +216,8 @@ def _matches(ident: Dict[str, str], params: Dict[str, str]) -> bool:
 
 
 @dataclass
-class Plan:
+class Launches:
+    """What a sweep launches (a resumed one: its new and re-run jobs; the finished ones skipped)."""
     launch: List[Tuple[int, List[str]]] = field(default_factory=list)  # (job num, overrides)
     skipped: List[dict] = field(default_factory=list)                # sweep_jobs records
     reruns: int = 0
@@ -249,13 +250,13 @@ def place(job: Sequence[str], job_cfg: DictConfig, runs: List[dict], used: set):
 
 
 def plan(jobs: Sequence[Sequence[str]], config: DictConfig,
-         compose: Callable[[List[str]], DictConfig]) -> Plan:
+         compose: Callable[[List[str]], DictConfig]) -> Launches:
     """Job numbers and overrides to launch (everything, unless sweep.resume is set)."""
     sweep_id = OmegaConf.select(config, "sweep.resume")
     if not sweep_id:
-        return Plan(launch=[(n, list(j)) for n, j in enumerate(jobs)])
+        return Launches(launch=[(n, list(j)) for n, j in enumerate(jobs)])
     runs = sweep_runs(config, str(sweep_id))
-    out = Plan()
+    out = Launches()
     taken = {r["num"] for r in runs if r["num"] is not None}
     next_num = max(taken, default=-1) + 1
     used = set()
@@ -309,40 +310,38 @@ def _quote(value: str) -> str:
 
 
 def _parent(client, config: DictConfig, sweep_id: str):
+    from distexp.tracking import lookup
 
     exp = client.get_experiment_by_name(config.tracking.experiment)
-    found = [] if exp is None else client.search_runs(
-        [exp.experiment_id], f"tags.`{tag.SWEEP_ID}` = '{sweep_id}' and tags.`{tag.RUN_KIND}` = 'sweep'",
-        order_by=["attributes.start_time ASC"], max_results=1)
-    if not found:
+    found = None if exp is None else lookup.sweep_parent(client, exp.experiment_id, sweep_id)
+    if found is None:
         raise UserError(f"sweep.resume: received {sweep_id!r}; no such sweep in experiment "
                         f"{config.tracking.experiment!r} of the tracking store (the id is printed "
                         "when a sweep starts: 'Sweep <id>: MLflow parent run ...')")
-    return exp.experiment_id, found[0]
+    return exp.experiment_id, found
 
 
 def find_parent(config: DictConfig, sweep_id: str):
     """The original sweep's parent run (raises UserError when there is none)."""
-    from distexp.tracking import client as _client
+    from distexp import tracking
 
     if not config.tracking.enabled:
         raise UserError("sweep.resume: received a sweep id with tracking.enabled=false; resuming "
                         "reads the sweep's runs from MLflow")
-    return _parent(_client(config.tracking.uri), config, sweep_id)[1]
+    return _parent(tracking.client(config.tracking.uri), config, sweep_id)[1]
 
 
 def sweep_runs(config: DictConfig, sweep_id: str) -> List[dict]:
-    from distexp.tracking import client as _client
+    from distexp import tracking
 
     if not config.tracking.enabled:
         find_parent(config, sweep_id)  # raises the one-line refusal
-    client = _client(config.tracking.uri)
+    from distexp.tracking import lookup
+
+    client = tracking.client(config.tracking.uri)
     exp_id, _ = _parent(client, config, sweep_id)
-    runs = client.search_runs([exp_id], f"tags.`{tag.SWEEP_ID}` = '{sweep_id}' and "
-                              f"tags.`{tag.RUN_KIND}` = 'job'", order_by=["attributes.start_time ASC"],
-                              max_results=50000)
     out = []
-    for r in runs:
+    for r in lookup.sweep_jobs(client, exp_id, sweep_id):
         num = r.data.tags.get(tag.JOB_NUM)
         out.append({"run_id": r.info.run_id, "status": r.info.status,
                     "num": int(num) if num is not None and num.isdigit() else None,

@@ -35,10 +35,10 @@ CANCEL_WAIT_S = 90.0  # Slurm's KillWait (30 s here) plus the job processes clos
 
 def job_tasks(cfg, nodes: int) -> int:
     """Tasks per node for one job: a Slurm task per cluster process for cluster=slurm."""
+    from distexp import strategies
     from distexp.cluster import kinds
-    from distexp.config.resolved import strategy_record
 
-    n = kinds.of(cfg).srun_tasks(cfg, strategy_record(cfg))
+    n = kinds.of(cfg).srun_tasks(cfg, strategies.of(cfg))
     if n is None:
         return 1
     if n % nodes:
@@ -98,7 +98,7 @@ def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
 
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 
-    from distexp.tracking.store import redact_text
+    from distexp.tracking.redaction import redact_text
 
     params = dict(self.params)
     sweep_dir = Path(str(self.config.hydra.sweep.dir))
@@ -237,23 +237,22 @@ def cancel(jobs, sweep_dir: Path) -> None:
 def _end_running_children(sweep_dir: Path) -> None:
     """Child runs of this sweep still RUNNING once Slurm ended their jobs (killed before they
     could close them): ended KILLED, so no run is left RUNNING."""
-    from distexp.sweeps import callback as sweep
+    from distexp.sweeps.ending import SWEEPS
+    from distexp.sweeps.records import SWEEP_FILE
 
     try:
-        info = json.loads((sweep_dir.absolute() / sweep.SWEEP_FILE).read_text())
+        info = json.loads((sweep_dir.absolute() / SWEEP_FILE).read_text())
     except (OSError, ValueError):
         return
     if not info.get("tracking_uri"):
         return
-    from mlflow.tracking import MlflowClient
+    from distexp.tracking import lookup, store
 
-    client = MlflowClient(tracking_uri=sweep.tracking_uri() or info["tracking_uri"])
+    client = store.client(SWEEPS.tracking_uri() or info["tracking_uri"])
     exp = client.get_experiment_by_name(info["experiment"])
     if exp is None:
         return
-    runs = client.search_runs([exp.experiment_id], filter_string=(
-        f"tags.`{tag.SWEEP_ID}` = '{info['sweep_id']}' and tags.`{tag.RUN_KIND}` = 'job' "
-        "and attributes.status = 'RUNNING'"))
+    runs = lookup.sweep_jobs(client, exp.experiment_id, info["sweep_id"], status="RUNNING")
     for r in runs:
         client.set_terminated(r.info.run_id, "KILLED")
         print(f"distexp: run {r.info.run_id} (job {r.data.tags.get(tag.JOB_NUM, '?')}) "

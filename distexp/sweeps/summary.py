@@ -23,7 +23,9 @@ import re
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from distexp.report.console import VERDICT, verdict  # the verdict line
+from distexp.errors import first_line
+from distexp.report.console import verdict  # the verdict line
+from distexp.report.text import speed_tag
 from distexp.tracking import tags as tag
 from distexp.tracking.view import SPEEDUP_METRIC
 
@@ -57,7 +59,7 @@ def scaling_metrics(rows: Sequence) -> List[tuple]:
 
 def preload() -> None:
     """Import what `summarise` needs (the report, matplotlib's pyplot: ~0.35-0.5 s here) ahead of
-    the sweep's end (distexp.sweeps.callback.using_the_wait)."""
+    the sweep's end (distexp.sweeps.ending.Sweeps.using_the_wait)."""
     from distexp.report import cli  # noqa: F401
 
     import matplotlib
@@ -75,14 +77,14 @@ def summarise(run, sweep_id: str, uri: str, experiment: str) -> Optional[str]:
 
         rows, out, md = report.build(uri, experiment, sweep_id, log=True)
     except Exception as ex:  # noqa: BLE001  (e.g. every job failed: no runs to report)
-        print(f"distexp: the sweep's report was not made ({_first(ex)}); its runs are in "
+        print(f"distexp: the sweep's report was not made ({first_line(ex, 200)}); its runs are in "
               "MLflow", file=sys.stderr, flush=True)
         return None
     line = auto_line(report.outcome_lines(md)) or verdict(rows)
     try:
         _publish(run, sweep_id, rows, md, line, out)
     except Exception as ex:  # noqa: BLE001  (the sweep's runs are logged; this is its summary)
-        print(f"distexp: the sweep's summary in MLflow is incomplete ({_first(ex)})",
+        print(f"distexp: the sweep's summary in MLflow is incomplete ({first_line(ex, 200)})",
               file=sys.stderr, flush=True)
     return line
 
@@ -130,24 +132,6 @@ def setups(rows: Sequence) -> Dict[str, str]:
     return {rid: name[r.key] for r in rows for rid in r.run_ids}
 
 
-def equal_work_text(r) -> Optional[str]:
-    """A row's speed-up over one replica at its global batch, number first (MLflow's column
-    shows ~13 characters; the rest on hover); None for a row with no throughput."""
-    c = r.strong
-    if c is None:
-        return (f"not measured: no 1-replica run at global batch {r.global_batch}"
-                if r.measured and (r.replicas or 0) > 1 else None)
-    if c.is_base:
-        return "1.00x baseline"
-    interval = f" [{c.low:.2f}, {c.high:.2f}]" if c.low is not None and c.high is not None else ""
-    return f"{c.value:.2f}x{interval} {VERDICT.get(c.verdict, c.verdict)}".strip()
-
-
-def _first(ex: BaseException) -> str:
-    text = str(ex).strip()
-    return text.splitlines()[0][:200] if text else type(ex).__name__
-
-
 def _publish(run, sweep_id: str, rows, md: str, line: str, out) -> None:
     client = run.client
     run.set_tag(tag.NOTE, clip(f"{line}\n\n{md}", RUN_NOTE_MAX))
@@ -161,7 +145,7 @@ def _publish(run, sweep_id: str, rows, md: str, line: str, out) -> None:
     ts = int(time.time() * 1000)
     names = setups(rows)
     for r in rows:
-        text, c = equal_work_text(r), r.strong
+        text, c = speed_tag(r), r.strong
         for rid in r.run_ids:
             client.log_batch(rid, tags=[RunTag(tag.SETUP, names[rid])] + (
                 [RunTag(tag.SPEED_UP, text)] if text else []), metrics=(

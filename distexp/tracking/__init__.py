@@ -7,7 +7,9 @@ that run, through a file the job process forwards; other workers get no sink, so
 
 Separation of concerns:
 - tracking.store    the store and its URI: the start-up probe, the client (a new SQLite store
-                    opened under a file lock), bounded HTTP retries, credential redaction
+                    opened under a file lock), bounded HTTP retries
+- tracking.redaction credentials in a URI never printed, logged or stored (text, files, streams,
+                    log records)
 - tracking.run      JobRun: the run of one job in the job process (params, artifacts, status)
 - tracking.forward  Forwarder: creates the run while the trainer starts, the gate file, forwarding
                     the chief's records, MLflow's system metrics
@@ -32,7 +34,8 @@ from distexp.tracking.offline import OFFLINE_FILE, Offline, import_command, impo
 from distexp.tracking.owner import end_dead_runs, owner_tags
 from distexp.tracking.run import JobRun, run_name
 from distexp.tracking.sink import RunLogger
-from distexp.tracking.store import client, http_env, probe, reason, redact, redact_text
+from distexp.tracking.redaction import redact, redact_text
+from distexp.tracking.store import client, http_env, probe, reason
 
 
 __all__ = ["Forwarder", "JobRun", "Offline", "RunLogger", "OFFLINE_FILE",

@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 from distexp.tracking import owner
+from distexp.tracking import tags as tag
 from distexp.tracking.run import JobRun
 from distexp import env
 from distexp.tracking.sink import READY_S
-from distexp.tracking.store import reason, redact
+from distexp.tracking.redaction import redact
+from distexp.tracking.store import reason
 
 
 class Forwarder:
@@ -95,7 +97,7 @@ class Forwarder:
             if time.monotonic() - beat >= owner.BEAT_S and self.run.offline is None:
                 beat = time.monotonic()
                 try:  # the job lives: its run is not ended from another host (tracking.owner)
-                    self.run.client.set_tag(self.run.run_id, owner.BEAT_TAG, str(int(time.time())))
+                    self.run.client.set_tag(self.run.run_id, tag.HEARTBEAT, str(int(time.time())))
                 except Exception:  # noqa: BLE001  (the next forward finds a dead server)
                     pass
 

@@ -1,12 +1,20 @@
-"""Finding what a job or sweep left in a store, for the report and the UI (one home): the store
-itself (a SQLite file that is missing or not a database is one line, checked before MLflow opens
-it and leaves a lock file), an experiment by name, and the latest sweep's parent run."""
+"""Finding what a job or sweep left in a store (one home), for the report, the UI, a resumed sweep
+and the Slurm launcher: the store itself (a SQLite file that is missing or not a database is one
+line, checked before MLflow opens it and leaves a lock file), an experiment by name, a sweep's
+parent run (the latest, or by id) and its job runs."""
 from __future__ import annotations
 
+import os
 from typing import List, Optional
 
 from distexp.tracking import tags as tag
 from distexp.tracking.store import client as make_client, not_a_database, sqlite_path
+
+
+def default_uri() -> str:
+    """Where a job run from the working directory writes by default (the schema's tracking.uri):
+    the report's and the UI's store when neither --tracking-uri nor $MLFLOW_TRACKING_URI says."""
+    return f"sqlite:///{os.getcwd()}/outputs/mlflow.db"
 
 
 class LookupFailed(Exception):
@@ -41,15 +49,33 @@ def experiment_ids(client, experiment: Optional[str]) -> List[str]:
     return [exp.experiment_id]
 
 
+def _runs(kind: str, sweep_id: Optional[str] = None) -> str:
+    """The search filter of a sweep's parent (`kind` "sweep") or job runs (`kind` "job")."""
+    query = f"tags.`{tag.RUN_KIND}` = '{kind}'"
+    return f"tags.`{tag.SWEEP_ID}` = '{sweep_id}' and {query}" if sweep_id else query
+
+
 def latest_sweep(client, ids: List[str], sweep_id: Optional[str] = None):
     """The parent run of the latest sweep in experiments `ids` (or of sweep `sweep_id`); None."""
-    query = f"tags.`{tag.RUN_KIND}` = 'sweep'"
-    if sweep_id:
-        query += f" and tags.`{tag.SWEEP_ID}` = '{sweep_id}'"
-    found = client.search_runs(ids, query, order_by=["attributes.start_time DESC"], max_results=1)
+    found = client.search_runs(ids, _runs("sweep", sweep_id), order_by=["attributes.start_time DESC"],
+                               max_results=1)
     return found[0] if found else None
+
+
+def sweep_parent(client, experiment_id: str, sweep_id: str):
+    """Sweep `sweep_id`'s parent run in the experiment (its first: a resume reopens it), or None."""
+    found = client.search_runs([experiment_id], _runs("sweep", sweep_id),
+                               order_by=["attributes.start_time ASC"], max_results=1)
+    return found[0] if found else None
+
+
+def sweep_jobs(client, experiment_id: str, sweep_id: str, status: Optional[str] = None):
+    """Sweep `sweep_id`'s job runs in the order they started (only those with `status`, if given)."""
+    query = _runs("job", sweep_id) + (f" and attributes.status = '{status}'" if status else "")
+    return client.search_runs([experiment_id], query, order_by=["attributes.start_time ASC"],
+                              max_results=50000)
 
 
 def jobs_of(parent) -> str:
     """The search filter of a sweep's job runs."""
-    return f"tags.`{tag.SWEEP_ID}` = '{parent.data.tags[tag.SWEEP_ID]}' and tags.`{tag.RUN_KIND}` = 'job'"
+    return _runs("job", parent.data.tags[tag.SWEEP_ID])

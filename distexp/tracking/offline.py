@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Optional
 
 from distexp.tracking.sink import Kind
-from distexp.tracking.store import client, reason, redact
+from distexp.tracking.redaction import redact
+from distexp.tracking.store import client, reason
 
 OFFLINE_FILE = "mlflow-offline.jsonl"
 

@@ -28,7 +28,6 @@ from typing import Mapping, Optional
 
 from distexp.tracking import tags as tag
 
-OWNER_TAG, BEAT_TAG, ENDED_TAG = tag.OWNER, tag.HEARTBEAT, tag.ENDED_BY
 BEAT_S = 60.0      # a live job renews its heartbeat this often
 STALE_S = 600.0    # a run on another host whose heartbeat is older is ended (10 beats missed)
 
@@ -73,13 +72,13 @@ def host() -> str:
 def owner_tags(pid: Optional[int] = None) -> dict:
     """The tags a new run carries: this process (or `pid`) owns it; heartbeat now."""
     pid = os.getpid() if pid is None else pid
-    return {OWNER_TAG: f"{host()} {pid} {_start_ticks(pid) or '?'}", BEAT_TAG: str(int(time.time()))}
+    return {tag.OWNER: f"{host()} {pid} {_start_ticks(pid) or '?'}", tag.HEARTBEAT: str(int(time.time()))}
 
 
 def dead(tags: Mapping[str, str], now: Optional[float] = None,
          here: Optional[str] = None) -> Optional[str]:
     """Why the run with these tags has no live owner, or None when it has one (or may have)."""
-    owner = tags.get(OWNER_TAG, "").split()
+    owner = tags.get(tag.OWNER, "").split()
     if len(owner) != 3:
         return None
     who, pid, start = owner
@@ -95,7 +94,7 @@ def dead(tags: Mapping[str, str], now: Optional[float] = None,
                     "process)")
         return None
     try:
-        beat = float(tags[BEAT_TAG])
+        beat = float(tags[tag.HEARTBEAT])
     except (KeyError, ValueError):
         return None
     silent = (time.time() if now is None else now) - beat
@@ -130,7 +129,7 @@ def end_dead_runs(client, experiment_ids, quiet: bool = False) -> list:
             if why is None:
                 continue
             why += _offline_hint(run.data.tags.get(tag.JOB_DIR))
-            client.set_tag(run.info.run_id, ENDED_TAG, f"distexp: {why}")
+            client.set_tag(run.info.run_id, tag.ENDED_BY, f"distexp: {why}")
             client.set_terminated(run.info.run_id, status="FAILED")
             ended.append(run.info.run_id)
             if not quiet:

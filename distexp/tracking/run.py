@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from distexp.tracking import store
+from distexp.tracking.redaction import redact_text
 from distexp.tracking import tags as tag
 from distexp.tracking.offline import Offline, offline_summary
 from distexp.tracking.sink import Kind, clip
@@ -72,6 +73,20 @@ class JobRun:
         self.experiment_id = exp_id
         self.params: Dict[str, str] = {}  # every param logged (the job's and the chief's)
         self.log_params(params)
+
+    @classmethod
+    def reopen(cls, uri: str, run_id: str) -> "JobRun":
+        """An existing run (a resumed sweep's parent), owned by this process and RUNNING again."""
+        from distexp.tracking.owner import owner_tags
+
+        run = cls.__new__(cls)
+        run.uri, run.offline, run.run_id, run.params = uri, None, run_id, {}
+        run.client = store.client(uri)
+        run.experiment_id = run.client.get_run(run_id).info.experiment_id
+        for k, v in owner_tags().items():  # this process owns it now
+            run.client.set_tag(run_id, k, v)
+        run.client.update_run(run_id, status="RUNNING")
+        return run
 
     def go_offline(self, job_dir: Path, ex: BaseException) -> None:
         """From now on, write to `job_dir`'s offline file instead of the (dead) server."""
@@ -187,7 +202,7 @@ class JobRun:
         only). READ_BACK (the default): the run's metrics and params as the store has them.
         `error`: a failed job's line, which leads the description and is the tag distexp.error."""
         if error:
-            self.set_tag(tag.ERROR, clip(store.redact_text(error)))
+            self.set_tag(tag.ERROR, clip(redact_text(error)))
         if self.offline is not None:
             return
         from distexp.tracking.display import job_tags
@@ -201,7 +216,7 @@ class JobRun:
             params = self.params
         tags = job_tags(metrics, params)
         if error:
-            tags[NOTE] = f"**Failed:** {clip(store.redact_text(error))}\n\n{tags[NOTE]}"
+            tags[NOTE] = f"**Failed:** {clip(redact_text(error))}\n\n{tags[NOTE]}"
         for k, v in tags.items():
             self.set_tag(k, v)
 

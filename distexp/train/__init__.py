@@ -5,4 +5,6 @@
 - ``devices``, ``step`` (the one replica step and its dispatchers), ``loops/`` (custom, fit,
   evaluate), ``autotune`` (steps_per_execution), ``checkpoints``, ``progress`` (console, MLflow
   figures, steps.csv)
+- ``probe_phase``: where a step's time goes, measured after training (``split_probes``,
+  ``input_probe``, ``profile``)
 """

@@ -1,4 +1,4 @@
-"""The step-time split's input probe: the training pipeline's own rate (distexp.train.breakdown
+"""The step-time split's input probe: the training pipeline's own rate (distexp.train.probe_phase
 runs it first in the probe phase; definition in distexp.figures.breakdown).
 
 Fetched back to back, with nothing else consuming, once the buffers that filled while training

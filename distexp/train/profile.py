@@ -1,6 +1,6 @@
 """`profile=true`: a TensorFlow profiler trace of a few training steps, as a run artifact.
 
-The trace is taken in the probe phase after training (distexp.train.breakdown), so the
+The trace is taken in the probe phase after training (distexp.train.probe_phase), so the
 profiler's overhead never enters the timed steps: STEPS calls of the loop's own step function
 (k steps each) on the training pipeline, after one untraced call. Each call is marked as a step
 (`tf.profiler.experimental.Trace("train", step_num=i, _r=1)`), so the viewer's overview splits

@@ -1,5 +1,5 @@
 """The step-time split's compute and sync probes (definitions in distexp.figures.breakdown;
-the phase that runs them is distexp.train.breakdown).
+the phase that runs them is distexp.train.probe_phase).
 
 - one replica: compute is the training's own one-step function (distexp.train.step.Step.one,
   already traced when the loop ran one step per call; it has no all-reduce), sync is 0 and no

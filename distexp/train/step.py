@@ -204,6 +204,7 @@ class SyncDispatch:
     # Steps run on this process's replicas: every process of the job runs the loop; evaluation,
     # the parity probe and the step-time probes distribute over the strategy.
     local_replicas = True
+    window = workers = 1  # one k-step call at a time, by this process (autotune.Schedule.begin)
 
     @classmethod
     def start(cls, step: Step, ctx, schedule) -> "SyncDispatch":
@@ -278,8 +279,9 @@ class PSDispatch:
     """ClusterCoordinator.schedule of the k-step function; joins every window of calls."""
 
     # Steps run on remote workers: only the coordinator runs the loop (it keeps the checkpoints)
-    # and evaluates in-process; the probes are scheduled (distexp.train.breakdown.ps_run).
+    # and evaluates in-process; the probes are scheduled (distexp.train.probe_phase.ps_run).
     local_replicas = False
+    window_steps = 1  # its window is of k-step calls (`window`)
 
     @classmethod
     def start(cls, step: Step, ctx, schedule) -> "PSDispatch":

@@ -112,7 +112,7 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     ctx = Context(cfg=cfg, strategy=strategy, task=task, model=model, optimizer=optimizer,
                   data=data, train_ds=train_ds, eval_ds=eval_ds, global_batch=G,
                   steps_per_epoch=steps, epochs=int(cfg.epochs), reporter=reporter,
-                  dispatcher=dispatcher,
+                  dispatch_cls=dispatcher,
                   workers=int(facts.workers))
     return ctx, logger, replica_devices
 
@@ -185,20 +185,21 @@ def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
     from distexp.train.progress import write_result
 
     cfg, reporter, chief = ctx.cfg, ctx.reporter, ctx.reporter.chief
-    if os.environ.get(env.PARITY) and ctx.dispatcher.local_replicas:  # the norm is all-reduced
+    if os.environ.get(env.PARITY) and ctx.dispatch_cls.local_replicas:  # the norm is all-reduced
         write_parity(job_dir if chief else None, ctx)
     try:
-        loops.get(cfg)(ctx)
+        ran = loops.get(cfg)(ctx)  # the custom loop returns its dispatcher, the others nothing
     except Diverged:
         reporter.close()
         logger.close()
         raise UserFailure(reporter.diverged_line(stopped=True)) from None
     meter = reporter.meter
-    from distexp.train import breakdown
+    from distexp.train import probe_phase
 
     stops.hold("probe")  # tests (distexp.stops.HOLD_ENV)
     try:  # after the timed steps; a probe that fails costs the split, never the trained run
-        split = breakdown.run(ctx, job_dir, chief, meter.mean_step_ms()) \
+        split = probe_phase.run(ctx, ran if isinstance(ran, ctx.dispatch_cls) else None, job_dir,
+                                chief, meter.mean_step_ms()) \
             if cfg.measure_step_split or cfg.profile else {}
     except Exception as ex:  # noqa: BLE001
         reporter.print(f"step time split not measured ({type(ex).__name__}: "
@@ -269,7 +270,7 @@ def main(argv=None) -> int:
 
 def entry(argv=None) -> int:
     """What `python -m distexp.train.trainer` runs, fresh or forked from the warm trainer
-    (distexp.train.warm): the exit code; a failure that is not a user error is printed as Python
+    (distexp.train.warm_server): the exit code; a failure that is not a user error is printed as Python
     would print it."""
     try:
         return main(argv)

@@ -74,7 +74,7 @@ class DistexpSweeper(BasicSweeper):
     def sweep(self, arguments: List[str]) -> Any:
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
-        from distexp.sweeps import planning as S
+        from distexp.sweeps import planning
         from distexp.sweeps import records
 
         assert self.config is not None and self.launcher is not None
@@ -85,25 +85,25 @@ class DistexpSweeper(BasicSweeper):
         jobs = [job for batch in self.split_arguments(overrides, None) for job in batch]
         loader = self.hydra_context.config_loader  # its class's method: see _composed_once
         compose = _cached(lambda o: type(loader).load_sweep_config(loader, self.config, o))
-        jobs, merged = S.merge(jobs, compose)
+        jobs, merged = planning.merge(jobs, compose)
         if merged:
             print(merged, flush=True)
-        if S.controls_on(self.config, overrides):
-            jobs, lines = S.with_controls(jobs, compose)
+        if planning.controls_on(self.config, overrides):
+            jobs, lines = planning.with_controls(jobs, compose)
             for line in lines:
                 print(line, flush=True)
-        repeats = S.repeats(self.config, overrides)
+        repeats = planning.repeats(self.config, overrides)
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        from distexp.tracking.store import redact_text
+        from distexp.tracking.redaction import redact_text
 
         (sweep_dir / "multirun.yaml").write_text(redact_text(OmegaConf.to_yaml(self.config)))
         if repeats == "auto":
             return self._auto(jobs, compose, sweep_dir.absolute())
-        jobs = S.interleave(jobs, repeats)
+        jobs = planning.interleave(jobs, repeats)
 
-        plan = S.plan(jobs, self.config, compose)
-        S.check_jobs([job for _, job in plan.launch], compose)
+        plan = planning.plan(jobs, self.config, compose)
+        planning.check_jobs([job for _, job in plan.launch], compose)
         records.write_records(sweep_dir.absolute(), plan.skipped)
         records.write_plan(sweep_dir.absolute(), [num for num, _ in plan.launch])
         self.overrides = [[job for _, job in plan.launch]]
@@ -119,9 +119,9 @@ class DistexpSweeper(BasicSweeper):
 
     def _launch(self, launch, returns: List[Any], first_failure):
         """Launch (num, overrides) jobs in batches of consecutive numbers; the first failure."""
-        from distexp.sweeps import planning as S
+        from distexp.sweeps import planning
 
-        for first_num, batch in S.batches(launch, self.max_batch_size):
+        for first_num, batch in planning.batches(launch, self.max_batch_size):
             self.validate_batch_is_legal(batch)
             results = self.launcher.launch(batch, initial_job_idx=first_num)
             for r in results:
@@ -133,12 +133,12 @@ class DistexpSweeper(BasicSweeper):
     def _auto(self, jobs, compose, sweep_dir: Path) -> Any:
         """repeats=auto: rounds until every comparison is settled (distexp.sweeps.auto)."""
         from distexp.sweeps import auto
-        from distexp.sweeps import planning as S
+        from distexp.sweeps import planning
         from distexp.sweeps import records
 
         rounds = auto.Rounds(jobs, compose, *auto.settings(self.config))
         runs, used = auto.resume_runs(self.config), set()
-        S.check_jobs([[*j, "repeat=0"] for j in jobs], compose)
+        planning.check_jobs([[*j, "repeat=0"] for j in jobs], compose)
         returns: List[Any] = []
         first_failure = None
         with _composed_once(self.launcher, self.hydra_context.config_loader, self.config,
@@ -148,7 +148,7 @@ class DistexpSweeper(BasicSweeper):
                 for num, job in rounds.round_jobs():
                     index[num] = num % len(rounds.jobs)
                     what, old, got = ("new", None, job) if runs is None else \
-                        S.place(job, compose(list(job)), runs, used)
+                        planning.place(job, compose(list(job)), runs, used)
                     if what == "skip":
                         skipped.append({**got, "num": num})
                     else:

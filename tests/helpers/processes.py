@@ -36,9 +36,9 @@ def processes_with(text: str, cmd_part: bytes, env_part: bytes = b""):
             env = Path(f"/proc/{pid}/environ").read_bytes()
         except OSError:
             continue
-        # a warm-forked trainer names its task in its command line (distexp.train.warm)
+        # a warm-forked trainer names its task in its command line (distexp.train.warm_server)
         # a warm-forked trainer names its task in its command line, "(DISTEXP_TASK=worker-1)"
-        # (distexp.train.warm): its environ is the warm trainer's
+        # (distexp.train.warm_server): its environ is the warm trainer's
         in_title = b"(" + env_part.rstrip(b"\0") + b")" in cmd
         if cmd_part in cmd and (env_part in env or in_title):
             pids.append(pid)

@@ -19,6 +19,5 @@ class Context:
     steps_per_epoch: int
     epochs: int
     reporter: Any          # distexp.train.progress.Reporter
-    dispatcher: Any        # its class (distexp.train.step.dispatcher): SyncDispatch or PSDispatch
+    dispatch_cls: Any      # how steps run (distexp.train.step.dispatcher): SyncDispatch or PSDispatch
     workers: int = 1       # processes holding replicas (the job's resolved facts)
-    dispatch: Any = None   # the custom loop's dispatcher instance, for the probe phase

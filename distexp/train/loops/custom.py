@@ -34,16 +34,17 @@ class Diverged(Exception):
     """The training loss became NaN or infinite."""
 
 
-def train(ctx: Context) -> None:
+def train(ctx: Context):
+    """Train; return the dispatcher it ran (the probe phase after training reuses its iterator and
+    step: distexp.train.probe_phase)."""
     cfg, rep = ctx.cfg, ctx.reporter
     schedule = autotune.Schedule(cfg.steps_per_execution)  # k's one owner; the dispatcher reads it
     step = Step(ctx.strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch,
                 jit=bool(cfg.jit_compile))
-    dispatch = ctx.dispatcher.start(step, ctx, schedule)
+    dispatch = ctx.dispatch_cls.start(step, ctx, schedule)
     ckpts = Checkpoints(cfg, model=ctx.model, optimizer=ctx.optimizer, step=dispatch.step_var,
                         chief=rep.chief or not dispatch.local_replicas,  # ps: the coordinator
                         steps_per_epoch=ctx.steps_per_epoch, say=rep.print, logger=rep.logger)
-    ctx.dispatch = dispatch  # the probe phase after training reuses its iterator and step
     start = ckpts.restore()
     rep.resume_at(start)
     dispatch.begin(start)
@@ -52,14 +53,15 @@ def train(ctx: Context) -> None:
                    steps_per_epoch=ctx.steps_per_epoch, every=every, log_every=rep.log_every,
                    warmup=rep.meter.warmup_steps, lockstep=strategies.of(cfg).lockstep,
                    on_device=bool(cfg.dataset.on_device), strategy=cfg.strategy.name,
-                   window=getattr(dispatch, "window", 1), parallel=getattr(dispatch, "workers", 1),
+                   window=dispatch.window, parallel=dispatch.workers,
                    steps_left=ctx.epochs * ctx.steps_per_epoch - start,
-                   window_steps=getattr(dispatch, "window_steps", 1))
+                   window_steps=dispatch.window_steps)
     try:
         _epochs(ctx, step, dispatch, schedule, ckpts, start, every)
         schedule.finish()  # training ended before the tuner decided
     finally:
         ckpts.close()
+    return dispatch
 
 
 def _epochs(ctx, step, dispatch, schedule, ckpts, start: int, every: int) -> None:

@@ -49,18 +49,20 @@ def restore(state) -> None:
         v.assign(value)
 
 
-def run(ctx, job_dir: Path, chief: bool, step_ms: Optional[float]) -> Dict[str, Optional[float]]:
+def run(ctx, dispatch, job_dir: Path, chief: bool, step_ms: Optional[float]) -> Dict[str, Optional[float]]:
     """The probe phase (every process of the job): the optional profiler trace, then the three
-    probes; the model and optimizer are restored afterwards. Returns the logged figures."""
+    probes; the model and optimizer are restored afterwards. `dispatch`: the dispatcher the custom
+    loop ran (its iterator and step are reused), None after another loop. Returns the logged
+    figures."""
     import statistics
 
     import tensorflow as tf
 
     from distexp.figures import breakdown
 
-    strategy, dispatch = ctx.strategy, ctx.dispatch
-    if not ctx.dispatcher.local_replicas:
-        return ps_run(ctx, job_dir, chief, step_ms)
+    strategy = ctx.strategy
+    if not ctx.dispatch_cls.local_replicas:
+        return ps_run(ctx, dispatch, job_dir, chief, step_ms)
     if dispatch is not None:  # the custom loop: its own iterator, as training left it
         iterator, k = dispatch.iterator, int(dispatch.k)
     else:  # fit: Keras' iterator is its own; a fresh one, its first fetch (the fill) not timed
@@ -82,7 +84,7 @@ def run(ctx, job_dir: Path, chief: bool, step_ms: Optional[float]) -> Dict[str, 
                         one_step=dispatch.step.one if dispatch is not None else None,
                         jit=bool(ctx.cfg.jit_compile))
         if ctx.cfg.profile:
-            _profile(ctx, probes, iterator, k, job_dir, chief)
+            _profile(ctx, dispatch, probes, iterator, k, job_dir, chief)
         if not measure:
             return {}
         # every process must run the same number of calls (multiworker): their mean, agreed (one
@@ -105,7 +107,7 @@ def _step_se(ctx) -> float:
     return 1000.0 * breakdown.mean_se(ctx.reporter.meter.timed)
 
 
-def _profile(ctx, probes, iterator, k: int, job_dir: Path, chief: bool) -> None:
+def _profile(ctx, dispatch, probes, iterator, k: int, job_dir: Path, chief: bool) -> None:
     """The loop's own k-step function (custom) or the compute probe (fit), same calls on every
     process; only the chief records."""
     import tensorflow as tf
@@ -113,8 +115,8 @@ def _profile(ctx, probes, iterator, k: int, job_dir: Path, chief: bool) -> None:
     from distexp.train import profile
 
     kk = tf.constant(k)
-    if ctx.dispatch is not None:
-        step = ctx.dispatch.step
+    if dispatch is not None:
+        step = dispatch.step
         call = lambda: step.host(*step.steps(iterator, kk))  # noqa: E731
     else:
         def call():
@@ -130,7 +132,7 @@ def _profile(ctx, probes, iterator, k: int, job_dir: Path, chief: bool) -> None:
             call()
 
 
-def ps_run(ctx, job_dir: Path, chief: bool, step_ms):
+def ps_run(ctx, d, job_dir: Path, chief: bool, step_ms):
     """Under ps the step runs on a worker against variables on the parameter servers, so the
     parts are probed where they happen: input and sync (PS traffic) by calls scheduled on a
     worker, each net of an empty scheduled call (the schedule/fetch round trip); compute on the
@@ -138,7 +140,6 @@ def ps_run(ctx, job_dir: Path, chief: bool, step_ms):
     this machine the same CPU as the workers, on a cluster the coordinator's hardware)."""
     from distexp.figures import breakdown
 
-    d = ctx.dispatch
     coord, iterator = d.coordinator, d.iterator
     variables = ctx.model.trainable_variables
     if ctx.cfg.profile and chief:

@@ -1,5 +1,5 @@
 """The warm trainer: a process that has imported TensorFlow, Keras and the train side, but has not
-started TensorFlow's runtime, and forks one training process per request (distexp.job.warm is its
+started TensorFlow's runtime, and forks one training process per request (distexp.job.warm_client is its
 client, in the job process).
 
 Why a server of our own and not multiprocessing's forkserver: a training process must write to
@@ -25,7 +25,6 @@ Protocol (SOCK_SEQPACKET, one JSON message per packet):
 """
 from __future__ import annotations
 
-import ctypes
 import gc
 import importlib
 import io
@@ -38,14 +37,14 @@ import sys
 import threading
 import time
 
-from distexp import env, errors
+from distexp import env, errors, stops
 
 # What a training process imports (the train side is imported whole by distexp.train.trainer's
 # lazy imports as it runs; these are the ones that cost seconds).
 # The list holds every module the default job's trainer imports (checked by
 # tests/test_warm_slow.py: after the fork it imports no distexp, hydra or sklearn module).
 PRELOAD = ("tensorflow", "keras", "distexp.train.trainer", "distexp.train.loops.custom",
-           "distexp.train.loops.fit", "distexp.train.loops.evaluate", "distexp.train.breakdown",
+           "distexp.train.loops.fit", "distexp.train.loops.evaluate", "distexp.train.probe_phase",
            "distexp.train.split_probes",
            "distexp.train.input_probe",
            "distexp.train.checkpoints", "distexp.train.hardware", "distexp.train.progress",
@@ -160,10 +159,7 @@ def _child(req: dict, out_fd: int, server: int, own_fds) -> None:
 def _become(req: dict, out_fd: int, server: int, own_fds) -> None:
     gc.enable()  # as a fresh interpreter's, over what this process makes (the rest is frozen)
     os.setsid()  # its own process group: the job process stops it with killpg
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+    stops.die_with_parent()
     if os.getppid() != server:  # the server died between the fork and the prctl
         os._exit(errors.FAILED)
     signal.set_wakeup_fd(-1)

@@ -1,4 +1,4 @@
-"""The job process's side of the warm trainer (distexp.train.warm): start it early, fork training
+"""The job process's side of the warm trainer (distexp.train.warm_server): start it early, fork training
 processes from it, and see them end. No TensorFlow here.
 
 One server per job process, started as early as the command allows (distexp.__main__ starts it
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +22,7 @@ import threading
 import time
 from typing import Dict, List, Optional, Sequence
 
+from distexp import stops
 from distexp.job import launch
 
 READY_TIMEOUT_S = 300.0   # TensorFlow's import on a loaded machine: seconds, not minutes
@@ -64,10 +66,10 @@ class Server:
         self.output = tempfile.TemporaryFile()  # its import-time lines; shown if it fails
         self.popen = subprocess.Popen(
             # the job process's pid in its command line: `ps` shows whose it is
-            [sys.executable, "-m", "distexp.train.warm", str(theirs.fileno()), "--for",
+            [sys.executable, "-m", "distexp.train.warm_server", str(theirs.fileno()), "--for",
              str(os.getpid())],
             pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL, stdout=self.output,
-            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=launch.die_with_parent)
+            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=stops.die_with_parent)
         theirs.close()
         self.sock = ours
         self.cond = threading.Condition()
@@ -163,7 +165,7 @@ class Server:
             self.sock.close()  # the server sees EOF and exits; its children die with it
         except OSError:
             pass
-        launch.signal_group(self.popen, 9)
+        launch.signal_group(self.popen, signal.SIGKILL)
         try:
             self.popen.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -1,0 +1,95 @@
+"""A row's throughput, speed-up and verdict as text: one formatter each, for every place that shows
+them (the console's table with ``short=True``, report.md's table, the verdict's lines, a job run's
+``speed-up`` tag in MLflow). No MLflow, no TensorFlow. Definitions: docs/report.md.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from distexp.report.scaling import NO_BASELINE, Verdict
+
+# The verdict in the console's short words (report.md and report.csv keep Verdict's own).
+WORDS = {Verdict.SIGNIFICANT: "significant", Verdict.NOT_SIGNIFICANT: "not significant",
+         Verdict.BASELINE: "baseline", Verdict.WITHIN_RUN: "one run a side"}
+
+
+def ratio(value: float, low: Optional[float] = None, high: Optional[float] = None, *,
+          ci95: Optional[float] = None, of: str = "") -> str:
+    """A speed-up and its interval: "1.62x [1.40, 1.85]" (between runs), "1.62x ± 0.05" (`ci95`:
+    the within-run half-width), "1.62x" (neither); `of` names the baseline after the ratio."""
+    head = f"{value:.2f}x" + (f" {of}" if of else "")
+    if ci95 is not None:
+        return f"{head} ± {ci95:.2f}"
+    if low is not None and high is not None:
+        return f"{head} [{low:.2f}, {high:.2f}]"
+    return head
+
+
+def rate(r, short: bool = False) -> str:
+    """examples/s: the median over a row's runs with their range, or one run's figure ± its 95 %
+    interval; `short`: whole numbers (the console)."""
+    if r.rate is None:
+        return "-"
+    spec = ",.0f" if short else ",.1f"
+    if len(r.rates) > 1:
+        return f"{r.rate:{spec}} ({min(r.rates):,.0f}-{max(r.rates):,.0f})"
+    if r.ci95 is None:
+        return format(r.rate, spec)
+    return f"{r.rate:{spec}} ±{r.ci95:{spec}}" if short else f"{r.rate:{spec}} ± {r.ci95:{spec}}"
+
+
+def speedup(r, short: bool = False) -> str:
+    """A row's speed-up over its baseline with its interval; report.md's (not `short`) marks "~"
+    (benchstat's: no significant difference) and a within-run interval."""
+    if r.speedup is None:
+        return NO_BASELINE if r.baseline == NO_BASELINE and not short else "-"
+    if r.verdict == Verdict.BASELINE:
+        return "1.00x" if short else "1.00x (baseline)"
+    if short:
+        return ratio(r.speedup, r.speedup_low, r.speedup_high)
+    mark = "" if r.significant else "~ "
+    if r.verdict == Verdict.WITHIN_RUN:
+        return f"{mark}{ratio(r.speedup, ci95=r.speedup_ci95)} (within run)"
+    return mark + ratio(r.speedup, r.speedup_low, r.speedup_high)
+
+
+def speed_tag(r) -> Optional[str]:
+    """A job run's ``speed-up`` tag: its set-up's speed-up over one replica at the same global batch
+    (equal work: the `strong` comparison), number first (MLflow's column shows ~13 characters; the
+    rest on hover): "1.16x [1.05, 1.28] significant", "1.00x baseline", "not measured: no 1-replica
+    run at global batch 128" (an N-replica row without its control); None without a throughput."""
+    c = r.strong
+    if c is None:
+        return (f"not measured: no 1-replica run at global batch {r.global_batch}"
+                if r.measured and (r.replicas or 0) > 1 else None)
+    if c.is_base:
+        return "1.00x baseline"
+    return f"{ratio(c.value, c.low, c.high)} {WORDS.get(c.verdict, c.verdict)}".strip()
+
+def verdict(r, short: bool = False) -> str:
+    """A row's verdict: the console's short words (a failed run's status, "no baseline"), or
+    report.md's with the runs that would resolve a difference."""
+    if short:
+        if r.status != "FINISHED" or r.diverged:
+            return r.shown_status.lower()
+        if r.speedup is None:
+            return "no baseline"
+        return WORDS.get(r.verdict, r.verdict or "-")
+    if r.verdict == Verdict.NOT_SIGNIFICANT:
+        if r.repeats_needed is None:
+            return "~ no difference visible (not resolvable in 1000 runs)"
+        return f"~ not significant: ~{r.repeats_needed} runs each would resolve it"
+    if r.verdict == Verdict.WITHIN_RUN:
+        return f"{Verdict.WITHIN_RUN.value}: no significance (use repeats>=2)"
+    return r.verdict or "-"
+
+
+def comparison(c, of: str = "") -> str:
+    """A Comparison as the verdict says it: 0.60x [0.55, 0.66], significant | ~ 0.95x [0.80, 1.12],
+    not significant | 0.60x ± 0.05 (one run each: within-run only); `of` names the baseline."""
+    if c.verdict == Verdict.WITHIN_RUN:
+        return f"{ratio(c.value, ci95=c.ci95, of=of)} (one run each: within-run only, no significance)"
+    if c.verdict == Verdict.NOT_SIGNIFICANT:
+        more = f"; ~{c.repeats_needed} runs each would resolve it" if c.repeats_needed else ""
+        return f"~ {ratio(c.value, c.low, c.high, of=of)}, not significant{more}"
+    return f"{ratio(c.value, c.low, c.high, of=of)}, significant"
