@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 
 from distexp.errors import UserError
 from distexp.options import models as records
-from distexp.user_code import check_factory, load_factory  # noqa: F401  (distexp.job imports check_factory here)
+from distexp.user_code import load_factory
 
 Shape = Tuple[int, ...]
 Builder = Callable[[DictConfig, Shape, int], object]
