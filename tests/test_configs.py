@@ -165,6 +165,18 @@ def test_a_users_model_and_data_checkpoint_under_their_factorys_name(compose):
     assert ckpt("model=mlp", "dataset=synthetic").endswith("/checkpoints/mirrored-mlp-synthetic")
 
 
+def test_a_swept_options_key_composes_and_each_job_without_it_is_refused(compose):
+    """`-m dataset=synthetic,text_pairs dataset.size=100`: Hydra composes the sweep's first config
+    with the default option (digits), which must take the key; the checks then refuse it for a
+    job whose option lacks it, in the line Hydra's own refusal gives (a key of a toy's node)."""
+    for option in ("digits", "text_pairs"):
+        cfg = compose(f"dataset={option}", "dataset.size=100")
+        with pytest.raises(errors.UserError, match=rf"^dataset.size: unknown key for dataset="
+                                                   rf"{option} \(received 100\); valid: name, "):
+            checks.validate(cfg)
+    assert compose("dataset=synthetic", "dataset.size=100").dataset.size == 100
+
+
 @pytest.mark.parametrize("group", ["model", "dataset"])
 def test_each_option_composes_onto_its_records_schema(compose, group):
     """One dataclass per option, its record's: the composed node is of that type and has its keys

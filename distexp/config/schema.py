@@ -234,9 +234,15 @@ def register() -> None:
     config_help.register(Config)  # ${distexp.help:} in hydra.help.template
     store = ConfigStore.instance()
     store.store(name="base_config", node=Config)
+    # Open to keys outside the option's schema: a sweep over options (`-m dataset=mnist,cifar10
+    # dataset.data_dir=/data`) is first composed with the group's default option (Hydra's sweep
+    # config), which lacks them. checks.validate refuses, job by job, a key the job's own option
+    # does not have, in the same line as Hydra's refusal (errors.unknown_key); types are checked.
     for group, records in (("model", models.REGISTRY), ("dataset", datasets.REGISTRY)):
         for rec in records.values():
-            store.store(group=group, name=f"base_{rec.name}", node=rec.schema)
+            node = OmegaConf.structured(rec.schema)
+            OmegaConf.set_struct(node, False)
+            store.store(group=group, name=f"base_{rec.name}", node=node)
 
 
 def _applies(tree: dict, group: str, key: str) -> bool:
