@@ -113,7 +113,9 @@ def one_line(ex: BaseException) -> str | None:
             return f"{key}: received null; expected a value (this key is not optional)"
         m = re.match(r"Key '(.+)' not in '(\w+)'", msg)
         if m:
-            return f"{key}: unknown key (not in the schema); check the spelling or see --cfg job"
+            given = re.search(r"use \+[^=\s]+=(.*)$", str(ex))  # Hydra: "To append ... use +k=v"
+            return unknown_key(key, given.group(1) if given else None,
+                               getattr(cause, "parent_node", None))
         if "Could not override" in str(ex):
             return f"{key or ''}: {msg}".lstrip(": ")
         return f"{key}: {msg}" if key else msg
@@ -211,3 +213,17 @@ def read_user_error(job_dir: Path, task: str) -> Optional[str]:
         return user_error_path(job_dir, task).read_text().strip() or None
     except OSError:
         return None
+
+
+def unknown_key(key: str, received, node) -> str:
+    """The line for a key the schema does not have. In a group's option (a node with a `name`:
+    model=cnn, dataset=digits), what was received and the keys that option has."""
+    try:
+        name = node.get("name") if hasattr(node, "keys") and "." in str(key) else None
+    except Exception:  # noqa: BLE001  (a name not set yet: the general line)
+        name = None
+    if not name:
+        return f"{key}: unknown key (not in the schema); check the spelling or see --cfg job"
+    group = str(key).rsplit(".", 1)[0]
+    said = "" if received is None else f" (received {received})"
+    return f"{key}: unknown key for {group}={name}{said}; valid: {', '.join(map(str, node.keys()))}"

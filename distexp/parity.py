@@ -14,7 +14,8 @@ apply it (summed over replicas). Then it compares:
   gradients are summed: per-replica reduce_mean, then strategy.reduce(SUM)), ~1/N (divided by
   the replicas twice), ~1 with different losses (a mean of replica means, wrong when replicas
   hold different weights, e.g. padding tokens).
-Exit 0 within tolerance, 1 beyond, 2 for bad input. No MLflow (tracking is off for both runs).
+Exit 0 within tolerance, 1 beyond, 2 for bad input or a run that failed (no comparison made).
+No MLflow (tracking is off for both runs).
 This process does not import TensorFlow.
 """
 from __future__ import annotations

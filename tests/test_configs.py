@@ -151,6 +151,55 @@ def test_a_users_model_and_data_are_named_by_their_factory():
     assert description(params) == "mirrored, 1 replica, global batch 64 (mnist_convnet on digits, custom loop)"
 
 
+def test_a_users_model_and_data_checkpoint_under_their_factorys_name(compose):
+    """Two users' models do not share `mirrored-custom-custom`: the default checkpoint.dir names
+    them as their runs are named; a built-in keeps its option's name."""
+    def ckpt(*overrides):
+        return compose(*overrides).checkpoint.dir
+
+    mine = ("model=custom", "model.factory=mymodels:mnist_convnet", "dataset=custom",
+            "dataset.factory=pkg.data:load")
+    assert ckpt(*mine) == f"{Path.cwd()}/outputs/checkpoints/mirrored-mnist_convnet-load"
+    assert ckpt("model=custom", "model.factory=mymodels:resnet_tiny").endswith(
+        "/outputs/checkpoints/mirrored-resnet_tiny-digits")
+    assert ckpt("model=mlp", "dataset=synthetic").endswith("/checkpoints/mirrored-mlp-synthetic")
+
+
+def test_a_swept_options_key_composes_and_each_job_without_it_is_refused(compose):
+    """`-m dataset=synthetic,text_pairs dataset.size=100`: Hydra composes the sweep's first config
+    with the default option (digits), which must take the key; the checks then refuse it for a
+    job whose option lacks it, in the line Hydra's own refusal gives (a key of a toy's node)."""
+    for option in ("digits", "text_pairs"):
+        cfg = compose(f"dataset={option}", "dataset.size=100")
+        with pytest.raises(errors.UserError, match=rf"^dataset.size: unknown key for dataset="
+                                                   rf"{option} \(received 100\); valid: name, "):
+            checks.validate(cfg)
+    assert compose("dataset=synthetic", "dataset.size=100").dataset.size == 100
+
+
+@pytest.mark.parametrize("group", ["model", "dataset"])
+def test_each_option_composes_onto_its_records_schema(compose, group):
+    """One dataclass per option, its record's: the composed node is of that type and has its keys
+    only; each of its keys has its own description for --help."""
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    from distexp.config import help as config_help
+    from distexp.options import groups
+
+    records = groups.GROUPS[group].REGISTRY
+    for option in GROUPS[group]:
+        node = compose(f"{group}={option}", "dataset=text_pairs" if group == "model" else
+                       "model=cnn")[group]
+        rec = groups.known(group, node)
+        assert OmegaConf.get_type(node) is rec.schema, option
+        assert list(node.keys()) == [f.name for f in dataclasses.fields(rec.schema)], option
+        docs = config_help.described(rec.schema)
+        assert set(docs) == set(node.keys()), option
+    assert {r.schema for r in records.values()} >= {OmegaConf.get_type(compose()[group])}
+
+
 def test_every_option_record_names_an_implementation_that_exists():
     """The checks refuse a name before TensorFlow from the records; the trainer calls the
     implementation each record names: every built-in's module must define it (read, not

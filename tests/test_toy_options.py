@@ -60,3 +60,21 @@ def test_help_lists_a_toy_options_keys(toy):
     assert {"model.name", "model.record", "dataset.name", "dataset.record"} <= set(listed)
     assert not {"model.units", "model.factory", "dataset.shape", "dataset.tfds_name"} & set(listed)
     assert "registers its record" in listed["model.record"]
+
+
+def test_a_toy_option_has_its_groups_keys_only(toy):
+    """A yaml with no schema of its own composes onto the group's (DatasetConfig, ModelConfig):
+    a built-in option's key is refused at composition, in one line naming the toy's keys."""
+    from omegaconf import OmegaConf
+
+    from distexp.options.datasets import DatasetConfig
+    from distexp.options.models import ModelConfig
+
+    cfg = toy("strategy=one_device")
+    assert (OmegaConf.get_type(cfg.model), OmegaConf.get_type(cfg.dataset)) == (ModelConfig,
+                                                                                DatasetConfig)
+    with pytest.raises(Exception) as ex:
+        toy("strategy=one_device", "dataset.shape=[4]")
+    assert errors.one_line(ex.value) == (
+        "dataset.shape: unknown key for dataset=blobs (received [4]); valid: name, task, "
+        "shuffle_buffer, prefetch, threadpool, on_device, record")

@@ -22,7 +22,7 @@ from distexp.cluster import kinds
 from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS, StrategyConfig
 from distexp.data.text import MODES as TOKENS
 from distexp.options import datasets, loops, models, optimizers
-from distexp.errors import UserError
+from distexp.errors import UserError, unknown_key
 from distexp.user_code import check_factory
 from distexp.config.mode import in_multirun
 from distexp.config.resolved import resolve, strategy_record, visible_gpus, worker_gpus
@@ -52,11 +52,11 @@ def _unknown_keys(node: DictConfig, prefix: str = "") -> None:
     """Keys added with `+key=value` that no schema declares (Hydra's `+` bypasses struct mode)."""
     schema = OmegaConf.get_type(node)
     if schema is not None and dataclasses.is_dataclass(schema):
-        known = {f.name for f in dataclasses.fields(schema)}
+        known = [f.name for f in dataclasses.fields(schema)]
         for key in node.keys():
             if key not in known:
-                raise UserError(f"{prefix}{key}: unknown key (not in the schema); check the spelling "
-                                "or see --cfg job")
+                valid = {k: OmegaConf.select(node, k, default=None) for k in known}  # its own
+                raise UserError(unknown_key(f"{prefix}{key}", node[key], valid))
     for key in node.keys():
         child = node._get_node(key)
         if isinstance(child, DictConfig) and not child._is_missing() and not child._is_none():
@@ -179,7 +179,7 @@ def _validate_repeats(cfg: DictConfig) -> None:
     if not 0 <= cfg.repeat < most:
         raise UserError(f"repeat: received {cfg.repeat}; expected 0..{most - 1} (repeats="
                         f"{cfg.repeats}); the sweeper sets it, set repeats=N instead")
-    if not 0 < ds.test_fraction < 1:
+    if "test_fraction" in ds and not 0 < ds.test_fraction < 1:
         raise UserError(f"dataset.test_fraction: received {ds.test_fraction}; expected 0 < x < 1")
 
 
@@ -225,19 +225,22 @@ def _validate_task(cfg: DictConfig) -> None:
     if name == "custom" and not cfg.task.factory:
         raise UserError("task.factory: received null; task.name=custom needs "
                         "task.factory=package.module:function")
-    _choice("dataset.source_tokens", ds.source_tokens, TOKENS)
-    _choice("dataset.target_tokens", ds.target_tokens, TOKENS)
-    _at_least("dataset.max_length", ds.max_length, 1, allow_none=True)
-    _at_least("dataset.vocab_size", ds.vocab_size, 5, allow_none=True)
-    _at_least("model.embedding_dim", cfg.model.embedding_dim, 1)
-    _at_least("model.units", cfg.model.units, 1)
+    for side in ("source", "target"):  # the sentence-pair datasets' keys
+        if f"{side}_tokens" in ds:
+            _choice(f"dataset.{side}_tokens", ds[f"{side}_tokens"], TOKENS)
+    for key, low in (("max_length", 1), ("vocab_size", 5)):
+        if key in ds:
+            _at_least(f"dataset.{key}", ds[key], low, allow_none=True)
+    for key in ("embedding_dim", "units"):  # gru_seq2seq's
+        if key in cfg.model:
+            _at_least(f"model.{key}", cfg.model[key], 1)
     seq2seq_models = models.for_task("seq2seq")
     if name == "seq2seq" and cfg.model.name not in seq2seq_models:
         raise UserError(f"model: received {cfg.model.name!r} with a seq2seq task (dataset="
                         f"{ds.name}); valid: {', '.join(seq2seq_models)}")
     if name == "classification" and cfg.model.name in seq2seq_models:
         raise UserError(f"dataset: received {ds.name!r} with model={cfg.model.name}, which needs "
-                        "sentence pairs; valid: text_pairs, synthetic_pairs")
+                        f"sentence pairs; valid: {', '.join(datasets.for_task('seq2seq'))}")
     task = tasks.builtin(cfg)
     if not loops.of(cfg).task_loss and (task is None or not task.fit_ok):
         why = task.fit_refusal if task is not None else (

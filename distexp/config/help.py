@@ -3,13 +3,13 @@
 Hydra renders ``hydra.help.template`` (conf/config.yaml); its ``${distexp.help:}`` part is this
 module's `render`, an OmegaConf resolver that sees the composed config (``_root_``):
 - descriptions are the schema's own (`help` in each dataclass field's metadata,
-  distexp.config.schema.key), written once, where the key is defined; a field without one (the
+  distexp.options.fields.key), written once, where the key is defined; a field without one (the
   job's internal `resolved`) is not listed;
-- a group's keys are those of its chosen option: the keys its yaml sets
-  (conf/<group>/<option>.yaml) and those its record says apply (a model's or dataset's `keys`,
-  distexp.options; a strategy's `options`), or the field's `only` for the cluster: no
-  `embedding_dim` under model=cnn, no `shape` under dataset=digits. `--cfg job` still prints
-  everything.
+- a group's keys are those of its chosen option: a model's or dataset's node has its option's
+  keys only (the dataclass its record names, distexp.options), `record` when set; a strategy's,
+  the keys its yaml sets (conf/<group>/<option>.yaml) and its record's `options`; the cluster's,
+  the field's `only`: no `embedding_dim` under model=cnn, no `shape` under dataset=digits.
+  `--cfg job` prints every key of the composed config.
 No TensorFlow.
 """
 from __future__ import annotations
@@ -28,18 +28,21 @@ GROUPS = ("strategy", "model", "dataset", "loop", "cluster")
 WIDTH = 100
 
 
-def descriptions(schema) -> Dict[str, dict]:
-    """'group.key' (or 'key' at the top) -> the field's metadata (help, only), from the schema."""
-    out: Dict[str, dict] = {}
+def described(cls) -> Dict[str, dict]:
+    """key -> the metadata (help, only) of each field of the dataclass `cls` that has a help."""
+    return {f.name: dict(f.metadata) for f in dataclasses.fields(cls) if f.metadata.get("help")}
 
-    def walk(cls, prefix: str) -> None:
-        types = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):
-            if dataclasses.is_dataclass(types[f.name]) and not prefix:
-                walk(types[f.name], f"{f.name}.")
-            elif f.metadata.get("help"):
-                out[prefix + f.name] = dict(f.metadata)
-    walk(schema, "")
+
+def descriptions(schema) -> Dict[str, dict]:
+    """'group.key' (or 'key' at the top) -> the field's metadata (help, only), from the schema
+    (a group's keys: its declared dataclass's; an option's own: `rows` asks its node's)."""
+    out: Dict[str, dict] = {}
+    types = typing.get_type_hints(schema)
+    for f in dataclasses.fields(schema):
+        if dataclasses.is_dataclass(types[f.name]):
+            out.update({f"{f.name}.{k}": m for k, m in described(types[f.name]).items()})
+        elif f.metadata.get("help"):
+            out[f.name] = dict(f.metadata)
     return out
 
 
@@ -76,8 +79,7 @@ def _shown(group: str, node: DictConfig, key: str, option: str, meta: dict) -> b
         rec = strategies.REGISTRY.get(str(node.get("name")))
         return rec is not None and key in rec.options
     if group in option_groups.GROUPS:
-        rec = option_groups.known(group, node)
-        return rec is not None and key in rec.keys
+        return option_groups.applies(node, key)
     return option in meta.get("only", ())
 
 
@@ -96,8 +98,10 @@ def rows(root: DictConfig, schema) -> List[tuple]:
         if not isinstance(node, DictConfig):
             continue
         option = str(choices.get(group) or "default")
+        own = OmegaConf.get_type(node)  # an option's own dataclass (a model's, a dataset's)
+        own = described(own) if dataclasses.is_dataclass(own) else {}
         for key in node.keys():
-            meta = docs.get(f"{group}.{key}")
+            meta = own.get(key) or docs.get(f"{group}.{key}")
             if meta is None or (group in GROUPS and not _shown(group, node, key, option, meta)):
                 continue
             out.append((f"{group}.{key}", _value(node[key]) if not OmegaConf.is_missing(node, key)
@@ -116,8 +120,33 @@ def render(root: DictConfig, schema) -> str:
     return "\n".join(lines).replace("$", "$$")  # Hydra's template substitutes $NAME
 
 
+def groups() -> str:
+    """Hydra's ``$APP_CONFIG_GROUPS`` (every group outside hydra/ and its options, from every
+    config source) without the options' schemas (``<group>/base_<option>``, not choices)."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    loader = GlobalHydra.instance().config_loader()
+
+    def walk(parent: str):
+        for name in loader.list_groups(parent):
+            path = f"{parent}/{name}" if parent else name
+            if path != "hydra":
+                yield path
+                yield from walk(path)
+
+    lines = []
+    for group in sorted(walk("")):
+        options = sorted(o for o in loader.get_group_options(group) if not o.startswith("base_"))
+        if options:
+            lines.append(f"{group}: {', '.join(options)}")
+    return "\n".join(lines)
+
+
 def register(schema) -> None:
-    """The ``distexp.help`` resolver, describing the keys of `schema` (the config's dataclass)."""
+    """The ``distexp.help`` resolver, describing the keys of `schema` (the config's dataclass),
+    and ``distexp.groups``, the groups and their options."""
     if not OmegaConf.has_resolver("distexp.help"):
         OmegaConf.register_new_resolver("distexp.help", lambda *, _root_: render(_root_, schema),
                                         use_cache=False)
+    if not OmegaConf.has_resolver("distexp.groups"):
+        OmegaConf.register_new_resolver("distexp.groups", groups, use_cache=False)

@@ -3,7 +3,9 @@
 Everything here runs in the Hydra job process, which never imports TensorFlow: a typo, an unknown
 option or a wrong type is reported in one line before any training process starts. The schema is
 registered once as ``base_config``; ``conf/config.yaml`` extends it, so every group option
-(``conf/<group>/<option>.yaml``) is merged onto a typed node and checked by OmegaConf. The checks
+(``conf/<group>/<option>.yaml``) is merged onto a typed node and checked by OmegaConf: a model's
+or dataset's onto its own dataclass (its record's `schema`, stored as ``<group>/base_<option>``
+and named first in its yaml), so a key of another option is refused at composition. The checks
 that types cannot express are in distexp.config.checks; the figures derived here (replicas, global batch,
 objective, flattened params) ask the strategy's record and the task.
 """
@@ -12,14 +14,17 @@ from __future__ import annotations
 from distexp.figures import perf_keys
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from distexp.cluster.liveness import STARTUP_S
 from distexp.config.resolved import ResolvedConfig  # the facts' type lives with the facts
-from distexp.options import groups
+from distexp.options import datasets, groups, models
+from distexp.options.datasets import DatasetConfig
+from distexp.options.fields import key
+from distexp.options.models import ModelConfig
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 PROGRESS = ("auto", "bar", "lines", "quiet")
@@ -28,17 +33,6 @@ LR_SCALING = ("none", "linear", "sqrt")
 # and these performance figures, all final values in result.json.
 PERF_OBJECTIVES = (perf_keys.EXAMPLES_PER_SEC, perf_keys.EXAMPLES_PER_SEC_PER_REPLICA,
                    perf_keys.STEP_TIME_MS_P50, perf_keys.TIME_TO_FIRST_STEP_S)
-
-
-def key(default: Any = None, help: str = "", *, factory: Any = None,
-        only: Tuple[str, ...] = ()) -> Any:
-    """A schema field with its `--help` description (distexp.config.help) and, for a group's
-    key that applies to some of its options only, those options (`only`; models' and datasets'
-    own keys are their records', strategies' their records' `options`)."""
-    meta = {"help": help, "only": tuple(only)}
-    if factory is not None:
-        return field(default_factory=factory, metadata=meta)
-    return field(default=default, metadata=meta)
 
 
 @dataclass
@@ -53,67 +47,6 @@ class StrategyConfig:
     tpu_cores: int = key(8, "the TPU's cores (replicas; checked against the TPU's own count)")
     record: Optional[str] = key(None, "a strategy of one's own: the module that registers its "
                                 "record (distexp.strategies.register); null for the built-ins")
-
-
-@dataclass
-class ModelConfig:
-    name: str = key(MISSING, "the chosen option (model=...)")
-    optimizer: str = key("adam", "a Keras optimizer name: adam, sgd, rmsprop")
-    learning_rate: float = key(1e-3, "used when the top-level learning_rate is null")
-    min_size: int = key(0, "smallest image size the architecture accepts: smaller inputs are "
-                        "resized up (resize=true) or refused; 0 = none")
-    resize: bool = key(True, "resize inputs smaller than min_size up to it (false: refuse them)")
-    factory: Optional[str] = key(None, '"package.module:function" called inside strategy.scope() '
-                                 "as fn(input_shape=(h, w, c), num_classes=k) -> keras.Model")
-    embedding_dim: int = key(256, "embedding size (encoder and decoder)")
-    units: int = key(1024, "GRU units (encoder and decoder)")
-    record: Optional[str] = key(None, "a model of one's own: the module that registers its "
-                                "record (distexp.options.models); null for the built-ins")
-
-
-@dataclass
-class DatasetConfig:
-    name: str = key(MISSING, "the chosen option (dataset=...)")
-    task: str = key("classification", "the task this dataset implies (distexp.tasks): "
-                    "classification, seq2seq, ...")
-    test_fraction: float = key(0.2, "fraction held out for evaluation (split fixed by `seed`)")
-    shape: List[int] = key(help="image shape [h, w, c] (or [d])",
-                           factory=lambda: [32, 32, 3])
-    num_classes: int = key(10, "number of classes")
-    size: int = key(2048, "examples (or pairs) generated for training; eval gets size // 4 "
-                    "(pairs: train + eval)")
-    shuffle_buffer: int = key(10000, "tf.data shuffle buffer (examples)")
-    prefetch: int = key(-1, "tf.data prefetch (batches); -1 = tf.data.AUTOTUNE")
-    threadpool: int = key(0, "tf.data private thread pool for this pipeline (threads); 0 = "
-                          "TensorFlow's shared pool")
-    on_device: bool = key(False, "keep one batch on the replicas' devices and train on it every "
-                          "step (no input cost; loop=custom)")
-    tfds_name: Optional[str] = key(None, "the TensorFlow Datasets builder's name")
-    train_split: str = key("train", 'training split (TFDS slicing syntax, e.g. "train[:80%]")')
-    eval_split: str = key("test", "evaluation split (TFDS slicing syntax)")
-    data_dir: Optional[str] = key(None, "where the prepared data lives; null = $TFDS_DATA_DIR or "
-                                  "~/tensorflow_datasets")
-    download: bool = key(False, "download and prepare the data when it is not prepared")
-    image_size: Optional[List[int]] = key(None, "[h, w] to resize images to; required when the "
-                                          "images vary in size; null = as stored")
-    preprocessing: str = key("scale", "scale (x / 255), standardize (per image), none (as "
-                             "stored, float32)")
-    cache: bool = key(True, "keep decoded, preprocessed examples in memory after the first pass")
-    factory: Optional[str] = key(None, '"package.module:function" called in the trainer as '
-                                 "function(seed=..., **dataset.kwargs)")
-    kwargs: Dict[str, Any] = key(help="keyword arguments for dataset.factory", factory=dict)
-    path: Optional[str] = key(None, "the sentence-pair file (source<TAB>target[<TAB>...] per "
-                              "line)")
-    source_tokens: str = key("auto", "how the source side is split into tokens: word, char, or "
-                             "auto (char for text without spaces)")
-    target_tokens: str = key("auto", "how the target side is split into tokens: word, char, "
-                             "auto")
-    max_length: Optional[int] = key(None, "drop pairs longer than this many tokens on either "
-                                    "side; null = keep all")
-    vocab_size: Optional[int] = key(None, "cap each vocabulary (most frequent first; the rest -> "
-                                    "<unk>); null = no cap")
-    record: Optional[str] = key(None, "a dataset of one's own: the module that registers its "
-                                "record (distexp.options.datasets); null for the built-ins")
 
 
 @dataclass
@@ -154,7 +87,9 @@ class CheckpointConfig:
     # Stable across invocations, so `resume=true` finds what a crashed job wrote: not under the
     # Hydra run dir. In a sweep, each job's own `<job dir>/checkpoints` (a re-run of a failed job
     # must restore its own state, not the one another job of the sweep saved last).
-    dir: str = key("${distexp.checkpoint_dir:${strategy.name}-${model.name}-${dataset.name}}",
+    # A user's model or data by its factory's function, as the run's name calls it.
+    dir: str = key("${distexp.checkpoint_dir:${strategy.name}-${distexp.workload:model}-"
+                   "${distexp.workload:dataset}}",
                    "where the chief writes (stable across runs, so resume=true finds it)")
     keep: int = key(3, "checkpoints kept (tf.train.CheckpointManager max_to_keep)")
 
@@ -279,16 +214,35 @@ def _checkpoint_dir(name: str) -> str:
     return f"{_cwd()}/outputs/checkpoints/{name}"
 
 
+def _workload(group: str, *, _root_: DictConfig) -> str:
+    """`${distexp.workload:model}`: the chosen model's name, a user's by its factory's function."""
+    node = _root_[group]
+    return groups.workload(group, str(node.name), node.get("factory"))
+
+
 def register() -> None:
-    """Register the schema and the ``distexp.cwd`` resolver (idempotent)."""
+    """Register the schema, each option's schema (``<group>/base_<option>``, named by its yaml)
+    and the ``distexp.*`` resolvers (idempotent)."""
     if not OmegaConf.has_resolver("distexp.cwd"):
         OmegaConf.register_new_resolver("distexp.cwd", _cwd)
     if not OmegaConf.has_resolver("distexp.checkpoint_dir"):
         OmegaConf.register_new_resolver("distexp.checkpoint_dir", _checkpoint_dir)
+    if not OmegaConf.has_resolver("distexp.workload"):
+        OmegaConf.register_new_resolver("distexp.workload", _workload)
     from distexp.config import help as config_help
 
     config_help.register(Config)  # ${distexp.help:} in hydra.help.template
-    ConfigStore.instance().store(name="base_config", node=Config)
+    store = ConfigStore.instance()
+    store.store(name="base_config", node=Config)
+    # Open to keys outside the option's schema: a sweep over options (`-m dataset=mnist,cifar10
+    # dataset.data_dir=/data`) is first composed with the group's default option (Hydra's sweep
+    # config), which lacks them. checks.validate refuses, job by job, a key the job's own option
+    # does not have, in the same line as Hydra's refusal (errors.unknown_key); types are checked.
+    for group, records in (("model", models.REGISTRY), ("dataset", datasets.REGISTRY)):
+        for rec in records.values():
+            node = OmegaConf.structured(rec.schema)
+            OmegaConf.set_struct(node, False)
+            store.store(group=group, name=f"base_{rec.name}", node=node)
 
 
 def _applies(tree: dict, group: str, key: str) -> bool:
@@ -303,7 +257,7 @@ def _applies(tree: dict, group: str, key: str) -> bool:
     if group == "task" and key in ("factory", "kwargs"):
         return node.get("factory") is not None
     if group in groups.GROUPS:
-        return groups.applies(group, node, key)
+        return groups.applies(node, key)
     return True
 
 

@@ -21,9 +21,10 @@ from typing import Callable, Optional
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from distexp import env
 from distexp.data import validate
 from distexp.data.arrays import Arrays
-from distexp.data.tfds import TFDS_MOCK_ENV, not_prepared, open_builder
+from distexp.data.tfds import not_prepared, open_builder
 from distexp.errors import UserError
 from distexp.options import datasets as records
 
@@ -251,7 +252,7 @@ def readable_pairs(ds: DictConfig) -> None:
 
 
 def tfds_prepared(ds: DictConfig) -> None:
-    if ds.download or os.environ.get(TFDS_MOCK_ENV):
+    if ds.download or os.environ.get(env.TFDS_MOCK):
         return
     builder = open_builder(ds)
     if not builder.is_prepared():

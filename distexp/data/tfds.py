@@ -9,9 +9,9 @@ import os
 from omegaconf import DictConfig
 
 from distexp.data.arrays import Arrays
+from distexp import env
 from distexp.errors import UserError
 
-TFDS_MOCK_ENV = "DISTEXP_TFDS_MOCK"
 
 def _quiet_absl() -> None:
     logging.getLogger("absl").setLevel(logging.ERROR)
@@ -42,7 +42,7 @@ def _load(ds: DictConfig, seed: int):
     import tensorflow_datasets as tfds
 
     _quiet_absl()
-    mock = os.environ.get(TFDS_MOCK_ENV)
+    mock = os.environ.get(env.TFDS_MOCK)
     scope = tfds.testing.mock_data(num_examples=int(mock)) if mock else contextlib.nullcontext()
     with scope:
         builder = open_builder(ds)

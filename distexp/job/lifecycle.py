@@ -200,8 +200,8 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
     if "tracking.uri" in params:
         params["tracking.uri"] = tracking.redact(params["tracking.uri"])
     name = tracking.run_name(cfg.strategy.name,  # a user's model/data: its factory's name
-                             tracking.workload("model", cfg.model.name, cfg.model.factory),
-                             tracking.workload("dataset", cfg.dataset.name, cfg.dataset.factory),
+                             tracking.workload("model", cfg.model.name, cfg.model.get("factory")),
+                             tracking.workload("dataset", cfg.dataset.name, cfg.dataset.get("factory")),
                              facts["replicas"], in_sweep=multirun,
                              swept=swept_values(str(hc.sweep.dir)) if multirun else None)
 

@@ -1,31 +1,121 @@
-"""Dataset records (`dataset=<name>`): which keys apply to each, its checks before TensorFlow, its
-size for the batch check, whether its labels are random, and what the job process checks is
-readable (a sentence-pair file, prepared TFDS data).
+"""Dataset records (`dataset=<name>`): the dataclass of each one's node (`DatasetConfig`, the keys
+every dataset has; a dataset's own keys in a subclass), its checks before TensorFlow, its size for
+the batch check, whether its labels are random, and what the job process checks is readable (a
+sentence-pair file, prepared TFDS data).
 
 Every TensorFlow Datasets option (mnist, cifar10, ... and dataset=tfds itself) is the `tfds`
 record: a dataset node with a `tfds_name` is TFDS data. A dataset of one's own outside distexp: a
 module that registers a `Dataset` (``register(Dataset(name="toy", implementation=
-"my_pkg.toy:load"))``) and ``conf/dataset/<name>.yaml`` naming it (``record: my_pkg.toy_record``);
-the implementation is called in the training process as ``fn(dataset_cfg, seed)`` and returns
-distexp.data.arrays.Arrays.
+"my_pkg.toy:load"))``) and ``conf/dataset/<name>.yaml`` naming it (``record: my_pkg.toy_record``;
+its node has DatasetConfig's keys); the implementation is called in the training process as
+``fn(dataset_cfg, seed)`` and returns distexp.data.arrays.Arrays.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 from distexp.errors import UserError
+from distexp.options.fields import key
 from distexp.options.record import Option
 from distexp.registry import Registry
 
 DIGITS_EXAMPLES = 1797     # scikit-learn's load_digits
 PREPROCESSING = ("scale", "standardize", "none")  # dataset.preprocessing of TFDS images
-_PAIRS_KEYS = ("test_fraction", "source_tokens", "target_tokens", "max_length", "vocab_size")
-_TFDS_KEYS = ("tfds_name", "train_split", "eval_split", "data_dir", "download", "image_size",
-              "preprocessing", "cache")
+_TASK = "the task this dataset implies (distexp.tasks): classification, seq2seq, ..."
+
+
+@dataclass
+class DatasetConfig:
+    name: str = key(MISSING, "the chosen option (dataset=...)")
+    task: str = key("classification", _TASK)
+    shuffle_buffer: int = key(10000, "tf.data shuffle buffer (examples)")
+    prefetch: int = key(-1, "tf.data prefetch (batches); -1 = tf.data.AUTOTUNE")
+    threadpool: int = key(0, "tf.data private thread pool for this pipeline (threads); 0 = "
+                          "TensorFlow's shared pool")
+    on_device: bool = key(False, "keep one batch on the replicas' devices and train on it every "
+                          "step (no input cost; loop=custom)")
+    record: Optional[str] = key(None, "a dataset of one's own: the module that registers its "
+                                "record (distexp.options.datasets); null for the built-ins")
+
+
+def _test_fraction() -> Any:
+    return key(0.2, "fraction held out for evaluation (split fixed by `seed`)")
+
+
+def _size() -> Any:
+    return key(2048, "examples (or pairs) generated for training; eval gets size // 4 (pairs: "
+               "train + eval)")
+
+
+def _num_classes() -> Any:
+    return key(10, "number of classes")
+
+
+@dataclass
+class DigitsConfig(DatasetConfig):
+    test_fraction: float = _test_fraction()
+
+
+@dataclass
+class SyntheticConfig(DatasetConfig):
+    shape: List[int] = key(help="image shape [h, w, c] (or [d])", factory=lambda: [32, 32, 3])
+    num_classes: int = _num_classes()
+    size: int = _size()
+
+
+@dataclass
+class PairsConfig(DatasetConfig):
+    task: str = key("seq2seq", _TASK)
+    test_fraction: float = _test_fraction()
+    source_tokens: str = key("auto", "how the source side is split into tokens: word, char, or "
+                             "auto (char for text without spaces)")
+    target_tokens: str = key("auto", "how the target side is split into tokens: word, char, "
+                             "auto")
+    max_length: Optional[int] = key(None, "drop pairs longer than this many tokens on either "
+                                    "side; null = keep all")
+    vocab_size: Optional[int] = key(None, "cap each vocabulary (most frequent first; the rest -> "
+                                    "<unk>); null = no cap")
+
+
+@dataclass
+class TextPairsConfig(PairsConfig):
+    path: Optional[str] = key(None, "the sentence-pair file (source<TAB>target[<TAB>...] per "
+                              "line)")
+
+
+@dataclass
+class SyntheticPairsConfig(PairsConfig):
+    size: int = _size()
+
+
+@dataclass
+class CustomDatasetConfig(DatasetConfig):
+    num_classes: int = _num_classes()
+    factory: Optional[str] = key(None, '"package.module:function" called in the trainer as '
+                                 "function(seed=..., **dataset.kwargs)")
+    kwargs: Dict[str, Any] = key(help="keyword arguments for dataset.factory", factory=dict)
+    cache: bool = key(True, "keep the examples of the (train, eval) tf.data.Datasets it returns "
+                      "in memory after the first pass")
+
+
+@dataclass
+class TfdsConfig(DatasetConfig):
+    tfds_name: Optional[str] = key(None, "the TensorFlow Datasets builder's name")
+    train_split: str = key("train", 'training split (TFDS slicing syntax, e.g. "train[:80%]")')
+    eval_split: str = key("test", "evaluation split (TFDS slicing syntax)")
+    data_dir: Optional[str] = key(None, "where the prepared data lives; null = $TFDS_DATA_DIR or "
+                                  "~/tensorflow_datasets")
+    download: bool = key(False, "download and prepare the data when it is not prepared")
+    image_size: Optional[List[int]] = key(None, "[h, w] to resize images to; required when the "
+                                          "images vary in size; null = as stored")
+    preprocessing: str = key("scale", "scale (x / 255), standardize (per image), none (as "
+                             "stored, float32)")
+    cache: bool = key(True, "keep decoded, preprocessed examples in memory after the first pass")
 
 
 def _at_least(key: str, value, low) -> None:
@@ -35,6 +125,7 @@ def _at_least(key: str, value, low) -> None:
 
 @dataclass(frozen=True)
 class Dataset(Option):
+    schema: Any = DatasetConfig
     # Labels drawn at random: accuracy is chance level by construction (distexp.figures.meaning).
     random_labels: bool = False
     # The job process's check that the data can be read ("package.module:function" called as
@@ -117,15 +208,13 @@ REGISTRY = Registry("dataset", sort=True, base="Dataset (distexp.options.dataset
 register = REGISTRY.put
 
 _DATA = "distexp.data.datasets"
-register(Digits("digits", f"{_DATA}:digits", keys=("test_fraction",)))
-register(Synthetic("synthetic", f"{_DATA}:synthetic", keys=("shape", "num_classes", "size"),
-                   random_labels=True))
-register(TextPairs("text_pairs", f"{_DATA}:text_pairs", keys=("path", *_PAIRS_KEYS),
+register(Digits("digits", f"{_DATA}:digits", DigitsConfig))
+register(Synthetic("synthetic", f"{_DATA}:synthetic", SyntheticConfig, random_labels=True))
+register(TextPairs("text_pairs", f"{_DATA}:text_pairs", TextPairsConfig,
                    available=f"{_DATA}:readable_pairs"))
-register(Dataset("synthetic_pairs", f"{_DATA}:synthetic_pairs", keys=("size", *_PAIRS_KEYS)))
-register(Custom("custom", f"{_DATA}:custom", keys=("num_classes", "factory", "kwargs"),
-                factory=True))
-TFDS = register(Tfds("tfds", "distexp.data.tfds:tfds_data", keys=_TFDS_KEYS,
+register(Dataset("synthetic_pairs", f"{_DATA}:synthetic_pairs", SyntheticPairsConfig))
+register(Custom("custom", f"{_DATA}:custom", CustomDatasetConfig, factory=True))
+TFDS = register(Tfds("tfds", "distexp.data.tfds:tfds_data", TfdsConfig,
                      available=f"{_DATA}:tfds_prepared"))
 
 
@@ -150,3 +239,9 @@ def random_labels(name: str) -> bool:
     rec = REGISTRY.get(name)
     return rec is not None and rec.random_labels
 
+
+def for_task(task: str) -> Tuple[str, ...]:
+    """The names of the datasets whose node implies a task (its schema's `task`; seq2seq:
+    text_pairs, synthetic_pairs)."""
+    return tuple(r.name for r in REGISTRY.values()
+                 if {f.name: f.default for f in dataclasses.fields(r.schema)}["task"] == task)

@@ -1,8 +1,9 @@
-"""The option groups that have records, by config key: a group node's record when it is known
-(the run's params and `--help` ask it which of the group's keys apply). No TensorFlow."""
+"""The option groups that have records, by config key: a group node's record when it is known,
+and what a run calls a user's option (its factory's function). No TensorFlow."""
 from __future__ import annotations
 
-from typing import Optional, Tuple
+import re
+from typing import Optional
 
 from distexp.options import datasets, loops, models
 from distexp.options.record import Option
@@ -12,21 +13,24 @@ GROUPS = {"model": models, "dataset": datasets, "loop": loops}
 
 def known(group: str, node) -> Optional[Option]:
     """The record of `node` (a group's node or plain dict); None when its option is not
-    registered (a user's record not imported yet: then every key is kept)."""
+    registered (a user's record not imported yet)."""
     if group == "dataset":
         return datasets.known(node)
     return GROUPS[group].REGISTRY.get(str(node.get("name")))
 
 
-def claimed(group: str) -> Tuple[str, ...]:
-    """The keys of `group` that some option claims (they apply to that option only)."""
-    return tuple(sorted({k for r in GROUPS[group].REGISTRY.values() for k in r.keys}))
+def applies(node, key: str) -> bool:
+    """Whether a key of a group's node is one of its option's: every key the node has (its
+    option's dataclass), `record` only when set (a user's option)."""
+    return key != "record" or node.get("record") is not None
 
 
-def applies(group: str, node, key: str) -> bool:
-    """Whether `key` of a group node applies to its option: the option's own keys, the keys no
-    option claims; `record` only when set (a user's option)."""
-    if key == "record":
-        return node.get("record") is not None
-    rec = known(group, node)
-    return rec is None or rec.applies(key, claimed(group))
+def workload(group: str, name: str, factory: Optional[str] = None) -> str:
+    """What a run's name, description and default checkpoint.dir call a model or dataset
+    (`group`): a user's own by its factory's function (`mnist_convnet` for
+    model.factory=mymodels:mnist_convnet), not "custom" (the option whose record says a factory
+    names the user's code)."""
+    rec = known(group, {"name": name})
+    if rec is None or not rec.factory or not factory or factory == "null":
+        return name
+    return re.split(r"[:.]", str(factory).strip())[-1] or name

@@ -13,10 +13,9 @@ read at once. They repeat the metrics (the metrics stay the numbers to compute w
 from __future__ import annotations
 
 import math
-import re
 from typing import Dict, Mapping, Optional
 
-from distexp.options import groups
+from distexp.options.groups import workload  # what a run calls a user's model or data
 from distexp.tracking import tags as tag
 from distexp.figures import perf_keys
 
@@ -27,16 +26,6 @@ def rate_text(rate: Optional[float], ci95: Optional[float]) -> Optional[str]:
     if ci95 is None or not math.isfinite(ci95):  # under 2 windows of 10 timed steps
         return f"{rate:,.0f} (no CI)"
     return f"{rate:,.0f} [{rate - ci95:,.0f}, {rate + ci95:,.0f}]"
-
-
-def workload(group: str, name: str, factory: Optional[str] = None) -> str:
-    """What a run's name and description call a model or dataset (`group`): a user's own by its
-    factory's function (`mnist_convnet` for model.factory=mymodels:mnist_convnet), not "custom"
-    (the option whose record says a factory names the user's code)."""
-    rec = groups.known(group, {"name": name})
-    if rec is None or not rec.factory or not factory or factory == "null":
-        return name
-    return re.split(r"[:.]", str(factory).strip())[-1] or name
 
 
 def description(params: Mapping[str, str]) -> str:

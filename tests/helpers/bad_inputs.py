@@ -34,6 +34,13 @@ CASES = [
     ("unknown-key", ["epocs=3"], "epocs: unknown key"),
     ("unknown-added-key", ["+epocs=3"], "epocs: unknown key"),
     ("unknown-nested-key", ["strategy.cros_device_ops=nccl"], "strategy.cros_device_ops: unknown key"),
+    # a key of another option (each option's node has its own keys only)
+    ("other-options-key", ["model.units=3"], "model.units: unknown key for model=cnn (received 3); "
+                                             "valid: name, optimizer, learning_rate, min_size, "
+                                             "resize, record"),
+    ("other-options-added-key", ["+dataset.shape=[8,8,1]"],
+     "dataset.shape: unknown key for dataset=digits (received [8, 8, 1]); valid: name, task, "
+     "shuffle_buffer, prefetch, threadpool, on_device, record, test_fraction"),
     ("nccl-on-cpu", ["strategy.cross_device_ops=nccl"],
      "strategy.cross_device_ops: received 'nccl'; NCCL needs GPUs and this job trains on CPU"),
     # out of range
