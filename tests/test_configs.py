@@ -177,6 +177,24 @@ def test_a_swept_options_key_composes_and_each_job_without_it_is_refused(compose
     assert compose("dataset=synthetic", "dataset.size=100").dataset.size == 100
 
 
+def test_in_a_sweeps_job_another_options_key_is_ignored_and_not_part_of_the_set_up(compose,
+                                                                                    monkeypatch):
+    """`-m model=mlp,custom model.factory=a:f,a:g`: the factory is custom's; mlp's jobs ignore
+    it (the checks pass, flatten leaves it out), so they are one set-up that runs once. A key of
+    no option is refused in a sweep too."""
+    from distexp.config.schema import flatten
+    from distexp.sweeps import planning
+
+    monkeypatch.setattr(checks, "in_multirun", lambda *a, **k: True)
+    a, b = (compose("model=mlp", f"model.factory=factories:{f}") for f in ("crash", "small_mlp"))
+    checks.validate(a)
+    assert "model.factory" not in flatten(a)
+    assert planning.setup(a).key == planning.setup(b).key
+    assert planning.setup(a).key != planning.setup(compose("model=cnn")).key
+    with pytest.raises(errors.UserError, match=r"^model.colour: unknown key for model=mlp"):
+        checks.validate(compose("model=mlp", "+model.colour=red"))
+
+
 @pytest.mark.parametrize("group", ["model", "dataset"])
 def test_each_option_composes_onto_its_records_schema(compose, group):
     """One dataclass per option, its record's: the composed node is of that type and has its keys

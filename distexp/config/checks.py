@@ -22,6 +22,7 @@ from distexp.cluster import kinds
 from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS, StrategyConfig
 from distexp.data.text import MODES as TOKENS
 from distexp.options import datasets, loops, models, optimizers
+from distexp.options import groups as option_groups
 from distexp.errors import UserError, unknown_key
 from distexp.user_code import check_factory
 from distexp.config.mode import in_multirun
@@ -49,11 +50,17 @@ def _steps_per_execution(value: Any) -> None:
 
 
 def _unknown_keys(node: DictConfig, prefix: str = "") -> None:
-    """Keys added with `+key=value` that no schema declares (Hydra's `+` bypasses struct mode)."""
+    """Keys added with `+key=value` that no schema declares (Hydra's `+` bypasses struct mode),
+    and a key of another model/dataset option; in a sweep's job such a key is one a sweep over
+    the group's options sets for the options that have it: ignored here (flatten leaves it out)."""
     schema = OmegaConf.get_type(node)
+    group = prefix.rstrip(".")
     if schema is not None and dataclasses.is_dataclass(schema):
         known = [f.name for f in dataclasses.fields(schema)]
         for key in node.keys():
+            if key in known or (group in option_groups.GROUPS and in_multirun()
+                                and option_groups.foreign(group, str(key))):
+                continue
             if key not in known:
                 valid = {k: OmegaConf.select(node, k, default=None) for k in known}  # its own
                 raise UserError(unknown_key(f"{prefix}{key}", node[key], valid))

@@ -79,7 +79,7 @@ def _shown(group: str, node: DictConfig, key: str, option: str, meta: dict) -> b
         rec = strategies.REGISTRY.get(str(node.get("name")))
         return rec is not None and key in rec.options
     if group in option_groups.GROUPS:
-        return option_groups.applies(node, key)
+        return option_groups.applies(group, node, key)
     return option in meta.get("only", ())
 
 

@@ -257,7 +257,7 @@ def _applies(tree: dict, group: str, key: str) -> bool:
     if group == "task" and key in ("factory", "kwargs"):
         return node.get("factory") is not None
     if group in groups.GROUPS:
-        return groups.applies(node, key)
+        return groups.applies(group, node, key)
     return True
 
 

@@ -2,6 +2,7 @@
 and what a run calls a user's option (its factory's function). No TensorFlow."""
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Optional
 
@@ -19,10 +20,25 @@ def known(group: str, node) -> Optional[Option]:
     return GROUPS[group].REGISTRY.get(str(node.get("name")))
 
 
-def applies(node, key: str) -> bool:
-    """Whether a key of a group's node is one of its option's: every key the node has (its
-    option's dataclass), `record` only when set (a user's option)."""
-    return key != "record" or node.get("record") is not None
+def applies(group: str, node, key: str) -> bool:
+    """Whether a key of a group's node is one of its option's: a field of its record's schema
+    (every key the node has where the option has no schema of its own), `record` only when set
+    (a user's option). A key of another option (set by a sweep over options) does not apply."""
+    if key == "record":
+        return node.get("record") is not None
+    rec = known(group, node)
+    schema = getattr(rec, "schema", None)
+    if schema is None or not dataclasses.is_dataclass(schema):
+        return True
+    return key in {f.name for f in dataclasses.fields(schema)}
+
+
+def foreign(group: str, key: str) -> bool:
+    """Whether `key` is a key of some registered option of `group` (so, on a node of another
+    option, a sweep over the group's options set it for the options that have it)."""
+    return any(key in {f.name for f in dataclasses.fields(r.schema)}
+               for r in GROUPS[group].REGISTRY.values()
+               if dataclasses.is_dataclass(getattr(r, "schema", None)))
 
 
 def workload(group: str, name: str, factory: Optional[str] = None) -> str:
