@@ -221,7 +221,7 @@ def test_the_shared_view_groups_by_set_up_with_the_speed_up_in_view():
                                        "tag.set-up.mirrored x2 batch 128": False,
                                        "tag.set-up.one_device x1 batch 64": False}
     assert state["selectedColumns"][:2] == ["metrics.`scaling/speedup_equal_work`",
-                                            "metrics.`perf/examples_per_sec`"]
+                                            "metrics.`scaling/examples_per_sec_setup`"]
     assert state["columnOrder"][:2] == state["selectedColumns"][:2]
     assert set(state["columnOrder"]) == set(state["selectedColumns"]) | {view.NAME_COLUMN}
     w = state["columnWidths"]
