@@ -98,13 +98,14 @@ def test_too_few_gpus_for_the_workers_is_one_line(compose, tmp_path, gpus, visib
     """The checks refuse it (as a sweep's planning does: no set-up, so no control is added for
     a job that would then be refused), with the plan's own line."""
     from distexp.cluster.processes import split_gpus
-    from distexp.sweeps.planning import setup
+    from distexp.sweeps.planning import setup, with_controls
 
     gpus(visible)
     with pytest.raises(errors.UserError) as ex:
         checks.validate(compose(*overrides))
     assert str(ex.value) == line
     assert setup(compose(*overrides)) is None
+    assert with_controls([overrides], lambda o: compose(*o)) == ([overrides], [])  # no control
     cfg = compose(*overrides)  # the plan's refusal is the same line: one source
     with pytest.raises(errors.UserError) as ex:
         split_gpus(cfg.gpus, visible, resolved.strategy_record(cfg).num_workers(cfg))
