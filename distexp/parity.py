@@ -159,7 +159,7 @@ def _plan(a: argparse.Namespace, overrides: List[str]):
         raise errors.UserError(f"workers: received {cfg.workers} with strategy={name}; its steps "
                           "update asynchronously, so per-step losses of several workers are "
                           "not comparable with one device: use workers=1")
-    facts = resolved.resolve(cfg, resolved.check_gpus(cfg.gpus, resolved.visible_gpus()))
+    facts = resolved.resolve(cfg, resolved.check_gpus(cfg.gpus, resolved.visible_gpus(), rec))
     return name, facts["sync_replicas"], facts["global_batch"]
 
 

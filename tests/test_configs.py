@@ -74,8 +74,10 @@ def test_gpus_resolution():
     assert resolved.check_gpus(None, 4) == 4
     assert resolved.check_gpus(2, 4) == 2
     assert resolved.check_gpus(0, 4) == 0
+    from distexp.strategies import REGISTRY
+
     with pytest.raises(errors.UserError) as err:
-        resolved.check_gpus(2, 0)
+        resolved.check_gpus(2, 0, REGISTRY.load("mirrored", None))
     assert str(err.value) == ("gpus: received 2; 0 GPU(s) visible on this machine. "
                               "To run on CPU use gpus=0 cpu_replicas=2")
 

@@ -45,7 +45,15 @@ def test_more_gpus_than_visible_is_an_error(cli):
 @pytest.mark.parametrize("strategy", ["multiworker", "ps"])
 def test_local_workers_train_on_one_gpu_each(cli, strategy):
     """gpus=1 per worker, 2 local workers: each worker process on its own GPU, not the CPU."""
-    r = cli(f"strategy={strategy}", "workers=2", "gpus=1", *TINY)
+    job = cli.cwd / "job"
+    r = cli(f"strategy={strategy}", "workers=2", "gpus=1", f"hydra.run.dir={job}", *TINY)
     assert r.returncode == 0, r
     devices = next(ln for ln in r.stdout.splitlines() if ln.startswith("Number of devices:"))
-    assert devices.startswith("Number of devices: 2 ") and "gpu" in devices.lower(), devices
+    assert devices.startswith("Number of devices: 2 "), devices
+    if strategy == "multiworker":  # the chief is worker-0: its own replica's device
+        assert "(/gpu:0;" in devices, devices
+    else:  # the coordinator prints it, on no GPU; each worker server logs what it sees
+        for i in range(2):
+            log = (job / f"worker-{i}.log").read_text()
+            assert f"worker:{i} serving at " in log and " on 1 GPU(s)" in log, log[-2000:]
+        assert " on CPU" in (job / "ps-0.log").read_text()

@@ -33,7 +33,8 @@ def _job_plan(compose, tmp_path, *overrides):
     cfg = compose(*overrides)
     checks.validate(cfg)
     visible = resolved.visible_gpus()
-    return cfg, cluster.plan(cfg, tmp_path, resolved.check_gpus(cfg.gpus, visible), visible)
+    gpus = resolved.check_gpus(cfg.gpus, visible, resolved.strategy_record(cfg))
+    return cfg, cluster.plan(cfg, tmp_path, gpus, visible)
 
 
 def _devices(plan) -> dict:
@@ -94,10 +95,42 @@ def test_the_split_takes_the_pinned_gpus(compose, tmp_path, gpus):
 ])
 def test_too_few_gpus_for_the_workers_is_one_line(compose, tmp_path, gpus, visible, overrides,
                                                   line):
+    """The checks refuse it (as a sweep's planning does: no set-up, so no control is added for
+    a job that would then be refused), with the plan's own line."""
+    from distexp.cluster.processes import split_gpus
+    from distexp.sweeps.planning import setup, with_controls
+
     gpus(visible)
     with pytest.raises(errors.UserError) as ex:
-        _job_plan(compose, tmp_path, *overrides)
+        checks.validate(compose(*overrides))
     assert str(ex.value) == line
+    assert setup(compose(*overrides)) is None
+    assert with_controls([overrides], lambda o: compose(*o)) == ([overrides], [])  # no control
+    cfg = compose(*overrides)  # the plan's refusal is the same line: one source
+    with pytest.raises(errors.UserError) as ex:
+        split_gpus(cfg.gpus, visible, resolved.strategy_record(cfg).num_workers(cfg))
+    assert str(ex.value) == line
+    assert setup(compose(*overrides[:-1], "gpus=0")) is not None
+
+
+@pytest.mark.parametrize("overrides,hint", [
+    (["strategy=mirrored"], "gpus=0 cpu_replicas=3"),
+    (["strategy=central"], "gpus=0 cpu_replicas=3"),
+    (["strategy=one_device"], "gpus=0"),
+    (["strategy=multiworker", "workers=1"],
+     "gpus=0 (one CPU replica per worker; workers=3 for 3 replicas)"),
+    (["strategy=ps", "workers=1"], "gpus=0 (one CPU replica per worker; workers=3 for 3 replicas)"),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else "")
+def test_more_gpus_than_visible_says_how_this_strategy_runs_on_cpu(compose, gpus, overrides, hint):
+    """cpu_replicas only where the strategy's record splits the CPU; a multiworker or ps worker
+    holds one CPU replica, so its hint is workers; one_device has one device. (A local cluster's
+    workers are refused by the checks first: the test above.)"""
+    gpus(2)
+    cfg = compose(*overrides, "gpus=3")
+    with pytest.raises(errors.UserError) as ex:
+        resolved.check_gpus(cfg.gpus, resolved.visible_gpus(), resolved.strategy_record(cfg))
+    assert str(ex.value) == (
+        "gpus: received 3; 2 GPU(s) visible on this machine. To run on CPU use " + hint)
 
 
 @pytest.mark.parametrize("strategy", ["multiworker", "ps"])

@@ -99,29 +99,41 @@ def test_sweep_summary_puts_the_verdict_where_the_ui_shows_it(tmp_path):
         "distexp.sweep_dir": str(tmp_path / "sweep")}, {"overrides": "x"})
     client = parent.client
     ids = {}
-    # mirrored x2 at batch 128 over one_device at batch 64 (weak: 1.80x, the bigger batch
-    # included) and over one_device at batch 128 (equal work: 1800 / 1500 = 1.20x)
-    for job, (strategy, replicas, batch, rate) in enumerate([
-            ("one_device", 1, 64, 1000.0), ("mirrored", 2, 128, 1800.0),
-            ("one_device", 1, 128, 1500.0)] * 2):
-        extra = " global_batch_size=128" if strategy == "one_device" and batch == 128 else ""
-        run = client.create_run(parent.experiment_id, run_name=f"{strategy}-r{replicas}", tags={
-            "distexp.sweep_id": "s1", "distexp.run_kind": "job", "distexp.job_num": str(job),
-            "mlflow.parentRunId": parent.run_id,
-            "distexp.overrides": f"strategy={strategy}{extra} repeat={job // 3}"})
-        rid = run.info.run_id
-        ids.setdefault((strategy, batch), []).append(rid)
-        rate *= 1 + 0.01 * (job // 3)  # two runs a set-up, 1 % apart
-        client.log_batch(rid, params=[Param(k, str(v)) for k, v in {
-            "strategy.name": strategy, "model.name": "cnn", "dataset.name": "digits",
-            "loop.name": "custom", "num_replicas": replicas, "num_workers": 1,
-            "global_batch_size": batch}.items()], metrics=[
-            Metric(k, v, 1000, 1) for k, v in {"perf/examples_per_sec": rate,
-                                               "perf/examples_per_sec_ci95": rate * 0.02,
-                                               "eval/accuracy": 0.9}.items()])
-        client.set_terminated(rid, "FINISHED")
+    # Uneven repeats, so that a mean, a first or a max would not give the medians' ratio.
+    # mirrored x2 at batch 128 (1800, 1850, 2400: median 1850; and a diverged run, FINISHED, at
+    # 300) over one_device at batch 64 (weak: 1850 / 1000 = 1.85, the bigger batch included) and
+    # over the two 1-replica set-ups at global batch 128, pooled (1500, 1490, 1000 and 1600, 1650,
+    # 1700: median 1550; equal work: 1850 / 1550 = 1.194); mirrored x2 at batch 256 has no
+    # 1-replica run at its global batch: no speed-up.
+    setups = [("one_device", 1, 64, "", [1000.0, 1010.0, 600.0]),
+              ("mirrored", 2, 128, "", [1800.0, 1850.0, 2400.0, 300.0]),
+              ("one_device", 1, 128, " global_batch_size=128", [1500.0, 1490.0, 1000.0]),
+              ("one_device", 1, 128, " batch_size_per_replica=128", [1600.0, 1650.0, 1700.0]),
+              ("mirrored", 2, 256, " batch_size_per_replica=128", [2600.0, 2500.0, 3500.0])]
+    job = 0
+    for strategy, replicas, batch, extra, rates in setups:
+        for repeat, rate in enumerate(rates):
+            run = client.create_run(parent.experiment_id, run_name=f"{strategy}-r{replicas}",
+                                    tags={"distexp.sweep_id": "s1", "distexp.run_kind": "job",
+                                          "distexp.job_num": str(job),
+                                          "mlflow.parentRunId": parent.run_id,
+                                          "distexp.overrides":
+                                          f"strategy={strategy}{extra} repeat={repeat}"})
+            job += 1
+            rid = run.info.run_id
+            ids.setdefault((strategy, batch, extra), []).append(rid)
+            if rate == 300.0:
+                client.set_tag(rid, "distexp.diverged", "true")
+            client.log_batch(rid, params=[Param(k, str(v)) for k, v in {
+                "strategy.name": strategy, "model.name": "cnn", "dataset.name": "digits",
+                "loop.name": "custom", "num_replicas": replicas, "num_workers": 1,
+                "global_batch_size": batch}.items()], metrics=[
+                Metric(k, v, 1000, 1) for k, v in {"perf/examples_per_sec": rate,
+                                                   "perf/examples_per_sec_ci95": rate * 0.02,
+                                                   "eval/accuracy": 0.9}.items()])
+            client.set_terminated(rid, "FINISHED")
     line = summarise(parent, "s1", uri, "distexp")
-    assert line.startswith("Verdict: ") and "1.20x" in line, line
+    assert line.startswith("Verdict: ") and "1.19x" in line, line
     got = client.get_run(parent.run_id).data
     assert got.tags["mlflow.note.content"].splitlines()[0] == line
     assert "| mirrored |" in got.tags["mlflow.note.content"]  # the report's table below it
@@ -130,23 +142,36 @@ def test_sweep_summary_puts_the_verdict_where_the_ui_shows_it(tmp_path):
     assert exp.tags["mlflow.note.content"].startswith(line + "\n")
     runs = {k: [client.get_run(r).data for r in v] for k, v in ids.items()}
     assert {d.tags["set-up"] for k in runs for d in runs[k]} == {
-        "one_device x1 batch 64", "mirrored x2 batch 128", "one_device x1 batch 128"}
-    for d in runs[("mirrored", 128)]:  # the equal-work figure, not the batch-confounded 1.80x
-        assert d.tags["speed-up"].startswith("1.20x ["), d.tags
-        assert d.metrics["scaling/speedup_equal_work"] == 1.2
-    for key in (("one_device", 64), ("one_device", 128)):
-        assert [d.tags["speed-up"] for d in runs[key]] == ["1.00x baseline"] * 2
-        assert [d.metrics["scaling/speedup_equal_work"] for d in runs[key]] == [1.0, 1.0]
+        "one_device x1 batch 64", "mirrored x2 batch 128",
+        "one_device x1 batch 128 [global_batch_size=128]",
+        "one_device x1 batch 128 [batch_size_per_replica=128]", "mirrored x2 batch 256"}
+    speedup, rate = "scaling/speedup_equal_work", "scaling/examples_per_sec_setup"
+    mirrored = runs[("mirrored", 128, "")]
+    for d in mirrored[:3]:  # the equal-work figure, not the batch-confounded 1.85x
+        assert d.tags["speed-up"].startswith("1.19x ["), d.tags
+        assert d.metrics[speedup] == 1.194  # 1850 / 1550: the medians' ratio
+        assert d.metrics[rate] == 1850.0    # the set-up's own rate, that ratio's numerator
+    diverged = mirrored[3]  # a figure of its own would move the grouped row's average
+    assert speedup not in diverged.metrics and rate not in diverged.metrics
+    for key, median in ((("one_device", 64, ""), 1000.0),
+                        (("one_device", 128, " global_batch_size=128"), 1490.0),
+                        (("one_device", 128, " batch_size_per_replica=128"), 1650.0)):
+        assert [d.tags["speed-up"] for d in runs[key]] == ["1.00x baseline"] * 3
+        # a pooled baseline is 1.0, as its tag says (not 1490 / 1550 or 1650 / 1550)
+        assert [d.metrics[speedup] for d in runs[key]] == [1.0] * 3
+        assert [d.metrics[rate] for d in runs[key]] == [median] * 3
+    for d in runs[("mirrored", 256, " batch_size_per_replica=128")]:  # no control: no speed-up
+        assert d.tags["speed-up"].startswith("not measured"), d.tags
+        assert speedup not in d.metrics and d.metrics[rate] == 2600.0
     state = json.loads(json.loads(exp.tags["mlflow.sharedViewState.distexp-sweep-s1"])["state"])
     assert state["groupBy"]["groupByKeys"] == [{"mode": "tag", "groupByData": "set-up"}]
-    assert state["groupsExpanded"] == {"tag.set-up": True,
-                                       "tag.set-up.mirrored x2 batch 128": False,
-                                       "tag.set-up.one_device x1 batch 128": False,
-                                       "tag.set-up.one_device x1 batch 64": False}
+    assert state["groupsExpanded"] == {
+        "tag.set-up": True, **{f"tag.set-up.{d.tags['set-up']}": False for d in
+                               (runs[k][0] for k in runs)}}
     hist = client.get_metric_history(parent.run_id, "scaling/mirrored/speedup")
-    assert [(h.step, round(h.value, 6)) for h in hist] == [(2, 1.8)]
+    assert sorted((h.step, round(h.value, 6)) for h in hist) == [(2, 1.677419), (2, 1.85)]  # 2600 / 1550, 1850 / 1000
     assert [h.step for h in client.get_metric_history(
-        parent.run_id, "scaling/one_device/examples_per_sec")] == [1, 1]  # batch 64 and 128
+        parent.run_id, "scaling/one_device/examples_per_sec")] == [1, 1, 1]  # batch 64 and 128
     arts = {a.path for a in client.list_artifacts(parent.run_id, "report")}
     assert {"report/report.md", "report/throughput.png"} <= arts
     images = client.list_artifacts(parent.run_id, "images")
@@ -196,7 +221,7 @@ def test_the_shared_view_groups_by_set_up_with_the_speed_up_in_view():
                                        "tag.set-up.mirrored x2 batch 128": False,
                                        "tag.set-up.one_device x1 batch 64": False}
     assert state["selectedColumns"][:2] == ["metrics.`scaling/speedup_equal_work`",
-                                            "metrics.`perf/examples_per_sec`"]
+                                            "metrics.`scaling/examples_per_sec_setup`"]
     assert state["columnOrder"][:2] == state["selectedColumns"][:2]
     assert set(state["columnOrder"]) == set(state["selectedColumns"]) | {view.NAME_COLUMN}
     w = state["columnWidths"]

@@ -51,7 +51,7 @@ def test_ui_writes_the_shared_view_mlflow_reads_and_prints_its_url(tmp_path):
     assert state["searchFilter"] == "tags.`distexp.sweep_id` = 's1'"
     assert state["orderByKey"] == "tags.`mlflow.runName`" and state["orderByAsc"] is True
     assert state["selectedColumns"] == [
-        "metrics.`scaling/speedup_equal_work`", "metrics.`perf/examples_per_sec`",
+        "metrics.`scaling/speedup_equal_work`", "metrics.`scaling/examples_per_sec_setup`",
         "tags.`speed-up`", "tags.`examples/s`", "tags.`accuracy`"]
     # the runs carry no set-up yet (a sweep not summarised): they are the open ungrouped rows
     assert state["groupsExpanded"] == {"tag.set-up": True}

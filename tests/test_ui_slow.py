@@ -107,7 +107,7 @@ FIRST_LINE = """p => { const r = document.createRange(); r.selectNodeContents(p)
           right: Math.max(...rects.map(x => x.right)), bottom: Math.max(...rects.map(x => x.bottom)),
           clipRight: c.right, clipBottom: c.bottom}; }"""
 SPEEDUP = '[col-id="metrics.`scaling/speedup_equal_work`"]'
-RATE = '[col-id="metrics.`perf/examples_per_sec`"]'
+RATE = '[col-id="metrics.`scaling/examples_per_sec_setup`"]'
 
 
 def _look(url: str, jobs, speedup: dict, outcome: str, shot: Path) -> None:

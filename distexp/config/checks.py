@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from distexp import strategies
 from distexp.cluster import kinds
+from distexp.cluster.processes import split_gpus
 from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS, StrategyConfig
 from distexp.data.text import MODES as TOKENS
 from distexp.options import datasets, loops, models, optimizers
@@ -79,6 +80,9 @@ def validate(cfg: DictConfig) -> None:
     rec = strategy_record(cfg)
     kind = _validate_ranges(cfg)
     visible = visible_gpus()
+    if cfg.gpus is not None and rec.cluster_jobs and kind.starts_processes:
+        # N per worker on this machine: N x workers must be visible (the plan's own refusal)
+        split_gpus(cfg.gpus, visible, rec.num_workers(cfg))
     gpus = cfg.gpus if cfg.gpus is not None else visible
     per_worker = worker_gpus(cfg, gpus)
     _validate_knobs(cfg, rec, on_cpu=per_worker == 0 or visible == 0)

@@ -84,14 +84,15 @@ def visible_gpus() -> int:
         return min(len(ids), present) if present else 0
     return present
 
-def check_gpus(requested: Optional[int], visible: int) -> int:
-    """Resolve `gpus` against what is visible: null = all, N = first N, more = error."""
+def check_gpus(requested: Optional[int], visible: int, rec=None) -> int:
+    """Resolve `gpus` against what is visible: null = all, N = first N, more = error (its hint:
+    the strategy record `rec`'s way to run on CPU; without one, gpus=0)."""
     if requested is None:
         return visible
     if requested > visible:
         raise UserError(
             f"gpus: received {requested}; {visible} GPU(s) visible on this machine. "
-            f"To run on CPU use gpus=0 cpu_replicas={max(requested, 2)}")
+            f"To run on CPU use {rec.on_cpu(requested) if rec is not None else 'gpus=0'}")
     return requested
 
 def worker_gpus(cfg: DictConfig, gpus: int) -> int:

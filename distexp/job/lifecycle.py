@@ -120,7 +120,7 @@ def prepare(cfg: DictConfig) -> Job:
     t_start = time.time()
     checks.validate(cfg)  # the factories' modules and functions too (distexp.user_code)
     visible = resolved.visible_gpus()
-    gpus = resolved.check_gpus(cfg.gpus, visible)
+    gpus = resolved.check_gpus(cfg.gpus, visible, resolved.strategy_record(cfg))
     os.environ.update(tracking.http_env())  # bounded MLflow retries here and in the trainers
     if os.environ.get("TF_CONFIG") == "":  # means "unset"; TF's resolvers crash on it (json.loads(""))
         del os.environ["TF_CONFIG"]

@@ -82,7 +82,9 @@ def serve(resolver) -> None:
     with grpc_errors(resolver):
         server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
                                       task_index=resolver.task_id, protocol="grpc", start=True)
-    print(f"{resolver.task_type}:{resolver.task_id} serving at {server.target}", flush=True)
+    gpus = len(tf.config.list_physical_devices("GPU"))  # what CUDA_VISIBLE_DEVICES leaves it
+    print(f"{resolver.task_type}:{resolver.task_id} serving at {server.target} on "
+          f"{f'{gpus} GPU(s)' if gpus else 'CPU'}", flush=True)
     server.join()
 
 

@@ -128,6 +128,17 @@ class Record:
             return gpus
         return int(cfg.cpu_replicas) if self.cpu_replicas else 1
 
+    def on_cpu(self, replicas: int) -> str:
+        """The overrides that run this strategy on CPU with about `replicas` replicas, for a
+        refusal's hint: `cpu_replicas` where it splits the CPU; one CPU replica per worker where
+        the job has workers; else one CPU device."""
+        if self.cpu_replicas:
+            return f"gpus=0 cpu_replicas={max(replicas, 2)}"
+        if self.cluster_jobs:
+            return (f"gpus=0 (one CPU replica per worker; workers={max(replicas, 2)} for "
+                    f"{max(replicas, 2)} replicas)")
+        return "gpus=0"
+
     def check(self, cfg: DictConfig) -> None:
         """Checks of this strategy's own settings (UserError)."""
 

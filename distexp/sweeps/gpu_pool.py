@@ -8,9 +8,11 @@ pinned to what it holds with `CUDA_VISIBLE_DEVICES`; a job that finds too few GP
 them, and says so once. `sweep.share_gpus=true` turns the pool off: every job then uses the first
 GPUs, as a single run would.
 
-What a job holds (`need`): `gpus` (null = every visible GPU) per worker, times the local worker
-processes of a multiworker or ps job on cluster=local; none for gpus=0 or an external cluster
-(cluster=tf_config or slurm place their own processes). Nothing here imports TensorFlow.
+What a job holds (`need`): a one-process job, `gpus` (null = every visible GPU); a multiworker or
+ps job on cluster=local, `gpus` per worker times its local worker processes, and for gpus=null
+the visible GPUs split evenly over them (visible // workers each, times the workers: a remainder
+is not held); none for gpus=0 or an external cluster (cluster=tf_config or slurm place their own
+processes). Nothing here imports TensorFlow.
 """
 from __future__ import annotations
 

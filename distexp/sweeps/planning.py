@@ -97,7 +97,8 @@ def setup(cfg: DictConfig) -> Optional[Setup]:
         job.pop("hydra", None)
     try:
         checks.validate(job)
-        gpus = resolved.check_gpus(job.gpus, resolved.visible_gpus())
+        gpus = resolved.check_gpus(job.gpus, resolved.visible_gpus(),
+                                   resolved.strategy_record(job))
     except UserError:
         return None
     facts = resolved.resolve(job, gpus)

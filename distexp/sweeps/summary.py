@@ -8,7 +8,9 @@ UI shows it without a click (distexp.ui opens the view, distexp.tracking.view):
 - each job's run: its set-up (tag ``set-up``, "mirrored x2 batch 128": the UI groups the runs by
   it), its set-up's equal-work speed-up (over one replica at the same global batch) as the tag
   ``speed-up`` ("1.16x [1.05, 1.28] significant") and the metric ``scaling/speedup_equal_work``
-  (the number the grouped row averages: the same on every run of a set-up);
+  (the number the grouped row averages: the same on every run of a set-up), and the set-up's
+  examples/s as ``scaling/examples_per_sec_setup`` (the median of its measured runs, the rate that
+  speed-up is a ratio of); both on the set-up's measured runs only;
 - the parent's metrics, keyed by replica count as the step, so that MLflow's automatic charts draw
   the scaling curve: ``scaling/<strategy>/examples_per_sec``, ``.../speedup``, ``.../efficiency``;
 - the report's PNGs as images of the parent (``log_image``: the run page's image grid) besides
@@ -27,7 +29,7 @@ from distexp.errors import first_line
 from distexp.report.console import verdict  # the verdict line
 from distexp.report.text import speed_tag
 from distexp.tracking import tags as tag
-from distexp.tracking.view import SPEEDUP_METRIC
+from distexp.tracking.view import SETUP_RATE_METRIC, SPEEDUP_METRIC
 
 EXPERIMENT_NOTE_MAX = 5000
 RUN_NOTE_MAX = 8000
@@ -146,10 +148,15 @@ def _publish(run, sweep_id: str, rows, md: str, line: str, out) -> None:
     names = setups(rows)
     for r in rows:
         text, c = speed_tag(r), r.strong
+        metrics = []
+        if r.measured:  # a failed or diverged run's own row: no figure moves the set-up's
+            metrics.append(Metric(SETUP_RATE_METRIC, round(r.rate, 1), ts, 0))
+            if c is not None:  # a (pooled) baseline is 1.0, as its tag says
+                metrics.append(Metric(SPEEDUP_METRIC, 1.0 if c.is_base else round(c.value, 3),
+                                      ts, 0))
         for rid in r.run_ids:
             client.log_batch(rid, tags=[RunTag(tag.SETUP, names[rid])] + (
-                [RunTag(tag.SPEED_UP, text)] if text else []), metrics=(
-                [Metric(SPEEDUP_METRIC, round(c.value, 3), ts, 0)] if c is not None else []))
+                [RunTag(tag.SPEED_UP, text)] if text else []), metrics=metrics)
     items = scaling_metrics(rows)
     if items:
         run.log_metric_items([[k, v, ts, step] for k, v, step in items])

@@ -31,7 +31,10 @@ from distexp.tracking.store import redact
 # The equal-work speed-up of a job's set-up (distexp.sweeps.summary logs it on each of its runs):
 # a metric, so that the set-up's grouped row shows it (MLflow aggregates metrics, not tags).
 SPEEDUP_METRIC = "scaling/speedup_equal_work"
-RATE_METRIC = "metrics.`perf/examples_per_sec`"
+# The set-up's own throughput (the report's row: the median of its measured runs), logged on its
+# measured runs only, so that the grouped row's rate is the figure its speed-up is a ratio of.
+SETUP_RATE_METRIC = "scaling/examples_per_sec_setup"
+RATE_METRIC = f"metrics.`{SETUP_RATE_METRIC}`"
 # Columns, in this order: the grouped rows' aggregates first (metrics), then the display tags a
 # job's run carries (distexp.tracking.display, summary): its figures as rounded text.
 COLUMNS = [f"metrics.`{SPEEDUP_METRIC}`", RATE_METRIC,

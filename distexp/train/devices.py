@@ -19,7 +19,7 @@ def configure(cfg: DictConfig, gpus: int) -> List[str]:
     physical = tf.config.list_physical_devices("GPU")
     if gpus > len(physical):
         raise UserError(f"gpus: received {gpus}; TensorFlow sees {len(physical)} GPU(s). "
-                        f"To run on CPU use gpus=0 cpu_replicas={max(gpus, 2)}")
+                        f"To run on CPU use {strategies.of(cfg).on_cpu(gpus)}")
     # The strategy's record says how many devices this process trains on (one_device: 1;
     # multiworker and ps workers: one CPU device each; mirrored/central: cpu_replicas on CPU).
     n = strategies.of(cfg).device_count(cfg, gpus)

@@ -40,7 +40,7 @@ def train(cfg, job_dir: Optional[Path] = None) -> dict:
     record = strategies.of(cfg)
     if cfg.get("resolved") is None and not record.cluster_jobs:
         # A composed config of a one-process strategy: resolved here exactly as the job would.
-        gpus = resolved.check_gpus(cfg.gpus, resolved.visible_gpus())
+        gpus = resolved.check_gpus(cfg.gpus, resolved.visible_gpus(), record)
         resolved.attach(cfg, resolved.resolve(cfg, gpus, job_dir=job_dir))
     facts = resolved.facts_of(cfg)  # a cluster's facts need the job's plan: its config.yaml
     job_dir = Path(job_dir if job_dir is not None else facts.job_dir or ".")
