@@ -140,9 +140,9 @@ LONGEST_FIRST = ("test_slurm.py", "test_slurm_nodes.py", "test_load.py", "test_p
                  "test_sweep_repeats_resume.py", "test_sweeps.py", "test_training.py",
                  "test_tasks.py",
                  # the integration tier's (CI, 2026-11-26: sync probes, a fixture's training
-                 # processes, a locked store, the parity tool's import)
+                 # processes, a locked store, the parity tool's import, the ps loss-scaling probe)
                  "test_split_probes.py", "test_training_errors.py", "test_store_faults.py",
-                 "test_parity_integration.py")
+                 "test_parity_integration.py", "test_tasks_integration.py")
 
 
 @pytest.fixture(autouse=True)
