@@ -132,13 +132,17 @@ def one_tier_per_file(items) -> None:
                                     "(e.g. test_x_slow.py with pytestmark = pytest.mark.slow)")
 
 
-# the slow tier's longest files (CI, 2026-11-24: the Slurm tests, a fixture shared by the file, a
+# each tier's longest files (the slow tier's, CI 2026-11-24: the Slurm tests, a fixture shared by the file, a
 # 4-job parity command, the browser's sweep, ...), started first. xdist's loadgroup then puts the
 # groups with the most tests first (the Slurm group, ~7 min, mostly waiting on its cluster).
 LONGEST_FIRST = ("test_slurm.py", "test_slurm_nodes.py", "test_load.py", "test_parity.py", "test_ui_slow.py",
                  "test_multiprocess.py",
                  "test_sweep_repeats_resume.py", "test_sweeps.py", "test_training.py",
-                 "test_tasks.py")
+                 "test_tasks.py",
+                 # the integration tier's (CI, 2026-11-26: sync probes, a fixture's training
+                 # processes, a locked store, the parity tool's import, the ps loss-scaling probe)
+                 "test_split_probes.py", "test_training_errors.py", "test_store_faults.py",
+                 "test_parity_integration.py", "test_tasks_integration.py")
 
 
 @pytest.fixture(autouse=True)

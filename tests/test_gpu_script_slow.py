@@ -1,7 +1,9 @@
 """`bash benchmarks/gpu.sh --smoke`: the whole benchmark (the sweep, the hand-written Keras fit
 anchor at both precisions, the one table) at tiny sizes on the CPU, so that the script a GPU
 machine runs is known to work before it gets one. ~3 min on 2 idle cores (11 min at load 16,
-2026-11-26); on a GPU machine the GPUs are hidden. Tier: slow."""
+2026-11-26); on a GPU machine the GPUs are hidden. Tier: slow, marked `bench`: CI leaves it out
+(the script's arguments and table are checked in tests/test_gpu_script.py); run it with
+`python -m pytest -m bench` before a GPU machine runs the script."""
 from __future__ import annotations
 
 import re
@@ -11,7 +13,7 @@ import pytest
 
 from helpers import ROOT, child_env
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.bench]
 
 
 def test_the_smoke_run_answers_in_one_table(tmp_path):
