@@ -26,19 +26,22 @@ def applies(group: str, node, key: str) -> bool:
     (a user's option). A key of another option (set by a sweep over options) does not apply."""
     if key == "record":
         return node.get("record") is not None
-    rec = known(group, node)
-    schema = getattr(rec, "schema", None)
-    if schema is None or not dataclasses.is_dataclass(schema):
-        return True
-    return key in {f.name for f in dataclasses.fields(schema)}
+    own = _keys(known(group, node))
+    return own is None or key in own
 
 
 def foreign(group: str, key: str) -> bool:
     """Whether `key` is a key of some registered option of `group` (so, on a node of another
     option, a sweep over the group's options set it for the options that have it)."""
-    return any(key in {f.name for f in dataclasses.fields(r.schema)}
-               for r in GROUPS[group].REGISTRY.values()
-               if dataclasses.is_dataclass(getattr(r, "schema", None)))
+    return any(key in (_keys(r) or ()) for r in GROUPS[group].REGISTRY.values())
+
+
+def _keys(rec) -> Optional[frozenset]:
+    """The keys of a record's schema; None where it has none (every key of its node is its own)."""
+    schema = getattr(rec, "schema", None)
+    if schema is None or not dataclasses.is_dataclass(schema):
+        return None
+    return frozenset(f.name for f in dataclasses.fields(schema))
 
 
 def workload(group: str, name: str, factory: Optional[str] = None) -> str:
