@@ -189,6 +189,7 @@ def test_breakdown_attributes_injected_costs(cli):
 
 
 @pytest.mark.slow
+@pytest.mark.extended
 def test_profile_leaves_a_trace_artifact_and_scaled_rate_is_logged(cli):
     r = cli("strategy=mirrored", "cpu_replicas=2", "epochs=1", "steps_per_epoch=4",
             "warmup_steps=1", "measure_peak_flops=false", "profile=true",
@@ -267,7 +268,8 @@ SLOW_INPUT = ["global_batch_size=64", "epochs=3", "steps_per_epoch=12", "warmup_
 
 @pytest.mark.slow
 @pytest.mark.alone  # attributes measured time (see test_breakdown_attributes_injected_costs)
-@pytest.mark.parametrize("kind", ["example", "batch", "generator", "none"])
+@pytest.mark.parametrize("kind", ["batch", *(pytest.param(k, marks=pytest.mark.extended)
+                                            for k in ("example", "generator", "none"))])
 def test_a_slow_input_pipeline_is_named_the_bottleneck(cli, kind):
     r = cli(*SLOW_INPUT, f"+dataset.kwargs.kind={kind}")
     assert r.returncode == 0, r

@@ -11,7 +11,7 @@ import pytest
 
 from helpers import FAST, cli_env, mlflow_runs, processes_mentioning
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 
 def _piped(cwd, *args, timeout=400) -> tuple:

@@ -52,6 +52,7 @@ def _in_a_terminal(args, cwd: Path, timeout: float = 400) -> str:
     return out.decode("utf-8", "replace")
 
 
+@pytest.mark.extended
 def test_a_terminal_gets_a_bar_that_moves_within_an_epoch(tmp_path):
     out = _in_a_terminal(JOB, tmp_path)
     first_epoch = out[:out.index("epoch 1/2  loss")]  # before the first epoch's line
@@ -90,6 +91,7 @@ def test_a_pipe_gets_plain_lines_and_a_summary_of_the_logged_figures(cli):
         assert f"MFU: {100 * m['perf/mfu']:.2f} %" in r.stdout
 
 
+@pytest.mark.extended
 def test_a_sweep_says_which_job_of_how_many(cli):
     r = cli("-m", "epochs=1", "steps_per_epoch=10", "measure_step_split=false",
             "strategy=one_device,mirrored", "repeats=2")

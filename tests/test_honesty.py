@@ -18,6 +18,7 @@ pytestmark = pytest.mark.slow
 # largest divisor of 60 <= 16, so the first call of 15 is warm-up; custom auto never crosses it)
 @pytest.mark.parametrize("loop,k,timed", [("custom", 1, 50), ("custom", 5, 50), ("fit", 5, 50),
                                           ("custom", "auto", 50), ("fit", "auto", 45)])
+@pytest.mark.extended
 def test_logged_rate_matches_a_stopwatch_outside_the_loop(tmp_path, loop, k, timed):
     G = 64
     out = run_probe("honesty_probe.py", tmp_path / "job", "strategy=one_device", f"loop={loop}",
@@ -45,6 +46,7 @@ def _steps_and_losses(job):
         return [(int(r["step"]), float(r["loss"])) for r in csv.DictReader(f)]
 
 
+@pytest.mark.extended
 def test_steps_per_call_keep_every_step_loss(cli):
     """k steps per tf.function call return their losses stacked: the same per-step losses. Both
     jobs in one sweep (one process: TensorFlow imported once)."""
@@ -55,6 +57,7 @@ def test_steps_per_call_keep_every_step_loss(cli):
     assert max(abs(x - y) for (_, x), (_, y) in zip(a, b)) < 1e-5
 
 
+@pytest.mark.extended
 def test_default_job_resolves_auto_and_keeps_every_step(cli):
     """steps_per_execution=auto (the default): the chosen k is a param and logged once; every
     step still has its own steps.csv row and its own loss, and examples/s counts every timed
@@ -123,6 +126,7 @@ def test_figures_in_mlflow(cli):
     assert p["devices"] == "/cpu:0,/cpu:1"  # logged by the trainer, forwarded by the job
 
 
+@pytest.mark.extended
 def test_unreachable_server_is_one_line_before_training(cli):
     """The run is created concurrently with the trainer's start, but a server that is not there is
     still caught first (tracking.probe): one line, exit 2, no training process started."""

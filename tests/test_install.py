@@ -15,7 +15,7 @@ import pytest
 
 from helpers import ROOT, mlflow_runs
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("install")]  # one `venv` per worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("install"), pytest.mark.extended]  # one `venv` per worker
 
 
 def _run(cmd, cwd, **kw):

@@ -34,6 +34,7 @@ def test_crashing_trainer_fails_the_run(cli):
     assert processes_mentioning(str(job)) == []
 
 
+@pytest.mark.extended
 def test_user_error_inside_the_trainer_is_one_line(cli):
     job = cli.cwd / "job"
     r = cli(f"hydra.run.dir={job}", "model=custom", "model.factory=factories:explode")
@@ -47,6 +48,7 @@ def test_user_error_inside_the_trainer_is_one_line(cli):
     assert run.info.run_name == "mirrored-explode-digits-r1"  # the factory's name, not "custom"
 
 
+@pytest.mark.extended
 def test_timeout_stops_a_hung_job(cli):
     job = cli.cwd / "job"
     r = cli(f"hydra.run.dir={job}", "model=custom", "model.factory=factories:hang", "timeout=20")
@@ -58,7 +60,8 @@ def test_timeout_stops_a_hung_job(cli):
 
 
 @pytest.mark.parametrize("sig,status,code", [(signal.SIGINT, "KILLED", 130),
-                                             (signal.SIGTERM, "KILLED", 130)])
+                                             pytest.param(signal.SIGTERM, "KILLED", 130,
+                                                          marks=pytest.mark.extended)])
 def test_interrupt_kills_the_run_and_its_processes(cli, sig, status, code):
     job = cli.cwd / "job"
     env = child_env()
@@ -82,6 +85,7 @@ def _trainer_started(job: Path) -> bool:
                for pid in processes_mentioning(str(job)))
 
 
+@pytest.mark.extended
 def test_resume_with_another_models_checkpoint_is_one_line(cli):
     """model=mlp resume=true on a cnn's checkpoint dir: one line naming both models, exit 2, the
     run FAILED, no process left, the cnn's checkpoint untouched. Then the same without the

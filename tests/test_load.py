@@ -20,7 +20,7 @@ from helpers.browser import (chromium_page, close_assistant, expand_parent_runs,
                              toggle_columns)
 from servers import MlflowServer, Rest, metrics, tags
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("load")]  # one `sweeps` per worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("load"), pytest.mark.extended]  # one `sweeps` per worker
 
 TINY = ["strategy=one_device", "model=mlp", "dataset=synthetic", "dataset.shape=[8,8,1]",
         "dataset.size=256", "epochs=1", "steps_per_epoch=3", "warmup_steps=0",

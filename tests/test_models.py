@@ -10,7 +10,7 @@ import pytest
 
 from helpers import finished_sweep
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 OFF = "tracking.enabled=false"
 TINY = ["epochs=1", "steps_per_epoch=2", "warmup_steps=0", "batch_size_per_replica=8", OFF,

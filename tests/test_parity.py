@@ -22,7 +22,7 @@ from helpers import finished_sweep as _sweep
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("loop", ["custom", "fit"])
+@pytest.mark.parametrize("loop", ["custom", pytest.param("fit", marks=pytest.mark.extended)])
 def test_two_replicas_reproduce_one_device(cli, loop):
     """Same seed, same data order, same global batch: 2 replicas must give the 1-device losses.
     One sweep per loop (one process: TensorFlow imported once); cpu_replicas=2 for all, which
@@ -76,6 +76,7 @@ def _parity(cli, *args):
     return r, figures
 
 
+@pytest.mark.extended
 def test_seq2seq_parity_per_token_loss_is_exact(cli):
     """2 replicas (mirrored, central, multiworker) reproduce one device's per-step seq2seq
     losses within 1e-5: the per-token mean is exact though the replicas hold different numbers
@@ -91,6 +92,7 @@ def test_seq2seq_parity_per_token_loss_is_exact(cli):
     assert "parity: mirrored OK, central OK, multiworker OK" in r.stdout, r.stdout
 
 
+@pytest.mark.extended
 def test_parity_fails_a_mean_of_replica_means(cli):
     r, f = _parity(cli, "strategy=mirrored", "cpu_replicas=2", *varied_pairs(cli.cwd / "v.txt"),
                    "task.factory=factories:seq2seq_replica_mean_task")
@@ -99,6 +101,7 @@ def test_parity_fails_a_mean_of_replica_means(cli):
     assert "parity: FAILED: a mean of replica means" in r.stdout, r.stdout
 
 
+@pytest.mark.extended
 def test_parity_names_the_seed_loops_mistake(cli):
     """Per-replica reduce_mean, then summed over replicas: the loss and gradient are N x. (The
     same command without the mistake passes: test_two_replicas_reproduce_one_device[custom] runs

@@ -9,7 +9,7 @@ import pytest
 
 from helpers import finished_sweep
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 
 TINY = ["epochs=1", "steps_per_epoch=3", "warmup_steps=1", "tracking.enabled=false", "gpus=0",

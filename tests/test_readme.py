@@ -284,3 +284,19 @@ def test_package_table_names_every_package_and_module():
         names += [f"{d.name}/" for d in sub.iterdir() if (d / "__init__.py").exists()]
         missing += [f"{sub.name}/{n}" for n in names if n not in said]
     assert not missing, f"README.md's package table does not name: {missing}"
+
+
+def test_every_extended_test_file_is_in_the_gate_table_and_ci_leaves_them_out():
+    """docs/testing.md's gate table says, per behaviour, which tests CI's gate runs and which are
+    `extended`: every file with an `extended` test is named there (so a reader knows what the gate
+    leaves out), and `.ci/run` deselects them unless given --full."""
+    doc = (ROOT / "docs" / "testing.md").read_text()
+    table = doc.split("### The gate and `extended`", 1)[1].split("\n### ", 1)[0]
+    files = sorted(p.name for p in (ROOT / "tests").glob("test_*.py")
+                   if p.name != Path(__file__).name and "pytest.mark.extended" in p.read_text())
+    assert len(files) >= 10, files  # the fault matrices, load, browser, installs, ...
+    assert [f for f in files if f"`{f}" not in table] == []
+    ci = (ROOT / ".ci" / "run").read_text()
+    selects = re.findall(r'-m "([^"]+)"', ci)
+    assert selects and all(s.endswith("$EXTRA") for s in selects), selects
+    assert 'EXTRA=" and not extended"' in ci and '"--full" ]; then EXTRA=""' in ci

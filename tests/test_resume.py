@@ -73,6 +73,7 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
+@pytest.mark.extended
 def test_a_full_disk_at_a_checkpoint_is_one_line_and_resume_continues_once_there_is_room(
         cli, small_disk):
     ck = small_disk / "ck"
@@ -113,6 +114,7 @@ def test_a_full_disk_at_a_checkpoint_is_one_line_and_resume_continues_once_there
     assert len(trained) == 5 and losses(cli.cwd / "again") == trained
 
 
+@pytest.mark.extended
 def test_a_truncated_checkpoint_falls_back_to_the_newest_whole_one_or_stops_in_one_line(cli):
     ck = cli.cwd / "ck"
     job = ["strategy=one_device", *DROPOUT, f"checkpoint.dir={ck}"]
@@ -176,6 +178,7 @@ def _remount_read_only(path: Path, tries: int = 200) -> None:
     raise AssertionError(f"could not remount {path} read-only: {r.stderr.strip()}")
 
 
+@pytest.mark.extended
 def test_a_checkpoint_dir_turned_read_only_is_one_line_and_the_last_checkpoint_stays(
         cli, small_disk):
     """checkpoint.dir is made read-only under a running job (a read-only bind mount over it):
@@ -213,6 +216,7 @@ def test_a_checkpoint_dir_turned_read_only_is_one_line_and_the_last_checkpoint_s
     assert processes_mentioning(str(job)) == []
 
 
+@pytest.mark.extended
 def test_ctrl_c_names_the_checkpoint_kept_and_the_resume_command(cli):
     ck, job = cli.cwd / "ck", cli.cwd / "job"
     p, args = _long_job(cli, ck, job)

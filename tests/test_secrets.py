@@ -14,7 +14,7 @@ from helpers import mlflow_runs, run_cli
 from servers import Rest, params, tags
 from helpers import child_env, processes_mentioning, wait_until as _wait
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 PW = "Pw-h18-q9Zk"  # unique to this file: other tests use other secrets on the shared server
 TINY = ["strategy=one_device", "model=mlp", "steps_per_epoch=3", "warmup_steps=1",

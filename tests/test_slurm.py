@@ -39,6 +39,7 @@ def slurm():
         subprocess.run([str(SCRIPT), "down"], capture_output=True, timeout=120)
 
 
+@pytest.mark.extended
 def test_srun_multiworker_and_ps_finish_with_every_task_gone(slurm, tmp_path):
     for strategy, n, logs in [("multiworker", 2, {"worker-0.log", "worker-1.log"}),
                               ("ps", 4, {"chief.log", "ps-0.log", "worker-0.log", "worker-1.log"})]:
@@ -62,6 +63,7 @@ def test_srun_multiworker_and_ps_finish_with_every_task_gone(slurm, tmp_path):
         assert r.data.metrics["eval/accuracy"] > 0
 
 
+@pytest.mark.extended
 def test_sbatch_without_srun_is_one_line_and_with_srun_finishes(slurm, tmp_path):
     common = " ".join(["strategy=multiworker", "cluster=slurm", *TINY,
                        f"tracking.uri={_uri(tmp_path)}"])
@@ -85,7 +87,8 @@ srun {sys.executable} -m distexp {common} hydra.run.dir={tmp_path}/mw
 
 
 @pytest.mark.parametrize("strategy,n,rank,log", [("multiworker", 2, 1, "worker-0.log"),
-                                                  ("ps", 4, 2, "chief.log")])
+                                                  pytest.param("ps", 4, 2, "chief.log",
+                                                               marks=pytest.mark.extended)])
 def test_sigkill_of_a_task_fails_the_run_and_leaves_nothing(slurm, tmp_path, strategy, n, rank,
                                                             log):
     """multiworker: the chief's collectives fail. ps (rank 2 = worker-0): TensorFlow's coordinator
@@ -113,6 +116,7 @@ def test_sigkill_of_a_task_fails_the_run_and_leaves_nothing(slurm, tmp_path, str
     _nothing_left(job)
 
 
+@pytest.mark.extended
 def test_scancel_kills_the_run_and_leaves_nothing(slurm, tmp_path):
     job = tmp_path / "mw"
     p = srun(tmp_path, ["-n2"], "mw", "strategy=multiworker", "cluster=slurm", *LONG)
@@ -137,6 +141,7 @@ def _slurm_sweep(tmp: Path, *args, launcher="slurm", name="sweep", **kw):
                             stderr=subprocess.PIPE, **kw)
 
 
+@pytest.mark.extended
 def test_submitit_sweep_runs_two_jobs_at_once(slurm, tmp_path):
     """multiworker with 1 worker (1 task) and ps with 1 worker + 1 ps (3 tasks): the launcher
     gives each its own task count, both fit the node's 4 CPUs together and run at the same time
@@ -161,7 +166,8 @@ def test_submitit_sweep_runs_two_jobs_at_once(slurm, tmp_path):
     _nothing_left(tmp_path / "sweep")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("sig", [pytest.param(signal.SIGTERM, id="SIGTERM", marks=pytest.mark.extended),
+                                 pytest.param(signal.SIGINT, id="SIGINT")])
 def test_interrupted_sweep_waiting_on_slurm_is_killed_and_cancelled(slurm, tmp_path, sig):
     """Two one_device jobs of 3 CPUs each: one runs, the other pends (4 CPUs). SIGTERM or Ctrl-C
     to the sweep process: scancel of both, every run KILLED, the queue empty."""
@@ -185,6 +191,7 @@ def test_interrupted_sweep_waiting_on_slurm_is_killed_and_cancelled(slurm, tmp_p
     _nothing_left(tmp_path / "sweep")
 
 
+@pytest.mark.extended
 def test_bad_requests_are_one_line(slurm, tmp_path):
     # more CPUs than any node has: refused before sbatch, nothing queued
     p = _slurm_sweep(tmp_path, "strategy=one_device", "hydra.launcher.cpus_per_task=64", *TINY)

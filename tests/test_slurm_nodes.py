@@ -157,6 +157,7 @@ srun {sys.executable} -m distexp {common} hydra.run.dir={tmp_path}/mw2
         assert "system/dx-n2/cpu_utilization_percentage" in system, (name, system)
 
 
+@pytest.mark.extended
 def test_sweep_with_two_nodes(nodes, tmp_path):
     """hydra/launcher=slurm with nodes=2: the launcher splits workers=2 into 1 task per node."""
     p = subprocess.Popen(_ctl(*_cmd("-m", "hydra/launcher=slurm", "hydra.launcher.nodes=2",
@@ -176,6 +177,7 @@ def test_sweep_with_two_nodes(nodes, tmp_path):
     _nothing_on_either_node(tmp_path / "sweep")
 
 
+@pytest.mark.extended
 def test_faults_on_the_second_node(nodes, tmp_path):
     """A task killed on dx-n2 -> FAILED; dx-n2's link cut during training -> FAILED within
     PARTITION_BOUND_S, every process on both nodes gone (the link is restored and the node resumed
@@ -244,6 +246,7 @@ def test_faults_on_the_second_node(nodes, tmp_path):
     _nothing_on_either_node(job)
 
 
+@pytest.mark.extended
 def test_bad_input_across_nodes_is_one_line(nodes, tmp_path):
     """-N2 -n3 with workers=2: every task says it in one line, nothing trains. A tracking URI the
     nodes cannot reach (a server on the submit host's loopback, which is not the nodes'): every

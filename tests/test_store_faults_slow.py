@@ -12,7 +12,7 @@ import pytest
 from helpers import child_env, wait_until
 from helpers.faults import fill, job, one_line
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 
 def test_a_disk_that_fills_during_training_loses_no_metric(tmp_path, mounts):

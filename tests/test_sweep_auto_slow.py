@@ -10,7 +10,7 @@ import pytest
 
 from helpers import mlflow_runs
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 TINY = ["model=mlp", "epochs=1", "steps_per_epoch=5", "warmup_steps=1",
         "measure_peak_flops=false", "measure_step_split=false"]

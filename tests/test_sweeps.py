@@ -24,7 +24,8 @@ def test_sweep_is_a_parent_run_and_a_failed_job_does_not_stop_it(cli):
     # 4 jobs planned; mlp ignores the factory, so its two are one set-up, run once (3 jobs);
     # exactly one (model=custom with the crashing factory) fails
     r = cli("-m", "model=mlp,custom", "model.factory=factories:crash,factories:small_mlp",
-            "epochs=1", "warmup_steps=2", "hydra.sweep.dir=sweep", timeout=900)
+            "epochs=1", "steps_per_epoch=8", "warmup_steps=2", "measure_step_split=false",
+            "hydra.sweep.dir=sweep", timeout=900)
     assert r.returncode == 1, r
     assert "sweep: 1 job(s) merged into an earlier job of the same set-up" in r.stdout, r
     client, runs = mlflow_runs(cli.uri)
@@ -57,6 +58,7 @@ def test_sweep_is_a_parent_run_and_a_failed_job_does_not_stop_it(cli):
         assert (cli.cwd / "sweep" / "report" / name).stat().st_size > 0
 
 
+@pytest.mark.extended
 def test_optuna_search_reports_a_best_trial(cli):
     r = cli("hparams_search=optuna", "hydra.sweeper.n_trials=3", *SMALL, "hydra.sweep.dir=sweep",
             timeout=900)
@@ -80,6 +82,7 @@ def test_optuna_search_reports_a_best_trial(cli):
     assert "optimization_results.yaml" in {a.path for a in client.list_artifacts(parent.info.run_id)}
 
 
+@pytest.mark.extended
 def test_joblib_launcher_runs_jobs_in_parallel(cli):
     r = cli("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "strategy=one_device,mirrored",
             *SMALL, timeout=900)

@@ -13,7 +13,7 @@ import pytest
 
 from helpers import mlflow_runs
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 
 def test_synthetic_pairs_learn_with_the_defaults(cli):

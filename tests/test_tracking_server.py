@@ -13,7 +13,7 @@ import pytest
 from helpers import ROOT, processes_mentioning, run_cli
 from servers import MlflowServer, Rest, metrics, params, tags
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 SMALL = ["strategy=one_device", "model=mlp", "epochs=2", "steps_per_epoch=3", "warmup_steps=1",
          "measure_step_split=false"]

@@ -19,7 +19,7 @@ from distexp.parity import losses as _losses
 from helpers import CONF, child_env
 from helpers.cli import TRAIN_SCRIPT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 JOB = ["strategy=mirrored", "cpu_replicas=2", "gpus=0", "epochs=1", "steps_per_epoch=6",
        "warmup_steps=2", "batch_size_per_replica=16", "tracking.enabled=false",

@@ -99,6 +99,7 @@ def test_cli_run_lands_in_mlflow_as_the_contract_says(cli):
     assert sorted(p.name for p in cli.cwd.iterdir()) == ["outputs"]
 
 
+@pytest.mark.extended
 def test_sweep_over_strategies_and_replicas(cli):
     r = cli("-m", "strategy=one_device,mirrored", "cpu_replicas=1,2", "epochs=1",
             "measure_step_split=false", timeout=900)  # the probe phase: nothing asserted here

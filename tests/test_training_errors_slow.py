@@ -8,7 +8,7 @@ import pytest
 
 from helpers import finished_sweep
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 F = "bad_factories"
 
 

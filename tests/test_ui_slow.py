@@ -16,7 +16,7 @@ from helpers import ROOT, child_env, mlflow_runs, run_cli
 from helpers.browser import chromium_page, need_chromium
 from servers import free_port
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 
 SCREENSHOT = ROOT / "docs" / "mlflow-ui-link.png"

@@ -16,6 +16,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("strategy", ["mirrored", "multiworker"])
+@pytest.mark.extended
 def test_warm_and_fresh_trainers_train_the_same(cli, strategy):
     """A fixed-seed job forked from the warm trainer and the same job in fresh interpreters: the
     same per-step losses (a fork that carried state, a started runtime or another seed would
@@ -70,6 +71,7 @@ print("NEW " + json.dumps(sorted(m for m in set(sys.modules) - before
 """
 
 
+@pytest.mark.extended
 def test_the_warm_trainer_preloads_what_a_default_job_imports(cli):
     """Every distexp, hydra and sklearn module the default job's trainer imports (probes and
     figures after training included) is imported by the warm trainer before it forks: a module
