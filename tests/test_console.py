@@ -149,6 +149,17 @@ def test_the_summary_is_four_lines_whose_step_adds_up():
     assert len(lines) == 4
 
 
+def test_the_summary_says_when_the_split_was_scaled_to_the_step():
+    """Parts that overlapped in training by more than the noise were scaled to the step
+    (perf/step_split_scale < 1, other 0): the console's line says so; unscaled (1.0): nothing."""
+    step = 1000 * 128 / 20586.4
+    scaled = {**RESULT, "perf/step_input_ms": 0.8 * 0.9, "perf/step_compute_ms": step - 0.72,
+              "perf/step_sync_ms": 0.0, "perf/step_other_ms": 0.0, "perf/step_split_scale": 0.9}
+    line = summary.lines(scaled)[1]
+    assert "; input, compute and sync x 0.90: they overlap in training; bottleneck: compute" in line
+    assert "x 1.00" not in summary.lines({**scaled, "perf/step_split_scale": 1.0})[1]
+
+
 def test_the_summary_says_what_was_not_measured():
     lines = summary.lines({**RESULT, "perf/examples_per_sec_ci95": None, "perf/timed_steps": 15.0,
                            "perf/step_input_ms": None, "perf/step_compute_ms": None,

@@ -59,7 +59,10 @@ def step_line(result: dict) -> Optional[str]:
     sums = " + ".join(f"{p} {v:.2f}" for p, v in rounded.items())
     top = breakdown.bottleneck(result)
     why = f"; bottleneck: {top[0]}, {100 * top[1]:.0f} % ({WORDS[top[0]]})" if top else ""
-    return f"step {total:.2f} ms = {sums}{why}"
+    scale = _num(result, breakdown.SCALE_KEY)
+    scaled = (f"; input, compute and sync x {scale:.2f}: they overlap in training"
+              if scale is not None and scale < 1.0 else "")
+    return f"step {total:.2f} ms = {sums}{scaled}{why}"
 
 
 def mfu_line(result: dict) -> Optional[str]:
