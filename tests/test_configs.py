@@ -245,14 +245,19 @@ def test_help_describes_each_key_once_from_the_schema():
     from distexp.config import help as config_help
     from distexp.config.schema import Config
 
+    from distexp.cluster import kinds
+
     docs = {k: m["help"] for k, m in config_help.descriptions(Config).items()}
     assert "resolved" not in docs
-    assert docs["cluster.host"] and docs["task.kwargs"] and docs["tracking.system_metrics_interval"]
+    assert docs["task.kwargs"] and docs["tracking.system_metrics_interval"]
     keys = list(docs)
     repeated = [(a, b) for a, b in zip(keys, keys[1:]) if docs[a] == docs[b]]
     assert repeated == []
-    assert config_help.descriptions(Config)["cluster.peer_start_timeout"]["only"] == (
-        "tf_config", "slurm")
+    # a cluster kind's keys are its schema's, each described there
+    own = {name: list(config_help.described(rec.schema)) for name, rec in kinds.REGISTRY.items()}
+    assert own == {"local": ["name", "record", "host", "port"],
+                   "tf_config": ["name", "record", "peer_start_timeout"],
+                   "slurm": ["name", "record", "port", "peer_start_timeout"]}
 
 
 def test_help_survives_hydras_template_substitution(compose):
