@@ -197,7 +197,7 @@ def test_in_a_sweeps_job_another_options_key_is_ignored_and_not_part_of_the_set_
         checks.validate(compose("model=mlp", "+model.colour=red"))
 
 
-@pytest.mark.parametrize("group", ["model", "dataset"])
+@pytest.mark.parametrize("group", ["model", "dataset", "strategy", "cluster"])
 def test_each_option_composes_onto_its_records_schema(compose, group):
     """One dataclass per option, its record's: the composed node is of that type and has its keys
     only; each of its keys has its own description for --help."""
@@ -211,7 +211,7 @@ def test_each_option_composes_onto_its_records_schema(compose, group):
     records = groups.GROUPS[group].REGISTRY
     for option in GROUPS[group]:
         node = compose(f"{group}={option}", "dataset=text_pairs" if group == "model" else
-                       "model=cnn")[group]
+                       "model=gru_seq2seq" if group == "dataset" else "model=cnn")[group]
         rec = groups.known(group, node)
         assert OmegaConf.get_type(node) is rec.schema, option
         assert list(node.keys()) == [f.name for f in dataclasses.fields(rec.schema)], option
@@ -245,14 +245,19 @@ def test_help_describes_each_key_once_from_the_schema():
     from distexp.config import help as config_help
     from distexp.config.schema import Config
 
+    from distexp.cluster import kinds
+
     docs = {k: m["help"] for k, m in config_help.descriptions(Config).items()}
     assert "resolved" not in docs
-    assert docs["cluster.host"] and docs["task.kwargs"] and docs["tracking.system_metrics_interval"]
+    assert docs["task.kwargs"] and docs["tracking.system_metrics_interval"]
     keys = list(docs)
     repeated = [(a, b) for a, b in zip(keys, keys[1:]) if docs[a] == docs[b]]
     assert repeated == []
-    assert config_help.descriptions(Config)["cluster.peer_start_timeout"]["only"] == (
-        "tf_config", "slurm")
+    # a cluster kind's keys are its schema's, each described there
+    own = {name: list(config_help.described(rec.schema)) for name, rec in kinds.REGISTRY.items()}
+    assert own == {"local": ["name", "record", "host", "port"],
+                   "tf_config": ["name", "record", "peer_start_timeout"],
+                   "slurm": ["name", "record", "port", "peer_start_timeout"]}
 
 
 def test_help_survives_hydras_template_substitution(compose):
@@ -265,3 +270,108 @@ def test_help_survives_hydras_template_substitution(compose):
 
     text = string.Template(config_help.render(compose("strategy=tpu"), Config)).substitute()
     assert "null = $TPU_NAME or this TPU VM's own" in text
+
+
+def _own_keys(group: str, option: str):
+    """The keys of an option's schema besides `name` and `record` (which every option has)."""
+    import dataclasses
+
+    from distexp.options import groups
+
+    rec = groups.GROUPS[group].REGISTRY[option]
+    return [f.name for f in dataclasses.fields(rec.schema) if f.name not in ("name", "record")]
+
+
+def test_strategies_and_cluster_kinds_have_their_own_keys():
+    """What each built-in's schema holds (Record.options and the cluster's `only` were the same
+    facts kept by hand)."""
+    assert {s: _own_keys("strategy", s) for s in GROUPS["strategy"]} == {
+        "central": [], "mirrored": ["cross_device_ops"], "multiworker": ["communication"],
+        "one_device": [], "ps": [], "tpu": ["tpu", "tpu_cores"]}
+    assert {c: _own_keys("cluster", c) for c in GROUPS["cluster"]} == {
+        "local": ["host", "port"], "slurm": ["port", "peer_start_timeout"],
+        "tf_config": ["peer_start_timeout"]}
+
+
+# (strategy of the job, a key of another strategy, a value other than its default, the line)
+OTHER_STRATEGYS_KEY = [
+    ("one_device", "cross_device_ops", "nccl", "strategy.cross_device_ops: received 'nccl' with "
+     "strategy=one_device; it applies to strategy=mirrored only: leave it at null"),
+    ("mirrored", "communication", "ring", "strategy.communication: received 'ring' with "
+     "strategy=mirrored; it applies to strategy=multiworker only: leave it at auto"),
+    ("multiworker", "tpu_cores", "4", "strategy.tpu_cores: received 4 with strategy=multiworker; "
+     "it applies to strategy=tpu only: leave it at 8"),
+    ("tpu", "cross_device_ops", "hierarchical_copy", "strategy.cross_device_ops: received "
+     "'hierarchical_copy' with strategy=tpu; it applies to strategy=mirrored only: leave it at "
+     "null"),
+]
+
+
+@pytest.mark.parametrize("strategy,key,value,line", OTHER_STRATEGYS_KEY)
+def test_another_strategys_key_is_one_line_for_a_job_and_ignored_in_a_sweep(
+        compose, monkeypatch, strategy, key, value, line):
+    """A single job: refused in one line (key, received, which strategies take it), and accepted
+    at that key's default. A sweep's job (-m strategy=<its>,<other's> strategy.<key>=v): the key
+    is ignored, left out of the params and of the job's set-up."""
+    from distexp.sweeps import planning
+
+    tpu = ["strategy.tpu=grpc://127.0.0.1:8470"] if strategy == "tpu" else []
+    cfg = compose(f"strategy={strategy}", f"strategy.{key}={value}", "gpus=0", *tpu)
+    with pytest.raises(errors.UserError) as err:
+        checks.validate(cfg)
+    assert str(err.value) == line
+    default = line.rpartition("leave it at ")[2]
+    at_default = compose(f"strategy={strategy}", f"strategy.{key}={default}", "gpus=0", *tpu)
+    if strategy != "tpu":  # a tpu job needs a TPU to pass the checks
+        checks.validate(at_default)
+    assert f"strategy.{key}" not in C.flatten(at_default)
+
+    monkeypatch.setattr(checks, "in_multirun", lambda *a, **k: True)
+    assert f"strategy.{key}" not in C.flatten(cfg)
+    if strategy != "tpu":
+        checks.validate(cfg)
+        plain = compose(f"strategy={strategy}", "gpus=0")
+        assert planning.setup(cfg).key == planning.setup(plain).key
+    with pytest.raises(errors.UserError, match=rf"^strategy.colour: unknown key for "
+                                               rf"strategy={strategy} \(received red\); valid: "):
+        checks.validate(compose(f"strategy={strategy}", "+strategy.colour=red", "gpus=0"))
+
+
+def test_another_cluster_kinds_key_is_refused_for_a_job_and_ignored_in_a_sweep(compose,
+                                                                              monkeypatch):
+    cfg = compose("cluster=local", "cluster.peer_start_timeout=5")
+    with pytest.raises(errors.UserError) as err:
+        checks.validate(cfg)
+    assert str(err.value) == ("cluster.peer_start_timeout: unknown key for cluster=local "
+                              "(received 5); valid: name, record, host, port")
+    monkeypatch.setattr(checks, "in_multirun", lambda *a, **k: True)
+    checks.validate(cfg)
+    assert "cluster.peer_start_timeout" not in C.flatten(cfg)
+
+
+@pytest.mark.parametrize("group", ["strategy", "cluster"])
+def test_help_lists_each_options_own_keys_under_it(compose, group):
+    """--help under strategy=<s> (cluster=<c>) lists that option's keys, each with its schema's
+    description, and no other option's."""
+    from distexp.config import help as config_help
+    from distexp.config.schema import Config
+    from distexp.options import groups
+
+    for option in GROUPS[group]:
+        listed = {k: d for k, _, d in config_help.rows(compose(f"{group}={option}"), Config)
+                  if k.startswith(f"{group}.")}
+        assert list(listed) == [f"{group}.name"] + [f"{group}.{k}" for k in
+                                                    _own_keys(group, option)], option
+        docs = config_help.described(groups.GROUPS[group].REGISTRY[option].schema)
+        assert all(listed[f"{group}.{k}"] == docs[k]["help"] for k in _own_keys(group, option))
+
+
+def test_params_of_a_strategy_and_a_cluster_kind_are_their_schemas_keys(compose):
+    flat = C.flatten(compose("strategy=multiworker", "cluster=slurm"))
+    assert sorted(k for k in flat if k.startswith(("strategy.", "cluster."))) == [
+        "cluster.name", "cluster.peer_start_timeout", "cluster.port", "cluster.record",
+        "strategy.communication", "strategy.name", "strategy.record"]
+    flat = C.flatten(compose("strategy=one_device"))
+    assert sorted(k for k in flat if k.startswith(("strategy.", "cluster."))) == [
+        "cluster.host", "cluster.name", "cluster.port", "cluster.record", "strategy.name",
+        "strategy.record"]

@@ -10,19 +10,43 @@ every question the job, the checks, the sweeps and the trainer would otherwise a
 A record is asked, never compared: a new kind (LSF, PBS, a Kubernetes operator) is a `Kind`
 subclass registered with `register` and a `conf/cluster/<name>.yaml`; a kind defined outside
 distexp names its module there (`record: my_pkg.my_cluster`, imported before the name is looked
-up). No TensorFlow at module level (the job process plans with it); `resolver` imports it.
+up). Its keys are its `schema`: the dataclass Hydra composes its node onto (`ClusterConfig`, the
+keys every kind has; a kind's own keys in a subclass beside it), stored as
+``cluster/base_<name>`` and named first in its yaml. No TensorFlow at module level (the job
+process plans with it); `resolver` imports it.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from omegaconf import DictConfig
 
 from distexp.cluster.liveness import STARTUP_S, ChiefWatch, ServerWatch, Startup
 from distexp.cluster.processes import Plan
+from distexp.fields import key
 from distexp.registry import Registry
 from distexp.strategies.record import task_name
+
+
+@dataclass
+class ClusterConfig:
+    name: str = key("local", "the chosen option (cluster=...)")
+    record: Optional[str] = key(None, "a cluster kind of one's own: the module that registers "
+                                "its record (distexp.cluster.kind.register)")
+
+
+def port() -> Any:
+    """`cluster.port` (local, slurm)."""
+    return key(None, "first port of the tasks (task i gets port + i; slurm: per node); null = "
+               "free ports (local), 8888 (slurm)")
+
+
+def peer_start_timeout() -> Any:
+    """`cluster.peer_start_timeout` (the kinds whose tasks wait for peers they did not start)."""
+    return key(STARTUP_S, "seconds a task waits for a peer's server to listen before the job "
+               "fails naming it")
 
 
 class Kind:
@@ -30,6 +54,9 @@ class Kind:
     # This job process starts every process of the job, on this machine (cluster=local); otherwise
     # it is one task of a cluster someone else started, and runs one training process.
     starts_processes: bool = False
+    # The dataclass of its node (the `cluster.*` keys that apply). None: every key its yaml sets
+    # is its own (a kind of one's own).
+    schema: Any = None
 
     # -- the job process (before TensorFlow) -----------------------------------------------------
     def plan(self, cfg: DictConfig, rec, job_dir: Path, gpus: int) -> Plan:

@@ -6,20 +6,30 @@ workers (CUDA_VISIBLE_DEVICES); `gpus` is per worker."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from omegaconf import DictConfig
 
-from distexp.cluster.kind import Kind, register
+from distexp.cluster.kind import ClusterConfig, Kind, port, register
 from distexp.cluster.processes import Plan, free_ports, split_gpus
 from distexp.errors import UserError
+from distexp.fields import key
+
+
+@dataclass
+class LocalConfig(ClusterConfig):
+    host: str = key("127.0.0.1", "the address a local cluster's tasks bind to (127.0.0.1 or "
+                    "localhost only)")
+    port: Optional[int] = port()
 
 
 @register
 class Local(Kind):
     name = "local"
     starts_processes = True
+    schema = LocalConfig
 
     def plan(self, cfg: DictConfig, rec, job_dir: Path, gpus: int) -> Plan:
         """`gpus`: the GPUs this machine shows (distexp.cluster.plan.plan), split here."""

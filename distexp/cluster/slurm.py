@@ -6,20 +6,29 @@ first task of every other node samples that node's system metrics into it."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from omegaconf import DictConfig
 
-from distexp.cluster.kind import External, register
+from distexp.cluster.kind import ClusterConfig, External, peer_start_timeout, port, register
 from distexp.cluster.processes import Plan
 from distexp.cluster.slurm_env import (check_placement, slurm_addresses, slurm_jobs, slurm_port_base,
                                        slurm_step)
 from distexp.errors import UserError
 
 
+@dataclass
+class SlurmConfig(ClusterConfig):
+    port: Optional[int] = port()
+    peer_start_timeout: float = peer_start_timeout()
+
+
 @register
 class Slurm(External):
     name = "slurm"
+    schema = SlurmConfig
 
     def plan(self, cfg: DictConfig, rec, job_dir: Path, gpus: int) -> Plan:
         env = os.environ

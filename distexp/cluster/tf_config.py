@@ -5,20 +5,27 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from omegaconf import DictConfig
 
-from distexp.cluster.kind import External, register
+from distexp.cluster.kind import ClusterConfig, External, peer_start_timeout, register
 from distexp.cluster.processes import Plan
 from distexp.errors import UserError
 from distexp.strategies.record import task_name
 
 
+@dataclass
+class TFConfigConfig(ClusterConfig):
+    peer_start_timeout: float = peer_start_timeout()
+
+
 @register
 class TFConfig(External):
     name = "tf_config"
+    schema = TFConfigConfig
 
     def plan(self, cfg: DictConfig, rec, job_dir: Path, gpus: int) -> Plan:
         raw = os.environ.get("TF_CONFIG")

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from distexp import strategies
 from distexp.cluster import kinds
 from distexp.cluster.processes import split_gpus
-from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS, StrategyConfig
+from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS
 from distexp.data.text import MODES as TOKENS
 from distexp.options import datasets, loops, models, optimizers
 from distexp.options import groups as option_groups
@@ -52,15 +52,16 @@ def _steps_per_execution(value: Any) -> None:
 
 def _unknown_keys(node: DictConfig, prefix: str = "") -> None:
     """Keys added with `+key=value` that no schema declares (Hydra's `+` bypasses struct mode),
-    and a key of another model/dataset option; in a sweep's job such a key is one a sweep over
-    the group's options sets for the options that have it: ignored here (flatten leaves it out)."""
+    and a key of another option of a group; in a sweep's job such a key is one a sweep over the
+    group's options sets for the options that have it: ignored here (flatten leaves it out). A
+    strategy's is refused by _validate_strategy, naming the strategies it applies to."""
     schema = OmegaConf.get_type(node)
     group = prefix.rstrip(".")
     if schema is not None and dataclasses.is_dataclass(schema):
         known = [f.name for f in dataclasses.fields(schema)]
         for key in node.keys():
-            if key in known or (group in option_groups.GROUPS and in_multirun()
-                                and option_groups.foreign(group, str(key))):
+            if key in known or (group in option_groups.GROUPS and option_groups.foreign(
+                    group, str(key)) and (group == "strategy" or in_multirun())):
                 continue
             if key not in known:
                 valid = {k: OmegaConf.select(node, k, default=None) for k in known}  # its own
@@ -161,7 +162,7 @@ def _validate_knobs(cfg: DictConfig, rec, on_cpu: bool) -> None:
                         f"are part of the {able.replace('loop=', '')} loop: use {able}")
     if cfg.timeout is not None and cfg.timeout <= 0:
         raise UserError(f"timeout: received {cfg.timeout}; expected seconds > 0 or null")
-    if cfg.cluster.peer_start_timeout <= 0:
+    if cfg.cluster.get("peer_start_timeout", 1) <= 0:
         raise UserError(f"cluster.peer_start_timeout: received {cfg.cluster.peer_start_timeout}; "
                         "expected seconds > 0 (default 60)")
     if cfg.learning_rate is not None and cfg.learning_rate <= 0:
@@ -194,10 +195,6 @@ def _validate_repeats(cfg: DictConfig) -> None:
         raise UserError(f"dataset.test_fraction: received {ds.test_fraction}; expected 0 < x < 1")
 
 
-STRATEGY_OPTIONS = tuple(f.name for f in dataclasses.fields(StrategyConfig)
-                         if f.name not in ("name", "record"))
-
-
 def _validate_strategy(cfg: DictConfig, rec, gpus: int) -> None:
     """What the strategy's record says it cannot do: loops, knobs, options (one line each)."""
     why = rec.loops.get(cfg.loop.name)
@@ -211,12 +208,10 @@ def _validate_strategy(cfg: DictConfig, rec, gpus: int) -> None:
             shown = repr(current) if isinstance(current, str) else str(current).lower()
             hint = "" if value else f": use {key}=false"
             raise UserError(f"{key}: received {shown} with strategy={rec.name}; {why}{hint}")
-    defaults = StrategyConfig()
-    for option in STRATEGY_OPTIONS:
-        value = cfg.strategy.get(option)
-        if option not in rec.options and value != getattr(defaults, option):
-            users = [r.name for r in strategies.REGISTRY.values() if option in r.options]
-            default = getattr(defaults, option)
+    for option in () if in_multirun() else cfg.strategy:  # a sweep's job ignores another's
+        users = option_groups.owners("strategy", str(option))
+        value, default = cfg.strategy[option], next(iter(users.values()), None)
+        if not option_groups.applies("strategy", cfg.strategy, option) and value != default:
             raise UserError(f"strategy.{option}: received {value!r} with strategy={rec.name}; it "
                             f"applies to strategy={' or '.join(users)} only: leave it at "
                             f"{'null' if default is None else default}")
@@ -299,7 +294,7 @@ def validate_limits(cfg: DictConfig, rec, kind, facts: dict) -> None:
                                "http://host:5000" if key == "tracking.uri" else
                                "MLflow experiment name, e.g. distexp"))
     processes = kind.local_processes(cfg, rec)
-    if cfg.cluster.port is not None and not 1024 <= cfg.cluster.port <= 65536 - processes:
+    if cfg.cluster.get("port") is not None and not 1024 <= cfg.cluster.port <= 65536 - processes:
         raise UserError(f"cluster.port: received {cfg.cluster.port}; expected "
                         f"1024..{65536 - processes} (the {processes} task(s) take port, port+1, ...; "
                         "at most 65535), or null for free ports")

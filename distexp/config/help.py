@@ -5,10 +5,11 @@ module's `render`, an OmegaConf resolver that sees the composed config (``_root_
 - descriptions are the schema's own (`help` in each dataclass field's metadata,
   distexp.options.fields.key), written once, where the key is defined; a field without one (the
   job's internal `resolved`) is not listed;
-- a group's keys are those of its chosen option: a model's or dataset's node has its option's
-  keys only (the dataclass its record names, distexp.options), `record` when set; a strategy's,
-  the keys its yaml sets (conf/<group>/<option>.yaml) and its record's `options`; the cluster's,
-  the field's `only`: no `embedding_dim` under model=cnn, no `shape` under dataset=digits.
+- a group's keys are those of its chosen option: its node has its option's keys only (the
+  dataclass its record names, distexp.options.groups), `record` when set; an option without a
+  dataclass of its own, the keys its yaml sets (conf/<group>/<option>.yaml): no `embedding_dim`
+  under model=cnn, no `shape` under dataset=digits, no `tpu` under strategy=mirrored, no
+  `peer_start_timeout` under cluster=local.
   `--cfg job` prints every key of the composed config.
 No TensorFlow.
 """
@@ -29,12 +30,12 @@ WIDTH = 100
 
 
 def described(cls) -> Dict[str, dict]:
-    """key -> the metadata (help, only) of each field of the dataclass `cls` that has a help."""
+    """key -> the metadata (help) of each field of the dataclass `cls` that has a help."""
     return {f.name: dict(f.metadata) for f in dataclasses.fields(cls) if f.metadata.get("help")}
 
 
 def descriptions(schema) -> Dict[str, dict]:
-    """'group.key' (or 'key' at the top) -> the field's metadata (help, only), from the schema
+    """'group.key' (or 'key' at the top) -> the field's metadata (help), from the schema
     (a group's keys: its declared dataclass's; an option's own: `rows` asks its node's)."""
     out: Dict[str, dict] = {}
     types = typing.get_type_hints(schema)
@@ -67,20 +68,11 @@ def _value(node) -> str:
     return "null" if v is None else str(v)
 
 
-def _shown(group: str, node: DictConfig, key: str, option: str, meta: dict) -> bool:
+def _shown(group: str, node: DictConfig, key: str, option: str) -> bool:
     """Whether a key of a chosen group belongs to its option (see the module docstring)."""
     if key == "name" or key in option_keys(group, option):
         return True
-    if key == "record":
-        return node.get("record") is not None
-    if group == "strategy":
-        from distexp import strategies
-
-        rec = strategies.REGISTRY.get(str(node.get("name")))
-        return rec is not None and key in rec.options
-    if group in option_groups.GROUPS:
-        return option_groups.applies(group, node, key)
-    return option in meta.get("only", ())
+    return option_groups.applies(group, node, key)
 
 
 def rows(root: DictConfig, schema) -> List[tuple]:
@@ -102,7 +94,7 @@ def rows(root: DictConfig, schema) -> List[tuple]:
         own = described(own) if dataclasses.is_dataclass(own) else {}
         for key in node.keys():
             meta = own.get(key) or docs.get(f"{group}.{key}")
-            if meta is None or (group in GROUPS and not _shown(group, node, key, option, meta)):
+            if meta is None or (group in GROUPS and not _shown(group, node, key, option)):
                 continue
             out.append((f"{group}.{key}", _value(node[key]) if not OmegaConf.is_missing(node, key)
                         else "???", meta["help"]))

@@ -19,12 +19,13 @@ from typing import Any, Dict, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from distexp.cluster.liveness import STARTUP_S
+from distexp.cluster.kind import ClusterConfig
 from distexp.config.resolved import ResolvedConfig  # the facts' type lives with the facts
-from distexp.options import datasets, groups, models
+from distexp.options import groups
 from distexp.options.datasets import DatasetConfig
-from distexp.options.fields import key
+from distexp.fields import key
 from distexp.options.models import ModelConfig
+from distexp.strategies.record import StrategyConfig
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 PROGRESS = ("auto", "bar", "lines", "quiet")
@@ -33,20 +34,6 @@ LR_SCALING = ("none", "linear", "sqrt")
 # and these performance figures, all final values in result.json.
 PERF_OBJECTIVES = (perf_keys.EXAMPLES_PER_SEC, perf_keys.EXAMPLES_PER_SEC_PER_REPLICA,
                    perf_keys.STEP_TIME_MS_P50, perf_keys.TIME_TO_FIRST_STEP_S)
-
-
-@dataclass
-class StrategyConfig:
-    name: str = key(MISSING, "the chosen option (strategy=...)")
-    cross_device_ops: Optional[str] = key(
-        None, "how gradients are all-reduced: nccl, hierarchical_copy, reduction_to_one_device; "
-        "null = TensorFlow's choice")
-    communication: str = key("auto", "collective implementation; auto, ring, nccl")
-    tpu: Optional[str] = key(None, "the TPU's name or grpc://host:8470; null = $TPU_NAME or this "
-                             "TPU VM's own")
-    tpu_cores: int = key(8, "the TPU's cores (replicas; checked against the TPU's own count)")
-    record: Optional[str] = key(None, "a strategy of one's own: the module that registers its "
-                                "record (distexp.strategies.register); null for the built-ins")
 
 
 @dataclass
@@ -63,21 +50,6 @@ class LoopConfig:
     name: str = key(MISSING, "the chosen option (loop=...)")
     record: Optional[str] = key(None, "a loop of one's own: the module that registers its record "
                                 "(distexp.options.loops); null for the built-ins")
-
-
-@dataclass
-class ClusterConfig:
-    name: str = key("local", "the chosen option (cluster=...)")
-    host: str = key("127.0.0.1", "the address a local cluster's tasks bind to (127.0.0.1 or "
-                    "localhost only)", only=("local",))
-    port: Optional[int] = key(None, "first port of the tasks (task i gets port + i; slurm: per "
-                              "node); null = free ports (local), 8888 (slurm)",
-                              only=("local", "slurm"))
-    record: Optional[str] = key(None, "a cluster kind of one's own: the module that registers "
-                                "its record (distexp.cluster.kind.register)")
-    peer_start_timeout: float = key(
-        STARTUP_S, "seconds a task waits for a peer's server to listen before the job fails "
-        "naming it", only=("tf_config", "slurm"))
 
 
 @dataclass
@@ -238,22 +210,22 @@ def register() -> None:
     # dataset.data_dir=/data`) is first composed with the group's default option (Hydra's sweep
     # config), which lacks them. checks.validate refuses, job by job, a key the job's own option
     # does not have, in the same line as Hydra's refusal (errors.unknown_key); types are checked.
-    for group, records in (("model", models.REGISTRY), ("dataset", datasets.REGISTRY)):
-        for rec in records.values():
+    for group, records in groups.GROUPS.items():
+        for rec in records.REGISTRY.values():
+            if rec.schema is None:  # a loop: a name and a record only (LoopConfig)
+                continue
             node = OmegaConf.structured(rec.schema)
             OmegaConf.set_struct(node, False)
             store.store(group=group, name=f"base_{rec.name}", node=node)
 
 
 def _applies(tree: dict, group: str, key: str) -> bool:
-    """Whether a group's key applies to the chosen option (its record says; a strategy's own keys
-    are its record's `options`; task.factory/kwargs apply to a user's task)."""
+    """Whether a group's key applies to the chosen option (its record's schema says; a strategy's
+    and a cluster's `record` always, as their params always had it; task.factory/kwargs apply to
+    a user's task)."""
     node = tree[group]
-    if group == "strategy" and key not in ("name", "record"):
-        from distexp import strategies
-
-        rec = strategies.REGISTRY.get(str(node.get("name")))
-        return rec is None or key in rec.options  # a user's strategy: keep all
+    if group in ("strategy", "cluster") and key == "record":
+        return True
     if group == "task" and key in ("factory", "kwargs"):
         return node.get("factory") is not None
     if group in groups.GROUPS:
@@ -275,7 +247,7 @@ def flatten(cfg: DictConfig) -> dict:
 
     tree = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     tree.pop("resolved", None)  # the job logs those facts under their own names (num_replicas...)
-    for group in ("model", "dataset", "loop", "strategy", "task"):
+    for group in ("model", "dataset", "loop", "strategy", "cluster", "task"):
         if isinstance(tree.get(group), dict):
             tree[group] = {k: v for k, v in tree[group].items() if _applies(tree, group, k)}
     walk("", tree)

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from distexp.errors import UserError
-from distexp.options.fields import key
+from distexp.fields import key
 from distexp.options.record import Option
 from distexp.registry import Registry
 

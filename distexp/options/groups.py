@@ -1,15 +1,19 @@
 """The option groups that have records, by config key: a group node's record when it is known,
-and what a run calls a user's option (its factory's function). No TensorFlow."""
+which keys belong to its option (its record's schema), and what a run calls a user's option (its
+factory's function). No TensorFlow."""
 from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Optional
+from typing import Any, Dict, Optional
 
+from distexp import strategies
+from distexp.cluster import kinds
 from distexp.options import datasets, loops, models
 from distexp.options.record import Option
 
-GROUPS = {"model": models, "dataset": datasets, "loop": loops}
+GROUPS = {"model": models, "dataset": datasets, "loop": loops, "strategy": strategies,
+          "cluster": kinds}
 
 
 def known(group: str, node) -> Optional[Option]:
@@ -33,7 +37,18 @@ def applies(group: str, node, key: str) -> bool:
 def foreign(group: str, key: str) -> bool:
     """Whether `key` is a key of some registered option of `group` (so, on a node of another
     option, a sweep over the group's options set it for the options that have it)."""
-    return any(key in (_keys(r) or ()) for r in GROUPS[group].REGISTRY.values())
+    return bool(owners(group, key))
+
+
+def owners(group: str, key: str) -> Dict[str, Any]:
+    """The registered options of `group` whose schema has `key` -> its default there (in the
+    registry's order)."""
+    out = {}
+    for rec in GROUPS[group].REGISTRY.values():
+        if key in (_keys(rec) or ()):
+            f = next(f for f in dataclasses.fields(rec.schema) if f.name == key)
+            out[rec.name] = f.default_factory() if f.default is dataclasses.MISSING else f.default
+    return out
 
 
 def _keys(rec) -> Optional[frozenset]:

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 from omegaconf import MISSING, DictConfig
 
-from distexp.options.fields import key
+from distexp.fields import key
 from distexp.options.record import Option
 from distexp.registry import Registry
 

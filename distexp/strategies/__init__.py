@@ -4,7 +4,7 @@ A record (`Record` subclass, one module each: one_device.py, mirrored.py, centra
 multiworker.py, ps.py, tpu.py) holds everything distexp knows about a strategy, in one place:
 its process layout (one process; `workers` worker processes; a coordinator + worker + ps
 servers), replicas per worker, sync or async, which loops it supports and why not, which knobs
-it refuses and why, which `strategy.*` options apply, its device rule, its checks before
+it refuses and why, its `strategy.*` keys (`schema`), its device rule, its checks before
 TensorFlow starts, its cluster resolver and its builder. Nothing else in distexp compares
 strategy names as strings: adding a strategy is its record and its `conf/strategy/<name>.yaml`.
 A strategy of your own lives outside distexp: its yaml names the module that registers its

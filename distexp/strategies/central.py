@@ -3,12 +3,13 @@ when there are several compute devices), computation mirrored over `cpu_replicas
 devices or the GPUs. Keras 3 fit logs wrong loss/accuracy under it (docs/facts.md#central-fit): refused."""
 from __future__ import annotations
 
-from distexp.strategies.record import Record, register
+from distexp.strategies.record import Record, StrategyConfig, register
 
 
 @register
 class Central(Record):
     name = "central"
+    schema = StrategyConfig
     cpu_replicas = True
     loops = {"custom": None,
              "fit": "Keras 3 fit logs wrong loss/accuracy under CentralStorageStrategy (the "

@@ -3,7 +3,18 @@ CPU devices; synchronous all-reduce (`strategy.cross_device_ops`: TensorFlow's d
 GPUs, hierarchical_copy, reduction_to_one_device). Keras fit and the custom loop both work."""
 from __future__ import annotations
 
-from distexp.strategies.record import Record, needs_gpus, register
+from dataclasses import dataclass
+from typing import Optional
+
+from distexp.fields import key
+from distexp.strategies.record import Record, StrategyConfig, needs_gpus, register
+
+
+@dataclass
+class MirroredConfig(StrategyConfig):
+    cross_device_ops: Optional[str] = key(
+        None, "how gradients are all-reduced: nccl, hierarchical_copy, reduction_to_one_device; "
+        "null = TensorFlow's choice")
 
 
 def cross_device_ops(cfg, devices):
@@ -23,7 +34,7 @@ def cross_device_ops(cfg, devices):
 class Mirrored(Record):
     name = "mirrored"
     cpu_replicas = True
-    options = ("cross_device_ops",)
+    schema = MirroredConfig
     option_values = {"cross_device_ops": ("nccl", "hierarchical_copy", "reduction_to_one_device")}
 
     def check_devices(self, cfg, gpus):

@@ -5,7 +5,15 @@ cluster=local and tf_config, SlurmClusterResolver for cluster=slurm). Keras 3 fi
 worker processes (keras-team/keras#20585): refused."""
 from __future__ import annotations
 
-from distexp.strategies.record import Record, needs_gpus, register
+from dataclasses import dataclass
+
+from distexp.fields import key
+from distexp.strategies.record import Record, StrategyConfig, needs_gpus, register
+
+
+@dataclass
+class MultiWorkerConfig(StrategyConfig):
+    communication: str = key("auto", "collective implementation; auto, ring, nccl")
 
 
 # TensorFlow's coordination service (which MultiWorkerMirroredStrategy starts with no timeouts set)
@@ -43,7 +51,7 @@ class MultiWorker(Record):
     replica_jobs = ("chief", "worker")  # on an external cluster a chief trains as worker 0 does
     optional_jobs = ("chief",)
     lockstep = True
-    options = ("communication",)
+    schema = MultiWorkerConfig
     option_values = {"communication": ("auto", "ring", "nccl")}
     loops = {"custom": None,
              "fit": "Keras 3 fit cannot train it across worker processes (keras-team/keras#20585)"}

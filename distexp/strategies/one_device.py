@@ -2,12 +2,13 @@
 compared with: the report's baseline, distexp.parity's reference). `cpu_replicas` does not apply."""
 from __future__ import annotations
 
-from distexp.strategies.record import Record, register
+from distexp.strategies.record import Record, StrategyConfig, register
 
 
 @register
 class OneDevice(Record):
     name = "one_device"
+    schema = StrategyConfig
     baseline = True
 
     def replicas_per_worker(self, cfg, gpus):

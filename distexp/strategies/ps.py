@@ -6,12 +6,13 @@ Keras 3 has no ps support in fit (keras-team/keras#18624)."""
 from __future__ import annotations
 
 from distexp.errors import UserError
-from distexp.strategies.record import Record, register
+from distexp.strategies.record import Record, StrategyConfig, register
 
 
 @register
 class ParameterServer(Record):
     name = "ps"
+    schema = StrategyConfig
     # a coordinator (the chief: schedules, evaluates, logs) + worker and ps servers
     cluster_jobs = (("chief", None), ("worker", "workers"), ("ps", "ps"))
     server_roles = ("worker", "ps")

@@ -3,15 +3,27 @@
 A record answers every layout question itself (which processes a job has, which of them train,
 serve or log, how many Slurm tasks it needs, whether an external cluster fits it); the cluster,
 job, sweep and train code ask it and never compare a strategy's name or layout as a string.
+Its keys are its `schema`: the dataclass Hydra composes its node onto (`StrategyConfig`, the keys
+every strategy has; a strategy's own keys in a subclass beside its record), stored as
+``strategy/base_<name>`` and named first in its yaml.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from omegaconf import DictConfig
+from omegaconf import MISSING, DictConfig
 
 from distexp.errors import UserError
+from distexp.fields import key
 from distexp.registry import Registry
+
+
+@dataclass
+class StrategyConfig:
+    name: str = key(MISSING, "the chosen option (strategy=...)")
+    record: Optional[str] = key(None, "a strategy of one's own: the module that registers its "
+                                "record (distexp.strategies.register); null for the built-ins")
 
 
 def needs_gpus(key: str, value: str, gpus: int, instead: str) -> None:
@@ -51,8 +63,9 @@ class Record:
     loops: Mapping[str, Optional[str]] = {"custom": None, "fit": None}
     # knob -> why it is refused with this strategy (checked when the knob is on).
     refuses: Mapping[str, str] = {}
-    # The `strategy.*` keys that apply (others must stay at their defaults).
-    options: Tuple[str, ...] = ()
+    # The dataclass of its node (the `strategy.*` keys that apply; a key of another strategy must
+    # stay at its default). None: every key its yaml sets is its own (a strategy of one's own).
+    schema: Any = None
     # option -> its valid values, for options that take one of a few names (checked when set).
     option_values: Mapping[str, Tuple[str, ...]] = {}
     # The one-replica reference runs the report and distexp.parity compare with.

@@ -11,8 +11,19 @@ import os
 import socket
 from urllib.parse import urlsplit
 
+from dataclasses import dataclass
+from typing import Optional
+
 from distexp.errors import UserError
-from distexp.strategies.record import Record, register
+from distexp.fields import key
+from distexp.strategies.record import Record, StrategyConfig, register
+
+
+@dataclass
+class TPUConfig(StrategyConfig):
+    tpu: Optional[str] = key(None, "the TPU's name or grpc://host:8470; null = $TPU_NAME or this "
+                             "TPU VM's own")
+    tpu_cores: int = key(8, "the TPU's cores (replicas; checked against the TPU's own count)")
 
 
 def local_tpu() -> bool:
@@ -24,7 +35,7 @@ def local_tpu() -> bool:
 @register
 class TPU(Record):
     name = "tpu"
-    options = ("tpu", "tpu_cores")
+    schema = TPUConfig
     loops = {"custom": None,
              "fit": "Keras 3 fit under TPUStrategy is not supported yet (keras-team/keras#19448)"}
     refuses = {"precision=mixed_float16": "TPUs compute in bfloat16: use precision=mixed_bfloat16"}
