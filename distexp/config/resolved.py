@@ -143,7 +143,7 @@ def resolve(cfg: DictConfig, gpus: Optional[int] = None, plan=None, *, job_dir=N
     """The job's facts (the `resolved:` node), computed once.
 
     `gpus`: what `gpus` resolved to on this machine (check_gpus; default: `gpus`, else the visible
-    GPUs). `plan` (distexp.cluster.plan.Plan): the processes the job starts; without it the
+    GPUs). `plan` (distexp.cluster.processes.Plan): the processes the job starts; without it the
     strategy's record answers for a local cluster (the checks, parity)."""
     rec = strategy_record(cfg)
     if gpus is None:
