@@ -22,9 +22,9 @@ if __name__ == "__main__":  # first: TensorFlow's import (seconds) runs while Hy
     from distexp import library_logs
 
     library_logs.quiet_env()  # before MLflow's import, here and in the warm trainer
-    from distexp import stops as _stops
+    from distexp import stops
 
-    _stops.install()  # SIGINT, SIGTERM, SIGHUP: one orderly stop, however many come
+    stops.install()  # SIGINT, SIGTERM, SIGHUP: one orderly stop, however many come
     from distexp.job import warm_client
 
     warm_client.start_early(sys.argv[1:])

@@ -25,7 +25,7 @@ def main() -> None:
     import tensorflow as tf
     from omegaconf import OmegaConf
 
-    from distexp.data.datasets import Arrays
+    from distexp.data.loaded import Data
     from distexp.train.autotune import Schedule
     from distexp.train.step import PSDispatch, Step
     from distexp.tasks import Classification
@@ -45,7 +45,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     x = rng.random((64, 8), dtype=np.float32)
     y = rng.integers(0, 3, 64).astype(np.int32)
-    data = Arrays(x, y, x, y, num_classes=3, cache_batches=True)
+    data = Data(x, y, x, y, num_classes=3, cache_batches=True)
     lr = 0.1
     with strategy.scope():
         model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3, dtype="float32")])

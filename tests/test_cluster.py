@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from distexp.cluster import plan as cluster
+from distexp.cluster import kinds
 from distexp.config import checks
 from distexp import errors
 from distexp.cluster import liveness, slurm_env
@@ -17,7 +17,7 @@ from distexp import strategies
 def _plan(compose, *overrides, tmp=Path("/tmp")):
     cfg = compose(*overrides)
     checks.validate(cfg)
-    return cluster.plan(cfg, tmp, 0)
+    return kinds.plan(cfg, tmp, 0)
 
 
 def _tf_configs(plan):

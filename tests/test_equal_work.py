@@ -12,9 +12,9 @@ import pytest
 
 from distexp.figures import cpu_peak, stats
 from distexp.report import cli as report
-from distexp.report import verdict
+from distexp.report import conclusions
 from distexp.report.columns import CSV_FIELDS
-from distexp.report.scaling import Verdict
+from distexp.report.scaling import Significance
 from helpers import launched as _launched, report_store, store_run as _run
 
 
@@ -122,7 +122,7 @@ def test_weak_strong_and_their_split(equal_work):
     assert mir.strong.value == pytest.approx(2000 / 3000)
     low, high, _ = stats.ratio_interval(MIR, OD128)
     assert (mir.strong.low, mir.strong.high) == (pytest.approx(low), pytest.approx(high))
-    assert high < 1 and mir.strong.significant and mir.strong.verdict == "significant"
+    assert high < 1 and mir.strong.significant and mir.strong.significance == "significant"
     assert mir.strong.baseline == "one_device r1 (strong, same cpu_replicas=2)"
     # the split: batch effect x replica effect = weak speed-up
     assert mir.batch_effect == pytest.approx(3000 / 1000)
@@ -136,9 +136,9 @@ def test_weak_strong_and_their_split(equal_work):
     # its weak baseline: one_device set up the same way (cpu_replicas=4), which ran once
     assert cen.weak.value == pytest.approx(3600 / 950)
     assert cen.weak.baseline == "one_device r1 (weak, same cpu_replicas=4)"
-    assert cen.weak.verdict == Verdict.WITHIN_RUN and not cen.weak.significant
+    assert cen.weak.significance == Significance.WITHIN_RUN and not cen.weak.significant
 
-    lines = verdict.verdict_lines(rows)
+    lines = conclusions.verdict_lines(rows)
     assert md.index("## Verdict") < md.index("| strategy")  # the report opens with it
     s = stats.ratio_interval(MIR, OD128)
     assert lines[0] == (f"At equal global batch 128: one_device x1 fastest; mirrored x2 0.67x of "
@@ -174,13 +174,13 @@ def test_weak_strong_and_their_split(equal_work):
 def test_accuracy_end_to_end_and_bottleneck_notes(equal_work):
     uri, tmp_path = equal_work
     rows, _, md = report.build(uri, sweep_id="w", out=tmp_path / "rep", log=False)
-    acc = verdict.accuracy_notes(rows)
+    acc = conclusions.accuracy_notes(rows)
     assert len(acc) == 1 and "compare different training" in acc[0]
     assert ("compare different training: 110 steps at global batch 64; 55 steps at global batch "
             "128; 30 steps at global batch 256.") in acc[0]
     # the control's end-to-end 1000 examples/s against its steady 3000 [t-interval of 3 runs]:
     # flagged, the cause named; mirrored's 1990 lies inside its interval: not flagged
-    e2e = verdict.end_to_end_notes(rows)
+    e2e = conclusions.end_to_end_notes(rows)
     assert len(e2e) == 1 and e2e[0].startswith("one_device x1 (job 3): end to end 1,000 "
                                                "examples/s is 0.33x its steady state 3,000")
     # its wall time 55 x 128 / 1000 = 7.04 s: 2.35 s of steps at the steady rate, 3.04 s of
@@ -257,9 +257,9 @@ def test_split_is_not_claimed_when_the_replica_effect_is_not_significant():
             row("mirrored", 2, 128, [1800.0, 2000.0, 2200.0], "strategy=mirrored")]
     add_scaling(rows)
     mir = rows[2]
-    assert mir.strong.verdict == "~" and mir.strong.value == pytest.approx(0.8)
+    assert mir.strong.significance == "~" and mir.strong.value == pytest.approx(0.8)
     assert mir.batch_effect == pytest.approx(2.5) and mir.weak.value == pytest.approx(2.0)
-    lines = verdict.verdict_lines(rows)
+    lines = conclusions.verdict_lines(rows)
     assert lines[0].startswith("At equal global batch 128: no set-up significantly faster than "
                                "one_device x1; mirrored x2 ~ 0.80x of one_device x1 [")
     assert lines[1].endswith("x replica effect x0.80: the replica effect is not significant (~: "
@@ -284,7 +284,7 @@ def test_fastest_only_when_the_leader_beats_the_runner_up():
                 row("central", 2, central_rates, "strategy=central")]
         add_scaling(rows)
         assert all(r.strong.significant and r.strong.value > 1 for r in rows[1:])
-        return verdict.verdict_lines(rows)
+        return conclusions.verdict_lines(rows)
 
     tie = lines_for([1260.0, 1290.0, 1275.0])  # 1.28x vs 1.30x: no difference established
     assert tie[0].startswith("At equal global batch 128: mirrored x2 and central x2 significantly "
@@ -299,7 +299,7 @@ def test_without_controls_the_replica_effect_is_not_measured(tmp_path):
     mir = [r for r in rows if r.run_name == "mirrored-r2"][0]
     assert mir.strong is None and mir.replica_effect is None
     assert "not measured (no 1-replica job at this global batch)" in md
-    lines = verdict.verdict_lines(rows)
+    lines = conclusions.verdict_lines(rows)
     assert any(line.startswith("[cnn/synthetic/custom] Replica effect not measured at global "
                                "batch 128") for line in lines), lines
     assert not any("fastest" in line for line in lines)

@@ -8,8 +8,8 @@ import math
 import pytest
 
 from distexp.report import cli as report
-from distexp.report import verdict
-from distexp.report.scaling import Verdict
+from distexp.report import conclusions
+from distexp.report.scaling import Significance
 from helpers import mlflow_runs
 
 pytestmark = pytest.mark.slow
@@ -35,8 +35,8 @@ def test_sweep_with_controls_end_to_end(cli):
     assert mir.strong.value == pytest.approx(mir.rate / control.rate)
     assert mir.strong.baseline == "one_device r1 (strong, same cpu_replicas=2)"
     assert mir.weak is None and mir.batch_effect is None  # no 1-replica job at 64: not made up
-    assert mir.strong.verdict == Verdict.WITHIN_RUN and not mir.strong.significant
-    lines = verdict.verdict_lines(rows)
+    assert mir.strong.significance == Significance.WITHIN_RUN and not mir.strong.significant
+    lines = conclusions.verdict_lines(rows)
     assert lines[0].startswith("At equal global batch 128: no winner can be claimed from one run "
                                "each") and lines[-1].startswith("One run per job")
     assert all(x.rate > 0 and not math.isnan(x.rate) for x in rows)

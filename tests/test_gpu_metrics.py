@@ -89,7 +89,7 @@ def test_a_cpu_run_has_no_gpu_metrics_and_unknown_keeps_mlflows(monitor):
 def test_the_runs_gpus_come_from_the_plan(compose, monkeypatch, tmp_path):
     """A job's GPUs here: the first `gpus` visible (pinned by the sweep's pool or the user), or
     the ones its local workers are pinned to; none on CPU."""
-    from distexp.cluster import plan as cluster
+    from distexp.cluster import kinds
     from distexp.config import resolved
     from helpers import fake_driver
 
@@ -99,7 +99,7 @@ def test_the_runs_gpus_come_from_the_plan(compose, monkeypatch, tmp_path):
     def ids(*overrides):
         cfg = compose(*overrides)  # planned as the job process plans it
         visible = resolved.visible_gpus()
-        return cluster.plan(cfg, Path(tmp_path), resolved.check_gpus(cfg.gpus, visible),
+        return kinds.plan(cfg, Path(tmp_path), resolved.check_gpus(cfg.gpus, visible),
                             visible).gpu_ids()
 
     assert ids("strategy=one_device", "gpus=1") == ["0"]

@@ -118,7 +118,7 @@ def test_no_import_circles_lazy_imports_included():
 
 
 def package(module: str) -> str:
-    """distexp.cluster.plan -> distexp.cluster; a top-level module (distexp.ui) is its own."""
+    """distexp.cluster.kinds -> distexp.cluster; a top-level module (distexp.ui) is its own."""
     return ".".join(module.split(".")[:2])
 
 

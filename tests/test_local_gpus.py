@@ -10,7 +10,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from distexp import errors
-from distexp.cluster import plan as cluster
+from distexp.cluster import kinds
 from distexp.config import checks, resolved
 from helpers import fake_driver, run_in_process
 
@@ -34,7 +34,7 @@ def _job_plan(compose, tmp_path, *overrides):
     checks.validate(cfg)
     visible = resolved.visible_gpus()
     gpus = resolved.check_gpus(cfg.gpus, visible, resolved.strategy_record(cfg))
-    return cfg, cluster.plan(cfg, tmp_path, gpus, visible)
+    return cfg, kinds.plan(cfg, tmp_path, gpus, visible)
 
 
 def _devices(plan) -> dict:

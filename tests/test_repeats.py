@@ -13,7 +13,7 @@ from helpers import job_params as _job, new_store, perf_metrics as _perf, report
 from helpers import store_run as _run, sweeper as _sweeper
 from distexp.figures import meaning, peaks, stats
 from distexp.report import cli as report
-from distexp.report.scaling import Verdict
+from distexp.report.scaling import Significance
 
 
 def test_repeats_run_interleaved_round_robin(tmp_path):
@@ -170,13 +170,13 @@ def test_interval_and_verdict_come_from_the_repeats(repeated):
     by = {(r.strategy, r.replicas, r.shown_status): r for r in rows}
     base = by[("one_device", 1, "FINISHED")]
     assert base.rates == [900.0, 1000.0, 1100.0] and base.rate == 1000.0 and len(base.run_ids) == 3
-    assert base.verdict == "baseline" and base.speedup == 1.0 and not base.significant
+    assert base.significance == "baseline" and base.speedup == 1.0 and not base.significant
 
     mir = by[("mirrored", 2, "FINISHED")]
     assert mir.speedup == pytest.approx(1.05)  # ratio of the medians
     low, high, _ = stats.ratio_interval([950.0, 1050.0, 1150.0], [900.0, 1000.0, 1100.0])
     assert (mir.speedup_low, mir.speedup_high) == (pytest.approx(low), pytest.approx(high))
-    assert low < 1 < high and not mir.significant and mir.verdict == "~"
+    assert low < 1 < high and not mir.significant and mir.significance == "~"
     assert mir.repeats_needed == stats.repeats_needed([950.0, 1050.0, 1150.0], [900.0, 1000.0, 1100.0])
     assert mir.repeats_needed > 3
 
@@ -184,13 +184,13 @@ def test_interval_and_verdict_come_from_the_repeats(repeated):
     logs = [math.log(v) for v in (900.0, 1000.0, 1100.0)]
     m = sum(logs) / 3
     se = math.sqrt(2 * (sum((v - m) ** 2 for v in logs) / 2) / 3)
-    assert cen.speedup == pytest.approx(2.0) and cen.significant and cen.verdict == "significant"
+    assert cen.speedup == pytest.approx(2.0) and cen.significant and cen.significance == "significant"
     assert cen.speedup_low == pytest.approx(2 * math.exp(-2.776445 * se), rel=1e-6)
     assert cen.speedup_high == pytest.approx(2 * math.exp(2.776445 * se), rel=1e-6)
     assert cen.efficiency == pytest.approx(1.0)
 
     one = by[("mirrored", 1, "FINISHED")]  # one run: within-run only, never significant
-    assert one.verdict == Verdict.WITHIN_RUN and not one.significant
+    assert one.significance == Significance.WITHIN_RUN and not one.significant
     assert "1 replica: overhead vs one_device" in one.baseline and one.efficiency is None
 
     failed, diverged = by[("mirrored", 4, "FAILED")], by[("central", 4, "DIVERGED")]
@@ -221,7 +221,7 @@ def test_one_run_each_claims_no_significance(tmp_path):
     client, uri, pid, sweep_dir = report_store(tmp_path)
     rows, _, md = report.build(uri, log=False)
     mir = [r for r in rows if r.run_name == "mirrored-r2"][0]
-    assert mir.speedup_low > 1 and mir.verdict == Verdict.WITHIN_RUN and not mir.significant
+    assert mir.speedup_low > 1 and mir.significance == Significance.WITHIN_RUN and not mir.significant
     assert mir.speedup_low == pytest.approx(mir.speedup - mir.speedup_ci95)
 
 
@@ -285,10 +285,10 @@ def test_baseline_is_the_closest_one_device_config(tmp_path):
                  _perf(rate, 1.0), tags)
     rows, _, _ = report.build(uri, sweep_id="c", out=tmp_path / "rep", log=False)
     mir = [r for r in rows if r.strategy == "mirrored"][0]
-    assert mir.speedup == pytest.approx(1.0) and mir.verdict == "~"
+    assert mir.speedup == pytest.approx(1.0) and mir.significance == "~"
     assert mir.baseline.startswith("one_device r1 (weak, same cpu_replicas=1)")
     od2 = [r for r in rows if r.run_name == "one_device-2"][0]
-    assert od2.verdict == "baseline" and od2.rate == 520.0
+    assert od2.significance == "baseline" and od2.rate == 520.0
 
 
 def test_datasheet_peak_sums_known_gpus_and_refuses_an_unknown_one():

@@ -5,14 +5,14 @@ from __future__ import annotations
 import dataclasses
 
 from distexp.report import text
-from distexp.report.scaling import Comparison, Row, Verdict
+from distexp.report.scaling import Comparison, Row, Significance
 
 
-def _row(speedup=None, speedup_low=None, speedup_high=None, speedup_ci95=None, verdict="",
+def _row(speedup=None, speedup_low=None, speedup_high=None, speedup_ci95=None, significance="",
          significant=False, repeats_needed=None, **kw) -> Row:
     main = None if speedup is None else Comparison(
-        mode="weak", value=speedup, baseline="b", base_rate=1.0, is_base=verdict == Verdict.BASELINE,
-        low=speedup_low, high=speedup_high, ci95=speedup_ci95, verdict=verdict,
+        mode="weak", value=speedup, baseline="b", base_rate=1.0, is_base=significance == Significance.BASELINE,
+        low=speedup_low, high=speedup_high, ci95=speedup_ci95, significance=significance,
         significant=significant, repeats_needed=repeats_needed)
     base = dict(main=main, run_id="r", run_name="r", status="FINISHED", strategy="mirrored", model="mlp",
                 dataset="synthetic", loop="custom", workers=1, replicas=2, global_batch=128,
@@ -22,17 +22,17 @@ def _row(speedup=None, speedup_low=None, speedup_high=None, speedup_ci95=None, v
 
 def test_one_speed_up_in_every_place_it_is_shown():
     r = _row(speedup=1.623, speedup_low=1.401, speedup_high=1.852, significant=True,
-             verdict=Verdict.SIGNIFICANT, rates=[20586.4])
+             significance=Significance.SIGNIFICANT, rates=[20586.4])
     assert text.speedup(r, short=True) == "1.62x [1.40, 1.85]"
     assert text.speedup(r) == "1.62x [1.40, 1.85]"
     assert text.speed_tag(dataclasses.replace(r, strong=r.main)) == "1.62x [1.40, 1.85] significant"
     within = _row(speedup=0.953, speedup_low=0.9, speedup_high=1.006, speedup_ci95=0.053,
-                  verdict=Verdict.WITHIN_RUN)
+                  significance=Significance.WITHIN_RUN)
     assert text.speedup(within) == "~ 0.95x ± 0.05 (within run)"
     assert text.speedup(within, short=True) == "0.95x [0.90, 1.01]"
     assert text.speed_tag(dataclasses.replace(within, strong=within.main)) == (
         "0.95x [0.90, 1.01] one run a side")
-    base = _row(speedup=1.0, verdict=Verdict.BASELINE)
+    base = _row(speedup=1.0, significance=Significance.BASELINE)
     assert (text.speedup(base), text.speedup(base, short=True),
             text.speed_tag(dataclasses.replace(base, strong=base.main))) == (
         "1.00x (baseline)", "1.00x", "1.00x baseline")
@@ -40,7 +40,7 @@ def test_one_speed_up_in_every_place_it_is_shown():
     assert text.speed_tag(r) == "not measured: no 1-replica run at global batch 128"
     assert text.speed_tag(_row(replicas=1, rate=None)) is None
     c = Comparison(mode="strong", value=0.953, baseline="b", base_rate=1.0, is_base=False, low=0.8,
-                   high=1.12, verdict=Verdict.NOT_SIGNIFICANT, repeats_needed=14)
+                   high=1.12, significance=Significance.NOT_SIGNIFICANT, repeats_needed=14)
     assert text.comparison(c, "of one_device x1") == (
         "~ 0.95x of one_device x1 [0.80, 1.12], not significant; ~14 runs each would resolve it")
 
@@ -50,8 +50,8 @@ def test_the_rate_and_the_verdict_long_and_short():
     assert (text.rate(one), text.rate(one, short=True)) == ("20,586.4 ± 612.3", "20,586 ±612")
     runs = _row(rates=[20000.0, 20586.4, 21300.0])
     assert text.rate(runs, short=True) == "20,586 (20,000-21,300)"
-    ns = _row(speedup=1.01, verdict=Verdict.NOT_SIGNIFICANT, repeats_needed=None)
-    assert text.verdict(ns) == "~ no difference visible (not resolvable in 1000 runs)"
-    assert text.verdict(ns, short=True) == "not significant"
-    assert text.verdict(_row(status="FAILED"), short=True) == "failed"
-    assert text.verdict(_row(), short=True) == "no baseline"
+    ns = _row(speedup=1.01, significance=Significance.NOT_SIGNIFICANT, repeats_needed=None)
+    assert text.significance(ns) == "~ no difference visible (not resolvable in 1000 runs)"
+    assert text.significance(ns, short=True) == "not significant"
+    assert text.significance(_row(status="FAILED"), short=True) == "failed"
+    assert text.significance(_row(), short=True) == "no baseline"

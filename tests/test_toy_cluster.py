@@ -19,7 +19,6 @@ from helpers import plug_in
 from distexp import errors, strategies
 from distexp.cluster import kind as cluster_kind
 from distexp.cluster import kinds
-from distexp.cluster import plan as cluster
 from distexp.config import checks
 from distexp.sweeps import callback
 from distexp.sweeps import slurm as sweep_slurm
@@ -68,7 +67,7 @@ def test_a_toy_cluster_kind_plans_and_answers_for_the_job(toy, tmp_path, monkeyp
     kind = kinds.of(cfg)
     assert type(kind).__name__ == "Toy" and kinds.REGISTRY.find("toy") is kind
 
-    plan = cluster.plan(cfg, tmp_path, 0)
+    plan = kinds.plan(cfg, tmp_path, 0)
     assert (plan.names, plan.task, plan.logs_to_mlflow) == (["worker-1"], "worker:1", False)
     assert plan.hosts == {"worker-0": "node-a", "worker-1": "node-b"}
     assert (plan.replica_workers, plan.sync_workers) == (2, 2)
@@ -84,7 +83,7 @@ def test_a_toy_cluster_kind_plans_and_answers_for_the_job(toy, tmp_path, monkeyp
     assert callback._first_task(cfg) is False  # TOY_RANK=1: the sweep's record is rank 0's
     monkeypatch.setenv("TOY_RANK", "0")
     assert callback._first_task(cfg) is True
-    assert cluster.plan(cfg, tmp_path, 0).logs_to_mlflow is True
+    assert kinds.plan(cfg, tmp_path, 0).logs_to_mlflow is True
     # the strategy's resolver is the kind's (the trainer passes the kind; TensorFlow not needed)
     assert strategies.of(cfg).resolver(cfg, 0, kind) == ("toy resolver", "multiworker", 0)
 
@@ -101,5 +100,5 @@ def test_a_toy_cluster_kind_is_checked_like_a_built_in(toy, tmp_path):
         checks.validate(toy("cluster.name=nope"))
     # a strategy of one process never asks the kind for a plan: the chief, here
     cfg = toy("strategy=mirrored")
-    assert cluster.plan(cfg, tmp_path, 0).names == ["chief"]
+    assert kinds.plan(cfg, tmp_path, 0).names == ["chief"]
     assert kinds.of(cfg).chief_here(strategies.of(cfg)) is True

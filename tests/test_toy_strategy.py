@@ -16,7 +16,6 @@ import pytest
 from helpers import plug_in
 from distexp import errors, strategies
 from distexp.cluster import kinds
-from distexp.cluster import plan as cluster
 from distexp.cluster import slurm_env
 from distexp.config import checks, resolved
 from distexp.sweeps import slurm as sweep_slurm
@@ -59,7 +58,7 @@ def test_a_toy_strategy_plans_validates_and_builds_its_processes(toy, tmp_path):
     rec = strategies.of(cfg)
     assert type(rec).__name__ == "Relay" and strategies.REGISTRY.find("relay") is rec
 
-    plan = cluster.plan(cfg, tmp_path, 0)
+    plan = kinds.plan(cfg, tmp_path, 0)
     assert plan.names == ["chief", "worker-0", "worker-1", "monitor-0"]
     assert plan.servers == ["monitor-0"]
     # the chief and both workers hold replicas and share one global batch
@@ -93,6 +92,6 @@ def test_a_toy_strategy_is_checked_by_its_record(toy, monkeypatch, tmp_path):
                                                 "task": {"type": "worker", "index": 0}}))
     with pytest.raises(errors.UserError, match="strategy=relay: the cluster has chief x1, worker "
                                                "x1; it needs chief, worker, monitor jobs"):
-        cluster.plan(toy("cluster=tf_config"), tmp_path, 0)
+        kinds.plan(toy("cluster=tf_config"), tmp_path, 0)
     with pytest.raises(errors.UserError, match="strategy.record: received 'no_such_module'"):
         strategies.of(toy("strategy.name=relay2", "strategy.record=no_such_module"))

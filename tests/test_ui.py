@@ -55,12 +55,12 @@ def test_display_tags_round_and_describe():
 
 def test_verdict_line_names_each_strategy_best_speedup():
     from distexp.report.scaling import Comparison, Row
-    from distexp.report.console import verdict
+    from distexp.report.console import headline
     from distexp.sweeps.summary import clip, scaling_metrics
 
     def row(strategy, replicas, rate, speedup=None, verdict_="", low=None, high=None):
         main = Comparison(mode="weak", value=speedup, baseline="one_device r1 (weak)", base_rate=100.0,
-                          is_base=verdict_ == "baseline", low=low, high=high, verdict=verdict_)
+                          is_base=verdict_ == "baseline", low=low, high=high, significance=verdict_)
         return Row(run_id=f"{strategy}{replicas}", run_name="", status="FINISHED",
                    strategy=strategy, model="cnn", dataset="digits", loop="custom", workers=1,
                    replicas=replicas, global_batch=64 * replicas, rate=rate, ci95=None,
@@ -70,12 +70,12 @@ def test_verdict_line_names_each_strategy_best_speedup():
     rows = [row("one_device", 1, 100.0, 1.0, "baseline"),
             row("mirrored", 2, 162.0, 1.62, "significant", 1.4, 1.85),
             row("central", 2, 90.0, 0.9, "~", 0.7, 1.1)]
-    from distexp.report.verdict import verdict_lines
+    from distexp.report.conclusions import verdict_lines
 
     lines = verdict_lines(rows)  # the report's verdict (its content is tests/test_equal_work.py's)
     more = f" (+{len(lines) - 1} more in the report)" if len(lines) > 1 else ""
-    assert lines and verdict(rows) == f"Verdict: {lines[0]}{more}"
-    assert "not measured" in verdict(rows)  # no 1-replica job at global batch 128
+    assert lines and headline(rows) == f"Verdict: {lines[0]}{more}"
+    assert "not measured" in headline(rows)  # no 1-replica job at global batch 128
     assert ("scaling/mirrored/speedup", 1.62, 2) in scaling_metrics(rows)
     assert ("scaling/one_device/examples_per_sec", 100.0, 1) in scaling_metrics(rows)
     assert len(clip("x" * 6000, 5000)) == 5000

@@ -4,7 +4,8 @@
   ClusterEnvironment is the model); it plans the job's processes, builds the trainer's cluster
   resolver and answers what the job, the checks and the sweeps ask (nothing compares the name)
 - ``local``, ``tf_config``, ``slurm``: the built-in kinds
-- ``plan``: the job's processes (a strategy's record and the cluster kind); ``processes``: `Plan`
+- ``processes``: `Plan`, the job's processes before they start; ``kinds.plan`` makes it (a strategy's
+  record and the cluster kind)
 - ``slurm_env``: Slurm's step variables read as SlurmClusterResolver reads them (a leaf)
 - ``liveness``: watches that end or fail a ps task whose peer is gone
 """

@@ -32,7 +32,7 @@ class Local(Kind):
     schema = LocalConfig
 
     def plan(self, cfg: DictConfig, rec, job_dir: Path, gpus: int) -> Plan:
-        """`gpus`: the GPUs this machine shows (distexp.cluster.plan.plan), split here."""
+        """`gpus`: the GPUs this machine shows (distexp.cluster.kinds.plan), split here."""
         n, host = rec.num_workers(cfg), str(cfg.cluster.host)
         if host not in ("127.0.0.1", "localhost"):
             raise UserError(f"cluster.host: received {host!r}; a local cluster binds to 127.0.0.1 "

@@ -1,8 +1,9 @@
 """Facts derived from a composed config before TensorFlow starts: the strategy's record, workers,
 replicas, the global batch, the job's objective. They ask the strategy's record and the task.
 
-`resolve` is the one place they are computed together. The job process calls it once (with the
-cluster plan) and writes the result into the job's config.yaml as its `resolved:` node (typed by
+`resolve` is the one place they are computed together. The checks (distexp.config.checks) ask it
+without a plan (the strategy's record answers for the cluster); the job process then asks it once
+with the cluster plan and writes the result into the job's config.yaml as its `resolved:` node (typed by
 `ResolvedConfig`, here: the training processes read it without the schema, which imports
 Hydra); every training process reads them from there
 (`facts_of`), so no fact travels through an environment variable and `train(cfg)` called
@@ -143,7 +144,7 @@ def resolve(cfg: DictConfig, gpus: Optional[int] = None, plan=None, *, job_dir=N
     """The job's facts (the `resolved:` node), computed once.
 
     `gpus`: what `gpus` resolved to on this machine (check_gpus; default: `gpus`, else the visible
-    GPUs). `plan` (distexp.cluster.plan.Plan): the processes the job starts; without it the
+    GPUs). `plan` (distexp.cluster.processes.Plan): the processes the job starts; without it the
     strategy's record answers for a local cluster (the checks, parity)."""
     rec = strategy_record(cfg)
     if gpus is None:

@@ -23,20 +23,20 @@ from omegaconf import DictConfig, OmegaConf
 
 from distexp import env
 from distexp.data import validate
-from distexp.data.arrays import Arrays
+from distexp.data.loaded import Data
 from distexp.data.tfds import not_prepared, open_builder
 from distexp.errors import UserError
 from distexp.options import datasets as records
 
-Loader = Callable[[DictConfig, int], Arrays]
+Loader = Callable[[DictConfig, int], Data]
 
 
-def load(cfg: DictConfig) -> Arrays:
+def load(cfg: DictConfig) -> Data:
     """The data of `cfg.dataset`'s record (distexp.options.datasets), loaded by its implementation."""
     return records.of(cfg).load()(cfg.dataset, int(cfg.seed))
 
 
-def digits(ds: DictConfig, seed: int) -> Arrays:
+def digits(ds: DictConfig, seed: int) -> Data:
     """scikit-learn's 1,797 real 8x8 digits (shipped with the package), split by `seed`."""
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
@@ -46,10 +46,10 @@ def digits(ds: DictConfig, seed: int) -> Arrays:
     y = bunch.target.astype(np.int32)
     x_tr, x_ev, y_tr, y_ev = train_test_split(x, y, test_size=ds.test_fraction, random_state=seed,
                                               stratify=y)
-    return Arrays(x_tr, y_tr, x_ev, y_ev, num_classes=10)
+    return Data(x_tr, y_tr, x_ev, y_ev, num_classes=10)
 
 
-def synthetic(ds: DictConfig, seed: int) -> Arrays:
+def synthetic(ds: DictConfig, seed: int) -> Data:
     """Seeded random images and labels, made once in memory."""
     rng = np.random.default_rng(seed)
     shape = tuple(int(d) for d in ds.shape)
@@ -61,10 +61,10 @@ def synthetic(ds: DictConfig, seed: int) -> Arrays:
 
     x_tr, y_tr = make(int(ds.size))
     x_ev, y_ev = make(n_eval)
-    return Arrays(x_tr, y_tr, x_ev, y_ev, num_classes=int(ds.num_classes), cache_batches=True)
+    return Data(x_tr, y_tr, x_ev, y_ev, num_classes=int(ds.num_classes), cache_batches=True)
 
 
-def _pairs(ds: DictConfig, seed: int, pairs=None) -> Arrays:
+def _pairs(ds: DictConfig, seed: int, pairs=None) -> Data:
     """Sentence pairs -> ((source, target_in), target_out) token arrays (distexp.data.text)."""
     from distexp.data import text
 
@@ -75,17 +75,17 @@ def _pairs(ds: DictConfig, seed: int, pairs=None) -> Arrays:
     info = {"src_vocab_size": len(p.src_vocab), "tgt_vocab_size": len(p.tgt_vocab),
             "max_src_len": p.max_src_len, "max_tgt_len": p.max_tgt_len,
             "source_tokens": p.source_mode, "target_tokens": p.target_mode}
-    return Arrays((p.src_train, p.tgt_in_train), p.tgt_out_train,
+    return Data((p.src_train, p.tgt_in_train), p.tgt_out_train,
                   (p.src_eval, p.tgt_in_eval), p.tgt_out_eval,
                   num_classes=len(p.tgt_vocab), info=info)
 
 
-def text_pairs(ds: DictConfig, seed: int) -> Arrays:
+def text_pairs(ds: DictConfig, seed: int) -> Data:
     """A tab-separated sentence-pair file (Tatoeba/ManyThings: source<TAB>target[<TAB>...])."""
     return _pairs(ds, seed)
 
 
-def synthetic_pairs(ds: DictConfig, seed: int) -> Arrays:
+def synthetic_pairs(ds: DictConfig, seed: int) -> Data:
     """Sentence pairs generated in code (numbers written in words -> digits): seq2seq on a fresh
     machine with no file."""
     from distexp.data import text
@@ -107,7 +107,7 @@ def steps_per_epoch(cfg: DictConfig, n_train: Optional[int], global_batch: int) 
     return steps
 
 
-def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard=None):
+def pipelines(cfg: DictConfig, data: Data, global_batch: int, shard=None):
     """(train, eval) tf.data pipelines at the global batch size.
 
     train: shuffled with `seed` (reshuffled each pass), batched with drop_remainder so every step
@@ -119,31 +119,31 @@ def pipelines(cfg: DictConfig, arrays: Arrays, global_batch: int, shard=None):
     import tensorflow as tf
 
     prefetch = tf.data.AUTOTUNE if cfg.dataset.prefetch < 0 else int(cfg.dataset.prefetch)
-    if arrays.train is not None:
-        train, ev = arrays.train, arrays.eval
+    if data.train is not None:
+        train, ev = data.train, data.eval
         if shard is not None:
             train = train.shard(*shard)
-        if arrays.cache:
+        if data.cache:
             train, ev = train.cache(), ev.cache()
         train = (train.shuffle(cfg.dataset.shuffle_buffer, seed=cfg.seed,
                                reshuffle_each_iteration=True)
                  .repeat().batch(global_batch, drop_remainder=True))
         ev = ev.batch(global_batch)
-        for fn in arrays.per_batch:
+        for fn in data.per_batch:
             train, ev = train.map(fn), ev.map(fn)
         train, ev = train.prefetch(prefetch), ev.prefetch(prefetch)
         return _with_options(tf, train, ev, int(cfg.dataset.threadpool))
-    train = tf.data.Dataset.from_tensor_slices((arrays.x_train, arrays.y_train))
+    train = tf.data.Dataset.from_tensor_slices((data.x_train, data.y_train))
     if shard is not None:
         train = train.shard(*shard)
-    if arrays.cache_batches:
+    if data.cache_batches:
         train = train.batch(global_batch, drop_remainder=True).cache().repeat()
     else:
-        train = (train.shuffle(min(len(arrays.y_train), cfg.dataset.shuffle_buffer), seed=cfg.seed,
+        train = (train.shuffle(min(len(data.y_train), cfg.dataset.shuffle_buffer), seed=cfg.seed,
                                reshuffle_each_iteration=True)
                  .repeat().batch(global_batch, drop_remainder=True))
     train = train.prefetch(prefetch)
-    ev = (tf.data.Dataset.from_tensor_slices((arrays.x_eval, arrays.y_eval))
+    ev = (tf.data.Dataset.from_tensor_slices((data.x_eval, data.y_eval))
           .batch(global_batch).cache().prefetch(prefetch))
     return _with_options(tf, train, ev, int(cfg.dataset.threadpool))
 
@@ -160,7 +160,7 @@ def _with_options(tf, train, ev, threadpool: int = 0):
 
 # --- dataset=custom: a user's function ---------------------------------------------------------
 
-def custom(ds: DictConfig, seed: int) -> Arrays:
+def custom(ds: DictConfig, seed: int) -> Data:
     """dataset.factory=package.module:function, called as function(seed=seed, **dataset.kwargs)."""
     from distexp.user_code import load_factory
 
@@ -175,8 +175,8 @@ def custom(ds: DictConfig, seed: int) -> Arrays:
     return from_user(out, ds)
 
 
-def from_user(out, ds: DictConfig) -> Arrays:
-    """A factory's return value -> Arrays: 4 arrays, 2 tf.data.Datasets, or a dict of either."""
+def from_user(out, ds: DictConfig) -> Data:
+    """A factory's return value -> Data: 4 arrays, 2 tf.data.Datasets, or a dict of either."""
     where = f"dataset.factory: {ds.factory} returned"
     num_classes = None
     if isinstance(out, dict):
@@ -209,16 +209,16 @@ def from_user(out, ds: DictConfig) -> Arrays:
 
         label = tf.int32 if train.element_spec[1].dtype.is_integer else tf.float32
 
-        def cast(x, y):  # on each batch (Arrays.per_batch), not on each example
+        def cast(x, y):  # on each batch (Data.per_batch), not on each example
             return tf.cast(x, tf.float32), tf.cast(y, label)
-        return Arrays(None, None, None, None, num_classes=int(num_classes or ds.num_classes),
+        return Data(None, None, None, None, num_classes=int(num_classes or ds.num_classes),
                       train=train, eval=ev, shape=tuple(shape), sizes=(size(train), size(ev)),
                       cache=bool(ds.cache), per_batch=(cast,))
     raise UserError(f"{where} {type(out).__name__}; expected (x_train, y_train, x_eval, y_eval) "
                     "arrays or (train, eval) tf.data.Datasets")
 
 
-def _from_arrays(where: str, arrays, num_classes) -> Arrays:
+def _from_arrays(where: str, arrays, num_classes) -> Data:
     x_tr, y_tr, x_ev, y_ev = arrays
     if len(x_tr) != len(y_tr) or len(x_ev) != len(y_ev) or x_tr.shape[1:] != x_ev.shape[1:]:
         raise UserError(f"{where} arrays that do not match: x_train {x_tr.shape}, y_train "
@@ -231,7 +231,7 @@ def _from_arrays(where: str, arrays, num_classes) -> Arrays:
     else:  # real-valued targets (a user's regression task): kept as float32
         y_tr, y_ev = y_tr.astype(np.float32), y_ev.astype(np.float32)
         k = int(num_classes or (y_tr.shape[1] if y_tr.ndim > 1 else 1))
-    return Arrays(x_tr.astype(np.float32), y_tr, x_ev.astype(np.float32), y_ev, num_classes=k)
+    return Data(x_tr.astype(np.float32), y_tr, x_ev.astype(np.float32), y_ev, num_classes=k)
 
 
 # --- TensorFlow Datasets -----------------------------------------------------------------------

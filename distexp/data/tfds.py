@@ -8,7 +8,7 @@ import os
 
 from omegaconf import DictConfig
 
-from distexp.data.arrays import Arrays
+from distexp.data.loaded import Data
 from distexp import env
 from distexp.errors import UserError
 
@@ -106,7 +106,7 @@ def _count(info, split: str, d):
         return n if n >= 0 else None
 
 
-def tfds_data(ds: DictConfig, seed: int) -> Arrays:
+def tfds_data(ds: DictConfig, seed: int) -> Data:
     """Supervised (image, label) splits of a TFDS builder, preprocessed, unbatched."""
     import tensorflow as tf
 
@@ -116,7 +116,7 @@ def tfds_data(ds: DictConfig, seed: int) -> Arrays:
     prep = _prep_fn(ds, shape)
     sizes = (_count(info, ds.train_split, train), _count(info, ds.eval_split, ev))
     auto = tf.data.AUTOTUNE
-    return Arrays(None, None, None, None, num_classes=int(info.features[label_key].num_classes),
+    return Data(None, None, None, None, num_classes=int(info.features[label_key].num_classes),
                   train=train.map(prep, num_parallel_calls=auto),
                   eval=ev.map(prep, num_parallel_calls=auto), shape=shape, sizes=sizes,
                   cache=bool(ds.cache))

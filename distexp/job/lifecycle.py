@@ -5,7 +5,7 @@ Separation of concerns:
 - distexp.job.lifecycle      (this) one job's life: check, open the MLflow run, launch, close the run,
                    and the one place an outcome becomes an exit code (``exit_code``)
 - distexp.job.launch   the training processes, their logs, their clean-up
-- distexp.cluster.plan  which processes a strategy/cluster needs and each one's TF_CONFIG
+- distexp.cluster.kinds  which processes a strategy/cluster needs and each one's TF_CONFIG
 - distexp.train.trainer  inside a training process: devices, strategy, data, model, loop
 - distexp.tracking MLflow: the store, the job's run, the chief's sink, the offline file
 - distexp.sweeps    a multirun as a parent run with a child run per job (Hydra callback)
@@ -114,7 +114,7 @@ def prepare(cfg: DictConfig) -> Job:
     tracking store and set up the run's creation. Starts nothing."""
     from hydra.core.hydra_config import HydraConfig
 
-    from distexp.cluster import plan as cluster
+    from distexp.cluster import kinds
     from distexp.data import datasets
 
     t_start = time.time()
@@ -128,7 +128,7 @@ def prepare(cfg: DictConfig) -> Job:
     hc = HydraConfig.get()
     job_dir = Path(hc.runtime.output_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
-    plan = cluster.plan(cfg, job_dir, gpus, visible)  # UserError: a bad cluster setting
+    plan = kinds.plan(cfg, job_dir, gpus, visible)  # UserError: a bad cluster setting
     # The job's facts, computed once; the trainers read them from config.yaml's `resolved:`.
     facts = resolved.resolve(cfg, gpus, plan, job_dir=job_dir, job_start=startup.job_start(t_start))
     # What is stored and logged carries no credentials (trainers get the real URI by env).

@@ -8,7 +8,7 @@ record: a dataset node with a `tfds_name` is TFDS data. A dataset of one's own o
 module that registers a `Dataset` (``register(Dataset(name="toy", implementation=
 "my_pkg.toy:load"))``) and ``conf/dataset/<name>.yaml`` naming it (``record: my_pkg.toy_record``;
 its node has DatasetConfig's keys); the implementation is called in the training process as
-``fn(dataset_cfg, seed)`` and returns distexp.data.arrays.Arrays.
+``fn(dataset_cfg, seed)`` and returns distexp.data.loaded.Data.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ Separation of concerns:
 - distexp.report   (this) reading the runs from MLflow, the table, report.md, the command
 - distexp.report.columns  report.csv: every column and its value per row, one definition
 - distexp.report.scaling  rows per job config over its repeats, weak/strong comparisons, intervals, split
-- distexp.report.verdict  the verdict the report opens with, the accuracy and end-to-end notes
+- distexp.report.conclusions  the verdict the report opens with, the accuracy and end-to-end notes
 - distexp.report.text     a rate, a speed-up, a verdict as text (one formatter each, every place)
 - distexp.report.diagnosis  a job's bottleneck, its end-to-end figure against the steady state
 - distexp.figures.stats    the interval and the runs-needed estimate from repeated runs
@@ -31,9 +31,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from distexp import errors
 from distexp.figures import meaning
 from distexp.report.plots import plots
-from distexp.report import text, verdict
+from distexp.report import conclusions, text
 from distexp.report.columns import bottleneck_text, shown_mfu, write_csv
-from distexp.report.scaling import NO_BASELINE, Row, Verdict, add_scaling, aggregate, row_from_run
+from distexp.report.scaling import NO_BASELINE, Row, Significance, add_scaling, aggregate, row_from_run
 from distexp.tracking import lookup
 from distexp.tracking import tags as tag
 from distexp.figures import perf_keys
@@ -124,7 +124,7 @@ def _strong(r: Row) -> str:
     if c is None:
         return "not measured (no 1-replica job at this global batch)" if (r.replicas or 0) > 1 \
             else "-"
-    return Verdict.BASELINE.value if c.is_base else text.comparison(c)
+    return Significance.BASELINE.value if c.is_base else text.comparison(c)
 
 
 def _eval_head(rows: Sequence[Row]) -> str:
@@ -155,7 +155,7 @@ def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
             "n/a (1 replica)" if r.speedup is not None else "-")
         body.append(([f"{r.model}/{r.dataset}/{r.loop}"] if len(groups) > 1 else []) + [
             r.strategy, _fmt(r.workers, "d"), _fmt(r.replicas, "d"), _fmt(r.global_batch, "d"),
-            str(len(r.rates) or 1), text.rate(r), text.speedup(r), text.verdict(r) if r.speedup is not None
+            str(len(r.rates) or 1), text.rate(r), text.speedup(r), text.significance(r) if r.speedup is not None
             else "-", eff, r.baseline, _strong(r), _fmt(r.optimizer_steps, "d"), _accuracy(r),
             "-" if shown_mfu(r) is None else f"{100 * shown_mfu(r):.2f}%",
             bottleneck_text(r) or "-",
@@ -190,7 +190,7 @@ def markdown(rows: Sequence[Row], title: str, outcomes: Sequence[str] = ()) -> s
     if outcomes:
         lines += [OUTCOME_HEAD, ""] + [f"- {o}" for o in outcomes] + ["", AUTO_NOTE, ""]
     lines += ["## Verdict", ""]
-    lines += [f"- {line}" for line in verdict.verdict_lines(rows)]
+    lines += [f"- {line}" for line in conclusions.verdict_lines(rows)]
     lines += ["", "## Jobs", "", "| " + " | ".join(head) + " |",
              "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(b) + " |" for b in body]
@@ -215,7 +215,7 @@ def markdown(rows: Sequence[Row], title: str, outcomes: Sequence[str] = ()) -> s
         lines += ["", f"eval acc {meaning.NOT_MEANINGFUL}: the dataset's labels are random "
                   "(dataset=synthetic), so accuracy is chance level by construction and says "
                   "nothing about training; use it for throughput only."]
-    notes = verdict.accuracy_notes(rows) + verdict.end_to_end_notes(rows)
+    notes = conclusions.accuracy_notes(rows) + conclusions.end_to_end_notes(rows)
     lines += [x for n in notes for x in ("", n)]
     if any(r.breakdown for r in rows):
         lines += ["", "bottleneck: the largest part of the mean step time (perf/step_input_ms, "
@@ -317,7 +317,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     auto = outcome_lines(md)
     if auto:
         print("\n".join(["Outcome (repeats=auto):"] + [f"- {line}" for line in auto]))
-    print("\n".join(["Verdict:"] + [f"- {line}" for line in verdict.verdict_lines(rows)]))
+    print("\n".join(["Verdict:"] + [f"- {line}" for line in conclusions.verdict_lines(rows)]))
     print(table(rows))
     print(f"Written to {out}: report.md, report.csv, throughput.png, efficiency.png, "
           "speedup.png, loss.png"

@@ -57,7 +57,7 @@ COLUMNS = [
     # speedup*: the weak speed-up where there is a weak baseline, else the strong one
     ("speedup", lambda r: r.speedup), ("speedup_low", lambda r: r.speedup_low),
     ("speedup_high", lambda r: r.speedup_high), ("significant", lambda r: r.significant),
-    ("verdict", lambda r: r.verdict), ("repeats_needed", lambda r: r.repeats_needed),
+    ("verdict", lambda r: r.significance), ("repeats_needed", lambda r: r.repeats_needed),
     ("speedup_ci95", lambda r: r.speedup_ci95), ("efficiency", lambda r: r.efficiency),
     ("baseline", lambda r: r.baseline),
     # both equal-work comparisons and the split weak = batch effect x replica effect

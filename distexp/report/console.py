@@ -20,11 +20,11 @@ def _num(v: Optional[float], spec: str) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
-def verdict(rows: Sequence) -> str:
+def headline(rows: Sequence) -> str:
     """One line for the places that show one (the console's last line, the first line of the
     sweep's description in MLflow): the first line of the report's verdict
-    (distexp.report.verdict: the equal-work comparison), and how many more lines it has."""
-    from distexp.report.verdict import verdict_lines
+    (distexp.report.significance: the equal-work comparison), and how many more lines it has."""
+    from distexp.report.conclusions import verdict_lines
 
     lines = verdict_lines(rows)
     if not lines:
@@ -45,7 +45,7 @@ def table(rows: Sequence, width: int = WIDTH) -> str:
             r.strategy, _num(r.replicas, "d"), _num(r.global_batch, "d")]
         line += [r.device_setup or "-"] if len(setups) > 1 else []
         line += [text.rate(r, short=True), text.speedup(r, short=True), _num(r.eval_accuracy, ".3f"),
-                 text.verdict(r, short=True)]
+                 text.significance(r, short=True)]
         body.append(line)
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
               for i, h in enumerate(head)]

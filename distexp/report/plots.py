@@ -8,11 +8,11 @@ from functools import partial
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from distexp.report.scaling import NO_BASELINE, Row, Verdict
+from distexp.report.scaling import NO_BASELINE, Row, Significance
 
 
-def _mark(verdict: str) -> str:
-    return "1 run" if verdict == Verdict.WITHIN_RUN else Verdict.NOT_SIGNIFICANT.value
+def _mark(significance: str) -> str:
+    return "1 run" if significance == Significance.WITHIN_RUN else Significance.NOT_SIGNIFICANT.value
 
 
 def speedups(plt, series, label, colors, out: Path, title: str) -> Path:
@@ -36,9 +36,9 @@ def speedups(plt, series, label, colors, out: Path, title: str) -> Path:
             ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=label(key),
                         color=color)
             for (r, c), x, y in zip(pts, xs, ys):
-                if c.verdict in (Verdict.NOT_SIGNIFICANT, Verdict.WITHIN_RUN):
+                if c.significance in (Significance.NOT_SIGNIFICANT, Significance.WITHIN_RUN):
                     ax.scatter([x], [y], s=60, facecolors="white", edgecolors=color, zorder=3)
-                    ax.annotate(_mark(c.verdict), (x, y), textcoords="offset points",
+                    ax.annotate(_mark(c.significance), (x, y), textcoords="offset points",
                                 xytext=(6, 4), fontsize=7, color=color)
             top = max(top, *xs)
             values += ys
@@ -117,7 +117,7 @@ def _draw_lines(ax, series, label, colors, value, band, hollow) -> bool:
             ax.scatter([x for x, _, _ in open_pts], [y for _, y, _ in open_pts], s=60,
                        facecolors="white", edgecolors=color, zorder=3)
             for x, y, r in open_pts:
-                ax.annotate(_mark(r.verdict), (x, y), textcoords="offset points",
+                ax.annotate(_mark(r.significance), (x, y), textcoords="offset points",
                             xytext=(6, 4), fontsize=7, color=color)
         drawn = True
     return drawn
@@ -204,13 +204,13 @@ def plots(rows: Sequence[Row], out: Path, title: str) -> List[Path]:
     colors = {key: cycle[i % len(cycle)] for i, key in enumerate(sorted(series))}
     figure = partial(_figure, plt, series, label, colors, rows, out, title)
 
-    unsure = lambda r: r.verdict in (Verdict.NOT_SIGNIFICANT, Verdict.WITHIN_RUN)  # noqa: E731
+    unsure = lambda r: r.significance in (Significance.NOT_SIGNIFICANT, Significance.WITHIN_RUN)  # noqa: E731
     return [
         figure("throughput", "examples/s", lambda r: r.rate, _rate_band, hollow=unsure,
                note="\n(bars: runs' range or 1 run's 95 % CI; open: not significant)"),
         figure("efficiency", "scaling efficiency (%)",
                lambda r: None if r.efficiency is None else 100 * r.efficiency, _eff_band,
-               ideal=100.0, hollow=lambda r: r.verdict not in (Verdict.SIGNIFICANT, Verdict.BASELINE),
+               ideal=100.0, hollow=lambda r: r.significance not in (Significance.SIGNIFICANT, Significance.BASELINE),
                note="\n(bars: speed-up's 95 % interval; open marker: not significant)"),
         speedups(plt, series, label, colors, out, title),
         _loss_figure(plt, rows, out, title),

@@ -11,7 +11,7 @@ TensorFlow: distexp.report reads the runs and writes what this computes.
   at the same global batch (the controls `sweep.controls=true` adds); and their split for an
   N-replica row: batch effect (1 replica at the global batch / at the per-replica batch) x
   replica effect (= the strong speed-up) = the weak speed-up. A row's `main` comparison (its
-  `speedup*`, `verdict`) is the weak one when there is a weak baseline, else the strong one.
+  `speedup*`, `significance`) is the weak one when there is a weak baseline, else the strong one.
 """
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from distexp.figures import perf_keys
 NO_BASELINE = "no 1-replica baseline"
 
 
-class Verdict(str, Enum):
-    """A comparison's verdict: the word report.csv's `verdict` column holds (a str: it compares,
+class Significance(str, Enum):
+    """How significant a comparison is: the word report.csv's `verdict` column holds (a str: it compares,
     hashes, prints and is written as its word)."""
     SIGNIFICANT = "significant"        # the 95 % interval of the ratio excludes 1
     NOT_SIGNIFICANT = "~"              # benchstat's mark: the interval includes 1
@@ -111,9 +111,9 @@ class Row:
         return self.main.value if self.main is not None else None
 
     @property
-    def verdict(self) -> str:
+    def significance(self) -> str:
         """significant | ~ | within-run only | baseline ("" without a comparison)."""
-        return self.main.verdict if self.main is not None else ""
+        return self.main.significance if self.main is not None else ""
 
     @property
     def significant(self) -> bool:
@@ -288,7 +288,7 @@ class Comparison:
     low: Optional[float] = None
     high: Optional[float] = None
     significant: bool = False
-    verdict: str = ""                  # significant | ~ | within-run only | baseline
+    significance: str = ""             # significant | ~ | within-run only | baseline
     repeats_needed: Optional[int] = None
     ci95: Optional[float] = None       # within-run half-width (one run a side)
     base_global_batch: Optional[int] = None
@@ -316,17 +316,17 @@ def compare(r: Row, singles: Sequence[Row], mode: str) -> Optional[Comparison]:
                    base_rate=base, is_base=any(r is b for b in cands),
                    base_global_batch=cands[0].global_batch, base_strategy=who)
     if c.is_base:
-        c.verdict = Verdict.BASELINE
+        c.significance = Significance.BASELINE
         return c
     between = stats.ratio_interval(r.rates, base_rates)
     if between is not None:
         c.low, c.high, _ = between
         c.significant = c.low > 1 or c.high < 1
-        c.verdict = Verdict.SIGNIFICANT if c.significant else Verdict.NOT_SIGNIFICANT
+        c.significance = Significance.SIGNIFICANT if c.significant else Significance.NOT_SIGNIFICANT
         if not c.significant:
             c.repeats_needed = stats.repeats_needed(r.rates, base_rates)
         return c
-    c.verdict = Verdict.WITHIN_RUN
+    c.significance = Significance.WITHIN_RUN
     base_cis = [b.ci95 for b in cands]
     if len(r.rates) == 1 and r.ci95 is not None and len(base_rates) == len(cands) and \
             all(x is not None for x in base_cis):

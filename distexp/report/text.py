@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from distexp.report.scaling import NO_BASELINE, Verdict
+from distexp.report.scaling import NO_BASELINE, Significance
 
-# The verdict in the console's short words (report.md and report.csv keep Verdict's own).
-WORDS = {Verdict.SIGNIFICANT: "significant", Verdict.NOT_SIGNIFICANT: "not significant",
-         Verdict.BASELINE: "baseline", Verdict.WITHIN_RUN: "one run a side"}
+# The verdict in the console's short words (report.md and report.csv keep Significance's own).
+WORDS = {Significance.SIGNIFICANT: "significant", Significance.NOT_SIGNIFICANT: "not significant",
+         Significance.BASELINE: "baseline", Significance.WITHIN_RUN: "one run a side"}
 
 
 def ratio(value: float, low: Optional[float] = None, high: Optional[float] = None, *,
@@ -43,12 +43,12 @@ def speedup(r, short: bool = False) -> str:
     (benchstat's: no significant difference) and a within-run interval."""
     if r.speedup is None:
         return NO_BASELINE if r.baseline == NO_BASELINE and not short else "-"
-    if r.verdict == Verdict.BASELINE:
+    if r.significance == Significance.BASELINE:
         return "1.00x" if short else "1.00x (baseline)"
     if short:
         return ratio(r.speedup, r.speedup_low, r.speedup_high)
     mark = "" if r.significant else "~ "
-    if r.verdict == Verdict.WITHIN_RUN:
+    if r.significance == Significance.WITHIN_RUN:
         return f"{mark}{ratio(r.speedup, ci95=r.speedup_ci95)} (within run)"
     return mark + ratio(r.speedup, r.speedup_low, r.speedup_high)
 
@@ -64,9 +64,9 @@ def speed_tag(r) -> Optional[str]:
                 if r.measured and (r.replicas or 0) > 1 else None)
     if c.is_base:
         return "1.00x baseline"
-    return f"{ratio(c.value, c.low, c.high)} {WORDS.get(c.verdict, c.verdict)}".strip()
+    return f"{ratio(c.value, c.low, c.high)} {WORDS.get(c.significance, c.significance)}".strip()
 
-def verdict(r, short: bool = False) -> str:
+def significance(r, short: bool = False) -> str:
     """A row's verdict: the console's short words (a failed run's status, "no baseline"), or
     report.md's with the runs that would resolve a difference."""
     if short:
@@ -74,22 +74,22 @@ def verdict(r, short: bool = False) -> str:
             return r.shown_status.lower()
         if r.speedup is None:
             return "no baseline"
-        return WORDS.get(r.verdict, r.verdict or "-")
-    if r.verdict == Verdict.NOT_SIGNIFICANT:
+        return WORDS.get(r.significance, r.significance or "-")
+    if r.significance == Significance.NOT_SIGNIFICANT:
         if r.repeats_needed is None:
             return "~ no difference visible (not resolvable in 1000 runs)"
         return f"~ not significant: ~{r.repeats_needed} runs each would resolve it"
-    if r.verdict == Verdict.WITHIN_RUN:
-        return f"{Verdict.WITHIN_RUN.value}: no significance (use repeats>=2)"
-    return r.verdict or "-"
+    if r.significance == Significance.WITHIN_RUN:
+        return f"{Significance.WITHIN_RUN.value}: no significance (use repeats>=2)"
+    return r.significance or "-"
 
 
 def comparison(c, of: str = "") -> str:
     """A Comparison as the verdict says it: 0.60x [0.55, 0.66], significant | ~ 0.95x [0.80, 1.12],
     not significant | 0.60x ± 0.05 (one run each: within-run only); `of` names the baseline."""
-    if c.verdict == Verdict.WITHIN_RUN:
+    if c.significance == Significance.WITHIN_RUN:
         return f"{ratio(c.value, ci95=c.ci95, of=of)} (one run each: within-run only, no significance)"
-    if c.verdict == Verdict.NOT_SIGNIFICANT:
+    if c.significance == Significance.NOT_SIGNIFICANT:
         more = f"; ~{c.repeats_needed} runs each would resolve it" if c.repeats_needed else ""
         return f"~ {ratio(c.value, c.low, c.high, of=of)}, not significant{more}"
     return f"{ratio(c.value, c.low, c.high, of=of)}, significant"

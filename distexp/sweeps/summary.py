@@ -26,7 +26,7 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 from distexp.errors import first_line
-from distexp.report.console import verdict  # the verdict line
+from distexp.report.console import headline  # the verdict line
 from distexp.report.text import speed_tag
 from distexp.tracking import tags as tag
 from distexp.tracking.view import SETUP_RATE_METRIC, SPEEDUP_METRIC
@@ -75,14 +75,14 @@ def summarise(run, sweep_id: str, uri: str, experiment: str) -> Optional[str]:
     return the verdict line, or None (and print why) when the report could not be made."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     try:
-        from distexp.report import cli as report
+        from distexp.report import cli
 
-        rows, out, md = report.build(uri, experiment, sweep_id, log=True)
+        rows, out, md = cli.build(uri, experiment, sweep_id, log=True)
     except Exception as ex:  # noqa: BLE001  (e.g. every job failed: no runs to report)
         print(f"distexp: the sweep's report was not made ({first_line(ex, 200)}); its runs are in "
               "MLflow", file=sys.stderr, flush=True)
         return None
-    line = auto_line(report.outcome_lines(md)) or verdict(rows)
+    line = auto_line(cli.outcome_lines(md)) or headline(rows)
     try:
         _publish(run, sweep_id, rows, md, line, out)
     except Exception as ex:  # noqa: BLE001  (the sweep's runs are logged; this is its summary)

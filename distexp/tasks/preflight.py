@@ -50,7 +50,7 @@ def check_labels(cfg, data):
 
     mark = f"{RANGE_MARK} (num_classes={k}):"
 
-    def in_range(x, y):  # on a batch (Arrays.per_batch): one vectorised check, not one per example
+    def in_range(x, y):  # on a batch (Data.per_batch): one vectorised check, not one per example
         ok = tf.logical_and(y >= 0, y < k)
         first_bad = tf.boolean_mask(tf.reshape(y, [-1]), tf.logical_not(tf.reshape(ok, [-1])))
         check = tf.debugging.Assert(tf.reduce_all(ok), [mark, first_bad], summarize=1)

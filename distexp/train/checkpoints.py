@@ -48,7 +48,7 @@ from distexp.errors import UserError
 from distexp import stops
 from distexp.options import models
 from distexp.tracking import tags as tag
-from distexp.train import checkpoint_files as files
+from distexp.train import checkpoint_files
 from distexp.train.checkpoint_files import IDENTITY, clear
 
 
@@ -107,7 +107,7 @@ class Checkpoints:
         is; a resume removes only what a save killed half-way left."""
         try:
             if self.resume:
-                files.remove_temporary(self.real)
+                checkpoint_files.remove_temporary(self.real)
             else:
                 clear(self.real)
                 self._write_identity()
@@ -122,7 +122,7 @@ class Checkpoints:
         worker reads the chief's), returning the step it was taken at; 0 = fresh start."""
         if not self.resume:
             return 0
-        found = files.candidates(self.real)
+        found = checkpoint_files.candidates(self.real)
         if not found:
             self.say(f"resume: no checkpoint in {self.real}; starting fresh")
             self._tag("no checkpoint: fresh start", 0, "")
@@ -148,7 +148,7 @@ class Checkpoints:
         ""); none whole: one line naming the newest one's file and what to do."""
         bad = []
         for path in found:
-            problem = files.unreadable(path)
+            problem = checkpoint_files.unreadable(path)
             if problem is None:
                 more = len(bad) - 1
                 return path, (f"{bad[0][0]} cannot be read back ({bad[0][1]})" +
@@ -228,11 +228,11 @@ class Checkpoints:
         """Remove what the failed save wrote and stop with one line: checkpoint.dir, the bytes free
         and needed, the checkpoint kept (the manager has not recorded or swept anything)."""
         where = Path(self.manager.directory)
-        print(f"distexp: detail: checkpoint save: {files.reason(ex)}", flush=True)  # log only
-        files.remove_partial(where, step)
-        whole = [c for c in files.candidates(where) if Path(c + ".index").is_file()]
+        print(f"distexp: detail: checkpoint save: {checkpoint_files.reason(ex)}", flush=True)  # log only
+        checkpoint_files.remove_partial(where, step)
+        whole = [c for c in checkpoint_files.candidates(where) if Path(c + ".index").is_file()]
         kept = whole[0] if whole else None  # the state file's newest (not the manager's memory)
-        needed = files.size(kept) or files.variable_bytes(self.ckpt_variables())
+        needed = checkpoint_files.size(kept) or checkpoint_files.variable_bytes(self.ckpt_variables())
         try:
             free = f"{shutil.disk_usage(where).free:,}"
         except OSError:
@@ -240,19 +240,19 @@ class Checkpoints:
         text = str(ex)
         read_only = "Read-only file system" in text
         why = ("no space left on the device" if "No space left" in text else
-               "the file system is read-only" if read_only else files.reason(ex))
+               "the file system is read-only" if read_only else checkpoint_files.reason(ex))
         fix = ("make it writable (or set checkpoint.dir to a writable directory)" if read_only
                else "make room (or set checkpoint.dir to a disk with room)")
         key = f"checkpoint.dir: received {str(self.real)!r}" if self.chief else \
             f"checkpoint: this worker's temporary directory {str(where)!r}"
-        if kept is not None and files.number(kept) == step:
+        if kept is not None and checkpoint_files.number(kept) == step:
             # the save landed and the state file records it; what failed came after it (the
             # manager removing its oldest checkpoint): the directory turned unwritable meanwhile
             raise UserError(f"{key}; the checkpoint of step {step} ({kept}) was written, then "
                             f"removing an older one failed ({why}: {free} bytes free); it is "
                             f"kept whole: {fix}, then run the same command with resume=true"
                             ) from None
-        after = (f"the checkpoint of step {files.number(kept)} ({kept}) is kept whole: {fix}, "
+        after = (f"the checkpoint of step {checkpoint_files.number(kept)} ({kept}) is kept whole: {fix}, "
                  "then run the same command with resume=true" if kept else
                  f"no earlier checkpoint of this job was kept: {fix} and run it again")
         raise UserError(f"{key}; the checkpoint of step {step} could not be written ({why}: "

@@ -92,7 +92,7 @@ def plug_in(tmp_path: Path, monkeypatch, group: str, option: str, module: str,
 TOY_OPTIONS = '''
 import numpy as np
 
-from distexp.data.arrays import Arrays
+from distexp.data.loaded import Data
 from distexp.options import datasets, models
 
 
@@ -115,5 +115,5 @@ def blobs(ds, seed):
     rng = np.random.default_rng(seed)
     y = rng.integers(0, 3, size=128).astype(np.int32)
     x = (rng.normal(scale=0.5, size=(128, 4)) + 4 * np.eye(4)[y]).astype(np.float32)
-    return Arrays(x[:96], y[:96], x[96:], y[96:], num_classes=3)
+    return Data(x[:96], y[:96], x[96:], y[96:], num_classes=3)
 '''

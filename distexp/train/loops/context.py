@@ -12,7 +12,7 @@ class Context:
     task: Any              # distexp.tasks.Task
     model: Any
     optimizer: Any
-    data: Any              # distexp.data.datasets.Arrays (ps workers build their own pipelines)
+    data: Any              # distexp.data.loaded.Data (ps workers build their own pipelines)
     train_ds: Any          # tf.data at the global batch, repeated
     eval_ds: Any           # tf.data at the global batch, one pass
     global_batch: int

@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from distexp.figures import stats
 from distexp.report.diagnosis import end_to_end_gap
 from distexp.report import text
-from distexp.report.scaling import Row, Verdict
+from distexp.report.scaling import Row, Significance
 
 
 def name(r: Row) -> str:
@@ -42,7 +42,7 @@ def _equal_work(base: str, batch: int, rs: Sequence[Row]) -> str:
                 break
     elif len(slower) == len(rs):
         head = f"{base} x1 fastest"
-    elif all(r.strong.verdict == Verdict.WITHIN_RUN for r in rs):
+    elif all(r.strong.significance == Significance.WITHIN_RUN for r in rs):
         head = "no winner can be claimed from one run each (use repeats>=2)"
     else:
         head = f"no set-up significantly faster than {base} x1"
@@ -56,7 +56,7 @@ def _split(r: Row) -> str:
            else "both effects add up" if r.replica_effect > 1 and r.batch_effect > 1
            else "")
     if not r.strong.significant:  # say nothing the intervals do not support
-        why = (f"the replica effect is not significant ({r.strong.verdict}: see above), so "
+        why = (f"the replica effect is not significant ({r.strong.significance}: see above), so "
                f"the split is not established")
     return (f"{name(r)}: weak speed-up x{w.value:.2f} (over {w.base_strategy} x1 at batch "
             f"{w.base_global_batch}) = batch effect x{r.batch_effect:.2f} ({r.strong.base_strategy} "
@@ -91,7 +91,7 @@ def verdict_lines(rows: Sequence[Row]) -> List[str]:
                           "batch with more replicas: they do not show that more replicas are "
                           "faster at equal work." if weak else ""))
     comparisons = [c for r in multi for c in (r.weak, r.strong) if c is not None]
-    if comparisons and all(c.verdict == Verdict.WITHIN_RUN for c in comparisons):
+    if comparisons and all(c.significance == Significance.WITHIN_RUN for c in comparisons):
         out.append("One run per job: every interval above is within-run only (it cannot see "
                    "the run-to-run variation of a shared machine), so no difference is claimed "
                    "significant; run the sweep with repeats>=2 (e.g. repeats=3).")

@@ -1,4 +1,4 @@
-"""What a dataset loader returns: arrays, or unbatched tf.data datasets, and what a task needs."""
+"""What a dataset loader returns (`Data`): host arrays, or unbatched tf.data datasets, and what a task needs."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -8,7 +8,7 @@ import numpy as np
 
 
 @dataclass
-class Arrays:
+class Data:
     x_train: Optional[np.ndarray]
     y_train: Optional[np.ndarray]
     x_eval: Optional[np.ndarray]
