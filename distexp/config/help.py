@@ -3,7 +3,7 @@
 Hydra renders ``hydra.help.template`` (conf/config.yaml); its ``${distexp.help:}`` part is this
 module's `render`, an OmegaConf resolver that sees the composed config (``_root_``):
 - descriptions are the schema's own (`help` in each dataclass field's metadata,
-  distexp.options.fields.key), written once, where the key is defined; a field without one (the
+  distexp.fields.key), written once, where the key is defined; a field without one (the
   job's internal `resolved`) is not listed;
 - a group's keys are those of its chosen option: its node has its option's keys only (the
   dataclass its record names, distexp.options.groups), `record` when set; an option without a
