@@ -63,9 +63,8 @@ def _unknown_keys(node: DictConfig, prefix: str = "") -> None:
             if key in known or (group in option_groups.GROUPS and option_groups.foreign(
                     group, str(key)) and (group == "strategy" or in_multirun())):
                 continue
-            if key not in known:
-                valid = {k: OmegaConf.select(node, k, default=None) for k in known}  # its own
-                raise UserError(unknown_key(f"{prefix}{key}", node[key], valid))
+            valid = {k: OmegaConf.select(node, k, default=None) for k in known}  # its own
+            raise UserError(unknown_key(f"{prefix}{key}", node[key], valid))
     for key in node.keys():
         child = node._get_node(key)
         if isinstance(child, DictConfig) and not child._is_missing() and not child._is_none():
