@@ -21,7 +21,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from distexp.errors import UserError
 from distexp.fields import key
-from distexp.options.record import Option
+from distexp.options.option import Option
 from distexp.registry import Registry
 
 DIGITS_EXAMPLES = 1797     # scikit-learn's load_digits

@@ -10,7 +10,7 @@ from typing import Any, Dict, Optional
 from distexp import strategies
 from distexp.cluster import kinds
 from distexp.options import datasets, loops, models
-from distexp.options.record import Option
+from distexp.options.option import Option
 
 GROUPS = {"model": models, "dataset": datasets, "loop": loops, "strategy": strategies,
           "cluster": kinds}

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig
 
-from distexp.options.record import Option
+from distexp.options.option import Option
 from distexp.registry import Registry
 
 

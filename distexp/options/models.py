@@ -16,7 +16,7 @@ from typing import Any, Optional
 from omegaconf import MISSING, DictConfig
 
 from distexp.fields import key
-from distexp.options.record import Option
+from distexp.options.option import Option
 from distexp.registry import Registry
 
 

@@ -2,7 +2,7 @@
 ``strategy.scope()`` as ``fn(learning_rate)`` and returns a Keras optimizer."""
 from __future__ import annotations
 
-from distexp.options.record import Option
+from distexp.options.option import Option
 from distexp.registry import Registry
 
 REGISTRY = Registry("model.optimizer", base="Option (distexp.options.optimizers.register)")
