@@ -43,20 +43,20 @@ def _trace(tf, compose, precision):
     import keras
 
     from distexp import tasks
-    from distexp.data import datasets
+    from distexp.data import loaders
     from distexp.train import optimizer as optimizers
     from distexp.train.step import Step
 
     cfg = compose(f"precision={precision}")
     keras.mixed_precision.set_global_policy(cfg.precision)  # as the trainer sets it
     try:
-        task, data = tasks.get(cfg), datasets.load(cfg)
+        task, data = tasks.get(cfg), loaders.load(cfg)
         strategy = tf.distribute.OneDeviceStrategy("/gpu:0")
         with strategy.scope():
             model = task.build_model(cfg, data)
             opt = optimizers.build(cfg, model, 1e-3)
         step = Step(strategy, task, model, opt, global_batch=64)
-        x, y = next(iter(datasets.pipelines(cfg, data, 64)[0]))
+        x, y = next(iter(loaders.pipelines(cfg, data, 64)[0]))
         graph = step.one.get_concrete_function(tf.TensorSpec.from_tensor(x),
                                                tf.TensorSpec.from_tensor(y)).graph.as_graph_def()
     finally:

@@ -18,7 +18,7 @@ from helpers import TOY_OPTIONS as RECORD, plug_in
 from distexp import errors
 from distexp.config import checks, schema
 from distexp.config import help as config_help
-from distexp.data import datasets as loaders
+from distexp.data import loaders
 from distexp.options import datasets, models
 
 

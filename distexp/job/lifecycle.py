@@ -115,7 +115,7 @@ def prepare(cfg: DictConfig) -> Job:
     from hydra.core.hydra_config import HydraConfig
 
     from distexp.cluster import kinds
-    from distexp.data import datasets
+    from distexp.data import loaders
 
     t_start = time.time()
     checks.validate(cfg)  # the factories' modules and functions too (distexp.user_code)
@@ -124,7 +124,7 @@ def prepare(cfg: DictConfig) -> Job:
     os.environ.update(tracking.http_env())  # bounded MLflow retries here and in the trainers
     if os.environ.get("TF_CONFIG") == "":  # means "unset"; TF's resolvers crash on it (json.loads(""))
         del os.environ["TF_CONFIG"]
-    datasets.check_available(cfg)  # TFDS data not prepared: one line, before TensorFlow
+    loaders.check_available(cfg)  # TFDS data not prepared: one line, before TensorFlow
     hc = HydraConfig.get()
     job_dir = Path(hc.runtime.output_dir)
     job_dir.mkdir(parents=True, exist_ok=True)

@@ -207,7 +207,7 @@ class Custom(Dataset):
 REGISTRY = Registry("dataset", sort=True, base="Dataset (distexp.options.datasets.register)")
 register = REGISTRY.put
 
-_DATA = "distexp.data.datasets"
+_DATA = "distexp.data.loaders"
 register(Digits("digits", f"{_DATA}:digits", DigitsConfig))
 register(Synthetic("synthetic", f"{_DATA}:synthetic", SyntheticConfig, random_labels=True))
 register(TextPairs("text_pairs", f"{_DATA}:text_pairs", TextPairsConfig,

@@ -8,13 +8,13 @@ def write_parity(job_dir, ctx) -> None:
     process of the job (it is a collective); the chief writes it to parity.json."""
     import json
 
-    from distexp.data import datasets
+    from distexp.data import loaders
     from distexp.train.step import Step, gradient_norm
 
     step = Step(ctx.strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch)
     # A pipeline of its own: iterating the training pipeline here would use up its first
     # shuffled pass; a new one with the same seed yields the same first batch.
-    first, _ = datasets.pipelines(ctx.cfg, ctx.data, ctx.global_batch)
+    first, _ = loaders.pipelines(ctx.cfg, ctx.data, ctx.global_batch)
     batch = next(iter(ctx.strategy.experimental_distribute_dataset(first.take(1))))
     state = [v.numpy() for v in ctx.model.non_trainable_variables]
     norm = gradient_norm(step, ctx.model, batch)

@@ -292,7 +292,7 @@ class PSDispatch:
     def __init__(self, step: Step, cfg, data, global_batch: int, *, schedule, workers: int):
         import tensorflow as tf
 
-        from distexp.data import datasets
+        from distexp.data import loaders
 
         strategy = step.strategy
         self.step, self.schedule = step, schedule
@@ -300,7 +300,7 @@ class PSDispatch:
 
         def dataset_fn():
             index = tf.distribute.coordinator.experimental_get_current_worker_index()
-            train, _ = datasets.pipelines(cfg, data, global_batch, shard=(workers, index))
+            train, _ = loaders.pipelines(cfg, data, global_batch, shard=(workers, index))
             return train
 
         self.dataset_fn = dataset_fn

@@ -68,7 +68,7 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     from distexp import tasks
     from distexp.config import resolved
     from distexp.config.resolved import learning_rate
-    from distexp.data import datasets
+    from distexp.data import loaders
     from distexp.figures.meter import Meter
     from distexp.tracking import RunLogger
     from distexp.train import step
@@ -83,10 +83,10 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     keras.mixed_precision.set_global_policy(cfg.precision)  # before any layer is built
     task = tasks.get(cfg)
     resolved.complete_objective(facts, task)  # a user's task: known from here on
-    data = datasets.load(cfg)
+    data = loaders.load(cfg)
     data = getattr(task, "check_data", lambda c, d: d)(cfg, data)  # seconds, not a failed step
-    steps = datasets.steps_per_epoch(cfg, data.n_train, G)
-    train_ds, eval_ds = datasets.pipelines(cfg, data, G)
+    steps = loaders.steps_per_epoch(cfg, data.n_train, G)
+    train_ds, eval_ds = loaders.pipelines(cfg, data, G)
     # The job process creates the MLflow run while this process starts (tracking.Forwarder);
     # wait for it before any user code or training runs: an unreachable server stops us here.
     logger = RunLogger()  # the chief's sink (the job forwards it); a no-op on the other tasks

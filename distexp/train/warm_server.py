@@ -49,7 +49,7 @@ PRELOAD = ("tensorflow", "keras", "distexp.train.trainer", "distexp.train.loops.
            "distexp.train.input_probe",
            "distexp.train.checkpoints", "distexp.train.hardware", "distexp.train.progress",
            "distexp.train.optimizer", "distexp.train.parity_probe", "distexp.train.devices",
-           "distexp.models", "distexp.tasks", "distexp.data.datasets", "distexp.tracking",
+           "distexp.models", "distexp.tasks", "distexp.data.loaders", "distexp.tracking",
            "distexp.config.resolved", "distexp.cluster.kinds",
            "distexp.figures.meter", "distexp.figures.flops", "distexp.figures.cpu_peak",
            "distexp.figures.breakdown", "distexp.figures.meaning", "sklearn.datasets",
