@@ -3,7 +3,7 @@
 - no import circle between distexp's modules, function-level (lazy) imports included, nor between
   its packages (distexp.cluster, distexp.config, ...: a module of one importing one of the other);
 - TensorFlow/Keras at module level only on the train side (distexp/train/, and the model
-  definitions in distexp/models/seq2seq.py that only the train side imports);
+  definitions in distexp/models/gru_seq2seq.py that only the train side imports);
 - the processes that must not start TensorFlow (the job, the sweep, the report) reach no such
   module through their module-level imports, and never import distexp.train at all;
 - no function of distexp longer than 60 lines.
@@ -17,7 +17,7 @@ from typing import Dict, Set, Tuple
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "distexp"
 TF = ("tensorflow", "keras", "tensorflow_datasets")
-TRAIN_SIDE = ("distexp.train", "distexp.models.seq2seq")
+TRAIN_SIDE = ("distexp.train", "distexp.models.gru_seq2seq")
 # Entry modules of the processes without TensorFlow.
 NO_TF_ENTRIES = ("distexp.__main__", "distexp.job.lifecycle", "distexp.sweeps.callback",
                  "distexp.ui", "distexp.sweeps.summary", "distexp.config.help",

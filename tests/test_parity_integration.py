@@ -17,7 +17,7 @@ MIRRORED = textwrap.dedent("""
     import numpy as np, tensorflow as tf, keras
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from distexp.models.seq2seq import build_gru_seq2seq
+    from distexp.models.gru_seq2seq import build_gru_seq2seq
     rng = np.random.default_rng(0)
     src = rng.integers(4, 20, size=(8, 6)).astype(np.int32); tgt = rng.integers(4, 15, size=(8, 5)).astype(np.int32)
     tgt[:, 0] = 2

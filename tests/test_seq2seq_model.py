@@ -1,4 +1,4 @@
-"""distexp.models.seq2seq: the GRU encoder-decoder's shapes, padding masks, greedy decoding and its
+"""distexp.models.gru_seq2seq: the GRU encoder-decoder's shapes, padding masks, greedy decoding and its
 independence from how a batch is split (small sizes; the whole file runs in well under a minute).
 The same model inside MirroredStrategy.run: tests/test_parity.py."""
 from __future__ import annotations
@@ -21,7 +21,7 @@ def setup_module():
     global tf, keras, END, GruSeq2Seq, build_gru_seq2seq, greedy_decode
     tf = pytest.importorskip("tensorflow")
     import keras
-    from distexp.models.seq2seq import END, GruSeq2Seq, build_gru_seq2seq, greedy_decode
+    from distexp.models.gru_seq2seq import END, GruSeq2Seq, build_gru_seq2seq, greedy_decode
 
 
 def _model(seed=0, **kw):

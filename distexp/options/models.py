@@ -56,7 +56,7 @@ register = REGISTRY.put
 
 for _name in ("mlp", "cnn", "resnet50", "mobilenet_v2"):
     register(Model(_name, f"distexp.models:{_name}"))
-register(Model("gru_seq2seq", "distexp.models.seq2seq:build_gru_seq2seq", GruSeq2SeqConfig,
+register(Model("gru_seq2seq", "distexp.models.gru_seq2seq:build_gru_seq2seq", GruSeq2SeqConfig,
                task="seq2seq"))
 register(Model("custom", "distexp.models:custom", CustomModelConfig, factory=True))
 

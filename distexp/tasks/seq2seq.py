@@ -31,7 +31,7 @@ class Seq2Seq(Task):
                    "different numbers of padding tokens (docs/facts.md#masked-loss)")
 
     def build_model(self, cfg, data):
-        from distexp.models.seq2seq import build_gru_seq2seq
+        from distexp.models.gru_seq2seq import build_gru_seq2seq
 
         info = data.info
         return build_gru_seq2seq(info["src_vocab_size"], info["tgt_vocab_size"],
@@ -70,7 +70,7 @@ class Seq2Seq(Task):
     def extra_eval(self, model, x, y):
         import tensorflow as tf
 
-        from distexp.models.seq2seq import greedy_decode
+        from distexp.models.gru_seq2seq import greedy_decode
 
         y = tf.cast(y, tf.int32)
         decoded = greedy_decode(model, x[0], int(y.shape[1]))
