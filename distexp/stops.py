@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
+from distexp import env
+
 STOPS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
 _first: Optional[int] = None
 _closing = 0
@@ -141,7 +143,7 @@ def reset() -> None:
 # Tests' way to land a signal (or a fault) in one phase of a job: "<phase>:<marker file>". The
 # process that reaches the phase writes the marker and waits there once: until a stop, the
 # marker's removal (the test lets it go on), or HOLD_S.
-HOLD_ENV = "DISTEXP_TEST_HOLD"
+HOLD_ENV = env.TEST_HOLD
 PHASES = ("start-up", "fork", "training", "evaluation", "checkpoint", "probe", "close")
 HOLD_S = 60.0
 _held: set = set()

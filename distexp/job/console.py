@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional
 
-PREFIX = "distexp: progress: "
-ENV = "DISTEXP_PROGRESS"  # the chief trainer's progress form: bar, lines or quiet
-MIN_INTERVAL_S = 0.1      # the bar's updates: at most 10 a second
+from distexp.progress_feed import MIN_INTERVAL_S, PREFIX
+
 # The trainer's lines whose content the summary, the log and the run hold: the log keeps them
 DETAIL = ("Strategy: ", "Global batch: ", "Model: ", "steps_per_execution: ", "throughput: ",
           "end to end: ", "step time split", "input: ", "MFU: ", "final: ")
@@ -98,7 +97,7 @@ def sweep_position(sweep_dir: Path, num: int, repeat: int = 0, repeats: int = 1)
         -> Optional[SweepPosition]:
     """This job's place in its sweep, from sweep.json's plan (distexp's sweeper writes it) and the
     records of the jobs done; None when the sweep has no plan there (another sweeper)."""
-    from distexp.sweeps.records import JOBS_DIR, SWEEP_FILE
+    from distexp.sweeps.seat import JOBS_DIR, SWEEP_FILE
 
     try:
         info = json.loads((sweep_dir / SWEEP_FILE).read_text())

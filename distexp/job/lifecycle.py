@@ -29,13 +29,11 @@ from distexp.config import schema
 from distexp import errors, tracking
 from distexp import stops
 from distexp.job import console, launch, startup, summary, warm_client
+from distexp import progress_feed
 from distexp.tracking import tags as tag
 from distexp.tracking.node_metrics import NodeMetrics
 from distexp.config import mode
-from distexp.sweeps import ending
-from distexp.sweeps import gpu_pool
-from distexp.sweeps.parent import child_tags
-from distexp.sweeps.records import swept_values
+from distexp.sweeps import seat  # the job's one door into its sweep
 from distexp.config import resolved
 
 class JobError(Exception):
@@ -90,7 +88,7 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     MLflow run FAILED / KILLED and exits non-zero; in a multirun a failed job raises JobError
     instead, so the other jobs still run (Ctrl-C still stops the whole sweep).
     """
-    with gpu_pool.for_job(cfg):  # a sweep's parallel jobs: disjoint GPUs (CUDA_VISIBLE_DEVICES)
+    with seat.gpu_lease(cfg):  # a sweep's parallel jobs: disjoint GPUs (CUDA_VISIBLE_DEVICES)
         job = prepare(cfg)
         return conclude(job, execute(job))
 
@@ -159,7 +157,7 @@ def prepare(cfg: DictConfig) -> Job:
         forwarder = _forwarder(cfg, facts, plan, job_dir, overrides, multirun, hc)
     progress = console.resolve(cfg.progress)
     env = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-           console.ENV: progress,
+           progress_feed.ENV: progress,
            # CUDA numbers GPUs as the driver, nvidia-smi and NVML do (its default puts the fastest
            # first): the ids in CUDA_VISIBLE_DEVICES and the system metrics' gpu_<i> are the same
            "CUDA_DEVICE_ORDER": os.environ.get("CUDA_DEVICE_ORDER", "PCI_BUS_ID")}
@@ -190,7 +188,7 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
     if plan.cluster_id:  # the other nodes' first tasks find the run by it (node_metrics)
         tags[tag.CLUSTER_ID] = plan.cluster_id
     if multirun:
-        tags.update(child_tags(str(hc.sweep.dir), cfg.tracking.uri,
+        tags.update(seat.tags(str(hc.sweep.dir), cfg.tracking.uri,
                                cfg.tracking.experiment, int(hc.job.num)))
     if cfg.resume:  # the chief trainer adds distexp.resumed_from_step once it has looked
         tags[tag.RESUME] = "requested"
@@ -203,7 +201,7 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
                              tracking.workload("model", cfg.model.name, cfg.model.get("factory")),
                              tracking.workload("dataset", cfg.dataset.name, cfg.dataset.get("factory")),
                              facts["replicas"], in_sweep=multirun,
-                             swept=swept_values(str(hc.sweep.dir)) if multirun else None)
+                             swept=seat.swept_values(str(hc.sweep.dir)) if multirun else None)
 
     def create_run():  # in a thread, while the trainer imports TensorFlow (tracking.Forwarder)
         run = tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment, name, tags, params)
@@ -292,7 +290,7 @@ def _spawner(cfg: DictConfig) -> Optional[launch.Spawn]:
     if server is None:
         return None
     try:
-        with ending.SWEEPS.using_the_wait():
+        with seat.while_waiting():
             server.wait_ready()
     except warm_client.Unavailable as ex:
         print(f"distexp: warm trainer unavailable ({ex}); the training processes start fresh",

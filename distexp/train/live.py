@@ -10,7 +10,7 @@ import json
 import time
 from typing import Optional
 
-from distexp.job.console import MIN_INTERVAL_S, PREFIX
+from distexp.progress_feed import MIN_INTERVAL_S, PREFIX
 
 
 class Feed:

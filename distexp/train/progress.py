@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Callable, Dict, Optional, Sequence, Union
 
 from distexp.figures import breakdown
+from distexp import progress_feed
 from distexp.figures.meter import Meter
-from distexp.job import console
 from distexp.train.live import Feed
 from distexp.tracking import RunLogger
 from distexp.tracking import tags as tag
@@ -41,7 +41,7 @@ class Reporter:
         self.diverged_at: Optional[tuple] = None
         self._csv = open(job_dir / "steps.csv", "w") if chief else None
         # the console's form, resolved by the job process (distexp.job.console): bar, lines, quiet
-        self.progress = os.environ.get(console.ENV, "lines")
+        self.progress = os.environ.get(progress_feed.ENV, "lines")
         self.live = Feed(epochs, steps_per_epoch, meter.global_batch) \
             if chief and self.progress == "bar" else None
         if self._csv:

@@ -1,0 +1,15 @@
+"""The trainer-to-console protocol of the live progress bar, a leaf both sides import: the chief
+trainer prints records (distexp.train.live), the job process draws them (distexp.job.console,
+distexp.job.launch). Neither process imports the other's package for it.
+
+- ENV: the environment variable in which the job passes the trainer the resolved `progress`
+  form (bar, lines or quiet)
+- PREFIX: a trainer's stdout line that starts with it is a record, PREFIX + JSON (epoch, epochs,
+  step, steps, rate, loss), for the bar and never the log
+- MIN_INTERVAL_S: the least time between two records (and the bar's redraws): at most 10 a second
+"""
+from distexp import env
+
+ENV = env.PROGRESS
+PREFIX = "distexp: progress: "
+MIN_INTERVAL_S = 0.1
