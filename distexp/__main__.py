@@ -40,12 +40,16 @@ schema.register()  # the schema Hydra composes onto, and the distexp.* resolvers
 
 
 class Ran:
-    """What one command ran, for its exit path (`_main`): single jobs that ended normally here,
-    and this process's sweeps (distexp.sweeps.ending.Sweeps: the open one, how many ended)."""
+    """What one command ran, for its exit path (`_main`): the jobs whose run was opened, single
+    jobs that ended normally here, and this process's sweeps (distexp.sweeps.ending.Sweeps: the
+    open one, how many ended). `main` fills it from each job's outcome."""
 
     def __init__(self, sweeps: ending.Sweeps):
-        self.sweeps, self.single_jobs = sweeps, 0
+        self.sweeps, self.single_jobs, self.executed = sweeps, 0, 0
         self._sweeps_before = sweeps.ended  # an in-process caller may have run one before
+
+    def executing(self) -> None:
+        self.executed += 1
 
     def anything(self) -> bool:
         """A job or a sweep ran to its end (runs closed, lines printed)."""
@@ -57,13 +61,15 @@ _RAN = Ran(ending.SWEEPS)  # this command's (cli() makes a new one per call)
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
-    from distexp.job.lifecycle import JobError, run_job
+    from distexp.job.lifecycle import JobError, exit_code, run_job
 
     try:
-        value = run_job(cfg)
+        out = run_job(cfg, executing=_RAN.executing)
+        if (code := exit_code(out)) != errors.OK:  # its line is printed (lifecycle.conclude)
+            sys.exit(code)
         if not mode.in_multirun():
             _RAN.single_jobs += 1
-        return value
+        return out.value
     except errors.UserError as ex:  # one line, not Hydra's "Error executing job" report
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
         if mode.in_multirun():  # the other jobs of the sweep still run
@@ -136,8 +142,7 @@ def _main(user_wants_trace: bool, ran: Ran) -> None:
         if sweeps.active():
             sweeps.finish(interrupted=True)
         else:  # before the job's run was opened, or after it was closed: nothing left to close
-            lifecycle = sys.modules.get("distexp.job.lifecycle")
-            when = ("after the job ended (its run was closed)" if getattr(lifecycle, "executed", 0)
+            when = ("after the job ended (its run was closed)" if ran.executed
                     else "before training started (no run was opened)")
             print(f"distexp: error: interrupted ({stops.name()}) {when}", file=sys.stderr,
                   flush=True)

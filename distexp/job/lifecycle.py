@@ -1,9 +1,9 @@
 """One Hydra job, from the job process (no TensorFlow here): prepare -> execute -> conclude.
 
 Separation of concerns:
-- distexp.config.schema   the schema and the checks that run before anything starts
-- distexp.job.lifecycle      (this) one job's life: check, open the MLflow run, launch, close the run,
-                   and the one place an outcome becomes an exit code (``exit_code``)
+- distexp.config.checks   the checks that run before anything starts (on distexp.config.schema)
+- distexp.job.lifecycle   (this) one job's life: check, open the MLflow run, launch, close the run;
+                   its `Outcome` goes back to distexp.__main__, which exits with ``exit_code``
 - distexp.job.launch   the training processes, their logs, their clean-up
 - distexp.cluster.kinds  which processes a strategy/cluster needs and each one's TF_CONFIG
 - distexp.train.trainer  inside a training process: devices, strategy, data, model, loop
@@ -20,7 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -75,14 +75,17 @@ class Outcome:
     logs: List[Path] = field(default_factory=list)
     run_id: Optional[str] = None      # the job's MLflow run (where every figure is)
     stopped: bool = False             # a stop signal came once the run's status was written
+    value: Optional[float] = None     # the objective's figure, on success (what Hydra is handed)
 
 
 INTERRUPTED = "interrupted: every training process was stopped"
 
 
-def run_job(cfg: DictConfig) -> Optional[float]:
-    """Check `cfg`, train it in fresh processes, return the final `objective` figure
-    (eval/accuracy by default): what Hydra hands to a sweeper such as Optuna.
+def run_job(cfg: DictConfig, executing: Callable[[], None] = lambda: None) -> Outcome:
+    """Check `cfg`, train it in fresh processes, return its `Outcome`: `exit_code(out)` is the
+    command's exit code, `out.value` the final `objective` figure (eval/accuracy by default), what
+    Hydra hands to a sweeper such as Optuna. `executing` is called once the job's run is about to
+    open (distexp.__main__ says when a stop came by it).
 
     A user error raises config.UserError (one line, exit 2). A failed or interrupted job ends its
     MLflow run FAILED / KILLED and exits non-zero; in a multirun a failed job raises JobError
@@ -90,6 +93,7 @@ def run_job(cfg: DictConfig) -> Optional[float]:
     """
     with seat.gpu_lease(cfg):  # a sweep's parallel jobs: disjoint GPUs (CUDA_VISIBLE_DEVICES)
         job = prepare(cfg)
+        executing()
         return conclude(job, execute(job))
 
 
@@ -222,14 +226,10 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
 
 # --- execute: the training processes and the run, whatever happens to them ---------------------
 
-executed = 0  # the jobs this process has executed (their runs opened)
-
 
 def execute(job: Job) -> Outcome:
     """Run the training processes (the cluster again on other ports after a port clash) while the
     run is created and fed; then close the run with the outcome's status, artifacts attached."""
-    global executed
-    executed += 1
     out = Outcome()
     if not job.plan.logs_to_mlflow:
         print(f"distexp: task {job.plan.task} of an external cluster: training without MLflow (the "
@@ -342,9 +342,10 @@ def objective(result: dict) -> tuple:
     return name, result.get(name)
 
 
-def conclude(job: Job, out: Outcome) -> Optional[float]:
-    """Print the outcome's line(s) and exit with `exit_code(out)`; return the objective on success.
-    In a multirun a failed job raises JobError instead (the sweep goes on)."""
+def conclude(job: Job, out: Outcome) -> Outcome:
+    """Print the outcome's line(s) and return it (the caller exits with `exit_code(out)`), with
+    the objective's value on success. In a multirun a failed job raises JobError instead (the
+    sweep goes on)."""
     cfg = job.cfg
     code = exit_code(out)
     if out.lost:
@@ -360,7 +361,7 @@ def conclude(job: Job, out: Outcome) -> Optional[float]:
               f"{back}: {tracking.import_command(job.job_dir, cfg.tracking.uri)}",
               file=sys.stderr, flush=True)
         if code in (errors.TRACKING_LOST, errors.BAD_INPUT):  # that line says it all
-            sys.exit(code)
+            return out
     if code == 0:
         for line in summary.lines(out.result):  # the figures as the run logged them
             print(line, flush=True)
@@ -371,7 +372,8 @@ def conclude(job: Job, out: Outcome) -> Optional[float]:
             if job.forwarder is not None:
                 run = f" (MLflow run {out.run_id}: every figure)" if out.run_id else ""
                 print(f"Browse it: {view.command(cfg.tracking.uri)}{run}", flush=True)
-        return objective(out.result)[1]
+        out.value = objective(out.result)[1]
+        return out
     line = out.error if code == errors.BAD_INPUT else f"{out.error} (logs: {', '.join(map(str, out.logs))})"
     if code == errors.INTERRUPTED and not job.multirun:  # the checkpoint kept, the command to go on
         from distexp.job import resume
@@ -380,4 +382,4 @@ def conclude(job: Job, out: Outcome) -> Optional[float]:
     print(f"distexp: error: {line}", file=sys.stderr, flush=True)
     if job.multirun and code in (errors.FAILED, errors.BAD_INPUT):
         raise JobError(line, code)
-    sys.exit(code)
+    return out
