@@ -60,7 +60,7 @@ def main() -> None:
         loss = total / 64.0
     grads = [g.numpy() for g in tape.gradient(loss, model.trainable_variables)]
 
-    step = Step(strategy, task, model, opt, global_batch=64)
+    step = Step(strategy, task, model, opt, global_batch=64, local_replicas=False)  # ps
     dispatch = PSDispatch(step, cfg, data, 64, schedule=Schedule(1), workers=1)
     dispatch.begin(0)
     out = dispatch.run(1)

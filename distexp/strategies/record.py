@@ -57,6 +57,9 @@ class Record:
     # Steps are scheduled onto remote workers by a ClusterCoordinator (each worker reads its own
     # shard of the data); otherwise strategy.run on a distributed iterator (distexp.train.step).
     coordinated: bool = False
+    # Its replicas take their input from a distributed dataset only (a TPU), even one replica
+    # (distexp.train.loops.evaluate: one replica otherwise takes each batch whole).
+    distributed_input_only: bool = False
     # Whether `cpu_replicas` splits the CPU into that many logical devices (replicas).
     cpu_replicas: bool = False
     # loop -> None (supported) or why not (one line, before TensorFlow starts).

@@ -36,6 +36,7 @@ def local_tpu() -> bool:
 class TPU(Record):
     name = "tpu"
     schema = TPUConfig
+    distributed_input_only = True
     loops = {"custom": None,
              "fit": "Keras 3 fit under TPUStrategy is not supported yet (keras-team/keras#19448)"}
     refuses = {"precision=mixed_float16": "TPUs compute in bfloat16: use precision=mixed_bfloat16"}

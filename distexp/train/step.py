@@ -57,7 +57,8 @@ def replica_loss(task, labels, outputs, global_batch: int):
 class Step:
     """The replica step and the k-step function of one job (built once, traced once)."""
 
-    def __init__(self, strategy, task, model, optimizer, global_batch: int, jit: bool = False):
+    def __init__(self, strategy, task, model, optimizer, global_batch: int, jit: bool = False,
+                 local_replicas: bool = True):
         import tensorflow as tf
 
         self.strategy, self.task, self.global_batch = strategy, task, global_batch
@@ -65,11 +66,11 @@ class Step:
         self.counts_units = getattr(task, "units", None) is not None
         # where the replicas' losses and metric sums are summed: the first replica's GPU, so a
         # call's results stay on the device until fetched (strategy.reduce's default is the host)
-        # (ps: scheduled onto remote workers, where the reduce is the coordinator's business)
+        # (`local_replicas` False, the dispatcher's: ps schedules the step onto remote workers, where
+        # the reduce is the coordinator's business)
         first = (getattr(strategy.extended, "worker_devices", None) or [None])[0]
-        self.on_gpu = first if first and tf.DeviceSpec.from_string(first).device_type == "GPU" \
-            and not isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy) \
-            else None
+        self.on_gpu = first if local_replicas and first \
+            and tf.DeviceSpec.from_string(first).device_type == "GPU" else None
         variables = model.trainable_variables
 
         def replica_step(x, y):

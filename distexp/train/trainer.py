@@ -103,7 +103,8 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
                   job_start=facts.job_start or time.time(),
                   units_name=getattr(task, "units", None))
     dispatcher = step.dispatcher(record)  # ps: steps scheduled onto remote workers
-    evaluate = make_evaluate(task, model, eval_ds, strategy if dispatcher.local_replicas else None)
+    evaluate = make_evaluate(task, model, eval_ds, strategy if dispatcher.local_replicas else None,
+                             distributed_input_only=record.distributed_input_only)
     reporter = Reporter(meter=meter, logger=logger, chief=chief, job_dir=job_dir,
                         epochs=int(cfg.epochs), steps_per_epoch=steps,
                         log_every=int(cfg.log_every_steps), evaluate=evaluate,

@@ -12,9 +12,11 @@ from typing import Callable, Dict
 from distexp import stops
 
 
-def make_evaluate(task, model, eval_ds, strategy=None) -> Callable[[], Dict[str, float]]:
+def make_evaluate(task, model, eval_ds, strategy=None, distributed_input_only: bool = False) \
+        -> Callable[[], Dict[str, float]]:
     """`strategy`: run each batch on its replicas (split over them when there are several);
-    None: evaluate in this process."""
+    None: evaluate in this process. `distributed_input_only`: the strategy's record says it takes
+    its input from a distributed dataset only (a TPU), even with one replica."""
     import tensorflow as tf
 
     from distexp.train.step import traced
@@ -29,10 +31,8 @@ def make_evaluate(task, model, eval_ds, strategy=None) -> Callable[[], Dict[str,
     if strategy is not None:
         # One replica takes every batch whole: the batches go to strategy.run as they are. A
         # distributed dataset would split each into one part, and its iterator (TensorFlow's
-        # MultiDeviceIterator) cost ~0.035 s to create, at every evaluation. (A TPU takes its
-        # input from a distributed dataset only.)
-        whole = strategy.num_replicas_in_sync == 1 and not isinstance(
-            strategy, tf.distribute.TPUStrategy)
+        # MultiDeviceIterator) cost ~0.035 s to create, at every evaluation.
+        whole = strategy.num_replicas_in_sync == 1 and not distributed_input_only
         batches = eval_ds if whole else strategy.experimental_distribute_dataset(eval_ds)
 
         def distributed(x, y):
