@@ -23,6 +23,15 @@ SEQ = ["model=gru_seq2seq", "dataset=synthetic_pairs", "measure_step_split=false
     ([*SEQ, "objective=eval/accuracy"], "objective: received 'eval/accuracy'; valid: "
      "eval/token_accuracy, eval/sequence_accuracy, eval/loss"),
     ([*SEQ, "dataset.source_tokens=bpe"], "dataset.source_tokens: received 'bpe'; valid: word"),
+    # the records' own range checks (distexp.options: Dataset.check, Model.check)
+    ([*SEQ, "dataset.target_tokens=bpe"], "dataset.target_tokens: received 'bpe'; valid: word, "
+     "char, auto"),
+    ([*SEQ, "dataset.max_length=0"], "dataset.max_length: received 0; expected >= 1"),
+    ([*SEQ, "dataset.vocab_size=4"], "dataset.vocab_size: received 4; expected >= 5"),
+    ([*SEQ, "dataset.test_fraction=1.0"], "dataset.test_fraction: received 1.0; expected 0 < x < 1"),
+    (["dataset.test_fraction=0"], "dataset.test_fraction: received 0.0; expected 0 < x < 1"),
+    ([*SEQ, "model.units=0"], "model.units: received 0; expected >= 1"),
+    ([*SEQ, "model.embedding_dim=-1"], "model.embedding_dim: received -1; expected >= 1"),
     (["task.name=custom"], "task.factory: received null"),
     (["task.name=ranking"], "task.name: received 'ranking'; valid: classification, seq2seq"),
     (["task.factory=factories:mse_task", "loop=fit"], "loop: received 'fit' with the custom task"),

@@ -21,7 +21,6 @@ from distexp import strategies
 from distexp.cluster import kinds
 from distexp.cluster.processes import split_gpus
 from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS
-from distexp.data.text import MODES as TOKENS
 from distexp.options import datasets, loops, models, optimizers
 from distexp.options import groups as option_groups
 from distexp.errors import UserError, unknown_key
@@ -87,6 +86,7 @@ def validate(cfg: DictConfig) -> None:
     per_worker = worker_gpus(cfg, gpus)
     _validate_knobs(cfg, rec, on_cpu=per_worker == 0 or visible == 0)
     datasets.of(cfg).check(cfg.dataset)
+    models.of(cfg).check(cfg.model)
     _validate_task(cfg)
     _validate_repeats(cfg)
     _validate_strategy(cfg, rec, per_worker)
@@ -173,7 +173,7 @@ def _validate_knobs(cfg: DictConfig, rec, on_cpu: bool) -> None:
 
 
 def _validate_repeats(cfg: DictConfig) -> None:
-    ds, sw = cfg.dataset, cfg.sweep
+    sw = cfg.sweep
     auto = str(cfg.repeats).strip().lower() == "auto"
     if auto:
         for key in ("alpha", "margin"):
@@ -190,8 +190,6 @@ def _validate_repeats(cfg: DictConfig) -> None:
     if not 0 <= cfg.repeat < most:
         raise UserError(f"repeat: received {cfg.repeat}; expected 0..{most - 1} (repeats="
                         f"{cfg.repeats}); the sweeper sets it, set repeats=N instead")
-    if "test_fraction" in ds and not 0 < ds.test_fraction < 1:
-        raise UserError(f"dataset.test_fraction: received {ds.test_fraction}; expected 0 < x < 1")
 
 
 def _validate_strategy(cfg: DictConfig, rec, gpus: int) -> None:
@@ -230,15 +228,6 @@ def _validate_task(cfg: DictConfig) -> None:
     if name == "custom" and not cfg.task.factory:
         raise UserError("task.factory: received null; task.name=custom needs "
                         "task.factory=package.module:function")
-    for side in ("source", "target"):  # the sentence-pair datasets' keys
-        if f"{side}_tokens" in ds:
-            _choice(f"dataset.{side}_tokens", ds[f"{side}_tokens"], TOKENS)
-    for key, low in (("max_length", 1), ("vocab_size", 5)):
-        if key in ds:
-            _at_least(f"dataset.{key}", ds[key], low, allow_none=True)
-    for key in ("embedding_dim", "units"):  # gru_seq2seq's
-        if key in cfg.model:
-            _at_least(f"model.{key}", cfg.model[key], 1)
     seq2seq_models = models.for_task("seq2seq")
     if name == "seq2seq" and cfg.model.name not in seq2seq_models:
         raise UserError(f"model: received {cfg.model.name!r} with a seq2seq task (dataset="

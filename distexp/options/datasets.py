@@ -26,6 +26,7 @@ from distexp.registry import Registry
 
 DIGITS_EXAMPLES = 1797     # scikit-learn's load_digits
 PREPROCESSING = ("scale", "standardize", "none")  # dataset.preprocessing of TFDS images
+TOKENS = ("word", "char", "auto")  # dataset.source_tokens/target_tokens (distexp.data.text)
 _TASK = "the task this dataset implies (distexp.tasks): classification, seq2seq, ..."
 
 
@@ -118,7 +119,15 @@ class TfdsConfig(DatasetConfig):
     cache: bool = key(True, "keep decoded, preprocessed examples in memory after the first pass")
 
 
-def _at_least(key: str, value, low) -> None:
+def _fraction(ds) -> None:
+    """`dataset.test_fraction` (digits and the sentence pairs)."""
+    if not 0 < ds.test_fraction < 1:
+        raise UserError(f"dataset.test_fraction: received {ds.test_fraction}; expected 0 < x < 1")
+
+
+def _at_least(key: str, value, low, *, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
     if value < low:
         raise UserError(f"{key}: received {value}; expected >= {low}")
 
@@ -147,6 +156,9 @@ class Dataset(Option):
 
 @dataclass(frozen=True)
 class Digits(Dataset):
+    def check(self, ds):
+        _fraction(ds)
+
     def train_examples(self, cfg):
         if cfg.steps_per_epoch is not None:
             return None
@@ -169,8 +181,23 @@ class Synthetic(Dataset):
 
 
 @dataclass(frozen=True)
-class TextPairs(Dataset):
+class Pairs(Dataset):
+    """Sentence pairs (text_pairs, synthetic_pairs): PairsConfig's keys."""
+
     def check(self, ds):
+        _fraction(ds)
+        for side in ("source", "target"):
+            if ds[f"{side}_tokens"] not in TOKENS:
+                raise UserError(f"dataset.{side}_tokens: received {ds[f'{side}_tokens']!r}; "
+                                f"valid: {', '.join(TOKENS)}")
+        _at_least("dataset.max_length", ds.max_length, 1, allow_none=True)
+        _at_least("dataset.vocab_size", ds.vocab_size, 5, allow_none=True)
+
+
+@dataclass(frozen=True)
+class TextPairs(Pairs):
+    def check(self, ds):
+        super().check(ds)
         if not ds.path:
             raise UserError("dataset.path: received null; dataset=text_pairs needs "
                             "dataset.path=<a file of source<TAB>target lines>")
@@ -212,7 +239,7 @@ register(Digits("digits", f"{_DATA}:digits", DigitsConfig))
 register(Synthetic("synthetic", f"{_DATA}:synthetic", SyntheticConfig, random_labels=True))
 register(TextPairs("text_pairs", f"{_DATA}:text_pairs", TextPairsConfig,
                    available=f"{_DATA}:readable_pairs"))
-register(Dataset("synthetic_pairs", f"{_DATA}:synthetic_pairs", SyntheticPairsConfig))
+register(Pairs("synthetic_pairs", f"{_DATA}:synthetic_pairs", SyntheticPairsConfig))
 register(Custom("custom", f"{_DATA}:custom", CustomDatasetConfig, factory=True))
 TFDS = register(Tfds("tfds", "distexp.data.tfds:tfds_data", TfdsConfig,
                      available=f"{_DATA}:tfds_prepared"))

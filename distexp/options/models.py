@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 from omegaconf import MISSING, DictConfig
 
+from distexp.errors import UserError
 from distexp.fields import key
 from distexp.options.option import Option
 from distexp.registry import Registry
@@ -50,13 +51,24 @@ class Model(Option):
     # The task whose data the model reads (distexp.tasks): classification or seq2seq.
     task: str = "classification"
 
+    def check(self, model: DictConfig) -> None:
+        """This model's own settings (UserError, one line), before TensorFlow."""
+
+
+@dataclass(frozen=True)
+class GruSeq2Seq(Model):
+    def check(self, model):
+        for size in ("embedding_dim", "units"):
+            if model[size] < 1:
+                raise UserError(f"model.{size}: received {model[size]}; expected >= 1")
+
 
 REGISTRY = Registry("model", base="Model (distexp.options.models.register)")
 register = REGISTRY.put
 
 for _name in ("mlp", "cnn", "resnet50", "mobilenet_v2"):
     register(Model(_name, f"distexp.models:{_name}"))
-register(Model("gru_seq2seq", "distexp.models.gru_seq2seq:build_gru_seq2seq", GruSeq2SeqConfig,
+register(GruSeq2Seq("gru_seq2seq", "distexp.models.gru_seq2seq:build_gru_seq2seq", GruSeq2SeqConfig,
                task="seq2seq"))
 register(Model("custom", "distexp.models:custom", CustomModelConfig, factory=True))
 
