@@ -1,9 +1,9 @@
 """Built-ins picked by name: the one way distexp registers them (Lightning's StrategyRegistry is
 the model). A registry maps a name to a record instance (strategies, cluster kinds: `add` a class
-with a `name`; models, datasets, loops, optimizers: `put` a distexp.options record) or to a class
-(tasks: `add_class`, a fresh instance per job); `find` is the one line for a name it does not
-know, and `load` first imports the module a config node names as its `record` (an option of one's
-own, outside distexp). A leaf: no TensorFlow, nothing of distexp but errors."""
+with a `name`; models, datasets, loops, optimizers, tasks: `put` a distexp.options record); `find`
+is the one line for a name it does not know, and `load` first imports the module a config node
+names as its `record` (an option of one's own, outside distexp). A leaf: no TensorFlow, nothing of
+distexp but errors."""
 from __future__ import annotations
 
 import importlib
@@ -13,14 +13,12 @@ from distexp.errors import UserError
 
 
 class Registry(dict):
-    def __init__(self, key: str, *, sort: bool = False, base: str = "",
-                 also: Tuple[str, ...] = ()):
+    def __init__(self, key: str, *, sort: bool = False, base: str = ""):
         """`key`: the config key that names an entry (`strategy`, `cluster`, `model`); `sort`:
         list the valid names sorted (else in registration order); `base`: what a `record` module
-        must register (for its one line); `also`: valid names the caller handles itself, listed
-        last (a task's `custom`: the user's factory)."""
+        must register (for its one line)."""
         super().__init__()
-        self.key, self.sort, self.base, self.also = key, sort, base, tuple(also)
+        self.key, self.sort, self.base = key, sort, base
 
     def add(self, cls):
         """Class decorator: register an instance of `cls` under `cls.name`."""
@@ -32,13 +30,8 @@ class Registry(dict):
         self[record.name] = record
         return record
 
-    def add_class(self, cls):
-        """Class decorator: register `cls` itself under `cls.name` (the caller instantiates it)."""
-        self[cls.name] = cls
-        return cls
-
     def names(self) -> Tuple[str, ...]:
-        return (*(sorted(self) if self.sort else self), *self.also)
+        return tuple(sorted(self) if self.sort else self)
 
     def find(self, name: str):
         try:

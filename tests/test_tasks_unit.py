@@ -113,3 +113,34 @@ def test_trainer_job_and_resumed_sweep_read_one_objective(compose, overrides, ex
     # a run logged before the param existed: the facts as resolved now (None for a user's task)
     old = planning.run_objective({"params": {}, "metrics": FINAL}, job_cfg)
     assert old == (None if overrides == [USER_TASK] else FINAL[expected])
+
+
+def task_name_compares(root) -> list:
+    """`x == "seq2seq"`-like comparisons of a task's name under `root`, as "<file>:<line>"."""
+    import ast
+
+    from distexp.options import tasks as records
+
+    names = set(records.REGISTRY)
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare) and any(
+                    isinstance(c, ast.Constant) and c.value in names
+                    for c in (node.left, *node.comparators)):
+                out.append(f"{path.relative_to(root)}:{node.lineno}")
+    return out
+
+
+def test_tasks_are_records_and_no_name_is_compared(tmp_path):
+    """The user's task is one record among the built-ins (factory=True, as model=custom), and no
+    module compares a task's name: it asks the record (distexp.options.tasks)."""
+    from pathlib import Path
+
+    from distexp import tasks
+
+    assert [(r.name, r.factory) for r in tasks.REGISTRY.values()] == [
+        ("classification", False), ("seq2seq", False), ("custom", True)]
+    assert task_name_compares(Path(tasks.__file__).parents[1]) == []
+    (tmp_path / "x.py").write_text('if name == "custom":\n    pass\nok = name == "other"\n')
+    assert task_name_compares(tmp_path) == ["x.py:1"]

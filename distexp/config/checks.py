@@ -23,6 +23,7 @@ from distexp.cluster.processes import split_gpus
 from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS
 from distexp.options import datasets, loops, models, optimizers
 from distexp.options import groups as option_groups
+from distexp.options import tasks as task_options
 from distexp.errors import UserError, unknown_key
 from distexp.user_code import check_factory
 from distexp.config.mode import in_multirun
@@ -222,19 +223,20 @@ def _validate_task(cfg: DictConfig) -> None:
     from distexp import tasks
 
     ds = cfg.dataset
-    _choice("dataset.task", ds.task, tuple(tasks.REGISTRY))
+    _choice("dataset.task", ds.task, task_options.built_in())
     name = tasks.name_of(cfg)
-    _choice("task.name", name, tasks.NAMES)
-    if name == "custom" and not cfg.task.factory:
-        raise UserError("task.factory: received null; task.name=custom needs "
+    rec = tasks.REGISTRY.find(name)
+    if rec.factory and not cfg.task.factory:
+        raise UserError(f"task.factory: received null; task.name={name} needs "
                         "task.factory=package.module:function")
-    seq2seq_models = models.for_task("seq2seq")
-    if name == "seq2seq" and cfg.model.name not in seq2seq_models:
-        raise UserError(f"model: received {cfg.model.name!r} with a seq2seq task (dataset="
-                        f"{ds.name}); valid: {', '.join(seq2seq_models)}")
-    if name == "classification" and cfg.model.name in seq2seq_models:
-        raise UserError(f"dataset: received {ds.name!r} with model={cfg.model.name}, which needs "
-                        f"sentence pairs; valid: {', '.join(datasets.for_task('seq2seq'))}")
+    model_task = models.of(cfg).task  # the task whose data the model reads
+    if not rec.factory and model_task != name:
+        if task_options.REGISTRY[model_task].data:  # only some datasets have it: the odd one
+            raise UserError(f"dataset: received {ds.name!r} with model={cfg.model.name}, which "
+                            f"needs {task_options.REGISTRY[model_task].data}; valid: "
+                            f"{', '.join(datasets.for_task(model_task))}")
+        raise UserError(f"model: received {cfg.model.name!r} with a {name} task (dataset="
+                        f"{ds.name}); valid: {', '.join(models.for_task(name))}")
     task = tasks.builtin(cfg)
     if not loops.of(cfg).task_loss and (task is None or not task.fit_ok):
         why = task.fit_refusal if task is not None else (

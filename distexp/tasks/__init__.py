@@ -9,39 +9,40 @@ object with the same methods): see base.py for the contract and docs/extending.m
 """
 from __future__ import annotations
 
-from distexp.tasks.base import REGISTRY, Task
-from distexp.tasks.classification import Classification  # registers, first
-from distexp.tasks.seq2seq import Seq2Seq  # registers
+from distexp.options.tasks import REGISTRY, USER
+from distexp.tasks.base import Task
+from distexp.tasks.classification import Classification
+from distexp.tasks.seq2seq import Seq2Seq
 
-NAMES = REGISTRY.names()  # the built-ins, then custom
+NAMES = REGISTRY.names()  # the records': the built-ins, then the user's (custom)
 
 __all__ = ["Task", "Classification", "Seq2Seq", "REGISTRY", "NAMES", "name_of", "builtin", "get"]
 
 
 def name_of(cfg) -> str:
-    """The task this job trains: task.name, else custom when task.factory is set, else the
-    dataset's own task."""
+    """The task this job trains: task.name, else the user's (custom) when task.factory is set,
+    else the dataset's own task."""
     task = cfg.get("task")
     if task is not None and task.get("name"):
         return str(task.name)
     if task is not None and task.get("factory"):
-        return "custom"
+        return USER.name
     return str(cfg.dataset.get("task") or "classification")
 
 
 def builtin(cfg) -> "Task | None":
     """The built-in task (no TensorFlow); None for a user's task (known only in the trainer)."""
-    cls = REGISTRY.get(name_of(cfg))
-    return cls() if cls is not None else None
+    rec = REGISTRY.get(name_of(cfg))
+    return rec.load()() if rec is not None and not rec.factory else None
 
 
 def get(cfg) -> Task:
     """The task object, in the training process (a user's factory is imported here)."""
     from distexp.errors import UserError
 
-    name = name_of(cfg)
-    if name != "custom":
-        return REGISTRY.find(name)()
+    rec = REGISTRY.find(name_of(cfg))
+    if not rec.factory:
+        return rec.load()()
     from omegaconf import OmegaConf
 
     from distexp.user_code import load_factory

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Sequence, Tuple
 
-from distexp.registry import Registry
 
 
 class Task:
@@ -108,8 +107,3 @@ class Task:
     def describe(self) -> str:
         return self.name
 
-
-# The built-in tasks by name (a class each: a task may keep state for its job, e.g. from_logits);
-# `custom`, a user's own (task.factory), is distexp.tasks.get's to load.
-REGISTRY = Registry("task.name", also=("custom",))
-register = REGISTRY.add_class

@@ -12,11 +12,10 @@ layer is a softmax (most published Keras examples) is trained on its probabiliti
 from __future__ import annotations
 
 from distexp.tasks import preflight
-from distexp.tasks.base import Task, register
+from distexp.tasks.base import Task
 
 
-@register
-class Classification(Task):
+class Classification(Task):  # its record: distexp.options.tasks
     name = "classification"
     train_metrics = ("accuracy",)
     eval_metrics = ("accuracy",)

@@ -13,11 +13,10 @@ starts with <start>, `target_out` is the same sentence shifted by one and ends w
 """
 from __future__ import annotations
 
-from distexp.tasks.base import Task, register
+from distexp.tasks.base import Task
 
 
-@register
-class Seq2Seq(Task):
+class Seq2Seq(Task):  # its record: distexp.options.tasks
     name = "seq2seq"
     train_metrics = ("token_accuracy",)
     eval_metrics = ("token_accuracy", "sequence_accuracy")

@@ -158,7 +158,7 @@ def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, l
         f"{cfg.dataset.name} ({data.describe()})  task: {task.describe()}")
     if note:
         say(note)
-    if task.name == "classification" and not meaning.accuracy_meaningful(cfg.dataset.name):
+    if task.target_metric is not None and not meaning.accuracy_meaningful(cfg.dataset.name):
         say(f"Note: dataset={cfg.dataset.name} has random labels: accuracy is chance level and "
             "not meaningful here (throughput is)")
     logger.log_params({"devices": ",".join(replica_devices), "tf_version": tf.__version__,
