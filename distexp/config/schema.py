@@ -2,12 +2,13 @@
 
 Everything here runs in the Hydra job process, which never imports TensorFlow: a typo, an unknown
 option or a wrong type is reported in one line before any training process starts. The schema is
-registered once as ``base_config``; ``conf/config.yaml`` extends it, so every group option
+registered once as ``base_config``, first in ``conf/config.yaml``'s defaults list (the yaml sets no
+key: each key's default and description are here, tests/test_conf_defaults.py), so every group option
 (``conf/<group>/<option>.yaml``) is merged onto a typed node and checked by OmegaConf: a model's
 or dataset's onto its own dataclass (its record's `schema`, stored as ``<group>/base_<option>``
 and named first in its yaml), so a key of another option is refused at composition. The checks
-that types cannot express are in distexp.config.checks; the figures derived here (replicas, global batch,
-objective, flattened params) ask the strategy's record and the task.
+that types cannot express are in distexp.config.checks, the figures derived from a config (replicas,
+global batch, objective) in distexp.config.resolved; `flatten` here gives the run's params.
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ starts. Test aid: with DISTEXP_TFDS_MOCK=N in the environment, TFDS loading runs
 from __future__ import annotations
 
 import os
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -27,8 +27,6 @@ from distexp.data.loaded import Data
 from distexp.data.tfds import not_prepared, open_builder
 from distexp.errors import UserError
 from distexp.options import datasets as records
-
-Loader = Callable[[DictConfig, int], Data]
 
 
 def load(cfg: DictConfig) -> Data:

@@ -6,7 +6,7 @@ wrong device (Keras: "Model must be created under scope of DistStrat it will be 
 """
 from __future__ import annotations
 
-from typing import Callable, Tuple
+from typing import Tuple
 
 from omegaconf import DictConfig
 
@@ -15,7 +15,6 @@ from distexp.options import models as records
 from distexp.user_code import load_factory
 
 Shape = Tuple[int, ...]
-Builder = Callable[[DictConfig, Shape, int], object]
 
 
 def build(cfg: DictConfig, input_shape: Shape, num_classes: int):

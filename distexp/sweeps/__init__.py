@@ -1,9 +1,14 @@
-"""Sweeps (the Hydra multirun process; no TensorFlow here).
+"""Sweeps (the Hydra multirun process; no TensorFlow here). The sweep runs the jobs (distexp.job),
+which ask it what they need only through ``seat`` (tests/test_layout.py).
 
 - ``callback``: the Hydra callback: the sweep's start, each job's record
-- ``ending``: the sweep's end (parent run, outcome, summary, exit code) and this process's sweeps
-- ``parent``: the sweep's parent run in MLflow: opened, reopened (resume), its children's tags
 - ``planning``: repeats, resume, which jobs run (the DistexpSweeper's logic)
-- ``records``: the sweep's files (sweep.json, sweep_jobs/<num>.json) and tag names
+- ``auto``: `repeats=auto`, rounds until every comparison is settled
+- ``seat``: a job's one door into its sweep (GPU lease, tags, swept values, the sweep's files)
+- ``gpu_pool``: disjoint GPUs for the jobs of a sweep that run at the same time
+- ``parent``: the sweep's parent run in MLflow: opened, reopened (resume), its children's tags
+- ``records``: the sweep's files (sweep.json, sweep_jobs/<num>.json)
+- ``ending``: the sweep's end (parent run, outcome, summary, exit code) and this process's sweeps
+- ``summary``: the finished sweep made readable in the MLflow UI (the report's verdict and table)
 - ``slurm``: the glue of the Slurm (submitit) launcher
 """
