@@ -256,36 +256,6 @@ def test_command_runs_as_shown(where, module, args, compose):
         raise AssertionError(f"{where}: `{line}` does not run as shown: {first}") from None
 
 
-# Packages the table names as a whole: each module is one record of the package's kind (a
-# strategy, a task, a model, a dataset), so a new record needs no new row.
-RECORD_PACKAGES = ("strategies", "tasks", "models", "data")
-
-
-def test_package_table_names_every_package_and_module():
-    """The README's package table (For maintainers) names every top-level module and package of
-    distexp/, and, in a package's row, each of its modules and sub-packages (`name` or `name/`),
-    except in the packages of records."""
-    text = (ROOT / "README.md").read_text()
-    table = text[text.index("| package | process |"):].split("\n\n")[0]
-    rows = [line.split(" | ") for line in table.splitlines()[2:]]
-    firsts = " ".join(r[0] for r in rows)
-    pkg = ROOT / "distexp"
-    missing = [f"{m.name}" for m in pkg.glob("*.py")
-               if m.name != "__init__.py" and f"{m.name}`" not in firsts]
-    for sub in sorted(p for p in pkg.iterdir() if (p / "__init__.py").exists() and p.name != "conf"):
-        row = [r for r in rows if f"{sub.name}/`" in r[0]]
-        if not row:
-            missing.append(f"{sub.name}/")
-            continue
-        if sub.name in RECORD_PACKAGES:
-            continue
-        said = set(re.findall(r"`([\w/]+)`", row[0][-1]))
-        names = [m.stem for m in sub.glob("*.py") if m.stem != "__init__"]
-        names += [f"{d.name}/" for d in sub.iterdir() if (d / "__init__.py").exists()]
-        missing += [f"{sub.name}/{n}" for n in names if n not in said]
-    assert not missing, f"README.md's package table does not name: {missing}"
-
-
 def test_every_extended_test_file_is_in_the_gate_table_and_ci_leaves_them_out():
     """docs/testing.md's gate table says, per behaviour, which tests CI's gate runs and which are
     `extended`: every file with an `extended` test is named there (so a reader knows what the gate
