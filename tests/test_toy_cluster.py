@@ -17,7 +17,7 @@ import pytest
 
 from helpers import plug_in
 from distexp import errors, strategies
-from distexp.cluster import kind as cluster_kind
+from distexp.cluster import kinds as cluster_kind
 from distexp.cluster import kinds
 from distexp.config import checks
 from distexp.sweeps import callback
@@ -26,7 +26,7 @@ from distexp.sweeps import slurm as sweep_slurm
 RECORD = '''
 import os
 
-from distexp.cluster.kind import External, register
+from distexp.cluster.kinds import External, register
 
 
 @register

@@ -1,11 +1,13 @@
 """Which processes a job needs, where they run and how they find each other (no TensorFlow here).
 
-- ``kind``, ``kinds``: one record per cluster kind (``local``, ``tf_config``, ``slurm``: Lightning's
-  ClusterEnvironment is the model); it plans the job's processes, builds the trainer's cluster
-  resolver and answers what the job, the checks and the sweeps ask (nothing compares the name)
-- ``local``, ``tf_config``, ``slurm``: the built-in kinds
+- ``kinds``: one record per cluster kind (``local``, ``tf_config``, ``slurm``: Lightning's
+  ClusterEnvironment is the model), the registry, and the job's plan; a record plans the job's
+  processes, builds the trainer's cluster resolver and answers what the job, the checks and the
+  sweeps ask (nothing compares the name)
+- ``local``, ``tf_config``, ``slurm``: the built-in kinds (registered here, in the contract's order)
 - ``processes``: `Plan`, the job's processes before they start; ``kinds.plan`` makes it (a strategy's
   record and the cluster kind)
 - ``slurm_env``: Slurm's step variables read as SlurmClusterResolver reads them (a leaf)
 - ``liveness``: watches that end or fail a ps task whose peer is gone
 """
+from distexp.cluster import local, tf_config, slurm  # noqa: F401  (the built-ins register)

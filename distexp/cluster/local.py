@@ -12,7 +12,7 @@ from typing import Optional
 
 from omegaconf import DictConfig
 
-from distexp.cluster.kind import ClusterConfig, Kind, port, register
+from distexp.cluster.kinds import ClusterConfig, Kind, port, register
 from distexp.cluster.processes import Plan, free_ports, split_gpus
 from distexp.errors import UserError
 from distexp.fields import key

@@ -1,5 +1,5 @@
 """The processes of one job before they start (`Plan`, each a `Proc`), and what each is told: its TF_CONFIG, its
-ports, its GPUs (no TensorFlow here). The cluster kinds (distexp.cluster.kind) build a Plan."""
+ports, its GPUs (no TensorFlow here). The cluster kinds (distexp.cluster.kinds) build a Plan."""
 from __future__ import annotations
 
 import json

@@ -11,7 +11,7 @@ from typing import Optional
 
 from omegaconf import DictConfig
 
-from distexp.cluster.kind import ClusterConfig, External, peer_start_timeout, register
+from distexp.cluster.kinds import ClusterConfig, External, peer_start_timeout, register
 from distexp.cluster.processes import Plan
 from distexp.errors import UserError
 from distexp.strategies.record import task_name

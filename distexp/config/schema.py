@@ -20,7 +20,7 @@ from typing import Any, Dict, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from distexp.cluster.kind import ClusterConfig
+from distexp.cluster.kinds import ClusterConfig
 from distexp.config.resolved import ResolvedConfig  # the facts' type lives with the facts
 from distexp.options import groups
 from distexp.options.datasets import DatasetConfig

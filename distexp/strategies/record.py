@@ -168,7 +168,7 @@ class Record:
 
     def resolver(self, cfg: DictConfig, gpus: int, cluster):
         """The cluster resolver (None: no cluster); `cluster`: the job's cluster kind
-        (distexp.cluster.kind.Kind), which builds the resolver of a strategy with a cluster."""
+        (distexp.cluster.kinds.Kind), which builds the resolver of a strategy with a cluster."""
         return None
 
     def build(self, cfg: DictConfig, devices: List[str], resolver=None):
