@@ -233,6 +233,16 @@ def test_an_outward_import_is_found(tmp_path):
     assert not outward("distexp.sweeps.callback", "distexp.job.lifecycle")
 
 
+def test_no_distexp_state_read_through_sys_modules():
+    """A module learns another's state from what it returns (a job's `Outcome` to __main__), never
+    by looking the module up in sys.modules: `sys.modules.get("distexp...")` or `["distexp..."]`."""
+    found = [f"{p.relative_to(ROOT)}:{n.lineno}" for p in sorted(PKG.rglob("*.py"))
+             for n in ast.walk(ast.parse(p.read_text()))
+             if isinstance(n, (ast.Call, ast.Subscript)) and "sys.modules" in ast.unparse(n)
+             and re.search(r"""sys\.modules(\.get\(|\[)['"]distexp""", ast.unparse(n))]
+    assert found == []
+
+
 def test_tensorflow_at_module_level_only_on_the_train_side():
     _, info = graph()
     outside = [m for m, (_, _, tf_top) in info.items()
