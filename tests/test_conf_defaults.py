@@ -13,13 +13,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import pytest
 from omegaconf import OmegaConf
 
 from distexp.config import schema
 from distexp.options import groups
 
-pytestmark = pytest.mark.unit
 
 CONF = Path(__file__).resolve().parents[1] / "distexp" / "conf"
 PRESETS = ("experiment", "hparams_search", "hydra")

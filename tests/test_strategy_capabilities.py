@@ -7,11 +7,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
 
 from distexp import strategies
 
-pytestmark = pytest.mark.unit
 
 TRAIN = Path(__file__).resolve().parents[1] / "distexp" / "train"
 
