@@ -39,7 +39,7 @@ def test_sweep_eta_is_the_mean_job_time_for_each_job_left():
                                 done=[1100.0, 1200.0, 1300.0])
     assert pos.eta_s(now=1340.0) == pytest.approx(60 + 5 * 100)
     assert pos.title() == "sweep: job 4 of 9 (round 2 of 3)"
-    assert pos.eta_text(now=1340.0) == "~9 min left (from the 3 jobs done)"
+    assert pos.eta_text(now=1340.0) == "~9 min left"
     assert pos.eta_s(now=1500.0) == pytest.approx(500)  # over its mean: the others' still left
     first = console.SweepPosition(k=1, n=9, started=1000.0)
     assert first.eta_s() is None and first.line() == "sweep: job 1 of 9; ETA after the first job"
@@ -52,7 +52,7 @@ def test_an_auto_sweep_says_at_most_and_its_eta_is_a_bound():
                                 done=[1100.0, 1200.0, 1300.0], at_most=True, name="mirrored x2")
     assert pos.title() == "sweep: job 4 of at most 12 (round 2 of at most 6)"
     assert pos.short() == "job 4 of ≤12 (round 2 of ≤6)"
-    assert pos.eta_text(now=1340.0) == "~14 min left at most (from the 3 jobs done)"  # 60 + 8 x 100 s
+    assert pos.eta_text(now=1340.0) == "~14 min left at most"  # 60 + 8 x 100 s
     assert pos.left_text(now=1400.0) == "~13 min left at most"  # 100 s x 8
     last = console.SweepPosition(k=12, n=12, started=1000.0, done=[1100.0] * 11, at_most=True)
     assert last.left_text(now=2200.0) == ""

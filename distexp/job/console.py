@@ -118,12 +118,11 @@ class SweepPosition:
         return max(0.0, mean - (now - last)) + mean * left_after
 
     def eta_text(self, now: Optional[float] = None) -> str:
+        """~9 min left / ~9 min left at most (repeats=auto) / ETA after the first job"""
         eta = self.eta_s(now)
         if eta is None:
             return "ETA after the first job"
-        done = len(self.done)
-        return (f"{duration(eta)} left{' at most' if self.at_most else ''} (from the {done} "
-                f"job{'s' if done > 1 else ''} done)")
+        return f"{duration(eta)} left{' at most' if self.at_most else ''}"
 
     def left_text(self, now: Optional[float] = None) -> str:
         """Once this job has ended: the sweep's time left, the mean time of a job so far (this one
