@@ -53,7 +53,7 @@ def test_an_auto_sweep_says_at_most_and_its_eta_is_a_bound():
     assert pos.title() == "sweep: job 4 of at most 12 (round 2 of at most 6)"
     assert pos.short() == "job 4 of ≤12 (round 2 of ≤6)"
     assert pos.eta_text(now=1340.0) == "~14 min left at most"  # 60 + 8 x 100 s
-    assert pos.left_text(now=1400.0) == "~13 min left at most"  # 100 s x 8
+    assert pos.left_text(now=1400.0) == "~13 min left"  # 100 s x 8
     last = console.SweepPosition(k=12, n=12, started=1000.0, done=[1100.0] * 11, at_most=True)
     assert last.left_text(now=2200.0) == ""
     assert console.SweepPosition(k=None, n=None, num=7).short() == "job 7"  # no plan (Optuna)
@@ -246,8 +246,13 @@ def test_a_sweeps_job_ends_with_one_line_of_its_figures():
     assert only.startswith("job 4 of ≤12 (round 2 of ≤6) mirrored x2: 20,586 examples/s")
     line = summary.job_line(result, pos, now=1400.0)
     assert line == ("job 4 of ≤12 (round 2 of ≤6) mirrored x2: 20,586 examples/s [19,874, 21,299], "
-                    "accuracy 0.942; ~13 min left at most")
-    assert len(line) <= 120
+                    "accuracy 0.942; ~13 min left")
+    # the README's sweep, 30 runs: its longest line within 120 columns
+    longest = summary.job_line(result, console.SweepPosition(
+        k=12, n=30, round=4, rounds=10, started=1000.0, done=[1100.0] * 11, at_most=True,
+        name="one_device x1 batch 128"), now=2200.0)
+    assert longest.startswith("job 12 of ≤30 (round 4 of ≤10) one_device x1 batch 128: ")
+    assert len(longest) <= 120, longest
     short = summary.job_line({"perf/examples_per_sec": None, "objective": "eval/token_accuracy",
                               "eval/token_accuracy": 0.52}, pos, now=1400.0)
     assert short.startswith("job 4 of ≤12 (round 2 of ≤6) mirrored x2: examples/s not measured, "

@@ -126,12 +126,13 @@ class SweepPosition:
 
     def left_text(self, now: Optional[float] = None) -> str:
         """Once this job has ended: the sweep's time left, the mean time of a job so far (this one
-        included) for each job left; "" for the last job or without a plan."""
+        included) for each job left (at most that under repeats=auto: the job line's "≤N" says
+        so); "" for the last job or without a plan."""
         now = time.time() if now is None else now
         mean = self._mean(now, len(self.done) + 1)
         if mean is None or self.n - self.k <= 0:
             return ""
-        return f"{duration(mean * (self.n - self.k))} left{' at most' if self.at_most else ''}"
+        return f"{duration(mean * (self.n - self.k))} left"
 
     def line(self) -> str:
         return f"{self.title()}; {self.eta_text()}"

@@ -13,6 +13,8 @@ screen (distexp.job.console.SweepPosition):
 
     job 4 of ≤12 (round 2 of ≤6) mirrored x2: 24,709 examples/s [23,900, 25,500], accuracy 0.694; ~2 min left
 
+(≤: repeats=auto, whose rounds may end sooner: the time left is at most that too.)
+
 Every figure's definition: docs/tasks-and-figures.md.
 """
 from __future__ import annotations
