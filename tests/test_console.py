@@ -42,7 +42,7 @@ def test_sweep_eta_is_the_mean_job_time_for_each_job_left():
     assert pos.eta_text(now=1340.0) == "~9 min left"
     assert pos.eta_s(now=1500.0) == pytest.approx(500)  # over its mean: the others' still left
     first = console.SweepPosition(k=1, n=9, started=1000.0)
-    assert first.eta_s() is None and first.line() == "sweep: job 1 of 9; ETA after the first job"
+    assert first.eta_s() is None and first.eta_text() == "ETA after the first job"
 
 
 def test_an_auto_sweep_says_at_most_and_its_eta_is_a_bound():

@@ -100,11 +100,6 @@ class SweepPosition:
         """The job line's head: job 4 of 9 (round 2 of 3) | job 4 of ≤12 (round 2 of ≤6)"""
         return self._where(True)
 
-    def _mean(self, now: float, finished: int) -> Optional[float]:
-        if self.k is None or finished < 1:
-            return None
-        return (now - self.started) / finished
-
     def eta_s(self, now: Optional[float] = None) -> Optional[float]:
         """While this job runs, the sweep's time left: the mean time of a job done so far (from the
         sweep's start) for each job not started, and for this one that mean less the time it has
@@ -128,14 +123,11 @@ class SweepPosition:
         """Once this job has ended: the sweep's time left, the mean time of a job so far (this one
         included) for each job left (at most that under repeats=auto: the job line's "≤N" says
         so); "" for the last job or without a plan."""
-        now = time.time() if now is None else now
-        mean = self._mean(now, len(self.done) + 1)
-        if mean is None or self.n - self.k <= 0:
+        if self.k is None or self.n - self.k <= 0:
             return ""
+        now = time.time() if now is None else now
+        mean = (now - self.started) / (len(self.done) + 1)
         return f"{duration(mean * (self.n - self.k))} left"
-
-    def line(self) -> str:
-        return f"{self.title()}; {self.eta_text()}"
 
 
 def setup_name(strategy: str, replicas: int, global_batch: int) -> str:
@@ -239,10 +231,9 @@ class Bar(Plain):
     def _open(self, steps: int, desc: str) -> None:
         """The bars, at the first record: training has started, the job's own lines (the MLflow
         run, print()ed by this process) are out, so nothing else writes under a bar."""
-        if self.sweep is not None:
-            total = self.sweep.n if self.sweep.n is not None else 0
+        if self.sweep is not None and self.sweep.k is not None:  # a plan: job k of n
             of = "≤" if self.sweep.at_most else ""
-            self.top = self._tqdm(total=total, initial=len(self.sweep.done), position=0,
+            self.top = self._tqdm(total=self.sweep.n, initial=len(self.sweep.done), position=0,
                                   leave=False, file=self.stream, desc=self.sweep.title(),
                                   **self.size, bar_format="{desc} |{bar:24}| {n_fmt}/" + of +
                                   "{total_fmt} jobs done{postfix}")
