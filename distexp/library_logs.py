@@ -9,6 +9,11 @@ before it. What the libraries say stays where a bug report needs it:
   off the console handler and the file handler writes them to `<job dir>/distexp.log`;
 - a training process: `to_log_only` sends every record to stderr behind the prefix its job
   process keeps off the console (distexp.job.launch.LOG_ONLY), i.e. into its own log file.
+
+A sweep reads in one screen (distexp.job.console): a job's own lines logged to LOG_ONLY_LOGGER
+and the launchers' "Launching 2 jobs locally" / "#0 : strategy=..." records stay off the console
+too; the job's lines are in its distexp.log, the launchers' in `<sweep dir>/sweep.log`
+(`LauncherLog`, conf/hydra/hydra_logging/redacted.yaml).
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ FOREIGN = ("mlflow", "sqlalchemy", "alembic", "absl", "tensorflow", "keras", "tf
            "urllib3", "requests", "matplotlib", "PIL", "git", "opentelemetry", "numexpr",
            "tensorflow_datasets", "py.warnings")
 LOG_ONLY_PREFIX = "distexp: detail: "  # distexp.job.launch.LOG_ONLY
+LOG_ONLY_LOGGER = "distexp.job.log_only"   # a job's own lines that go to its log file only
 
 
 def quiet_env() -> None:
@@ -34,12 +40,32 @@ def foreign(name: str) -> bool:
     return name == "py.warnings" or name.split(".", 1)[0] in FOREIGN
 
 
+def launcher(record: logging.LogRecord) -> bool:
+    """A Hydra launcher's account of what it launches (basic, joblib, ray, distexp's slurm):
+    its INFO records; its warnings and errors are not this."""
+    return "launcher" in record.name and record.levelno < logging.WARNING
+
+
 class ConsoleFilter(logging.Filter):
     """On a console handler (conf/hydra/*_logging/redacted.yaml): only distexp's and Hydra's
-    records; a library's go to the file handler alone."""
+    records; a library's go to the file handler alone, and so do the log-only ones and the
+    launchers' (LauncherLog)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not foreign(record.name)
+        return not (foreign(record.name) or record.name == LOG_ONLY_LOGGER or launcher(record))
+
+
+class LauncherLog(logging.FileHandler):
+    """The launchers' records (`launcher`) in a file, `<sweep dir>/sweep.log`: opened (and its
+    folder made) at the first one, so that nothing is written where nothing is launched."""
+
+    def __init__(self, filename: str, **kwargs) -> None:
+        super().__init__(filename, delay=True, **kwargs)
+        self.addFilter(launcher)
+
+    def _open(self):
+        os.makedirs(os.path.dirname(self.baseFilename), exist_ok=True)
+        return super()._open()
 
 
 class _LogOnly(logging.Formatter):

@@ -33,6 +33,14 @@ def test_split_other_is_the_unattributed_rest():
     assert breakdown.NOISE_KEY not in breakdown.split(None, 1.0, 6.0, 2.0)
 
 
+def _line(figures, step_ms):
+    """The split's line as the summary and the log write it (distexp.figures.text)."""
+    from distexp.figures import text
+
+    return text.step_split({**figures, "perf/examples_per_sec": 1e6 / step_ms,
+                            "global_batch_size": 1000})
+
+
 @pytest.mark.parametrize("step, parts, noise, scale", [
     (10.0, (1.0, 6.0, 3.4), 0.5, 1.0),     # other -0.4: within its noise, kept as measured
     (10.0, (1.0, 6.0, 3.5), 0.5, 1.0),     # other exactly -noise: kept
@@ -51,10 +59,10 @@ def test_split_other_is_never_below_minus_its_noise_and_the_parts_add_up(step, p
     if scale < 1.0:  # the three measured parts keep their proportions, other is 0
         assert f[breakdown.KEYS["other"]] == 0.0
         assert values[:3] == pytest.approx([p * scale for p in parts])
-        assert f"x {scale:.2f}: they overlap in training" in breakdown.describe(f)
+        assert f"x {scale:.2f}: they overlap in training" in _line(f, step)
     else:
         assert values[:3] == list(parts)
-        assert "overlap" not in breakdown.describe(f)
+        assert "overlap" not in _line(f, step)
 
 
 def test_noise_is_the_combined_standard_error_of_the_parts():
@@ -77,8 +85,8 @@ def test_bottleneck_names_the_largest_part_and_its_share():
     part, share = breakdown.bottleneck(breakdown.split(10.0, 1.0, 2.0, 6.1))
     assert part == "sync" and share == pytest.approx(0.61)
     assert breakdown.bottleneck(breakdown.split(None, None, None, None)) is None
-    line = breakdown.describe(breakdown.split(10.0, 1.0, 2.0, 6.1, noise_ms=0.25))
-    assert "bottleneck: sync 61 %" in line and "other 0.90 +/- 0.25" in line
+    line = _line(breakdown.split(10.0, 1.0, 2.0, 6.1, noise_ms=0.25), 10.0)
+    assert "+ other 0.90; bottleneck: sync, 61 % (the gradient all-reduce" in line
 
 
 @pytest.mark.parametrize("rule, per_replica, global_batch, replicas, expected", [

@@ -12,6 +12,7 @@ import re
 import pytest
 
 from distexp.job import console, summary
+from distexp.library_logs import LOG_ONLY_PREFIX
 
 
 class _Stream(io.StringIO):
@@ -38,10 +39,24 @@ def test_sweep_eta_is_the_mean_job_time_for_each_job_left():
                                 done=[1100.0, 1200.0, 1300.0])
     assert pos.eta_s(now=1340.0) == pytest.approx(60 + 5 * 100)
     assert pos.title() == "sweep: job 4 of 9 (round 2 of 3)"
-    assert pos.eta_text(now=1340.0) == "~9 min left (from the 3 jobs done)"
+    assert pos.eta_text(now=1340.0) == "~9 min left"
     assert pos.eta_s(now=1500.0) == pytest.approx(500)  # over its mean: the others' still left
     first = console.SweepPosition(k=1, n=9, started=1000.0)
-    assert first.eta_s() is None and first.line() == "sweep: job 1 of 9; ETA after the first job"
+    assert first.eta_s() is None and first.eta_text() == "ETA after the first job"
+
+
+def test_an_auto_sweep_says_at_most_and_its_eta_is_a_bound():
+    """repeats=auto: n and the rounds are bounds (its rounds may end sooner), and so is the ETA;
+    once a job has ended, the time left counts it (the mean over the 4 jobs done, for 8 left)."""
+    pos = console.SweepPosition(k=4, n=12, round=2, rounds=6, started=1000.0,
+                                done=[1100.0, 1200.0, 1300.0], at_most=True, name="mirrored x2")
+    assert pos.title() == "sweep: job 4 of at most 12 (round 2 of at most 6)"
+    assert pos.short() == "job 4 of ≤12 (round 2 of ≤6)"
+    assert pos.eta_text(now=1340.0) == "~14 min left at most"  # 60 + 8 x 100 s
+    assert pos.left_text(now=1400.0) == "~13 min left"  # 100 s x 8
+    last = console.SweepPosition(k=12, n=12, started=1000.0, done=[1100.0] * 11, at_most=True)
+    assert last.left_text(now=2200.0) == ""
+    assert console.SweepPosition(k=None, n=None, num=7).short() == "job 7"  # no plan (Optuna)
 
 
 def test_sweep_position_reads_the_plan_and_the_records(tmp_path):
@@ -50,10 +65,29 @@ def test_sweep_position_reads_the_plan_and_the_records(tmp_path):
     (tmp_path / records.SWEEP_FILE).write_text(json.dumps({"sweep_id": "s"}))
     records.write_plan(tmp_path, [2, 5, 7])
     records.write_record(tmp_path, {"num": 2, "status": "COMPLETED"})
-    pos = console.sweep_position(tmp_path, 5, repeat=1, repeats=2)
+    pos = console.sweep_position(tmp_path, 5, repeat=1, repeats=2, name="mirrored x2 batch 128")
     assert (pos.k, pos.n, pos.round, pos.rounds, len(pos.done)) == (2, 3, 2, 2, 1)
+    assert (pos.at_most, pos.name) == (False, "mirrored x2 batch 128")
     assert json.loads((tmp_path / records.SWEEP_FILE).read_text())["sweep_id"] == "s"  # kept
-    assert console.sweep_position(tmp_path, 3) is None  # not launched by this sweep
+    other = console.sweep_position(tmp_path, 3)  # not launched by this sweep: no place in it
+    assert (other.k, other.n, other.short()) == (None, None, "job 3")
+
+
+def test_an_auto_sweeps_plan_grows_by_round_and_keeps_its_start(tmp_path):
+    """repeats=auto writes the plan before each round: the jobs launched so far, the bound on the
+    jobs in all, the set-ups' names (the round lines'); the start stays the first round's."""
+    from distexp.sweeps import records
+
+    (tmp_path / records.SWEEP_FILE).write_text(json.dumps({"sweep_id": "s"}))
+    records.write_plan(tmp_path, [0, 1], at_most=6, names={0: "one_device x1", 1: "mirrored x2"})
+    started = json.loads((tmp_path / records.SWEEP_FILE).read_text())["started"]
+    records.write_plan(tmp_path, [0, 1, 2, 3], at_most=6, names={2: "one_device x1",
+                                                                  3: "mirrored x2"})
+    info = json.loads((tmp_path / records.SWEEP_FILE).read_text())
+    assert info["started"] == started and info["launch"] == [0, 1, 2, 3]
+    pos = console.sweep_position(tmp_path, 3, repeat=1, repeats=3, name="mirrored x2 batch 128")
+    assert (pos.k, pos.n, pos.at_most, pos.name) == (4, 6, True, "mirrored x2")
+    assert pos.title() == "sweep: job 4 of at most 6 (round 2 of at most 3)"
 
 
 def _records():
@@ -63,7 +97,7 @@ def _records():
 
 def test_the_bar_moves_with_carriage_returns_and_writes_lines_above_it():
     out = _Stream(True)
-    bar = console.Bar(console.SweepPosition(k=2, n=9, started=0.0, done=[10.0]), stream=out)
+    bar = console.Bar(stream=out)
     for i, rec in enumerate(_records()):
         bar.progress(rec)
         if i == 1:
@@ -73,8 +107,38 @@ def test_the_bar_moves_with_carriage_returns_and_writes_lines_above_it():
     draws = re.findall(r"\repoch 1/2 +\d+%\|[^\r\n]*\| (\d+)/60 steps", text)
     assert ["0", "6", "30", "60"] == sorted(set(draws), key=int), text
     assert "20,000 ex/s, loss 0.5000" in text
-    assert "sweep: job 2 of 9" in text and "1/9 jobs done" in text
     assert "epoch 1/2  loss 0.5\n" in text
+
+
+def test_a_sweeps_bar_shows_where_the_sweep_stands_and_only_the_trainers_warnings():
+    out = _Stream(True)
+    bar = console.Bar(console.SweepPosition(k=2, n=9, started=0.0, done=[10.0], at_most=True),
+                      stream=out)
+    for rec in _records():
+        bar.progress(rec)
+    bar.write("epoch 1/2  loss 0.5\n")
+    bar.write("distexp: warning: training diverged\n")
+    bar.close()
+    text = out.getvalue()
+    assert "sweep: job 2 of at most 9" in text and "1/≤9 jobs done" in text, text
+    assert "epoch 1/2  loss" not in text  # in the job's chief.log
+    assert "distexp: warning: training diverged\n" in text
+
+
+def test_the_bar_says_when_the_probes_run_after_training():
+    """After the last step the trainer sends a phase record (distexp.train.live.Feed.phase): the
+    bar, at 100 %, says what the process does instead of sitting there mute."""
+    from distexp.train import live
+
+    out = _Stream(True)
+    bar = console.Bar(stream=out)
+    for rec in _records():
+        bar.progress(rec)
+    bar.progress({"phase": live.PROBES})
+    bar.close()
+    draws = [d for d in out.getvalue().split("\r") if d.strip()]
+    assert draws[-1].startswith("measuring the step split 100%|"), draws
+    assert "60/60 steps" in draws[-1] and "ex/s" not in draws[-1]
 
 
 def test_plain_lines_have_no_control_characters(capsys):
@@ -83,10 +147,12 @@ def test_plain_lines_have_no_control_characters(capsys):
         d.progress(rec)
     d.write("epoch 1/2  loss 0.5\n")
     d.close()
-    out = capsys.readouterr().out
-    assert out == "sweep: job 1 of 2; ETA after the first job\nepoch 1/2  loss 0.5\n"
-    console.open_display("quiet", console.SweepPosition(k=1, n=2, started=0.0)).close()
-    assert capsys.readouterr().out == ""  # quiet: no progress, the sweep's line included
+    assert capsys.readouterr().out == ""  # a sweep's job: its lines are in its chief.log
+    d = console.open_display("lines")
+    for rec in _records():
+        d.progress(rec)
+    d.write("epoch 1/2  loss 0.5\n")
+    assert capsys.readouterr().out == "epoch 1/2  loss 0.5\n"  # a single job: as they come
 
 
 def test_the_feed_prints_at_most_ten_records_a_second_and_each_epochs_last_step(clock, capsys):
@@ -115,14 +181,13 @@ def test_the_pump_gives_records_to_the_display_and_keeps_them_out_of_the_log():
             self.lines.append(text)
 
     rec = console.PREFIX + json.dumps(_records()[0]) + "\n"
-    src = io.BytesIO(("Number of devices: 1\n" + rec + "throughput: 1 examples/s\n"
-                      "epoch 1/2  loss 0.5\n").encode())
+    detail = LOG_ONLY_PREFIX + "throughput: 1 examples/s\n"
+    src = io.BytesIO(("Number of devices: 1\n" + rec + detail + "epoch 1/2  loss 0.5\n").encode())
     log, d = io.BytesIO(), Display()
     _pump(src, log, d, [])
     assert d.records == [_records()[0]]
     assert d.lines == ["Number of devices: 1\n", "epoch 1/2  loss 0.5\n"]  # detail: log only
-    assert log.getvalue().decode() == ("Number of devices: 1\nthroughput: 1 examples/s\n"
-                                       "epoch 1/2  loss 0.5\n")
+    assert log.getvalue().decode() == "Number of devices: 1\n" + detail + "epoch 1/2  loss 0.5\n"
 
 
 RESULT = {"perf/examples_per_sec": 20586.4, "perf/examples_per_sec_ci95": 712.2,
@@ -171,3 +236,77 @@ def test_the_summary_says_what_was_not_measured():
     assert not any(ln.startswith("MFU") for ln in lines)
     assert summary.lines({}) == []
     assert summary.lines({"perf/examples_per_sec": None})[0].startswith("throughput: not measured")
+
+
+def test_a_sweeps_job_ends_with_one_line_of_its_figures():
+    pos = console.SweepPosition(k=4, n=12, round=2, rounds=6, started=1000.0,
+                                done=[1100.0, 1200.0, 1300.0], at_most=True, name="mirrored x2")
+    result = {**RESULT, "objective": "eval/accuracy"}
+    [only] = summary.lines(result, pos)  # one line, not the single job's four
+    assert only.startswith("job 4 of ≤12 (round 2 of ≤6) mirrored x2: 20,586 examples/s")
+    line = summary.job_line(result, pos, now=1400.0)
+    assert line == ("job 4 of ≤12 (round 2 of ≤6) mirrored x2: 20,586 examples/s [19,874, 21,299], "
+                    "accuracy 0.942; ~13 min left")
+    # the README's sweep, 30 runs: its longest line within 120 columns
+    longest = summary.job_line(result, console.SweepPosition(
+        k=12, n=30, round=4, rounds=10, started=1000.0, done=[1100.0] * 11, at_most=True,
+        name="one_device x1 batch 128"), now=2200.0)
+    assert longest.startswith("job 12 of ≤30 (round 4 of ≤10) one_device x1 batch 128: ")
+    assert len(longest) <= 120, longest
+    short = summary.job_line({"perf/examples_per_sec": None, "objective": "eval/token_accuracy",
+                              "eval/token_accuracy": 0.52}, pos, now=1400.0)
+    assert short.startswith("job 4 of ≤12 (round 2 of ≤6) mirrored x2: examples/s not measured, "
+                            "token_accuracy 0.520;")
+
+
+def test_the_feed_says_the_phase_after_training(capsys):
+    from distexp.train.live import PROBES, Feed
+
+    Feed(epochs=1, steps_per_epoch=10, global_batch=64).phase(PROBES)
+    out = capsys.readouterr().out
+    assert console.parse(out.strip()) == {"phase": "measuring the step split"}
+
+
+def test_a_sweeps_job_says_its_own_lines_to_its_log_only(monkeypatch, capsys, caplog):
+    """console.say: a single job prints; a sweep's job logs to LOG_ONLY_LOGGER, which the console
+    handlers' filter drops (and distexp.log's handler keeps)."""
+    import logging
+
+    from distexp.config import mode
+    from distexp.library_logs import LOG_ONLY_LOGGER, ConsoleFilter
+
+    monkeypatch.setattr(mode, "in_multirun", lambda outside_hydra=False: False)
+    console.say("MLflow run abc")
+    assert capsys.readouterr().out == "MLflow run abc\n"
+    monkeypatch.setattr(mode, "in_multirun", lambda outside_hydra=False: True)
+    with caplog.at_level(logging.INFO, logger=LOG_ONLY_LOGGER):
+        console.say("MLflow run def")
+    assert capsys.readouterr().out == ""
+    [record] = [r for r in caplog.records if r.getMessage() == "MLflow run def"]
+    assert record.name == LOG_ONLY_LOGGER and not ConsoleFilter().filter(record)
+
+
+def test_the_launchers_lines_go_to_the_sweep_log_not_the_console(tmp_path):
+    """Hydra's "Launching 2 jobs locally" / "#0 : ..." (INFO of a launcher's logger): off the
+    console handler, into <sweep dir>/sweep.log, made at the first one; a launcher's warning
+    stays on the console; other records never reach the sweep's log."""
+    import logging
+
+    from distexp.library_logs import ConsoleFilter, LauncherLog
+
+    def rec(name, level, msg):
+        return logging.LogRecord(name, level, __file__, 1, msg, None, None)
+
+    launching = rec("hydra._internal.core_plugins.basic_launcher", logging.INFO, "\t#0 : seed=1")
+    warning = rec("hydra_plugins.hydra_joblib_launcher._core", logging.WARNING, "slow")
+    other = rec("distexp.sweeps", logging.INFO, "round 1: ...")
+    keep = ConsoleFilter()
+    assert [keep.filter(r) for r in (launching, warning, other)] == [False, True, True]
+    path = tmp_path / "sweep" / "sweep.log"
+    handler = LauncherLog(str(path))
+    handler.handle(other)
+    assert not path.parent.exists()  # nothing launched: nothing written
+    handler.handle(launching)
+    handler.handle(warning)
+    handler.close()
+    assert path.read_text() == "\t#0 : seed=1\n"

@@ -1,9 +1,11 @@
 """The console end to end: a job in a pseudo-terminal shows a bar that moves within an epoch; the
 same job through a pipe prints plain lines (no carriage return, no escape sequence) and ends with
-a summary whose numbers are the run's logged figures; a sweep's job says "job k of N". Tier: slow.
+a summary whose numbers are the run's logged figures; a sweep reads in one screen (a line per
+job: "job k of N", at most N under repeats=auto, with the time left). Tier: slow.
 The display's parts in this process: tests/test_console.py."""
 from __future__ import annotations
 
+import json
 import os
 import pty
 import re
@@ -96,7 +98,49 @@ def test_a_sweep_says_which_job_of_how_many(cli):
     r = cli("-m", "epochs=1", "steps_per_epoch=10", "measure_step_split=false",
             "strategy=one_device,mirrored", "repeats=2")
     assert r.returncode == 0, r
-    said = re.findall(r"^sweep: job (\d) of 4 \(round (\d) of 2\); (.*)$", r.stdout, re.M)
-    assert [(k, rnd) for k, rnd, _ in said] == [("1", "1"), ("2", "1"), ("3", "2"), ("4", "2")]
-    assert said[0][2] == "ETA after the first job"
-    assert all(re.match(r"~\d+ (s|min) left \(from the \d jobs? done\)", eta) for *_, eta in said[1:])
+    said = re.findall(r"^job (\d) of 4 \(round (\d) of 2\) (\w+) x1 batch 64: .*examples/s.*$",
+                      r.stdout, re.M)
+    assert said == [("1", "1", "one_device"), ("2", "1", "mirrored"), ("3", "2", "one_device"),
+                    ("4", "2", "mirrored")], r.stdout
+    left = re.findall(r"; (~\d+ (?:s|min) left)$", r.stdout, re.M)
+    assert len(left) == 3, r.stdout  # every job's line but the last
+
+
+TINY = ["model=mlp", "epochs=1", "steps_per_epoch=5", "warmup_steps=1",
+        "measure_peak_flops=false", "measure_step_split=false"]
+JOB_LINE = re.compile(r"^job (\d+) of ≤(\d+) \(round (\d+) of ≤2\) (.+?): (.+ examples/s.*), "
+                      r"accuracy \d\.\d{3}(?:; ~\d+ (?:s|min) left)?$")
+
+
+def test_an_auto_sweep_reads_in_one_screen_piped(cli):
+    """The README's sweep, scaled down (3 set-ups, 2 rounds of tiny jobs), through a pipe: one
+    line per finished job (where it stands: job k of at most N, round r of at most R; its set-up,
+    examples/s as the run logged it, accuracy, the time left), a line per round and a few at the
+    ends; no trainer line, no MLflow line, no Hydra launcher line (they are in the logs). A
+    30-run sweep of 10 rounds prints at most 30 + 10 + the same ends: ~50 lines."""
+    r = cli("-m", "strategy=one_device,mirrored", "cpu_replicas=2", "sweep.controls=true",
+            "repeats=auto", "sweep.max_repeats=2", *TINY, "hydra.sweep.dir=sweep", timeout=900)
+    assert r.returncode == 0, r
+    lines = r.stdout.splitlines()
+    jobs = [JOB_LINE.match(ln) for ln in lines if ln.startswith("job ")]
+    assert all(jobs) and len(jobs) == 6, r.stdout
+    assert [int(m[1]) for m in jobs] == list(range(1, 7)) and jobs[0][2] == "6"
+    assert [int(m[3]) for m in jobs] == [1, 1, 1, 2, 2, 2]
+    assert len({m[4] for m in jobs}) == 3 and "mirrored x2" in jobs[1][4]  # the set-ups' names
+    assert all(m[0].endswith(" left") for m in jobs[:-1]) and "left" not in jobs[-1][0]
+    rounds = [ln for ln in lines if ln.startswith("round ")]
+    assert len(rounds) == 2
+    ends = len(lines) - len(jobs) - len(rounds)
+    assert ends <= 10, r.stdout  # 30 runs in 10 rounds: <= 50 lines
+    for hidden in ("MLflow run ", "Number of devices", "epoch 1/1", "[HYDRA]", "#0 : "):
+        assert hidden not in r.stdout, (hidden, r.stdout)
+    # the job's figure as its run logged it (result.json), by the one formatter
+    from distexp.figures import text
+
+    result = json.loads((cli.cwd / "sweep" / "0" / "result.json").read_text())
+    assert jobs[0][5].startswith(text.rate(result["perf/examples_per_sec"],
+                                           result["perf/examples_per_sec_ci95"], "examples/s"))
+    # what the console left out is in the logs: the launcher's lines, each job's MLflow line
+    assert "#5 : strategy=" in (cli.cwd / "sweep" / "sweep.log").read_text()
+    assert "MLflow run " in (cli.cwd / "sweep" / "0" / "distexp.log").read_text()
+    assert "Number of devices" in (cli.cwd / "sweep" / "0" / "chief.log").read_text()

@@ -60,8 +60,11 @@ def test_a_password_in_the_uri_is_stored_and_printed_nowhere(mlflow_server, post
     assert single.returncode == 0, single
     for r in (sweep, single):
         assert PW not in r.out, r
-        assert f"http://***@127.0.0.1:{port}/" in r.stdout, r  # the "MLflow run" lines
-    assert f"#0 : tracking.uri=http\\://***@127.0.0.1\\:{port}/" in sweep.stdout, sweep  # Hydra's
+    assert f"http://***@127.0.0.1:{port}/" in single.stdout, single  # the "MLflow run" line
+    # a sweep's: in its logs (a sweep reads in one screen), redacted there too
+    logs = "".join(p.read_text() for p in (tmp_path / "outputs" / "multirun").rglob("*.log"))
+    assert f"http://***@127.0.0.1:{port}/" in logs  # the jobs' "MLflow run" lines (distexp.log)
+    assert f"#0 : tracking.uri=http\\://***@127.0.0.1\\:{port}/" in logs  # Hydra's (sweep.log)
     assert "Error executing job with overrides" not in sweep.stderr, sweep
     assert "jobs failed" in sweep.stderr and "epochs: received 0" in sweep.stderr, sweep
 

@@ -87,7 +87,9 @@ def test_joblib_launcher_runs_jobs_in_parallel(cli):
     r = cli("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "strategy=one_device,mirrored",
             *SMALL, timeout=900)
     assert r.returncode == 0, r
-    assert "Joblib.Parallel(n_jobs=2" in r.stdout
+    # the launcher's lines are in the sweep's log, not on the console (a sweep reads in one screen)
+    sweep_log = next((cli.cwd / "outputs" / "multirun").rglob("sweep.log")).read_text()
+    assert "Joblib.Parallel(n_jobs=2" in sweep_log and "Joblib.Parallel" not in r.stdout, r
     _, runs = mlflow_runs(cli.uri)
     parents, children = _split(runs)
     assert [p.info.status for p in parents] == ["FINISHED"]

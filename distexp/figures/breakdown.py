@@ -91,29 +91,10 @@ def bottleneck(figures: Dict[str, Optional[float]]) -> Optional[tuple]:
     """(part, share) of the largest measured part, e.g. ("sync", 0.61): its share of the sum of
     the parts above zero (a negative `other`, within its noise, counts as none of it). None when
     nothing was measured. `other` can be the answer (it is labelled unattributed). The one rule
-    for the trainer's console line and the report."""
+    for the split's line (distexp.figures.text) and the report."""
     values = {p: figures.get(KEYS[p]) for p in PARTS}
     known = {p: v for p, v in values.items() if v is not None and v > 0}
     if not known:
         return None
     part = max(known, key=known.get)
     return part, known[part] / sum(known.values())
-
-
-def describe(figures: Dict[str, Optional[float]]) -> Optional[str]:
-    """One console line: "step time split (ms, ...): input 1.20  compute 8.00  sync 2.00  other
-    1.10 +/- 0.40 (...)"; says so when the parts were scaled to the step."""
-    if all(figures.get(KEYS[p]) is None for p in PARTS):
-        return None
-    shown = "  ".join(f"{p} {figures[KEYS[p]]:.2f}" for p in PARTS
-                      if figures.get(KEYS[p]) is not None)
-    if figures.get(KEYS["other"]) is not None and figures.get(NOISE_KEY) is not None:
-        shown += f" +/- {figures[NOISE_KEY]:.2f}"
-    scale = figures.get(SCALE_KEY)
-    scaled = (f"; input, compute and sync x {scale:.2f}: they overlap in training (added up, "
-              "they exceeded the step by more than the noise)") if scale is not None and \
-        scale < 1.0 else ""
-    top = bottleneck(figures)
-    tail = f"; bottleneck: {top[0]} {100 * top[1]:.0f} %" if top else ""
-    return (f"step time split (ms, measured after training): {shown} (other = unattributed)"
-            f"{scaled}{tail}")

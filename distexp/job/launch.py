@@ -20,6 +20,7 @@ from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence
 
 from distexp import stops
 from distexp.job import console as live
+from distexp.library_logs import LOG_ONLY_PREFIX
 from distexp.cluster.processes import Proc
 
 KILL_GRACE_S = 3.0
@@ -43,7 +44,7 @@ class JobInterrupted(Exception):
 # keeps every line): TensorFlow's start-up banner (absl's pre-init warning and the oneDNN notice,
 # printed by each TF library that loads: twice per process), and lines marked for the log only.
 LOG_ONLY = ("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
-            "distexp: detail: ")
+            LOG_ONLY_PREFIX)
 LOG_ONLY_RE = re.compile(r"^I0000 .*\] oneDNN custom operations are on")
 # ... and a known, harmless error-level line, said once in words instead.
 IN_WORDS = [(re.compile(r"^E0000 .*oneDNN supports DT_BOOL only"),
@@ -52,12 +53,11 @@ IN_WORDS = [(re.compile(r"^E0000 .*oneDNN supports DT_BOOL only"),
 
 
 def console_line(line: str, said: set) -> Optional[str]:
-    """What the console shows of a trainer's output line (None: nothing). The trainer's detail
-    lines (distexp.job.console.DETAIL) are in the log, the run and the job's summary (distexp.job.summary)."""
+    """What the console shows of a trainer's output line (None: nothing). The trainer marks its
+    detail lines for the log (LOG_ONLY): the run and the job's summary (distexp.job.summary) hold
+    their figures."""
     if line.startswith(LOG_ONLY) or LOG_ONLY_RE.match(line) or line.startswith("distexp: error:"):
         return None  # distexp: error: the job process reports it
-    if line.startswith(live.DETAIL):
-        return None
     for pattern, words in IN_WORDS:
         if pattern.match(line):
             if words in said:

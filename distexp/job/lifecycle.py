@@ -165,8 +165,7 @@ def prepare(cfg: DictConfig) -> Job:
            # CUDA numbers GPUs as the driver, nvidia-smi and NVML do (its default puts the fastest
            # first): the ids in CUDA_VISIBLE_DEVICES and the system metrics' gpu_<i> are the same
            "CUDA_DEVICE_ORDER": os.environ.get("CUDA_DEVICE_ORDER", "PCI_BUS_ID")}
-    position = console.sweep_position(Path(str(hc.sweep.dir)).absolute(), int(hc.job.num),
-                                      int(cfg.repeat), _rounds(cfg)) if multirun else None
+    position = _position(cfg, hc, facts) if multirun else None
     stops.hold("start-up")
     return Job(cfg=cfg, job_dir=job_dir, plan=plan, env=env, config_path=config_path,
                overrides_path=overrides_path, forwarder=forwarder, multirun=multirun,
@@ -177,6 +176,13 @@ def _rounds(cfg: DictConfig) -> int:
     """The sweep's rounds for the console: repeats, or with repeats=auto its budget (the rounds may
     end sooner)."""
     return int(cfg.sweep.max_repeats) if str(cfg.repeats) == "auto" else int(cfg.repeats)
+
+
+def _position(cfg: DictConfig, hc, facts: dict) -> "console.SweepPosition":
+    """A sweep's job: its place in the sweep and its set-up's name, for the console."""
+    return console.sweep_position(Path(str(hc.sweep.dir)).absolute(), int(hc.job.num),
+                                  int(cfg.repeat), _rounds(cfg), console.setup_name(
+                                      cfg.strategy.name, facts["replicas"], facts["global_batch"]))
 
 
 def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: List[str],
@@ -212,9 +218,9 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
         tracking.end_dead_runs(run.client, [run.experiment_id])  # runs killed before closing
         return run
 
-    def announce(run):
-        print(f"MLflow run {run.run_id} ({tracking.redact(cfg.tracking.uri)}, experiment "
-              f"{cfg.tracking.experiment!r})", flush=True)
+    def announce(run):  # in a sweep: the job's log only (distexp.job.console.say)
+        console.say(f"MLflow run {run.run_id} ({tracking.redact(cfg.tracking.uri)}, experiment "
+                    f"{cfg.tracking.experiment!r})")
 
     interval = cfg.tracking.system_metrics_interval if cfg.tracking.system_metrics else None
     # several hosts: the chief's system metrics are system/<its host>/... (MLflow's node_id)
@@ -363,7 +369,7 @@ def conclude(job: Job, out: Outcome) -> Outcome:
         if code in (errors.TRACKING_LOST, errors.BAD_INPUT):  # that line says it all
             return out
     if code == 0:
-        for line in summary.lines(out.result):  # the figures as the run logged them
+        for line in summary.lines(out.result, job.sweep_position):  # as the run logged them
             print(line, flush=True)
         if not job.multirun:  # a sweep prints its own ending (distexp.sweeps.ending)
             from distexp.tracking import view

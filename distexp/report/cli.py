@@ -145,7 +145,7 @@ def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
     groups = {r.group for r in rows}
     head = (["model/dataset/loop"] if len(groups) > 1 else []) + [
         "strategy", "workers", "replicas", "global batch", "runs",
-        "examples/s (median; range, or ±95% CI of 1 run)", "speed-up [95% CI]", "verdict",
+        "examples/s (median; range, or [95% CI] of 1 run)", "speed-up [95% CI]", "verdict",
         "efficiency", "baseline", "at equal global batch (vs 1 replica)", "steps",
         _eval_head(rows), "MFU", "bottleneck", "first step (s)", "status"]
     body = []
@@ -195,7 +195,7 @@ def markdown(rows: Sequence[Row], title: str, outcomes: Sequence[str] = ()) -> s
              "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(b) + " |" for b in body]
     lines += ["", "examples/s: warm-up steps excluded; the median over a job's runs (`repeats`), "
-              "with their range; a single run shows ± its 95 % interval over 10-step windows. "
+              "with their range; a single run shows its 95 % interval over 10-step windows. "
               "speed-up = examples/s / the baseline's (the 1-replica runs of the same job; weak = "
               "same per-replica batch, strong = same global batch); efficiency = speed-up / "
               "replicas. [95% CI] from the variation between runs (Welch's t on log examples/s, "

@@ -49,11 +49,12 @@ def table(rows: Sequence, width: int = WIDTH) -> str:
         body.append(line)
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
               for i, h in enumerate(head)]
-    # numbers right-aligned, words left; the widest column gives way if the line is too long
+    # numbers right-aligned, words left; if the line is too long the verdict's words give way
+    # (a number cut short would read as another number: "33,99…")
     right = {"replicas", "global batch", "examples/s", "accuracy"}
     over = sum(widths) + 2 * (len(widths) - 1) - width
     if over > 0:
-        i = widths.index(max(widths))
+        i = head.index("verdict")
         widths[i] = max(len(head[i]), widths[i] - over)
 
     def fmt(cells):

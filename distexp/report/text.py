@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from distexp.figures import text as figures_text
 from distexp.report.scaling import NO_BASELINE, Significance
 
 # The verdict in the console's short words (report.md and report.csv keep Significance's own).
@@ -26,16 +27,15 @@ def ratio(value: float, low: Optional[float] = None, high: Optional[float] = Non
 
 
 def rate(r, short: bool = False) -> str:
-    """examples/s: the median over a row's runs with their range, or one run's figure ± its 95 %
-    interval; `short`: whole numbers (the console)."""
+    """examples/s: the median over a row's runs with their range, or one run's figure with its 95 %
+    interval (distexp.figures.text.rate: the same text as the job's summary and the runs' tags);
+    `short` is kept for the callers: the console and report.md read the same."""
     if r.rate is None:
         return "-"
-    spec = ",.0f" if short else ",.1f"
     if len(r.rates) > 1:
-        return f"{r.rate:{spec}} ({min(r.rates):,.0f}-{max(r.rates):,.0f})"
-    if r.ci95 is None:
-        return format(r.rate, spec)
-    return f"{r.rate:{spec}} ±{r.ci95:{spec}}" if short else f"{r.rate:{spec}} ± {r.ci95:{spec}}"
+        return f"{figures_text.number(r.rate)} ({figures_text.number(min(r.rates))}-" \
+               f"{figures_text.number(max(r.rates))})"
+    return figures_text.rate(r.rate, r.ci95)
 
 
 def speedup(r, short: bool = False) -> str:

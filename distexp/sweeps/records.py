@@ -32,9 +32,12 @@ def write_record(sweep_dir: Path, record: dict, *, if_absent: bool = False) -> N
     path.write_text(json.dumps(record, indent=1))
 
 
-def write_plan(sweep_dir: Path, nums: Sequence[int]) -> None:
-    """Add the jobs this sweep launches (their numbers, in launch order) and its start to
-    sweep.json: each job's console shows "job k of N" and the sweep's ETA (distexp.job.console)."""
+def write_plan(sweep_dir: Path, nums: Sequence[int], *, at_most: Optional[int] = None,
+               names: Optional[Dict[int, str]] = None) -> None:
+    """Add the jobs this sweep launches (their numbers, in launch order) and its start (the first
+    call's) to sweep.json: each job's console shows "job k of N" and the sweep's ETA
+    (distexp.job.console). repeats=auto writes it before each round: the jobs launched so far,
+    `at_most` jobs in all, and the jobs' set-up `names`."""
     import time
 
     path = sweep_dir / SWEEP_FILE
@@ -42,7 +45,11 @@ def write_plan(sweep_dir: Path, nums: Sequence[int]) -> None:
         info = json.loads(path.read_text())
     except (OSError, ValueError):
         info = {}
-    info.update({"launch": [int(n) for n in nums], "started": time.time()})
+    info.update({"launch": [int(n) for n in nums], "started": info.get("started", time.time())})
+    if at_most is not None:
+        info["at_most"] = int(at_most)
+    if names:
+        info["names"] = {**info.get("names", {}), **{str(n): v for n, v in names.items()}}
     path.write_text(json.dumps(info, indent=1))
 
 

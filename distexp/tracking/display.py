@@ -17,15 +17,16 @@ from typing import Dict, Mapping, Optional
 
 from distexp.options.groups import workload  # what a run calls a user's model or data
 from distexp.tracking import tags as tag
-from distexp.figures import perf_keys
+from distexp.figures import perf_keys, text
 
 
 def rate_text(rate: Optional[float], ci95: Optional[float]) -> Optional[str]:
+    """examples/s with its interval, by its one formatter (distexp.figures.text.rate)."""
     if rate is None or not math.isfinite(rate):
         return None
     if ci95 is None or not math.isfinite(ci95):  # under 2 windows of 10 timed steps
-        return f"{rate:,.0f} (no CI)"
-    return f"{rate:,.0f} [{rate - ci95:,.0f}, {rate + ci95:,.0f}]"
+        return f"{text.rate(rate)} (no CI)"
+    return text.rate(rate, ci95)
 
 
 def description(params: Mapping[str, str]) -> str:

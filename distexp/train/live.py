@@ -1,9 +1,10 @@
 """The chief trainer's feed of the live progress bar (drawn by the job process:
-distexp.job.console). With progress=bar (the job passes the resolved form in console.ENV) the
+distexp.job.console). With progress=bar (the job passes the resolved form in progress_feed.ENV) the
 reporter calls `update` wherever its loop already returns to the host (after each call of
 steps_per_execution steps, or Keras' batch-end callback); a record is printed only when
-console.MIN_INTERVAL_S has passed since the last one, or at an epoch's last step: at most ~10
-short lines a second, nothing that waits on the device."""
+progress_feed.MIN_INTERVAL_S has passed since the last one, or at an epoch's last step: at most ~10
+short lines a second, nothing that waits on the device. After training, `phase` says what the
+process does instead (the probes: PROBES), so that the bar does not sit at 100 % mute."""
 from __future__ import annotations
 
 import json
@@ -11,6 +12,8 @@ import time
 from typing import Optional
 
 from distexp.progress_feed import MIN_INTERVAL_S, PREFIX
+
+PROBES = "measuring the step split"  # the phase after training (distexp.train.probe_phase)
 
 
 class Feed:
@@ -31,3 +34,7 @@ class Feed:
                   "steps": self.steps, "rate": rate,
                   "loss": loss if loss is not None and loss == loss else None}
         print(PREFIX + json.dumps(record), flush=True)
+
+    def phase(self, what: str) -> None:
+        """Training is over; the process does `what` now (a record the bar shows)."""
+        print(PREFIX + json.dumps({"phase": what}), flush=True)

@@ -218,7 +218,7 @@ def _local_compute_ms(ctx, n: int) -> Tuple[Optional[float], float]:
         optimizer = ctx.optimizer.__class__.from_config(ctx.optimizer.get_config())
         optimizer.build(model.trainable_variables)
     except Exception as ex:  # noqa: BLE001  (a subclassed user model, a wrapped optimizer)
-        ctx.reporter.print(f"step time split: compute not measured under ps ({type(ex).__name__}: "
+        ctx.reporter.detail(f"step time split: compute not measured under ps ({type(ex).__name__}: "
                            f"{ex})")
         return None, 0.0
     probes = Probes(tf.distribute.get_strategy(), ctx.task, model, optimizer, ctx.global_batch)

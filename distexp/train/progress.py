@@ -11,11 +11,12 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Callable, Dict, Optional, Sequence, Union
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
-from distexp.figures import breakdown
 from distexp import progress_feed
+from distexp.figures import text
 from distexp.figures.meter import Meter
+from distexp.library_logs import LOG_ONLY_PREFIX
 from distexp.train.live import Feed
 from distexp.tracking import RunLogger
 from distexp.tracking import tags as tag
@@ -50,6 +51,15 @@ class Reporter:
     def print(self, *args) -> None:
         if self.chief:
             print(*args, flush=True)
+
+    def detail(self, line: str) -> None:
+        """A line for the log only (the job's summary, the run and its params hold its figures)."""
+        self.print(LOG_ONLY_PREFIX + line)
+
+    def phase(self, what: str) -> None:
+        """Training is over and the process does `what` now (the bar says so)."""
+        if self.live is not None:
+            self.live.phase(what)
 
     def start_epoch(self, epoch: int) -> None:
         self.epoch, self.step_in_epoch = epoch, 0
@@ -100,7 +110,7 @@ class Reporter:
             bar = "=" * int(20 * done)
             self.print(f"  epoch {self.epoch}/{self.epochs} [{bar:<20}] step "
                        f"{self.step_in_epoch}/{self.steps_per_epoch}  loss {loss:.4f}  "
-                       f"{self.meter.global_batch / dt:,.0f} ex/s")
+                       f"{text.rate(self.meter.global_batch / dt, unit='ex/s')}")
 
     def end_epoch(self, train: Dict[str, Optional[float]]) -> None:
         """`train`: the epoch's training figures (train/loss, train/<metric> ...)."""
@@ -119,9 +129,9 @@ class Reporter:
         rate = figures[perf_keys.EPOCH_EXAMPLES_PER_SEC]
         shown = "  ".join(f"{_short(k)} {v:.4f}" for k, v in {**train, **ev}.items()
                           if v is not None)
-        self.print(f"{'distexp: detail: ' if self.progress == 'quiet' else ''}"
+        self.print(f"{LOG_ONLY_PREFIX if self.progress == 'quiet' else ''}"
                    f"epoch {self.epoch}/{self.epochs}  {shown}  "
-                   f"{'%.1f ex/s' % rate if rate else 'warm-up (not timed)'}  "
+                   f"{text.rate(rate, unit='ex/s') if rate else 'warm-up (not timed)'}  "
                    f"epoch {figures[perf_keys.EPOCH_TIME_S]:.2f} s")
         self.final = {**train, **ev}
 
@@ -139,44 +149,34 @@ class Reporter:
                  perf_keys.TIME_TO_ACCURACY_S: self.time_to_accuracy}  # None if not reached
         if self._csv:
             self._csv.close()
-        rate, ci = perf[perf_keys.EXAMPLES_PER_SEC], perf[perf_keys.EXAMPLES_PER_SEC_CI95]
-        units = next((k for k in perf if k.endswith("_per_sec") and k not in
-                      (perf_keys.EXAMPLES_PER_SEC, perf_keys.EXAMPLES_PER_SEC_CI95)), None)
-        if rate:
-            spread = f" +/- {ci:.1f} (95% CI)" if ci else ""
-            self.print(f"throughput: {rate:.1f} examples/s{spread} over {len(self.meter.timed)} timed "
-                       f"steps ({self.meter.warmup_steps} warm-up steps excluded); step time p50 "
-                       f"{perf[perf_keys.STEP_TIME_MS_P50]:.2f} ms, p90 "
-                       f"{perf[perf_keys.STEP_TIME_MS_P90]:.2f} ms")
-            if units and perf[units]:
-                self.print(f"throughput: {perf[units]:.1f} {units[5:-8]}/s")
-        else:
-            self.print(f"throughput: not measured: all {self.meter.step} steps were warm-up "
-                       f"(warmup_steps={self.meter.warmup_steps})")
-        e2e = perf.get(perf_keys.EXAMPLES_PER_SEC_END_TO_END)
-        if e2e:
-            self.print(f"end to end: {e2e:.1f} examples/s over the epochs' wall time (warm-up, "
-                       "input fill, evaluation and checkpoints included)")
-        split = breakdown.describe(final)
-        if split:
-            self.print(split)
-        share = perf.get(perf_keys.INPUT_WAIT_SHARE)
-        if share is not None:
-            self.print(f"input: {100 * share:.1f}% of the timed step time was spent waiting for "
-                       "batches")
-        if final.get(perf_keys.MFU) is not None:
-            self.print(f"MFU: {100 * final[perf_keys.MFU]:.2f}% ({final[perf_keys.FLOPS_PER_EXAMPLE]:.3g} "
-                       f"FLOPs/example, peak {final[perf_keys.PEAK_FLOPS] / 1e9:.1f} GFLOP/s: a constant "
-                       "of the hardware, tag distexp.peak_source)")
-        shown = "  ".join(f"{_short(k)} {v:.4f}" for k, v in self.final.items()
-                          if k.startswith("eval/") and v is not None)
-        self.print(f"final: {shown}  time to first step {perf[perf_keys.TIME_TO_FIRST_STEP_S]:.2f} s")
+        for line in log_lines(final, self.meter.global_batch, self.meter.warmup_steps):
+            self.detail(line)
         return final
 
     def close(self) -> None:
         """On failure: keep what was written."""
         if self._csv and not self._csv.closed:
             self._csv.close()
+
+
+def log_lines(final: Dict[str, Optional[float]], global_batch: int, warmup_steps: int) -> List[str]:
+    """The run's figures for the log: the job's summary lines (each figure by its one formatter,
+    distexp.figures.text), with what only the log shows (step-time percentiles, the input wait,
+    FLOPs per example)."""
+    figures = {**final, "global_batch_size": global_batch}
+    out = [text.throughput(figures)]
+    if final.get(perf_keys.EXAMPLES_PER_SEC):
+        out.append(f"step time p50 {final[perf_keys.STEP_TIME_MS_P50]:.2f} ms, p90 "
+                   f"{final[perf_keys.STEP_TIME_MS_P90]:.2f} ms ({warmup_steps} warm-up steps "
+                   "excluded)")
+    share = final.get(perf_keys.INPUT_WAIT_SHARE)
+    if share is not None:
+        out.append(f"input: {100 * share:.1f}% of the timed step time was spent waiting for batches")
+    out += [text.step_split(figures), text.mfu(figures)]
+    if final.get(perf_keys.FLOPS_PER_EXAMPLE) is not None:
+        out.append(f"FLOPs per example: {final[perf_keys.FLOPS_PER_EXAMPLE]:.3g} (the peak's source: "
+                   "tag distexp.peak_source)")
+    return [ln for ln in out + [text.final(figures)] if ln]
 
 
 def _short(name: str) -> str:

@@ -145,16 +145,17 @@ def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, l
 
     from distexp.config.resolved import learning_rate
     from distexp.figures import meaning
+    from distexp.library_logs import LOG_ONLY_PREFIX as LOG_ONLY
 
     say = print if chief else (lambda *a, **k: None)
     G = int(facts.global_batch)
-    say(f"Strategy: {cfg.strategy.name} ({type(strategy).__name__})")
+    say(f"{LOG_ONLY}Strategy: {cfg.strategy.name} ({type(strategy).__name__})")
     say(f"Number of devices: {facts.replicas}  ({', '.join(replica_devices)}; workers: "
         f"{facts.workers})")
-    say(f"Global batch: {G}  (per replica: {G // int(facts.sync_replicas)})  "
+    say(f"{LOG_ONLY}Global batch: {G}  (per replica: {G // int(facts.sync_replicas)})  "
         f"steps per epoch: {steps}  "
         f"epochs: {cfg.epochs}  loop: {cfg.loop.name}")
-    say(f"Model: {cfg.model.name} ({model.count_params():,} parameters)  dataset: "
+    say(f"{LOG_ONLY}Model: {cfg.model.name} ({model.count_params():,} parameters)  dataset: "
         f"{cfg.dataset.name} ({data.describe()})  task: {task.describe()}")
     if note:
         say(note)
@@ -195,15 +196,17 @@ def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
         logger.close()
         raise UserFailure(reporter.diverged_line(stopped=True)) from None
     meter = reporter.meter
-    from distexp.train import probe_phase
+    from distexp.train import live, probe_phase
 
     stops.hold("probe")  # tests (distexp.stops.HOLD_ENV)
+    if cfg.measure_step_split:
+        reporter.phase(live.PROBES)  # the bar says what the process does now
     try:  # after the timed steps; a probe that fails costs the split, never the trained run
         split = probe_phase.run(ctx, ran if isinstance(ran, ctx.dispatch_cls) else None, job_dir,
                                 chief, meter.mean_step_ms()) \
             if cfg.measure_step_split or cfg.profile else {}
     except Exception as ex:  # noqa: BLE001
-        reporter.print(f"step time split not measured ({type(ex).__name__}: "
+        reporter.detail(f"step time split not measured ({type(ex).__name__}: "
                        f"{str(ex).splitlines()[0][:200]})")
         split = {}
     final = reporter.finish({**split, **hardware.after_training(

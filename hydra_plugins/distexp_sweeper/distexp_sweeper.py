@@ -140,7 +140,7 @@ class DistexpSweeper(BasicSweeper):
         runs, used = auto.resume_runs(self.config), set()
         planning.check_jobs([[*j, "repeat=0"] for j in jobs], compose)
         returns: List[Any] = []
-        first_failure = None
+        first_failure, launched = None, []
         with _composed_once(self.launcher, self.hydra_context.config_loader, self.config,
                             compose):
             while not rounds.finished():
@@ -154,6 +154,10 @@ class DistexpSweeper(BasicSweeper):
                     else:
                         launch.append((num, got))
                 records.write_records(sweep_dir, skipped)
+                launched += [num for num, _ in launch]  # the console's "job k of at most N"
+                records.write_plan(sweep_dir, launched, at_most=len(launched) + len(launch) * (
+                    rounds.max_repeats - rounds.done - 1), names={n: rounds.names[i]
+                                                                  for n, i in index.items()})
                 first_failure = self._launch(launch, returns, first_failure)
                 done = {int(r["num"]): r for r in records.records(sweep_dir)}
                 rounds.record({i: auto.rate_of(done.get(num, {})) for num, i in index.items()})

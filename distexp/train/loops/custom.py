@@ -111,4 +111,4 @@ def _epochs(ctx, step, dispatch, schedule, ckpts, start: int, every: int) -> Non
 
 def _announce(rep, k: int, why: str) -> None:
     rep.logger.log_params({"steps_per_execution_resolved": k})
-    rep.print(f"steps_per_execution: {k} ({why})")
+    rep.detail(f"steps_per_execution: {k} ({why})")

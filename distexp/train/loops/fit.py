@@ -28,7 +28,7 @@ def train(ctx: Context) -> None:
                                 - rep.meter.warmup_steps,
                                 replicas=int(ctx.strategy.num_replicas_in_sync))
     rep.logger.log_params({"steps_per_execution_resolved": k})
-    rep.print(f"steps_per_execution: {k} ({why})")
+    rep.detail(f"steps_per_execution: {k} ({why})")
 
     class Timing(keras.callbacks.Callback):
         diverged = None
