@@ -37,12 +37,12 @@ def plan(cfg: DictConfig, job_dir: Path, gpus: int, visible: Optional[int] = Non
     process here (cluster=local) splits the visible GPUs between its workers, `gpus` each; any
     other kind's one process gets `gpus`."""
     rec = strategies.of(cfg)
-    if not rec.cluster_jobs:  # one training process
-        return Plan(names=["chief"], job_dir=job_dir, gpus_per_worker=gpus)
     kind = of(cfg)
+    if not rec.cluster_jobs:  # one training process
+        return kind.one_process(cfg, rec, job_dir, gpus)
     return kind.plan(cfg, rec, job_dir, gpus if visible is None or not kind.starts_processes
                      else visible)
 
 
 # The built-in kinds register themselves, in the contract's order.
-from distexp.cluster import local, tf_config, slurm  # noqa: E402,F401
+from distexp.cluster import local, tf_config, slurm, ray  # noqa: E402,F401
