@@ -1,0 +1,28 @@
+"""distexp's Ray launcher (`hydra/launcher=ray`): hydra-ray-launcher's RayLauncher with
+distexp.cluster.ray_sweep's launch (each job a Ray task with the resources it needs). Hydra accepts
+launchers only from the hydra_plugins package: the class lives here, the logic there, the defaults
+in conf/hydra/launcher/ray.yaml. Without the `ray` extra nothing is defined (distexp.extras refuses
+`hydra/launcher=ray` in one line first)."""
+import warnings
+
+# conf/hydra/launcher/ray.yaml is checked against the plugin's own schema of that name (RayConf):
+# wanted, and said by Hydra in a deprecation warning on every sweep
+warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/ray' is validated against ConfigStore")
+
+try:
+    from hydra_plugins.hydra_ray_launcher.ray_launcher import RayLauncher as _Ray
+except ImportError:  # the extra is not installed
+    _Ray = None
+
+if _Ray is not None:
+    class DistexpRayLauncher(_Ray):
+        """hydra-ray-launcher's RayLauncher, joining a running cluster as well as starting one."""
+
+        # its jobs run on the Ray cluster's nodes, which give them their GPUs
+        # (distexp.sweeps.gpu_pool.places_jobs_elsewhere)
+        places_jobs_elsewhere = True
+
+        def launch(self, job_overrides, initial_job_idx):
+            from distexp.cluster import ray_sweep
+
+            return ray_sweep.launch(self, job_overrides, initial_job_idx)
