@@ -17,6 +17,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from omegaconf import DictConfig
 
+from distexp.cluster import kinds  # noqa: F401  (the built-ins register first, in their order)
 from distexp.cluster.kind import ClusterConfig, Kind, register
 from distexp.cluster.processes import Plan
 from distexp.errors import UserError
