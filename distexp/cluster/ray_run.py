@@ -34,6 +34,11 @@ from distexp.errors import BAD_INPUT, FAILED, UserError
 LOOPBACK = ("127.0.0.1", "localhost")
 PROBE_S = 5.0
 READ_S = 0.5
+# A task failing as its peer's node goes (TensorFlow sees the socket close at once, Ray declares
+# the actor dead seconds later): the failure waits this long at most for Ray's verdict on peers
+# that stop answering, so the job names the lost task, not the one that saw it go.
+LOSS_WAIT_S = 30.0
+PING_S = 2.0
 # The job process's environment a task is told (the rest is its node's own): what distexp and the
 # job set for the trainers (their differences from this process's environment are sent too).
 SENT_PREFIXES = ("DISTEXP_", "MLFLOW_", "TF_")
@@ -157,6 +162,9 @@ class TaskActor:
             self.buf.clear()
             return out, (self.proc.returncode if self.eof else None)
 
+    def ping(self) -> bool:
+        return True
+
     def signal(self, sig: int) -> None:
         if self.proc is not None and self.proc.poll() is None:
             try:
@@ -169,11 +177,13 @@ class RemoteProc:
     """A task's trainer on its node, as distexp.job.launch sees a process: `stdout` (a pipe this
     process fills from the actor), `poll`, `wait`, and `signal_group` (launch.signal_group)."""
 
-    def __init__(self, actor, name: str, node: str, cmd, env, cwd):
+    def __init__(self, actor, name: str, node: str, cmd, env, cwd, peers: List["RemoteProc"]):
         import ray
 
-        self.actor, self.name, self.node = actor, name, node
+        self.actor, self.name, self.node, self.peers = actor, name, node, peers
         self.returncode: Optional[int] = None
+        self.lost = False
+        peers.append(self)
         r, w = os.pipe()
         self.stdout, self._w = os.fdopen(r, "rb"), os.fdopen(w, "wb")
         refused = ray.get(actor.start.remote(list(cmd), env, cwd))
@@ -193,16 +203,38 @@ class RemoteProc:
                     self._w.write(out)
                     self._w.flush()
                 if rc is not None:
+                    if rc != 0:
+                        self._peers_settled()
                     return self._end(rc)
         except _gone() as ex:  # RayActorError and kin: the actor or its node is gone
-            cause = type(ex).__name__
+            self.lost = True
+            cause = "it stopped answering" if "Unavailable" in type(ex).__name__ else "it died"
             line = (f"distexp: error: cluster=ray: task {self.name} on Ray node {self.node} was "
-                    f"lost ({cause}): its node died or its actor was killed\n")
+                    f"lost (its actor: {cause}): its node died or its actor was killed\n")
             try:
                 self._w.write(line.encode())
             except (OSError, ValueError):
                 pass
             self._end(FAILED)
+
+    def _peers_settled(self) -> None:
+        """Before this task's failure is reported: until every other task's actor answers, or one
+        is found lost (LOSS_WAIT_S at most)."""
+        deadline = time.monotonic() + LOSS_WAIT_S
+        while time.monotonic() < deadline:
+            others = [p for p in self.peers if p is not self]
+            if any(p.lost for p in others) or all(p.returncode is not None or p.answers()
+                                                  for p in others):
+                return
+            time.sleep(0.2)
+
+    def answers(self) -> bool:
+        import ray
+
+        try:
+            return bool(ray.get(self.actor.ping.remote(), timeout=PING_S))
+        except _gone():
+            return False
 
     def _end(self, rc: int) -> None:
         self.returncode = rc
@@ -243,12 +275,15 @@ class RayPlan(Plan):
     tasks_of: List[Any] = field(default_factory=list)
     rec: Any = None
     cfg: Any = None
+    procs: List[Any] = field(default_factory=list)  # this attempt's RemoteProcs
 
     def spawn(self, cmd, env, cwd) -> RemoteProc:
         name = env[TASK]
         sent = {k: v for k, v in env.items() if k not in NOT_SENT and
                 (k.startswith(SENT_PREFIXES) or os.environ.get(k) != v)}
-        return RemoteProc(self.actors[name], name, self.nodes[name], cmd, sent, cwd)
+        if name == self.names[0]:  # a new attempt (after a port clash): new processes
+            self.procs = []
+        return RemoteProc(self.actors[name], name, self.nodes[name], cmd, sent, cwd, self.procs)
 
     def spawner(self):
         return self.spawn
