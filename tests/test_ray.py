@@ -37,7 +37,7 @@ def _args(tmp: Path, *extra):
     return ["strategy=multiworker", "workers=2", f"tracking.uri={db_uri(tmp)}", *FAST, *extra]
 
 
-def _result(tmp: Path) -> dict:
+def _figures(tmp: Path) -> dict:
     [path] = list((tmp / "outputs").rglob("result.json"))
     return json.loads(path.read_text())
 
@@ -64,7 +64,7 @@ def test_multiworker_on_two_nodes_trains_as_a_local_cluster(ray_cluster, tmp_pat
     assert r.returncode == 0, r
     r = run_cli(_args(ray, "cluster=ray", f"cluster.address={ray_cluster.address}"), ray)
     assert r.returncode == 0, r
-    assert abs(_result(ray)["train/loss"] - _result(local)["train/loss"]) < 1e-5
+    assert abs(_figures(ray)["train/loss"] - _figures(local)["train/loss"]) < 1e-5
     [run] = _runs(ray)
     assert run.info.status == "FINISHED"
     hosts = dict(h.split("=") for h in run.data.tags["distexp.task_hosts"].split(", "))
@@ -143,14 +143,30 @@ def test_a_sweep_on_hydra_launcher_ray(ray_cluster, tmp_path):
 
 
 @pytest.mark.extended
-def test_a_repeats_auto_sweep_on_hydra_launcher_ray(ray_cluster, tmp_path):
-    r = run_cli(["-m", "strategy=one_device,mirrored", "cpu_replicas=2", "repeats=auto",
-                 "sweep.controls=true", "hydra/launcher=ray", f"tracking.uri={db_uri(tmp_path)}",
-                 "epochs=1", "warmup_steps=2"], tmp_path, env={"RAY_ADDRESS": ray_cluster.address},
-                timeout=1200)
+def test_a_repeats_auto_sweep_on_hydra_launcher_ray_ends_and_resumes(ray_cluster, tmp_path):
+    tiny = ["model=mlp", "epochs=1", "steps_per_epoch=5", "warmup_steps=1",
+            "measure_peak_flops=false", "measure_step_split=false"]
+    args = ["-m", "strategy=one_device,mirrored", "cpu_replicas=2", "sweep.controls=true",
+            "repeats=auto", "sweep.max_repeats=2", "hydra/launcher=ray",
+            f"tracking.uri={db_uri(tmp_path)}", *tiny]
+    env = {"RAY_ADDRESS": ray_cluster.address}
+    r = run_cli([*args, "hydra.sweep.dir=sweep"], tmp_path, env=env, timeout=1200)
     assert r.returncode == 0, r
-    assert re.search(r"^Sweep \S+: \d+ jobs finished\.", r.stdout, re.M), r
-    assert "Verdict:" in r.stdout, r
+    rounds = [ln for ln in r.stdout.splitlines() if ln.startswith("round ")]
+    assert 1 <= len(rounds) <= 2 and rounds[0].startswith("round 1: mirrored x2"), r
+    saved = json.loads((tmp_path / "sweep" / "auto.json").read_text())["outcomes"]
+    assert saved[0].startswith(f"repeats=auto: {len(rounds)} round(s)")
+    runs = mlflow_runs(db_uri(tmp_path))[1]
+    parent = next(p for p in runs if p.data.tags.get("distexp.run_kind") == "sweep")
+    assert parent.data.tags["distexp.outcomes"].splitlines() == saved
+    jobs = [c for c in runs if c.data.tags.get("distexp.run_kind") == "job"]
+    assert jobs and {c.info.status for c in jobs} == {"FINISHED"}
+    again = run_cli([*args, f"sweep.resume={parent.data.tags['distexp.sweep_id']}",
+                     "hydra.sweep.dir=again"], tmp_path, env=env, timeout=900)
+    assert again.returncode == 0, again
+    assert json.loads((tmp_path / "again" / "auto.json").read_text())["outcomes"] == saved
+    after = mlflow_runs(db_uri(tmp_path))[1]
+    assert len([c for c in after if c.data.tags.get("distexp.run_kind") == "job"]) == len(jobs)
     assert ray_cluster.left() == NOTHING
 
 

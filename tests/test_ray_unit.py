@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from distexp import strategies
-from distexp.cluster import ray as rayk
+from distexp.cluster import ray_plan as rayk
 from distexp.cluster.processes import tf_config
 from distexp.errors import UserError
 from distexp.sweeps import gpu_pool

@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from omegaconf import DictConfig
 
-from distexp.cluster import ray as plan_of
+from distexp.cluster import ray_plan as plan_of
 from distexp.cluster.processes import Plan
 from distexp.env import TASK
 from distexp.errors import BAD_INPUT, FAILED, UserError
