@@ -126,6 +126,7 @@ def test_ctrl_c_ends_the_run_killed_and_releases_every_actor(ray_cluster, tmp_pa
     assert ray_cluster.left() == NOTHING
 
 
+@pytest.mark.extended  # 55 s; the gate keeps the sweep's resources (tests/test_ray_unit.py)
 def test_a_sweep_on_hydra_launcher_ray(ray_cluster, tmp_path):
     env = {"RAY_ADDRESS": ray_cluster.address}
     r = run_cli(["-m", "strategy=one_device,mirrored", "cpu_replicas=2", "seed=1,2",
