@@ -5,9 +5,20 @@ in conf/hydra/launcher/ray.yaml. Without the `ray` extra nothing is defined (dis
 `hydra/launcher=ray` in one line first)."""
 import warnings
 
-# conf/hydra/launcher/ray.yaml is checked against the plugin's own schema of that name (RayConf):
-# wanted, and said by Hydra in a deprecation warning on every sweep
-warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/ray' is validated against ConfigStore")
+from hydra.core.config_search_path import ConfigSearchPath
+from hydra.plugins.search_path_plugin import SearchPathPlugin
+
+
+class QuietRaySchema(SearchPathPlugin):
+    """conf/hydra/launcher/ray.yaml is checked against the Ray plugin's own schema of that name
+    (RayConf): wanted, and said by Hydra in a deprecation warning on every sweep. Silenced here:
+    Hydra asks search-path plugins just before it composes (a filter set at import is undone,
+    Hydra imports plugins inside warnings.catch_warnings); nothing is added to the path."""
+
+    def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
+        warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/ray' is validated against "
+                                "ConfigStore")
+
 
 try:
     from hydra_plugins.hydra_ray_launcher.ray_launcher import RayLauncher as _Ray
