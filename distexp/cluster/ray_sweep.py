@@ -89,6 +89,7 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     Path(str(cfg.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
     if not ray.is_initialized():
         ray.init(**_init_args(launcher.ray_cfg.init))
+        # a Ray started here stops at the sweep's exit (Ray's atexit; distexp.__main__ lets it run)
     base = OmegaConf.to_container(launcher.ray_cfg.remote, resolve=True) or {}
     env = {k: v for k, v in os.environ.items() if k.startswith(SENT_PREFIXES)}
     refs = []
