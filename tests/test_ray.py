@@ -89,6 +89,19 @@ def test_ps_on_two_nodes_finishes(ray_cluster, tmp_path):
     assert ray_cluster.left() == NOTHING
 
 
+@pytest.mark.extended
+def test_a_one_process_strategy_is_one_actor_on_one_node(ray_cluster, tmp_path):
+    r = run_cli(["strategy=mirrored", "cpu_replicas=2", "cluster=ray",
+                 f"cluster.address={ray_cluster.address}", f"tracking.uri={db_uri(tmp_path)}",
+                 *FAST], tmp_path)
+    assert r.returncode == 0, r
+    [run] = _runs(tmp_path)
+    assert run.info.status == "FINISHED"
+    assert re.fullmatch(r"chief=127\.0\.0\.1 node [0-9a-f]{8}", run.data.tags["distexp.task_hosts"])
+    assert "Number of devices: 2" in r.stdout, r
+    assert ray_cluster.left() == NOTHING
+
+
 def test_gpus_beyond_the_cluster_is_one_line_before_tensorflow(ray_cluster, tmp_path):
     r = run_cli(_args(tmp_path, "gpus=1", "cluster=ray", f"cluster.address={ray_cluster.address}"),
                 tmp_path)
