@@ -166,7 +166,9 @@ def _main(user_wants_trace: bool, ran: Ran) -> None:
 
     warm_client.stop()
     loky = sys.modules.get("joblib.externals.loky.reusable_executor")
-    if not ran.anything() or getattr(loky, "_executor", None) is not None:
+    ray = sys.modules.get("ray")  # hydra/launcher=ray: a Ray the sweep started stops at exit
+    if not ran.anything() or getattr(loky, "_executor", None) is not None or \
+            (ray is not None and ray.is_initialized()):
         # --cfg, --help, --info: nothing ran; a joblib launcher's workers and shared memory are
         # wound down at exit
         sys.exit(code)

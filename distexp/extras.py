@@ -12,6 +12,8 @@ from typing import Optional, Sequence
 NEEDS = (
     ("hparams_search", "optuna", "hydra_plugins.hydra_optuna_sweeper", "optuna"),
     ("hydra/sweeper", "optuna", "hydra_plugins.hydra_optuna_sweeper", "optuna"),
+    ("cluster", "ray", "ray", "ray"),
+    ("hydra/launcher", "ray", "ray", "ray"),
 )
 
 

@@ -22,7 +22,7 @@ def test_groups_match_the_contract():
     assert set(GROUPS["model"]) >= {"mlp", "cnn", "resnet50", "mobilenet_v2"}
     assert set(GROUPS["dataset"]) >= {"digits", "synthetic"}
     assert GROUPS["loop"] == ["custom", "fit"]
-    assert kinds.REGISTRY.names() == ("local", "tf_config", "slurm")  # the contract's order
+    assert kinds.REGISTRY.names() == ("local", "tf_config", "slurm", "ray")  # the contract's order
     assert GROUPS["cluster"] == sorted(kinds.REGISTRY.names())
 
 
@@ -257,7 +257,8 @@ def test_help_describes_each_key_once_from_the_schema():
     own = {name: list(config_help.described(rec.schema)) for name, rec in kinds.REGISTRY.items()}
     assert own == {"local": ["name", "record", "host", "port"],
                    "tf_config": ["name", "record", "peer_start_timeout"],
-                   "slurm": ["name", "record", "port", "peer_start_timeout"]}
+                   "slurm": ["name", "record", "port", "peer_start_timeout"],
+                   "ray": ["name", "record", "address", "placement", "cpus", "start_timeout"]}
 
 
 def test_help_survives_hydras_template_substitution(compose):
@@ -290,7 +291,7 @@ def test_strategies_and_cluster_kinds_have_their_own_keys():
         "one_device": [], "ps": [], "tpu": ["tpu", "tpu_cores"]}
     assert {c: _own_keys("cluster", c) for c in GROUPS["cluster"]} == {
         "local": ["host", "port"], "slurm": ["port", "peer_start_timeout"],
-        "tf_config": ["peer_start_timeout"]}
+        "tf_config": ["peer_start_timeout"], "ray": ["address", "placement", "cpus", "start_timeout"]}
 
 
 # (strategy of the job, a key of another strategy, a value other than its default, the line)

@@ -96,7 +96,7 @@ def test_a_toy_cluster_kind_is_checked_like_a_built_in(toy, tmp_path):
     # an unknown kind still lists the known ones (the toy's module was imported by now)
     checks.validate(toy("strategy=multiworker"))
     with pytest.raises(errors.UserError, match=r"^cluster: received 'nope'; valid: local, "
-                                               r"tf_config, slurm, toy$"):
+                                               r"tf_config, slurm, ray, toy$"):
         checks.validate(toy("cluster.name=nope"))
     # a strategy of one process never asks the kind for a plan: the chief, here
     cfg = toy("strategy=mirrored")

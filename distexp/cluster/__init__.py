@@ -1,6 +1,6 @@
 """Which processes a job needs, where they run and how they find each other (no TensorFlow here).
 
-- ``kinds``: one record per cluster kind (``local``, ``tf_config``, ``slurm``: Lightning's
+- ``kinds``: one record per cluster kind (``local``, ``tf_config``, ``slurm``, ``ray``: Lightning's
   ClusterEnvironment is the model), the registry, and the job's plan; a record plans the job's
   processes, builds the trainer's cluster resolver and answers what the job, the checks and the
   sweeps ask (nothing compares the name)
@@ -10,4 +10,4 @@
 - ``slurm_env``: Slurm's step variables read as SlurmClusterResolver reads them (a leaf)
 - ``liveness``: watches that end or fail a ps task whose peer is gone
 """
-from distexp.cluster import local, tf_config, slurm  # noqa: F401  (the built-ins register)
+from distexp.cluster import local, tf_config, slurm, ray  # noqa: F401  (the built-ins register)

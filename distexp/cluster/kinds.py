@@ -68,6 +68,9 @@ class Kind:
     # The dataclass of its node (the `cluster.*` keys that apply). None: every key its yaml sets
     # is its own (a kind of one's own).
     schema: Any = None
+    # The job's training processes run on other machines' nodes (cluster=ray): this machine's GPUs
+    # are not theirs (a sweep's GPU pool holds none for it).
+    remote: bool = False
 
     # -- the job process (before TensorFlow) -----------------------------------------------------
     def plan(self, cfg: DictConfig, rec, job_dir: Path, gpus: int) -> Plan:
@@ -76,6 +79,14 @@ class Kind:
         starts every process (starts_processes) is told the GPUs this machine shows instead, and
         splits them between its workers (`cfg.gpus` each, or evenly for null)."""
         raise NotImplementedError
+
+    def one_process(self, cfg: DictConfig, rec, job_dir: Path, gpus: int) -> Plan:
+        """The one training process of a strategy without a cluster: the chief, here."""
+        return Plan(names=["chief"], job_dir=job_dir, gpus_per_worker=gpus)
+
+    def visible_gpus(self, cfg: DictConfig, local: int) -> int:
+        """The GPUs `gpus` is checked against: `local`, this machine's (a remote kind: its own)."""
+        return local
 
     def local_processes(self, cfg: DictConfig, rec) -> int:
         """Training processes this job process starts on this machine."""
@@ -155,8 +166,8 @@ def plan(cfg: DictConfig, job_dir: Path, gpus: int, visible: Optional[int] = Non
     process here (cluster=local) splits the visible GPUs between its workers, `gpus` each; any
     other kind's one process gets `gpus`."""
     rec = strategies.of(cfg)
-    if not rec.cluster_jobs:  # one training process
-        return Plan(names=["chief"], job_dir=job_dir, gpus_per_worker=gpus)
     kind = of(cfg)
+    if not rec.cluster_jobs:  # one training process
+        return kind.one_process(cfg, rec, job_dir, gpus)
     return kind.plan(cfg, rec, job_dir, gpus if visible is None or not kind.starts_processes
                      else visible)

@@ -65,6 +65,14 @@ class Plan:
     # the first task on a node without the chief: samples that node's system metrics into the run
     samples_node: bool = False
 
+    def spawner(self) -> Optional[Callable]:
+        """What starts each process elsewhere (cluster=ray: through its task's actor), as
+        distexp.job.launch.Spawn does; None: this machine starts them."""
+        return None
+
+    def release(self) -> None:
+        """Free what the job holds outside its processes (cluster=ray: actors, placement group)."""
+
     def several_hosts(self) -> bool:
         return len(set(self.hosts.values())) > 1
 

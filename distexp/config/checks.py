@@ -79,7 +79,7 @@ def validate(cfg: DictConfig) -> None:
     _unknown_keys(cfg)
     rec = strategy_record(cfg)
     kind = _validate_ranges(cfg)
-    visible = visible_gpus()
+    visible = kind.visible_gpus(cfg, visible_gpus())  # cluster=ray: the nodes' (checked there)
     if cfg.gpus is not None and rec.cluster_jobs and kind.starts_processes:
         # N per worker on this machine: N x workers must be visible (the plan's own refusal)
         split_gpus(cfg.gpus, visible, rec.num_workers(cfg))

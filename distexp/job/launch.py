@@ -115,6 +115,8 @@ def _pump(stream: IO[bytes], log: IO[bytes], console, last_lines: List[str],
 
 
 def signal_group(p: subprocess.Popen, sig: int) -> None:
+    if hasattr(p, "signal_group"):  # a process on another node (distexp.cluster.ray_run)
+        return p.signal_group(sig)
     try:
         os.killpg(p.pid, sig)
     except (ProcessLookupError, PermissionError):

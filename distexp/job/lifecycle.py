@@ -121,7 +121,7 @@ def prepare(cfg: DictConfig) -> Job:
 
     t_start = time.time()
     checks.validate(cfg)  # the factories' modules and functions too (distexp.user_code)
-    visible = resolved.visible_gpus()
+    visible = kinds.of(cfg).visible_gpus(cfg, resolved.visible_gpus())  # cluster=ray: its nodes'
     gpus = resolved.check_gpus(cfg.gpus, visible, resolved.strategy_record(cfg))
     os.environ.update(tracking.http_env())  # bounded MLflow retries here and in the trainers
     if os.environ.get("TF_CONFIG") == "":  # means "unset"; TF's resolvers crash on it (json.loads(""))
@@ -267,6 +267,7 @@ def execute(job: Job) -> Outcome:
     finally:
         display.close()
         with stops.closing():  # a stop signal now is recorded, not raised: the run is closed
+            job.plan.release()  # cluster=ray: its actors and placement group
             if node is not None:
                 node.stop()
             out.result = _read_result(job.job_dir)  # the chief's figures: the run is not read back
@@ -310,7 +311,7 @@ def _launch(job: Job, attempts: List[list], display=True) -> None:
     from distexp.cluster.processes import PORT_ATTEMPTS
 
     cfg, plan = job.cfg, job.plan
-    spawn = _spawner(cfg)
+    spawn = plan.spawner() or _spawner(cfg)  # cluster=ray: through each task's actor
     startup.over()  # the first training process is about to start
     for attempt in range(1, PORT_ATTEMPTS + 1):
         procs = plan.processes(job.config_path, job.env)

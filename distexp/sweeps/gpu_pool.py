@@ -1,7 +1,8 @@
 """A sweep's GPUs handed out to its jobs: jobs that run at the same time never share a GPU.
 
 Each job of a multirun on this machine (launchers basic, joblib, submitit's local one: not a
-Slurm launcher, whose jobs get GPUs from Slurm) holds the GPUs it trains on for as long as it runs:
+launcher that places its jobs on other machines, Slurm's or Ray's, whose jobs get GPUs there:
+`places_jobs_elsewhere`) holds the GPUs it trains on for as long as it runs:
 one lock file per GPU in `<sweep dir>/gpu_pool/`, held with flock, so it works across joblib's
 worker processes (and is let go by the kernel if a job process dies). The job's processes are
 pinned to what it holds with `CUDA_VISIBLE_DEVICES`; a job that finds too few GPUs free waits for
@@ -11,8 +12,8 @@ GPUs, as a single run would.
 What a job holds (`need`): a one-process job, `gpus` (null = every visible GPU); a multiworker or
 ps job on cluster=local, `gpus` per worker times its local worker processes, and for gpus=null
 the visible GPUs split evenly over them (visible // workers each, times the workers: a remainder
-is not held); none for gpus=0 or an external cluster (cluster=tf_config or slurm place their own
-processes). Nothing here imports TensorFlow.
+is not held); none for gpus=0, an external cluster (cluster=tf_config or slurm place their own
+processes) or cluster=ray (its nodes' GPUs). Nothing here imports TensorFlow.
 """
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ def need(cfg: DictConfig, visible: int) -> int:
     from distexp.cluster import kinds
 
     rec = strategies.of(cfg)
+    if kinds.of(cfg).remote:
+        return 0
     per_worker = visible if cfg.gpus is None else int(cfg.gpus)
     if not rec.cluster_jobs:
         return per_worker
@@ -55,6 +58,23 @@ def need(cfg: DictConfig, visible: int) -> int:
     # GPUs than workers, trains on none of them), so hold only the GPUs they train on
     from distexp.config.resolved import worker_gpus
     return worker_gpus(cfg, per_worker) * rec.num_workers(cfg)
+
+
+def places_jobs_elsewhere(target: str) -> bool:
+    """Whether the launcher `target` (its `_target_`) runs the sweep's jobs on other machines,
+    which give them their GPUs: asked of its class (`places_jobs_elsewhere`: distexp's Ray
+    launcher); a launcher that does not say is asked whether it is submitit's Slurm launcher
+    (distexp's hydra/launcher=slurm is one)."""
+    from hydra.utils import get_class
+
+    try:
+        cls = get_class(target) if target else None
+    except (ImportError, ValueError, AttributeError):
+        return False
+    said = getattr(cls, "places_jobs_elsewhere", None)
+    if said is not None:
+        return bool(said)
+    return any(c.__name__ == "SlurmLauncher" for c in getattr(cls, "__mro__", ()))
 
 
 class Held:
@@ -114,7 +134,7 @@ def pinned(cfg: DictConfig, sweep_dir: Path, launcher: str) -> Iterator[Optional
     except UserError:  # a bad strategy or cluster name: the job's checks say it in one line
         count = 0
     share = bool(OmegaConf.select(cfg, "sweep.share_gpus", default=False))
-    if share or "slurm" in launcher.lower() or not 0 < count <= len(ids):
+    if share or places_jobs_elsewhere(launcher) or not 0 < count <= len(ids):
         yield None  # too many asked for: the job's own check refuses it (distexp.config)
         return
 
