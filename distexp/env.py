@@ -9,3 +9,4 @@ PARITY = "DISTEXP_PARITY"                # set by distexp.parity: write the firs
 PROGRESS = "DISTEXP_PROGRESS"            # the chief trainer's progress form: bar, lines or quiet
 TFDS_MOCK = "DISTEXP_TFDS_MOCK"          # test aid: TFDS data under tfds.testing.mock_data(num_examples=N)
 TEST_HOLD = "DISTEXP_TEST_HOLD"          # test aid: hold a process at a phase (distexp.stops.hold)
+PREFIX = "DISTEXP_"                      # every name above: what a process sent to another node forwards

@@ -28,6 +28,7 @@ from omegaconf import DictConfig
 
 from distexp.cluster import ray_plan as plan_of
 from distexp.cluster.processes import Plan
+from distexp import env
 from distexp.env import TASK
 from distexp.errors import BAD_INPUT, FAILED, UserError
 
@@ -41,7 +42,7 @@ LOSS_WAIT_S = 30.0
 PING_S = 2.0
 # The job process's environment a task is told (the rest is its node's own): what distexp and the
 # job set for the trainers (their differences from this process's environment are sent too).
-SENT_PREFIXES = ("DISTEXP_", "MLFLOW_", "TF_")
+SENT_PREFIXES = (env.PREFIX, "MLFLOW_", "TF_")
 NOT_SENT = ("CUDA_VISIBLE_DEVICES", "PATH", "PYTHONPATH", "VIRTUAL_ENV", "HOME", "PWD")
 
 

@@ -20,7 +20,9 @@ from typing import Any, Dict, Sequence
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-SENT_PREFIXES = ("DISTEXP_", "MLFLOW_", "TF_", "HYDRA_")
+from distexp import env
+
+SENT_PREFIXES = (env.PREFIX, "MLFLOW_", "TF_", "HYDRA_")
 CANCEL_WAIT_S = 60.0
 
 
