@@ -32,6 +32,9 @@ def _num(result: dict, key: str) -> Optional[float]:
 def throughput(result: dict) -> str:
     rate, ci = _num(result, perf_keys.EXAMPLES_PER_SEC), _num(result, perf_keys.EXAMPLES_PER_SEC_CI95)
     if rate is None:
+        if perf_keys.TIME_TO_FIRST_STEP_S in result and \
+                _num(result, perf_keys.TIME_TO_FIRST_STEP_S) is None:
+            return "throughput: not measured (no step was trained: resumed at the last step)"
         return "throughput: not measured (every step was a warm-up step: see warmup_steps)"
     steps = int(_num(result, perf_keys.TIMED_STEPS) or 0)
     interval = f" [{rate - ci:,.0f}, {rate + ci:,.0f}] (95 % interval over {steps} timed steps" \
@@ -76,8 +79,9 @@ def final_line(result: dict) -> str:
     shown = "  ".join(f"eval_{k[5:]} {v:.4f}" for k, v in result.items()
                       if k.startswith("eval/") and isinstance(v, (int, float)))
     first = _num(result, perf_keys.TIME_TO_FIRST_STEP_S)
-    return (f"final: {shown or 'no evaluation'}" +
-            (f"  time to first step {first:.2f} s" if first is not None else ""))
+    said = (f"  time to first step {first:.2f} s" if first is not None else
+            "  time to first step not measured" if perf_keys.TIME_TO_FIRST_STEP_S in result else "")
+    return f"final: {shown or 'no evaluation'}{said}"
 
 
 def lines(result: dict) -> List[str]:

@@ -170,13 +170,35 @@ class Reporter:
                        "of the hardware, tag distexp.peak_source)")
         shown = "  ".join(f"{_short(k)} {v:.4f}" for k, v in self.final.items()
                           if k.startswith("eval/") and v is not None)
-        self.print(f"final: {shown}  time to first step {perf[perf_keys.TIME_TO_FIRST_STEP_S]:.2f} s")
+        first = perf[perf_keys.TIME_TO_FIRST_STEP_S]
+        self.print(f"final: {shown}  time to first step " +
+                   (f"{first:.2f} s" if first is not None else "not measured"))
+        self._not_measured(final)
         return final
+
+    def _not_measured(self, final: Dict[str, Optional[float]]) -> None:
+        """The timing figures this process could not measure (a job resumed from a checkpoint at
+        its last step trains no step): not logged as metrics, named in the tag
+        distexp.not_measured and said in one line."""
+        missing = [k for k in NOT_MEASURED_IF_NONE if k in final and final[k] is None]
+        if not missing:
+            return
+        self.logger.set_tags({tag.NOT_MEASURED: ", ".join(missing)})
+        why = ("no step was trained in this process" if not self.meter.step
+               else "every step was a warm-up step")
+        self.print(f"not measured: {', '.join(missing)}: {why} (not logged; tag "
+                   f"{tag.NOT_MEASURED})")
 
     def close(self) -> None:
         """On failure: keep what was written."""
         if self._csv and not self._csv.closed:
             self._csv.close()
+
+
+# The run's timing figures: when one is None the process could not measure it (tag NOT_MEASURED)
+NOT_MEASURED_IF_NONE = (perf_keys.TIME_TO_FIRST_STEP_S, perf_keys.EXAMPLES_PER_SEC,
+                        perf_keys.STEP_TIME_MS_P50, perf_keys.STEP_TIME_MS_P90,
+                        perf_keys.EXAMPLES_PER_SEC_END_TO_END)
 
 
 def _short(name: str) -> str:
