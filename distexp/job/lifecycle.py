@@ -375,10 +375,13 @@ def conclude(job: Job, out: Outcome) -> Optional[float]:
                 print(f"Browse it: {view.command(cfg.tracking.uri)}{run}", flush=True)
         return objective(out.result)[1]
     line = out.error if code == errors.BAD_INPUT else f"{out.error} (logs: {', '.join(map(str, out.logs))})"
-    if code == errors.INTERRUPTED and not job.multirun:  # the checkpoint kept, the command to go on
-        from distexp.job import resume
+    if code == errors.INTERRUPTED:  # not an error: the user (or a time limit) asked for it
+        if not job.multirun:  # the checkpoint kept, the command to go on; a sweep says its own
+            from distexp.job import resume
 
-        line += resume.hint(cfg)
+            print(f"distexp: {resume.stopped_line(line, out.status, stops.name(), cfg)}",
+                  file=sys.stderr, flush=True)
+        sys.exit(code)
     print(f"distexp: error: {line}", file=sys.stderr, flush=True)
     if job.multirun and code in (errors.FAILED, errors.BAD_INPUT):
         raise JobError(line, code)
