@@ -175,7 +175,8 @@ def _main(user_wants_trace: bool, ran: Ran) -> None:
     code = sweeps.finish()  # Hydra's on_multirun_end has normally ended it already
     from distexp.job import warm_client
 
-    warm_client.stop()
+    # the command's end: the warm trainer gets SIGKILL; its teardown is not waited for (0.3 s)
+    warm_client.stop(wait=False)
     loky = sys.modules.get("joblib.externals.loky.reusable_executor")
     if not ran.anything() or getattr(loky, "_executor", None) is not None:
         # --cfg, --help, --info: nothing ran; a joblib launcher's workers and shared memory are
