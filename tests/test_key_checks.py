@@ -28,7 +28,7 @@ EDGE = {
     "cluster.record": (["cluster.record=os"],),
     "cpu_replicas": (["cpu_replicas=0"],),
     "dataset.cache": (["dataset=mnist", "dataset.cache=maybe"],),
-    "dataset.data_dir": (["dataset=mnist", "dataset.data_dir=/nonexistent/tfds"],),
+    "dataset.data_dir": (["dataset=mnist", "dataset.data_dir=/etc/hostname"],),
     "dataset.download": (["dataset=mnist", "dataset.download=maybe"],),
     "dataset.eval_split": (["dataset=mnist", "dataset.eval_split=' '"],),
     "dataset.factory": (["dataset=custom", "dataset.factory=nocolon"],),

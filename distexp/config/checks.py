@@ -275,10 +275,11 @@ def _validate_data_keys(cfg: DictConfig) -> None:
         if key in ds and not str(ds[key]).strip():
             raise UserError(f"dataset.{key}: received {ds[key]!r}; expected a TFDS split, e.g. "
                             f"{'train' if key == 'train_split' else 'test'} or train[:80%]")
-    if ds.get("data_dir") and not ds.get("download") and not os.path.isdir(str(ds.data_dir)):
-        raise UserError(f"dataset.data_dir: received {str(ds.data_dir)!r}, which is not a "
-                        "directory; expected where the prepared data lives, null for "
-                        "$TFDS_DATA_DIR or ~/tensorflow_datasets, or dataset.download=true")
+    where = str(ds.get("data_dir") or "")  # one not there: the data's own line (not prepared)
+    if where and os.path.exists(where) and not os.path.isdir(where):
+        raise UserError(f"dataset.data_dir: received {where!r}, which is a file; expected the "
+                        "directory the prepared data lives in, or null for $TFDS_DATA_DIR or "
+                        "~/tensorflow_datasets")
 
 
 def _validate_task(cfg: DictConfig) -> None:
