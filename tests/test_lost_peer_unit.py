@@ -100,3 +100,15 @@ def test_a_failure_seen_first_keeps_its_status_when_the_signal_comes_during_the_
     assert lifecycle.exit_code(out) == 1
     assert lifecycle.stopped_by_signal(out, failed_first=False) is True  # the stop came first
     assert lifecycle.stopped_by_signal(lifecycle.Outcome(status="FINISHED"), False) is True
+
+
+def test_a_stop_while_the_processes_start_is_the_users(tmp_path):
+    """The signal lands while the first process is being started (nothing to look at yet)."""
+    def spawn(cmd, env, cwd):
+        stops._first = signal.SIGINT
+        raise KeyboardInterrupt
+
+    procs = [Proc(name=n, cmd=["python", "-m", "x"], env={}, log=tmp_path / f"{n}.log")
+             for n in ("chief", "worker-1")]
+    with pytest.raises(launch.JobInterrupted):
+        launch.run(procs, spawn=spawn)

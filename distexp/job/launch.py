@@ -166,10 +166,11 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
     start = time.monotonic()
     # SIGUSR1 (Slurm's time-limit warning): the chief saves a checkpoint now (distexp.stops)
     stops.on_usr1(lambda: procs[0].popen is not None and signal_group(procs[0].popen, signal.SIGUSR1))
+    pump_of: Dict[str, threading.Thread] = {}
     try:
         for pr in procs:
             pumps.append(_start(pr, logs, tails, spawn, ended))
-        pump_of = {pr.name: t for pr, t in zip(procs, pumps)}
+            pump_of[pr.name] = pumps[-1]
         while True:
             _raise_if_failed(procs, tails, pump_of)
             if _over(procs, until):
@@ -259,9 +260,10 @@ def _failed_before_the_stop(procs: Sequence[Proc], tails: Dict[str, List[str]],
     A process that had exited with an error of its own (code > 0: one killed by a signal may have
     got this very stop), or a peer the liveness watch had seen that no longer answers (its node or
     link lost: distexp.cluster.liveness.ServerWatch.lost_now)."""
+    started = [pr for pr in procs if pr.popen is not None and pr.name in pump_of]
     with stops.closing():  # a second signal while this looks: recorded, not raised
         try:
-            _raise_if_failed(procs, tails, pump_of)
+            _raise_if_failed(started, tails, pump_of)
         except JobFailed as ex:
             if any(pr.returncode is not None and pr.returncode > 0 for pr in ex.procs
                    if pr.popen is not None and pr.popen.poll() is not None and not pr.server):
