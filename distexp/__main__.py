@@ -128,24 +128,40 @@ def cli() -> None:
         stops.done()
 
 
+def _sweep_stopped(sweep) -> None:
+    """A stopped sweep's one line (not an error: the user asked for it): what was kept and the
+    command that continues it (distexp.sweeps.interrupted)."""
+    from distexp import stops
+    from distexp.sweeps import interrupted
+
+    print(f"distexp: {interrupted.stopped_line(sweep.sweep_id, sweep.sweep_dir, sys.argv[1:], stops.name())}",
+          file=sys.stderr, flush=True)
+
+
 def _main(user_wants_trace: bool, ran: Ran) -> None:
     sweeps = ran.sweeps
     try:
         main()
     except SystemExit as ex:  # a single job's exit code, or Ctrl-C inside a sweep's job
         if sweeps.active():
+            sweep = sweeps.open
             sweeps.finish(interrupted=ex.code == errors.INTERRUPTED, error=ex if ex.code else None)
+            if ex.code == errors.INTERRUPTED:
+                _sweep_stopped(sweep)
         raise
     except KeyboardInterrupt:
         from distexp import stops
 
         if sweeps.active():
+            sweep = sweeps.open
             sweeps.finish(interrupted=True)
+            _sweep_stopped(sweep)
         else:  # before the job's run was opened, or after it was closed: nothing left to close
-            when = ("after the job ended (its run was closed)" if ran.executed
-                    else "before training started (no run was opened)")
-            print(f"distexp: error: interrupted ({stops.name()}) {when}", file=sys.stderr,
-                  flush=True)
+            when = ("after the job ended (its run was closed: kept as it ended)"
+                    if ran.executed else
+                    "before training started (no run was opened, nothing to keep; run the same "
+                    "command again)")
+            print(f"distexp: interrupted by {stops.name()} {when}", file=sys.stderr, flush=True)
         sys.exit(errors.INTERRUPTED)
     except Exception as ex:
         from distexp.errors import one_line
@@ -164,7 +180,8 @@ def _main(user_wants_trace: bool, ran: Ran) -> None:
     code = sweeps.finish()  # Hydra's on_multirun_end has normally ended it already
     from distexp.job import warm_client
 
-    warm_client.stop()
+    # the command's end: the warm trainer gets SIGKILL; its teardown is not waited for (0.3 s)
+    warm_client.stop(wait=False)
     loky = sys.modules.get("joblib.externals.loky.reusable_executor")
     ray = sys.modules.get("ray")  # hydra/launcher=ray: a Ray the sweep started stops at exit
     if not ran.anything() or getattr(loky, "_executor", None) is not None or \

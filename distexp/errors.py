@@ -87,8 +87,9 @@ def one_line(ex: BaseException) -> str | None:
         return str(ex)
     if isinstance(ex, MissingConfigException) and ex.missing_cfg_file and "/" in ex.missing_cfg_file:
         group, _, option = ex.missing_cfg_file.rpartition("/")
-        valid = ", ".join(sorted(o for o in (ex.options or []) if not o.startswith("base_")))
-        return f"{group}: received {option!r}; valid: {valid or '(none)'}"
+        options = sorted(o for o in (ex.options or []) if not o.startswith("base_"))
+        return (f"{group}: received {option!r}{did_you_mean(option, options)}; valid: "
+                f"{', '.join(options) or '(none)'}")
     if isinstance(ex, OverrideParseException):
         key, eq, value = str(ex.override).partition("=")
         if eq:
@@ -105,6 +106,11 @@ def one_line(ex: BaseException) -> str | None:
         m = re.match(r"Value '(.*?)' is not a valid (\w+)", msg)
         if m:
             return f"{key}: received {m.group(1)!r}; expected {m.group(2)} (true or false)"
+        m = re.match(r"Cannot assign (\w+) to Dict", msg)
+        if m:
+            value = getattr(cause, "value", None)
+            shown = repr(value) if value is not None else f"a {m.group(1)}"
+            return f"{key}: received {shown}; expected a mapping, e.g. {key}={{a: 1}}"
         m = re.match(r"Invalid value assigned: (\w+) is not a ListConfig", msg)
         if m:
             value = getattr(cause, "value", None)
@@ -222,8 +228,23 @@ def unknown_key(key: str, received, node) -> str:
         name = node.get("name") if hasattr(node, "keys") and "." in str(key) else None
     except Exception:  # noqa: BLE001  (a name not set yet: the general line)
         name = None
+    leaf = str(key).rsplit(".", 1)[-1]
+    try:
+        keys = [str(k) for k in node.keys()] if hasattr(node, "keys") else []
+    except Exception:  # noqa: BLE001
+        keys = []
+    nearest = did_you_mean(leaf, keys, prefix=str(key)[: -len(leaf)])
     if not name:
-        return f"{key}: unknown key (not in the schema); check the spelling or see --cfg job"
+        return f"{key}: unknown key (not in the schema){nearest}; see --cfg job for every key"
     group = str(key).rsplit(".", 1)[0]
     said = "" if received is None else f" (received {received})"
-    return f"{key}: unknown key for {group}={name}{said}; valid: {', '.join(map(str, node.keys()))}"
+    return f"{key}: unknown key for {group}={name}{said}{nearest}; valid: {', '.join(keys)}"
+
+
+def did_you_mean(word: str, valid, prefix: str = "") -> str:
+    """" (did you mean <the nearest valid one>?)" (difflib's closest match), or "" when none
+    is near. `prefix`: put before it (a nested key's path, "model.")."""
+    import difflib
+
+    found = difflib.get_close_matches(str(word), [str(v) for v in valid], n=1, cutoff=0.6)
+    return f" (did you mean {prefix}{found[0]}?)" if found else ""

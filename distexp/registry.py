@@ -37,8 +37,10 @@ class Registry(dict):
         try:
             return self[name]
         except KeyError:
-            raise UserError(f"{self.key}: received {name!r}; valid: {', '.join(self.names())}") \
-                from None
+            from distexp.errors import did_you_mean
+
+            raise UserError(f"{self.key}: received {name!r}{did_you_mean(name, self.names())}; "
+                            f"valid: {', '.join(self.names())}") from None
 
     def load(self, name: str, record: Optional[str]):
         """The entry `name`; `record` (a module path), when `name` is not known yet, is imported

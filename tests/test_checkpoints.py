@@ -67,7 +67,9 @@ def test_the_interrupted_line_names_the_checkpoint_kept_and_the_resume_command(t
     ck = tmp_path / "ck"
     cfg = OmegaConf.create({"loop": {"name": "custom"},
                             "checkpoint": {"dir": str(ck), "every_steps": None}})
-    assert resume.hint(cfg, ["epochs=3"]) == f"; no checkpoint was kept in {ck} (none was written yet)"
+    assert resume.hint(cfg, ["epochs=3"]) == (
+        f"; no checkpoint was kept in {ck} (none was written yet): run the same command again to "
+        "start over")
     _state(ck, "ckpt-20", "ckpt-20")
     overrides = ["epochs=3", "resume=false", "model.factory=my models:build"]
     assert resume.hint(cfg, overrides) == (
@@ -75,5 +77,17 @@ def test_the_interrupted_line_names_the_checkpoint_kept_and_the_resume_command(t
         "'model.factory=my models:build' resume=true")
     _state(ck, "ckpt-25", "ckpt-20")  # named, but its index is not there: not kept
     assert resume.kept(ck) is None
-    assert resume.hint(OmegaConf.merge(cfg, {"loop": {"name": "fit"}}), overrides) == ""
-    assert resume.hint(OmegaConf.merge(cfg, {"checkpoint": {"every_steps": 0}}), overrides) == ""
+    assert resume.hint(OmegaConf.merge(cfg, {"loop": {"name": "fit"}}), overrides) == (
+        "; loop=fit keeps no checkpoint: run the same command again to start over")
+    assert resume.hint(OmegaConf.merge(cfg, {"checkpoint": {"every_steps": 0}}), overrides) == (
+        "; checkpoint.every_steps=0 keeps no checkpoint: run the same command again to start over")
+    _state(ck, "ckpt-20", "ckpt-20")
+    line = "interrupted: every training process was stopped (logs: j/chief.log)"
+    assert resume.stopped_line(line, "KILLED", "SIGTERM", cfg, ["epochs=3"]) == (
+        f"interrupted by SIGTERM: every training process was stopped (logs: j/chief.log); "
+        f"checkpoint kept: {ck}/ckpt-20 (step 20); continue with: python -m distexp epochs=3 "
+        "resume=true")
+    assert resume.stopped_line("interrupted while the run was being closed; it ended FINISHED "
+                               "(logs: j/chief.log)", "FINISHED", "SIGINT", cfg, []) == (
+        "interrupted by SIGINT while the run was being closed; it ended FINISHED (logs: "
+        "j/chief.log); the job had finished: its run and figures are kept")

@@ -270,7 +270,7 @@ def test_help_survives_hydras_template_substitution(compose):
     from distexp.config.schema import Config
 
     text = string.Template(config_help.render(compose("strategy=tpu"), Config)).substitute()
-    assert "null = $TPU_NAME or this TPU VM's own" in text
+    assert "null = $TPU_NAME or this TPU VM's own" in " ".join(text.split())  # wrapped
 
 
 def _own_keys(group: str, option: str):

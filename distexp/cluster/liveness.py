@@ -104,6 +104,19 @@ class ServerWatch:
         self.watches = {name: ChiefWatch(addr, name=name, startup=startup)
                         for name, addr in servers.items()}
 
+    def lost_now(self) -> Optional[str]:
+        """Asked when a stop signal comes (distexp.job.launch): a peer seen listening that does not
+        answer now (one connection each, at once), as the one line naming its task and node; None
+        when every peer seen answers. A scheduler that kills the job's step because a node or its
+        link was lost sends the signal after the loss: the failure, not the signal, is the job's
+        outcome."""
+        for name, w in self.watches.items():
+            if w.seen and not w.listening():
+                host = w.address.rpartition(":")[0]
+                return (f"{name} on node {host} stopped answering ({w.address}) while the job "
+                        "trained: its node or its link was lost")
+        return None
+
     def __call__(self) -> bool:
         for name, w in self.watches.items():
             if w() and self.lost:

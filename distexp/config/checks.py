@@ -30,6 +30,11 @@ from distexp.config.mode import in_multirun
 from distexp.config.resolved import resolve, strategy_record, visible_gpus, worker_gpus
 
 
+# The options distexp itself registers, per group: a `<group>.record` names the module that
+# registers an option of one's own, so with one of these it would do nothing (refused).
+BUILTIN = {group: frozenset(module.REGISTRY) for group, module in option_groups.GROUPS.items()}
+
+
 def _choice(key: str, value: Any, valid) -> None:
     if value not in valid:
         raise UserError(f"{key}: received {value!r}; valid: {', '.join(map(str, valid))}")
@@ -77,6 +82,7 @@ def validate(cfg: DictConfig) -> None:
     the cluster kind, the GPUs (`gpus` if set, else the visible ones; each worker's share:
     worker_gpus) and the job's resolved figures; the checks below read them."""
     _unknown_keys(cfg)
+    _validate_applicability(cfg)
     rec = strategy_record(cfg)
     kind = _validate_ranges(cfg)
     visible = kind.visible_gpus(cfg, visible_gpus())  # cluster=ray: the nodes' (checked there)
@@ -88,6 +94,7 @@ def validate(cfg: DictConfig) -> None:
     _validate_knobs(cfg, rec, on_cpu=per_worker == 0 or visible == 0)
     datasets.of(cfg).check(cfg.dataset)
     models.of(cfg).check(cfg.model)
+    _validate_data_keys(cfg)
     _validate_task(cfg)
     _validate_repeats(cfg)
     _validate_strategy(cfg, rec, per_worker)
@@ -143,6 +150,40 @@ def _validate_ranges(cfg: DictConfig):
     return kind
 
 
+def _validate_applicability(cfg: DictConfig) -> None:
+    """A key set to something that does nothing for the chosen option or this kind of run: a
+    `*.record` with a built-in option, a sweep's keys in a single run, repeats=auto's keys without
+    it, task.kwargs without task.factory (one line each)."""
+    for group in option_groups.GROUPS:
+        node = cfg[group]
+        record, name = node.get("record"), str(node.get("name"))
+        builtin = name in BUILTIN[group] or (group == "dataset" and datasets.TFDS.claims(node))
+        if record is not None and builtin:
+            raise UserError(f"{group}.record: received {record!r} with {group}={name}, a built-in "
+                            f"option that does not use it; valid: null, or {group}=<the name the "
+                            "record's module registers>")
+    single = not in_multirun(outside_hydra=True)
+    for key, default in (("resume", None), ("controls", False), ("share_gpus", False)):
+        if single and cfg.sweep[key] != default:
+            raise UserError(f"sweep.{key}: received {_shown(cfg.sweep[key])} for a single run; it "
+                            "applies to a sweep only: add -m (python -m distexp -m ...) or leave "
+                            "it out")
+    if str(cfg.repeats).strip().lower() != "auto":
+        for key, default in (("alpha", 0.05), ("margin", 0.05), ("max_repeats", 10)):
+            if cfg.sweep[key] != default:
+                raise UserError(f"sweep.{key}: received {cfg.sweep[key]} with repeats="
+                                f"{cfg.repeats}; it applies to repeats=auto only: set repeats=auto "
+                                "or leave it out")
+    if cfg.task.kwargs and not cfg.task.factory:
+        raise UserError(f"task.kwargs: received {dict(cfg.task.kwargs)} without task.factory; "
+                        "they are the keyword arguments of a user's task: set "
+                        "task.factory=package.module:function or leave them out")
+
+
+def _shown(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else repr(value)
+
+
 def _validate_knobs(cfg: DictConfig, rec, on_cpu: bool) -> None:
     """Knobs that rule each other out (XLA, on-device data, resume, checkpoints, factories)."""
     if cfg.jit_compile and rec.cpu_replicas and cfg.cpu_replicas > 1 and on_cpu:
@@ -176,12 +217,14 @@ def _validate_knobs(cfg: DictConfig, rec, on_cpu: bool) -> None:
 def _validate_repeats(cfg: DictConfig) -> None:
     sw = cfg.sweep
     auto = str(cfg.repeats).strip().lower() == "auto"
-    if auto:
-        for key in ("alpha", "margin"):
-            if not 0 < sw[key] < 1:
-                raise UserError(f"sweep.{key}: received {sw[key]}; expected 0 < x < 1, e.g. 0.05")
-        _at_least("sweep.max_repeats", sw.max_repeats, 2)
-    elif isinstance(cfg.repeats, bool) or not isinstance(cfg.repeats, int):
+    for key in ("alpha", "margin"):  # checked whatever repeats is: the sweeper reads them
+        if not 0 < sw[key] < 1:
+            raise UserError(f"sweep.{key}: received {sw[key]}; expected 0 < x < 1, e.g. 0.05")
+    _at_least("sweep.max_repeats", sw.max_repeats, 2)
+    if sw.max_repeats > MAX_REPEATS:
+        raise UserError(f"sweep.max_repeats: received {sw.max_repeats}; expected 2..{MAX_REPEATS} "
+                        "(runs per set-up)")
+    if not auto and (isinstance(cfg.repeats, bool) or not isinstance(cfg.repeats, int)):
         raise UserError(f"repeats: received {cfg.repeats!r}; valid: auto or an integer >= 1")
     _at_least("repeats", 1 if auto else cfg.repeats, 1)
     most = sw.max_repeats if auto else max(cfg.repeats, 1)
@@ -215,6 +258,27 @@ def _validate_strategy(cfg: DictConfig, rec, gpus: int) -> None:
                             f"{'null' if default is None else default}")
     rec.check(cfg)
     rec.check_devices(cfg, gpus)  # the one call: the GPUs each worker gets (worker_gpus)
+
+
+MAX_REPEATS = 1000  # runs per set-up: a budget beyond it is a typo, not a plan
+
+
+def _validate_data_keys(cfg: DictConfig) -> None:
+    """The model's and dataset's keys that no record checks itself (those present in the chosen
+    option's node)."""
+    ds = cfg.dataset
+    _at_least("model.min_size", cfg.model.min_size, 0)
+    if "num_classes" in ds:
+        _at_least("dataset.num_classes", ds.num_classes, 2)
+    for key in ("train_split", "eval_split"):
+        if key in ds and not str(ds[key]).strip():
+            raise UserError(f"dataset.{key}: received {ds[key]!r}; expected a TFDS split, e.g. "
+                            f"{'train' if key == 'train_split' else 'test'} or train[:80%]")
+    where = str(ds.get("data_dir") or "")  # one not there: the data's own line (not prepared)
+    if where and os.path.exists(where) and not os.path.isdir(where):
+        raise UserError(f"dataset.data_dir: received {where!r}, which is a file; expected the "
+                        "directory the prepared data lives in, or null for $TFDS_DATA_DIR or "
+                        "~/tensorflow_datasets")
 
 
 def _validate_task(cfg: DictConfig) -> None:

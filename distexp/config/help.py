@@ -1,4 +1,5 @@
-"""`python -m distexp --help`: each key with its default and a one-line description.
+"""`python -m distexp --help`: each key with its default and its description, wrapped to the
+terminal's width (shutil.get_terminal_size; 100 columns for a pipe), nothing cut.
 
 Hydra renders ``hydra.help.template`` (conf/config.yaml); its ``${distexp.help:}`` part is this
 module's `render`, an OmegaConf resolver that sees the composed config (``_root_``):
@@ -16,9 +17,11 @@ No TensorFlow.
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import textwrap
 import typing
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -57,9 +60,16 @@ def option_keys(group: str, option: str) -> List[str]:
         isinstance(node, DictConfig) else []
 
 
-def _one_line(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= WIDTH else text[: WIDTH - 3] + "..."
+def _wrapped(text: str, width: int) -> List[str]:
+    """`text` wrapped to `width` columns, every word kept (a word longer than it, a path, on a
+    line of its own, uncut)."""
+    return textwrap.wrap(" ".join(text.split()), max(width, 20), break_long_words=False,
+                         break_on_hyphens=False) or [""]
+
+
+def columns() -> int:
+    """The terminal's width (shutil: $COLUMNS, else the terminal's, else 100 for a pipe)."""
+    return shutil.get_terminal_size((WIDTH, 24)).columns
 
 
 def _value(node) -> str:
@@ -101,14 +111,25 @@ def rows(root: DictConfig, schema) -> List[tuple]:
     return out
 
 
-def render(root: DictConfig, schema) -> str:
+def render(root: DictConfig, schema, cols: Optional[int] = None) -> str:
+    """Each key=default, its description beside it wrapped to the terminal's width (`cols`),
+    nothing cut; where the column beside is too narrow (< 30), the description under the key."""
     listed = rows(root, schema)
+    cols = cols or columns()
     width = max(len(f"{k}={v}") for k, v, _ in listed if len(f"{k}={v}") <= 44) + 2
+    beside = cols - 2 - width >= 30
     lines = []
     for k, v, d in listed:
         kv = f"{k}={v}"
-        lines.append(f"  {kv.ljust(width)}{_one_line(d)}" if len(kv) <= 44 else
-                     f"  {kv}\n  {' ' * width}{_one_line(d)}")
+        if beside:
+            indent = " " * (2 + width)
+            text = _wrapped(d, cols - len(indent))
+            head = f"  {kv.ljust(width)}" if len(kv) <= 44 else f"  {kv}\n{indent}"
+        else:
+            indent = " " * 6
+            text = _wrapped(d, cols - len(indent))
+            head = f"  {kv}\n{indent}"
+        lines.append(head + f"\n{indent}".join(text))
     return "\n".join(lines).replace("$", "$$")  # Hydra's template substitutes $NAME
 
 

@@ -55,6 +55,9 @@ def throughput(result: Mapping) -> str:
     end 15,210 examples/s (and the task's own units per second, e.g. tokens/s)."""
     value, ci = _num(result, perf_keys.EXAMPLES_PER_SEC), _num(result, perf_keys.EXAMPLES_PER_SEC_CI95)
     if value is None:
+        if perf_keys.TIME_TO_FIRST_STEP_S in result and \
+                _num(result, perf_keys.TIME_TO_FIRST_STEP_S) is None:
+            return "throughput: not measured (no step was trained: resumed at the last step)"
         return "throughput: not measured (every step was a warm-up step: see warmup_steps)"
     steps = int(_num(result, perf_keys.TIMED_STEPS) or 0)
     why = f"95 % interval over {steps} timed steps" if ci is not None else \
@@ -97,10 +100,11 @@ def mfu(result: Mapping) -> Optional[str]:
 
 
 def final(result: Mapping) -> str:
-    """final: eval_loss 0.2189  eval_accuracy 0.9417  time to first step 3.21 s (the time to first
-    step left out when it was not measured)."""
+    """final: eval_loss 0.2189  eval_accuracy 0.9417  time to first step 3.21 s ("not measured"
+    when the result holds it as None: no step was trained; left out when the result lacks it)."""
     shown = "  ".join(f"eval_{k[5:]} {v:.4f}" for k, v in result.items()  # nan: a diverged run
                       if k.startswith("eval/") and isinstance(v, (int, float)))
     first = _num(result, perf_keys.TIME_TO_FIRST_STEP_S)
     return (f"final: {shown or 'no evaluation'}" +
-            (f"  time to first step {first:.2f} s" if first is not None else ""))
+            (f"  time to first step {first:.2f} s" if first is not None else
+             "  time to first step not measured" if perf_keys.TIME_TO_FIRST_STEP_S in result else ""))

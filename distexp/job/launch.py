@@ -31,9 +31,14 @@ POLL_S = 0.1
 
 
 class JobFailed(Exception):
-    def __init__(self, message: str, procs: Sequence[Proc]):
+    """A process failed, a peer was lost, or the job timed out. `before_stop`: the failure was
+    there before any stop signal (distexp.stops) came, so it is the job's outcome whatever signal
+    follows (a scheduler's step kill after a lost node: FAILED, not KILLED)."""
+
+    def __init__(self, message: str, procs: Sequence[Proc], before_stop: Optional[bool] = None):
         super().__init__(message)
         self.procs = list(procs)
+        self.before_stop = stops.requested() is None if before_stop is None else before_stop
 
 
 class JobInterrupted(Exception):
@@ -163,10 +168,11 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
     start = time.monotonic()
     # SIGUSR1 (Slurm's time-limit warning): the chief saves a checkpoint now (distexp.stops)
     stops.on_usr1(lambda: procs[0].popen is not None and signal_group(procs[0].popen, signal.SIGUSR1))
+    pump_of: Dict[str, threading.Thread] = {}
     try:
         for pr in procs:
             pumps.append(_start(pr, logs, tails, spawn, ended))
-        pump_of = {pr.name: t for pr, t in zip(procs, pumps)}
+            pump_of[pr.name] = pumps[-1]
         while True:
             _raise_if_failed(procs, tails, pump_of)
             if _over(procs, until):
@@ -176,6 +182,9 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
                                 procs)
             _wait_for_news(procs, ended)
     except KeyboardInterrupt:
+        failure = _failed_before_the_stop(procs, tails, pump_of, until)
+        if failure is not None:  # the signal came after it (Slurm's step kill): still a failure
+            raise failure from None
         raise JobInterrupted("interrupted") from None
     finally:
         with stops.closing():  # a signal now: recorded (the caller ends the run KILLED), not raised
@@ -244,6 +253,26 @@ def _raise_if_failed(procs: Sequence[Proc], tails: Dict[str, List[str]],
         rc = pr.returncode
         why = _describe(rc) if rc != 0 else "exited while the job was still running"
         raise JobFailed(f"{pr.name} {why}{_last_error(tails[pr.name], rc)}", procs)
+
+
+def _failed_before_the_stop(procs: Sequence[Proc], tails: Dict[str, List[str]],
+                            pump_of: Dict[str, threading.Thread],
+                            until: Optional[Callable[[], bool]]) -> Optional[JobFailed]:
+    """On a stop signal: the failure that was already there, or None (the stop is the outcome).
+    A process that had exited with an error of its own (code > 0: one killed by a signal may have
+    got this very stop), or a peer the liveness watch had seen that no longer answers (its node or
+    link lost: distexp.cluster.liveness.ServerWatch.lost_now)."""
+    started = [pr for pr in procs if pr.popen is not None and pr.name in pump_of]
+    with stops.closing():  # a second signal while this looks: recorded, not raised
+        try:
+            _raise_if_failed(started, tails, pump_of)
+        except JobFailed as ex:
+            if any(pr.returncode is not None and pr.returncode > 0 for pr in ex.procs
+                   if pr.popen is not None and pr.popen.poll() is not None and not pr.server):
+                return JobFailed(str(ex), procs, before_stop=True)
+        lost = getattr(until, "lost_now", None)
+        line = lost() if callable(lost) else None
+        return JobFailed(line, procs, before_stop=True) if line else None
 
 
 def _over(procs: Sequence[Proc], until: Optional[Callable[[], bool]]) -> bool:

@@ -251,12 +251,14 @@ def execute(job: Job) -> Outcome:
     attempts: List[list] = []
     run = None
     display = console.open_display(job.progress, job.sweep_position)
+    failed_first = False  # a failure seen before any stop signal: the outcome, whatever follows
     try:
         _launch(job, attempts, display)
         out.status = "FINISHED"
     except (launch.JobInterrupted, KeyboardInterrupt):  # distexp.stops: the first stop signal
         out.status, out.error = "KILLED", INTERRUPTED
     except launch.JobFailed as ex:
+        failed_first = ex.before_stop
         out.error = str(ex)
         if out.error.startswith("timeout:"):  # the limit is the whole job's, across port retries
             out.error = f"timeout: the job ran longer than {job.cfg.timeout:g} s and was stopped"
@@ -275,7 +277,7 @@ def execute(job: Job) -> Outcome:
             run = job.forwarder.close(stopped) if job.forwarder is not None else None
             if run is not None:
                 stops.hold("close")  # tests (distexp.stops.HOLD_ENV)
-            if stops.requested() and out.status != "KILLED":  # it came once the processes ended
+            if stopped_by_signal(out, failed_first):  # it came once the processes ended
                 out.status, out.error = "KILLED", INTERRUPTED
             if run is not None:
                 logs = list(dict.fromkeys(p.log for ps in attempts for p in ps))  # retries reuse logs
@@ -283,11 +285,17 @@ def execute(job: Job) -> Outcome:
                           figures=out.result or None, error=out.error)
     out.logs = [p.log for p in attempts[-1]] if attempts else []
     out.run_id = getattr(run, "run_id", None)
-    if stops.requested() and out.status != "KILLED":  # it came while the run was being closed
+    if stopped_by_signal(out, failed_first):  # it came while the run was being closed
         out.error = f"interrupted while the run was being closed; it ended {out.status}"
         out.stopped = True
     out.lost = tracking.offline_summary(job.job_dir) if run is not None else None
     return out
+
+
+def stopped_by_signal(out: Outcome, failed_first: bool) -> bool:
+    """Whether a stop signal that came decides the outcome: not when the job had failed before it
+    (a lost peer or node, a process's own error: Slurm's step kill follows such a failure)."""
+    return stops.requested() is not None and out.status != "KILLED" and not failed_first
 
 
 def _spawner(cfg: DictConfig) -> Optional[launch.Spawn]:
@@ -382,10 +390,13 @@ def conclude(job: Job, out: Outcome) -> Outcome:
         out.value = objective(out.result)[1]
         return out
     line = out.error if code == errors.BAD_INPUT else f"{out.error} (logs: {', '.join(map(str, out.logs))})"
-    if code == errors.INTERRUPTED and not job.multirun:  # the checkpoint kept, the command to go on
-        from distexp.job import resume
+    if code == errors.INTERRUPTED:  # not an error: the user (or a time limit) asked for it
+        if not job.multirun:  # the checkpoint kept, the command to go on; a sweep says its own
+            from distexp.job import resume
 
-        line += resume.hint(cfg)
+            print(f"distexp: {resume.stopped_line(line, out.status, stops.name(), cfg)}",
+                  file=sys.stderr, flush=True)
+        sys.exit(code)
     print(f"distexp: error: {line}", file=sys.stderr, flush=True)
     if job.multirun and code in (errors.FAILED, errors.BAD_INPUT):
         raise JobError(line, code)

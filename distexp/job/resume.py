@@ -41,8 +41,12 @@ def command(overrides: List[str]) -> str:
 def hint(cfg, overrides: Optional[List[str]] = None) -> str:
     """'; checkpoint kept: <path> (step N); continue with: <command>' for the interrupted line
     ('' when this job keeps no checkpoints: loop=fit, checkpoint.every_steps=0)."""
-    if not loops.of(cfg).checkpoints or cfg.checkpoint.every_steps == 0:
-        return ""
+    if not loops.of(cfg).checkpoints:
+        return (f"; loop={cfg.loop.name} keeps no checkpoint: run the same command again to "
+                "start over")
+    if cfg.checkpoint.every_steps == 0:
+        return ("; checkpoint.every_steps=0 keeps no checkpoint: run the same command again to "
+                "start over")
     if overrides is None:
         try:
             from hydra.core.hydra_config import HydraConfig
@@ -52,5 +56,17 @@ def hint(cfg, overrides: Optional[List[str]] = None) -> str:
             return ""
     found = kept(cfg.checkpoint.dir)
     if found is None:
-        return f"; no checkpoint was kept in {cfg.checkpoint.dir} (none was written yet)"
+        return (f"; no checkpoint was kept in {cfg.checkpoint.dir} (none was written yet): run "
+                "the same command again to start over")
     return f"; checkpoint kept: {found[0]} (step {found[1]}); continue with: {command(overrides)}"
+
+
+def stopped_line(line: str, status: str, signal_name: str, cfg,
+                 overrides: Optional[List[str]] = None) -> str:
+    """A stopped job's one line (without "distexp: "): `line` ("interrupted: ... (logs: ...)")
+    with the signal that stopped it, then what was kept and the command that continues."""
+    if line.startswith("interrupted"):
+        line = f"interrupted by {signal_name}{line[len('interrupted'):]}"
+    if status == "FINISHED":  # the stop came as the run was closed: the job is complete
+        return line + "; the job had finished: its run and figures are kept"
+    return line + hint(cfg, overrides)

@@ -160,16 +160,21 @@ class Server:
             self.children.append(reply["pid"])
         return Child(self, reply["pid"], os.fdopen(r, "rb"))
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
+        """SIGKILL the server's group; `wait`: until it is reaped. The command's last act does not
+        wait: the kernel tearing down a process that holds TensorFlow's memory took 0.3 s of the
+        job's tail (seen, benchmarks/tail.py), and it goes all the same (SIGKILL cannot be caught;
+        once this process exits, init reaps it)."""
         try:
             self.sock.close()  # the server sees EOF and exits; its children die with it
         except OSError:
             pass
         launch.signal_group(self.popen, signal.SIGKILL)
-        try:
-            self.popen.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+        if wait:
+            try:
+                self.popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
         self.output.close()
 
 
@@ -216,8 +221,9 @@ def start_early(argv: Sequence[str]) -> None:
         start()
 
 
-def stop() -> None:
+def stop(wait: bool = True) -> None:
+    """Stop the warm trainer (`wait`: until it is reaped; see Server.stop)."""
     global _server
     if _server is not None:
-        _server.stop()
+        _server.stop(wait)
         _server = None

@@ -41,7 +41,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from distexp import errors
 from distexp import stops
-from distexp.sweeps import ending, parent
+from distexp.sweeps import ending, interrupted, parent
 from distexp.sweeps.records import SWEEP_FILE, swept_keys, write_record
 
 
@@ -61,6 +61,7 @@ class SweepCallback(Callback):
         if resume:  # the same sweep id and parent run: reopened, not a second parent
             sweep_id, run, resumed_status = parent.reopen_parent(config, str(resume), sweep_dir, info)
         elif config.tracking.enabled:
+            interrupted.announce(config)  # the same sweep was interrupted: its id, in one line
             run = parent.open_parent(config, sweep_id, sweep_dir, info)
         (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=1))
         ending.SWEEPS.opened(ending.OpenSweep(sweep_dir, sweep_id, run, resumed_status))

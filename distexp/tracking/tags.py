@@ -29,6 +29,7 @@ RESUMED_FROM_STEP = "distexp.resumed_from_step"
 DIVERGED = "distexp.diverged"
 DIVERGED_AT = "distexp.diverged_at"
 PEAK_SOURCE = "distexp.peak_source"        # where perf/peak_flops comes from
+NOT_MEASURED = "distexp.not_measured"      # timing figures this run could not measure (not logged)
 
 # -- what the runs table shows (distexp.tracking.display, distexp.sweeps.summary, tracking.view) --
 EXAMPLES_PER_SEC = "examples/s"            # perf/examples_per_sec rounded, with its interval

@@ -151,7 +151,21 @@ class Reporter:
             self._csv.close()
         for line in log_lines(final, self.meter.global_batch, self.meter.warmup_steps):
             self.detail(line)
+        self._not_measured(final)
         return final
+
+    def _not_measured(self, final: Dict[str, Optional[float]]) -> None:
+        """The timing figures this process could not measure (a job resumed from a checkpoint at
+        its last step trains no step): not logged as metrics, named in the tag
+        distexp.not_measured and said in one line."""
+        missing = [k for k in NOT_MEASURED_IF_NONE if k in final and final[k] is None]
+        if not missing:
+            return
+        self.logger.set_tags({tag.NOT_MEASURED: ", ".join(missing)})
+        why = ("no step was trained in this process" if not self.meter.step
+               else "every step was a warm-up step")
+        self.print(f"not measured: {', '.join(missing)}: {why} (not logged; tag "
+                   f"{tag.NOT_MEASURED})")
 
     def close(self) -> None:
         """On failure: keep what was written."""
@@ -177,6 +191,12 @@ def log_lines(final: Dict[str, Optional[float]], global_batch: int, warmup_steps
         out.append(f"FLOPs per example: {final[perf_keys.FLOPS_PER_EXAMPLE]:.3g} (the peak's source: "
                    "tag distexp.peak_source)")
     return [ln for ln in out + [text.final(figures)] if ln]
+
+
+# The run's timing figures: when one is None the process could not measure it (tag NOT_MEASURED)
+NOT_MEASURED_IF_NONE = (perf_keys.TIME_TO_FIRST_STEP_S, perf_keys.EXAMPLES_PER_SEC,
+                        perf_keys.STEP_TIME_MS_P50, perf_keys.STEP_TIME_MS_P90,
+                        perf_keys.EXAMPLES_PER_SEC_END_TO_END)
 
 
 def _short(name: str) -> str:

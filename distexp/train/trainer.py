@@ -9,6 +9,7 @@ A user error prints one line and exits 2; anything else is a traceback and exit 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
@@ -196,6 +197,10 @@ def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
         logger.close()
         raise UserFailure(reporter.diverged_line(stopped=True)) from None
     meter = reporter.meter
+    # The timed training is over and the process ends soon after (errors.exit_now): no cyclic
+    # garbage collection from here, whose full pass over TensorFlow's object graph can land in
+    # the job's tail.
+    gc.disable()
     from distexp.train import live, probe_phase
 
     stops.hold("probe")  # tests (distexp.stops.HOLD_ENV)
@@ -222,7 +227,9 @@ def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
               "global_batch_size": ctx.global_batch}
     if chief:
         write_result(job_dir, result)
-    _FINISHED.append(ctx)  # freed by no one: see _FINISHED
+    _FINISHED.append((ctx, ran))  # freed by no one: see _FINISHED (the loop's dispatcher holds
+    # its dataset iterator: freeing it at the return joined TensorFlow's input threads, 2.4 s of
+    # one default job's tail, seen with benchmarks/tail.py)
     return result
 
 

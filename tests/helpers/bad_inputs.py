@@ -83,6 +83,22 @@ CASES = [
      "repeats: received 'twice'; valid: auto or an integer >= 1"),
     ("sweep-alpha", ["repeats=auto", "sweep.alpha=0"],
      "sweep.alpha: received 0.0; expected 0 < x < 1, e.g. 0.05"),
+    # every key checked (tests/test_key_checks.py walks the schema): edge values, keys that do
+    # nothing for the chosen option or kind of run, the nearest valid name
+    ("sweep-alpha-without-auto", ["sweep.alpha=2"],
+     "sweep.alpha: received 2.0 with repeats=1; it applies to repeats=auto only"),
+    ("sweep-max-repeats-one", ["repeats=auto", "sweep.max_repeats=1"],
+     "sweep.max_repeats: received 1; expected >= 2"),
+    ("sweep-resume-single-run", ["sweep.resume=20261122-221652-b3e381"],
+     "sweep.resume: received '20261122-221652-b3e381' for a single run; it applies to a sweep "
+     "only"),
+    ("record-with-a-built-in", ["model=cnn", "model.record=my_pkg.models"],
+     "model.record: received 'my_pkg.models' with model=cnn, a built-in option that does not use "
+     "it"),
+    ("unknown-key-nearest", ["epoch=3"],
+     "epoch: unknown key (not in the schema) (did you mean epochs?)"),
+    ("option-nearest", ["strategy=mirorred"], "strategy: received 'mirorred' (did you mean "
+                                              "mirrored?); valid: "),
     ("dataset-factory-no-module", ["dataset=custom", "dataset.factory=nosuchmodule:load"],
      "dataset.factory: received 'nosuchmodule:load'; no module named 'nosuchmodule'"),
     ("factory-no-function", ["model=custom", "model.factory=factories:nosuchfunction"],
@@ -128,12 +144,12 @@ CASES = [
      "cluster.port: received 65535; expected 1024..65534 (the 2 task(s) take port, port+1"),
     # presets that do not exist (the groups were `optional`: silently ignored)
     ("experiment-option", ["experiment=scalling"],
-     "experiment: received 'scalling'; valid: cassava_resnet50, cats_vs_dogs_mobilenetv2, "
+     "experiment: received 'scalling' (did you mean scaling?); valid: cassava_resnet50, cats_vs_dogs_mobilenetv2, "
      "custom_fashion_mnist, keras_mnist, scaling"),
     ("experiment-null", ["experiment=null"],
      "experiment: received null; valid: cassava_resnet50, cats_vs_dogs_mobilenetv2, "),
     ("hparams-search-option", ["hparams_search=optune"],
-     "hparams_search: received 'optune'; valid: optuna"),
+     "hparams_search: received 'optune' (did you mean optuna?); valid: optuna"),
     # values TensorFlow/NumPy cannot take
     ("seed-negative", ["seed=-1"], "seed: received -1; expected 0..4294967295"),
     ("seed-too-large", ["seed=4294967296"], "seed: received 4294967296; expected 0..4294967295"),
@@ -206,7 +222,7 @@ CASES = [
 
 # Through a real subprocess as well (tests/test_bad_inputs_cli.py): one case per way the line is
 # made, plus every case that needs a process of its own (TRAINER; a PYTHONPATH without the driver).
-CLI = {"strategy-option", "epochs-type", "gpus-beyond-visible", "outputs-unwritable",
+CLI = {"strategy-option", "epochs-type", "sweep-alpha-without-auto", "gpus-beyond-visible", "outputs-unwritable",
        "tracking-server-down", "postgres-without-driver"}
 
 
