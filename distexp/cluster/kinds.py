@@ -80,6 +80,10 @@ class Kind:
         splits them between its workers (`cfg.gpus` each, or evenly for null)."""
         raise NotImplementedError
 
+    def check(self, node: DictConfig) -> None:
+        """The kind's own keys (`cluster.*` of its schema), range-checked before anything is
+        built: one UserError line naming the key. Nothing by default."""
+
     def one_process(self, cfg: DictConfig, rec, job_dir: Path, gpus: int) -> Plan:
         """The one training process of a strategy without a cluster: the chief, here."""
         return Plan(names=["chief"], job_dir=job_dir, gpus_per_worker=gpus)

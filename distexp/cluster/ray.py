@@ -41,6 +41,22 @@ class Ray(Kind):
     # the chief's files (checkpoints) are its node's
     remote = True
 
+    def check(self, node: DictConfig) -> None:
+        """address: auto, host:port or ray://host:port; placement: spread or pack; cpus and
+        start_timeout: > 0 (before Ray is imported or reached)."""
+        from distexp.cluster import ray_plan
+        from distexp.errors import UserError
+
+        address = str(node.address)
+        host, _, port = address.removeprefix("ray://").rpartition(":")
+        if address != "auto" and not (host and port.isdigit() and 0 < int(port) < 65536):
+            raise UserError(f"cluster.address: received {address!r}; valid: auto, host:port (the "
+                            "cluster's GCS, e.g. 127.0.0.1:6379) or ray://host:10001")
+        ray_plan.check_placement(str(node.placement))
+        for name in ("cpus", "start_timeout"):
+            if not node[name] > 0:
+                raise UserError(f"cluster.{name}: received {node[name]}; expected a number > 0")
+
     def plan(self, cfg: DictConfig, rec, job_dir: Path, gpus: int) -> Plan:
         from distexp.cluster import ray_run
 

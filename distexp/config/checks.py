@@ -85,6 +85,7 @@ def validate(cfg: DictConfig) -> None:
     _validate_applicability(cfg)
     rec = strategy_record(cfg)
     kind = _validate_ranges(cfg)
+    kind.check(cfg.cluster)
     visible = kind.visible_gpus(cfg, visible_gpus())  # cluster=ray: the nodes' (checked there)
     if cfg.gpus is not None and rec.cluster_jobs and kind.starts_processes:
         # N per worker on this machine: N x workers must be visible (the plan's own refusal)
