@@ -320,3 +320,25 @@ def test_the_installed_mlflow_ui_reads_the_shared_view_distexp_writes():
     # the column state: ids as the bundle names them, applied in order with their widths
     assert re.search(r'\.ATTRIBUTES,"Run Name"\)', js) and view.NAME_COLUMN == "attributes.`Run Name`"
     assert re.search(r'colId:\w+,width:\w+\[\w+\]', js) and "applyOrder:!0" in js
+
+
+def test_the_latest_sweep_is_the_latest_with_job_runs(tmp_path):
+    """A sweep stopped before its first job (a parent run with no children) is not "the latest
+    sweep" that distexp.report and distexp.ui open: the one before it, with runs, is."""
+    import time
+
+    from distexp import tracking
+    from distexp.tracking import lookup
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    real = tracking.JobRun(uri, "distexp", "sweep-a", {
+        "distexp.sweep_id": "a", "distexp.run_kind": "sweep"}, {"overrides": "x"})
+    client = real.client
+    client.create_run(real.experiment_id, tags={"distexp.sweep_id": "a",
+                                                "distexp.run_kind": "job"})
+    time.sleep(0.01)
+    empty = tracking.JobRun(uri, "distexp", "sweep-b", {
+        "distexp.sweep_id": "b", "distexp.run_kind": "sweep"}, {"overrides": "y"})
+    ids = [real.experiment_id]
+    assert lookup.latest_sweep(client, ids).info.run_id == real.run_id
+    assert lookup.latest_sweep(client, ids, "b").info.run_id == empty.run_id

@@ -31,9 +31,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from distexp import errors
 from distexp.figures import meaning
 from distexp.report.plots import plots
-from distexp.report import conclusions, text
+from distexp.report import conclusions, decided, text
+from distexp.report.decided import apply
 from distexp.report.columns import bottleneck_text, shown_mfu, write_csv
 from distexp.report.scaling import NO_BASELINE, Row, Significance, add_scaling, aggregate, row_from_run
+from distexp.sweeps.outcomes import Decision, from_json, section_lines
 from distexp.tracking import lookup
 from distexp.tracking import tags as tag
 from distexp.figures import perf_keys
@@ -145,7 +147,8 @@ def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
     groups = {r.group for r in rows}
     head = (["model/dataset/loop"] if len(groups) > 1 else []) + [
         "strategy", "workers", "replicas", "global batch", "runs",
-        "examples/s (median; range, or ±95% CI of 1 run)", "speed-up [95% CI]", "verdict",
+        "examples/s (median; range, or ±95% CI of 1 run)",
+        "speed-up" if any(r.decision is not None for r in rows) else "speed-up [95% CI]", "verdict",
         "efficiency", "baseline", "at equal global batch (vs 1 replica)", "steps",
         _eval_head(rows), "MFU", "bottleneck", "first step (s)", "status"]
     body = []
@@ -163,34 +166,26 @@ def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
     return head, body
 
 
-OUTCOME_HEAD = "## Outcome (repeats=auto)"
-AUTO_NOTE = ("Anytime-valid confidence sequences on the speed ratio of steady-state examples/s, "
-             "runs paired by round: each outcome holds at the round the sweep stopped, whatever "
-             "made it stop. The table's [95% CI] and \"~\" below are fixed-sample intervals over "
-             "the same runs; after a stop that depended on the data they are not the sweep's "
-             "answer. See distexp's docs/report.md, repeats=auto.")
+DECISION_NOTE = {
+    False: "repeats=auto: repeated confidence intervals over the planned rounds on the speed "
+           "ratio of steady-state examples/s, runs paired by round: each outcome holds at the "
+           "round the sweep stopped, whatever made it stop. The table shows the same speed-ups "
+           "(against the baseline, and at equal work against the control). See distexp's "
+           "docs/sweeps.md.",
+    True: "Fixed-sample: paired t intervals over the repeats' rounds, one look after the last "
+          "round (valid because the number of runs was fixed before the sweep). The table shows "
+          "the same speed-ups. See distexp's docs/sweeps.md."}
 
 
-def outcome_lines(md: str) -> List[str]:
-    """The repeats=auto outcomes a report holds (its first section), or []."""
-    lines = md.splitlines()
-    if OUTCOME_HEAD not in lines:
-        return []
-    out = []
-    for line in lines[lines.index(OUTCOME_HEAD) + 2:]:
-        if not line.startswith("- "):
-            break
-        out.append(line[2:])
-    return out
-
-
-def markdown(rows: Sequence[Row], title: str, outcomes: Sequence[str] = ()) -> str:
+def markdown(rows: Sequence[Row], title: str, decision: Optional[Decision] = None) -> str:
     head, body = table_rows(rows)
     lines = [f"# {title}", ""]
-    if outcomes:
-        lines += [OUTCOME_HEAD, ""] + [f"- {o}" for o in outcomes] + ["", AUTO_NOTE, ""]
-    lines += ["## Verdict", ""]
-    lines += [f"- {line}" for line in conclusions.verdict_lines(rows)]
+    if decision is not None:  # the sweep's answer; no verdict computed again beside it
+        first, *rest = section_lines(decision)
+        lines += [f"## {first}", ""] + rest + ["", DECISION_NOTE[decision.fixed]]
+    else:
+        lines += ["## Verdict", ""]
+        lines += [f"- {line}" for line in conclusions.verdict_lines(rows)]
     lines += ["", "## Jobs", "", "| " + " | ".join(head) + " |",
              "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(b) + " |" for b in body]
@@ -273,8 +268,10 @@ def build(uri: str, experiment: str = "distexp", sweep_id: Optional[str] = None,
         default_out = Path("outputs") / "reports" / time.strftime("%Y-%m-%d_%H-%M-%S")
     out = Path(out) if out is not None else default_out
     out.mkdir(parents=True, exist_ok=True)
-    outcomes = (parent.data.tags.get(tag.OUTCOMES) or "").splitlines() if parent else []
-    md = markdown(rows, title, outcomes)
+    decision = from_json(parent.data.tags.get(tag.OUTCOMES)) if parent is not None else None
+    if decision is not None:
+        apply(rows, decision)
+    md = markdown(rows, title, decision)
     if parent is not None and parent.data.params.get("launcher", "").startswith("Joblib"):
         md += ("\nNote: this sweep ran with the joblib launcher: jobs ran at the same time and "
                "shared the CPU, so their examples/s are not comparable with each other.\n")
@@ -314,10 +311,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from distexp.report.console import table
 
     print(md.splitlines()[0].lstrip("# "))
-    auto = outcome_lines(md)
-    if auto:
-        print("\n".join(["Outcome (repeats=auto):"] + [f"- {line}" for line in auto]))
-    print("\n".join(["Verdict:"] + [f"- {line}" for line in conclusions.verdict_lines(rows)]))
+    decision = decided.of_rows(rows)
+    if decision is not None:
+        first, *rest = section_lines(decision)
+        print("\n".join([f"{first}:"] + rest))
+    else:
+        print("\n".join(["Verdict:"] + [f"- {line}" for line in conclusions.verdict_lines(rows)]))
     print(table(rows))
     print(f"Written to {out}: report.md, report.csv, throughput.png, efficiency.png, "
           "speedup.png, loss.png"

@@ -38,23 +38,30 @@ def table(rows: Sequence, width: int = WIDTH) -> str:
     setups = {r.device_setup for r in rows}
     head = (["workload"] if several else []) + ["strategy", "replicas", "global batch"]
     head += ["set-up"] if len(setups) > 1 else []
-    head += ["examples/s", "speed-up [95% CI]", "accuracy", "verdict"]
+    decided = any(getattr(r, "decision", None) is not None for r in rows)
+    head += ["examples/s", "speed-up" if decided else "speed-up [95% CI]", "accuracy", "verdict"]
+    # the N-replica set-ups against one replica at their global batch, where measured
+    work = any(r.strong is not None and (r.replicas or 0) > 1 for r in rows if r.measured)
+    head += ["equal work"] if work else []
     body: List[List[str]] = []
     for r in rows:
         line = ([f"{r.model}/{r.dataset}"] if several else []) + [
             r.strategy, _num(r.replicas, "d"), _num(r.global_batch, "d")]
         line += [r.device_setup or "-"] if len(setups) > 1 else []
         line += [text.rate(r, short=True), text.speedup(r, short=True), _num(r.eval_accuracy, ".3f"),
-                 text.significance(r, short=True)]
+                 text.significance(r, short=True)] + ([text.equal_work(r, short=True)] if work else [])
         body.append(line)
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
               for i, h in enumerate(head)]
     # numbers right-aligned, words left; the widest column gives way if the line is too long
     right = {"replicas", "global batch", "examples/s", "accuracy"}
     over = sum(widths) + 2 * (len(widths) - 1) - width
-    if over > 0:
-        i = widths.index(max(widths))
-        widths[i] = max(len(head[i]), widths[i] - over)
+    # the words give way first (each down to its heading), then the widest column
+    for h in ("verdict", *(["equal work"] if work else []),
+              *sorted(head, key=lambda h: -widths[head.index(h)])):
+        i = head.index(h)
+        cut = max(0, min(over, widths[i] - len(h)))
+        widths[i], over = widths[i] - cut, over - cut
 
     def fmt(cells):
         out = []

@@ -200,6 +200,18 @@ def description_line(d: Decision, width: int = WIDTH) -> str:
         shown.pop()
 
 
+def setup_answer(d: Decision, setup: int) -> str:
+    """A set-up's name with its answer, the UI's group of its runs: "mirrored x2: 0.72x [0.45,
+    1.14] not settled vs control" (its equal-work comparison, else the one with the baseline);
+    "one_device x1 batch 64: baseline"."""
+    rec = d.of(setup, EQUAL_WORK) or d.of(setup, BASELINE)
+    if rec is None:
+        return f"{d.setups[setup]}: baseline" if any(r.b == setup for r in d.comparisons) \
+            else d.setups[setup]
+    return (f"{d.setups[setup]}: {cell(rec, d.margin)} vs "
+            f"{'control' if rec.kind == EQUAL_WORK else 'baseline'}")
+
+
 def setup_names(setups: Sequence[Optional[object]], strategies: Sequence[str],
                 controls: Sequence[int]) -> List[str]:
     """'mirrored x2'; ' batch B' where two set-ups would read the same, and on a control;
