@@ -298,9 +298,8 @@ def test_the_plug_in_normal_mixture_is_too_narrow_for_few_rounds():
     assert wrong / N_SIM > 3 * ALPHA  # 0.24 with this seed
 
 
-@pytest.mark.extended
 def test_the_planned_boundary_is_crossed_at_its_alpha_in_many_sequences():
-    """The calibration itself, on fresh seeds: 20,000 normal sequences of 10 rounds, never
+    """The calibration itself, on fresh seeds (~1.5 s): 20,000 normal sequences of 10 rounds, never
     stopped (every look taken): the share whose interval ever misses the true mean is the
     planned share of alpha, (1 - RESERVE) x alpha, within 3 standard errors."""
     rng, alpha, n_seq = random.Random(11), 0.05 / 3, 20_000

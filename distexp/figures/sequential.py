@@ -229,6 +229,12 @@ def outcome(a: Sequence[Optional[float]], b: Sequence[Optional[float]], margin: 
     if not diffs:
         return Outcome(OPEN, None, 0.0, math.inf, 0)
     mean, lo, hi, sd = log_interval(diffs, rule)
+    if not isinstance(rule, Fixed):  # the running intersection: every look's interval holds at
+        for n in range(2, len(diffs)):  # once, so their intersection does (never wider later)
+            _, lo_n, hi_n, _ = log_interval(diffs[:n], rule)
+            lo, hi = max(lo, lo_n), min(hi, hi_n)
+        if lo > hi:  # looks that disagree: the model is off (a trend?); the latest alone
+            _, lo, hi, _ = log_interval(diffs, rule)
     edge = math.log1p(margin)
     if lo > 0:
         kind = FASTER

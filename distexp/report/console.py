@@ -12,6 +12,7 @@ import math
 from typing import List, Optional, Sequence
 
 from distexp.report import text
+from distexp.sweeps.outcomes import short_word
 
 WIDTH = 120
 
@@ -39,17 +40,30 @@ def table(rows: Sequence, width: int = WIDTH) -> str:
     head = (["workload"] if several else []) + ["strategy", "replicas", "global batch"]
     head += ["set-up"] if len(setups) > 1 else []
     decided = any(getattr(r, "decision", None) is not None for r in rows)
-    head += ["examples/s", "speed-up" if decided else "speed-up [95% CI]", "accuracy", "verdict"]
+    if decided:  # the sweep's decision: each speed-up with its interval and outcome word
+        head += ["examples/s", "vs baseline", "at equal work", "accuracy"]
+    else:
+        head += ["examples/s", "speed-up [95% CI]", "accuracy", "verdict"]
     # the N-replica set-ups against one replica at their global batch, where measured
-    work = any(r.strong is not None and (r.replicas or 0) > 1 for r in rows if r.measured)
+    work = not decided and any(r.strong is not None and (r.replicas or 0) > 1
+                               for r in rows if r.measured)
     head += ["equal work"] if work else []
     body: List[List[str]] = []
     for r in rows:
         line = ([f"{r.model}/{r.dataset}"] if several else []) + [
             r.strategy, _num(r.replicas, "d"), _num(r.global_batch, "d")]
         line += [r.device_setup or "-"] if len(setups) > 1 else []
-        line += [text.rate(r, short=True), text.speedup(r, short=True), _num(r.eval_accuracy, ".3f"),
-                 text.significance(r, short=True)] + ([text.equal_work(r, short=True)] if work else [])
+        if decided:
+            base = (f"{text.speedup(r, short=True)} {short_word(r.main.outcome)}"
+                    if r.main is not None and not r.main.is_base
+                    else text.speedup(r, short=True) if r.measured
+                    else text.significance(r, short=True))
+            line += [text.rate(r, short=True), base, text.equal_work(r, short=True),
+                     _num(r.eval_accuracy, ".3f")]
+        else:
+            line += [text.rate(r, short=True), text.speedup(r, short=True),
+                     _num(r.eval_accuracy, ".3f"), text.significance(r, short=True)]
+            line += [text.equal_work(r, short=True)] if work else []
         body.append(line)
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
               for i, h in enumerate(head)]
@@ -57,7 +71,7 @@ def table(rows: Sequence, width: int = WIDTH) -> str:
     right = {"replicas", "global batch", "examples/s", "accuracy"}
     over = sum(widths) + 2 * (len(widths) - 1) - width
     # the words give way first (each down to its heading), then the widest column
-    for h in ("verdict", *(["equal work"] if work else []),
+    for h in (*[h for h in ("verdict", "equal work", "at equal work") if h in head],
               *sorted(head, key=lambda h: -widths[head.index(h)])):
         i = head.index(h)
         cut = max(0, min(over, widths[i] - len(h)))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 from distexp.report.scaling import NO_BASELINE, Significance
+from distexp.sweeps.outcomes import short_word
 
 # The verdict in the console's short words (report.md and report.csv keep Significance's own).
 WORDS = {Significance.SIGNIFICANT: "significant", Significance.NOT_SIGNIFICANT: "not significant",
@@ -66,7 +67,8 @@ def equal_work(r, short: bool = False) -> str:
         shown = ratio(c.value, ci95=None if short else c.ci95)
     else:
         shown = ratio(c.value, c.low, c.high)
-    word = c.outcome or ("" if short else WORDS.get(c.significance, c.significance))
+    word = (short_word(c.outcome) if short else c.outcome) if c.outcome else (
+        "" if short else WORDS.get(c.significance, c.significance))
     return f"{shown} {word}".strip()
 
 

@@ -18,6 +18,11 @@ from typing import List, Optional, Sequence
 
 EQUAL_WORK, BASELINE = "equal work", "baseline"
 OPEN_WORD = "not settled"
+OPEN_SHORT = "open"  # where a line must be short (a round line, the console's table)
+
+
+def short_word(outcome: str) -> str:
+    return OPEN_SHORT if outcome == OPEN_WORD else outcome
 WIDTH = 120
 
 
@@ -114,9 +119,13 @@ def text(r: Record, margin: float) -> str:
 def heading(d: Decision) -> str:
     """repeats=auto: 10 of at most 10 rounds, repeated confidence intervals, alpha 0.05 over 3
     comparisons, margin +-5%"""
-    what = (f"repeats={d.repeats}: {d.rounds} round{'s' * (d.rounds != 1)}, fixed-sample "
-            f"(paired t)" if d.fixed else
-            f"repeats=auto: {d.rounds} of at most {d.horizon} rounds, {d.method}")
+    if d.fixed:
+        what = f"repeats={d.repeats}: {d.rounds} round{'s' * (d.rounds != 1)}, fixed-sample (paired t)"
+    elif d.rounds <= d.horizon:
+        what = f"repeats=auto: {d.rounds} of at most {d.horizon} rounds, {d.method}"
+    else:
+        what = (f"repeats=auto: {d.rounds} rounds ({d.horizon} planned, then the alpha kept for "
+                f"a continuation), {d.method}")
     n = len(d.comparisons)
     return (f"{what}, alpha {d.alpha:g} over {n} comparison{'s' * (n != 1)}, margin "
             f"+-{100 * d.margin:g}%")
@@ -159,7 +168,7 @@ def _short(d: Decision, r: Record, with_interval: bool, full: bool) -> str:
     me = "control" if not full and r.a in d.controls else r.names[0]
     other = r.names[1] if full else "control" if r.kind == EQUAL_WORK else "baseline"
     what = interval(r) if with_interval else (f"{r.ratio:.2f}x" if r.ratio is not None else "-")
-    shown = "open" if r.outcome == OPEN_WORD else r.outcome
+    shown = short_word(r.outcome)
     return f"{me} vs {other}: {what} {shown}"
 
 
