@@ -200,3 +200,20 @@ def test_every_text_is_rendered_from_the_records():
     assert O.round_line(settled) == ("round 10: mirrored x2 vs control: 0.72x slower; "
                                      "mirrored x2 vs baseline: 1.18x equal; control vs baseline: "
                                      "1.61x faster")
+
+
+def test_repeats_n_ends_with_the_same_comparisons_fixed_sample(tmp_path, capsys):
+    """repeats=3: the same comparisons, made by the same code, one fixed-sample look after the 3
+    rounds, stored as the same records (auto.json), said to be fixed-sample."""
+    from distexp.sweeps import outcomes
+
+    _auto_sweep(tmp_path, _mirrored_faster, "strategy=one_device,mirrored", "cpu_replicas=2",
+                "sweep.controls=true", "repeats=3")
+    d = outcomes.from_json((tmp_path / "auto.json").read_text())
+    assert d.repeats == "3" and d.fixed and d.rounds == 3 and d.method == "fixed-sample paired t"
+    work = d.of(1, outcomes.EQUAL_WORK)
+    assert work.names == ["mirrored x2", "one_device x1 batch 128 (control)"]
+    assert work.rounds == 3 and 1.1 < work.ratio < 1.5 and work.low < work.ratio < work.high
+    assert outcomes.heading(d).startswith("repeats=3: 3 rounds, fixed-sample (paired t)")
+    assert outcomes.section_lines(d)[0] == "Outcome (repeats=3, fixed-sample)"
+    assert "Continue" not in "\n".join(outcomes.closing_lines(d))

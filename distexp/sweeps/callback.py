@@ -54,6 +54,9 @@ class SweepCallback(Callback):
         distexp's: it opens the sweep itself once every job has passed its checks, so that a
         refused sweep leaves no parent run and no sweep folder."""
         _refuse_before_any_job(config)
+        # the sweep dir's ${now:...} resolved once, here: Hydra copies this resolver cache into
+        # each job's config as it is composed, so that every job lands in this one folder
+        str(config.hydra.sweep.dir)
         if not _distexp_sweeper(config):
             open_sweep(config)
 

@@ -81,6 +81,9 @@ class DistexpSweeper(BasicSweeper):
 
         assert self.config is not None and self.launcher is not None
         assert self.hydra_context is not None
+        # ${now:...} in the sweep dir resolved before any job is composed (Hydra copies the
+        # master's resolver cache into each job's config): every job in the one sweep folder
+        str(self.config.hydra.sweep.dir)
         params_conf = self._parse_config() + list(arguments)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         overrides = parser.parse_overrides(params_conf)
