@@ -32,7 +32,9 @@ def _foreign(out: str):
                          r"|oneDNN custom operations", ln)]
 
 
-SETUPS = {"one_device x1 batch 64", "mirrored x2 batch 128", "one_device x1 batch 128"}
+# The set-ups, each named with its answer by the sweep's decision ("mirrored x2: 0.72x [0.45,
+# 1.14] not settled vs control"; distexp.sweeps.outcomes.setup_answer): the names before ": ".
+NAMES = {"one_device x1 batch 64", "mirrored x2", "one_device x1 batch 128 (control)"}
 
 
 def test_printed_link_opens_the_sweep_with_no_click(tmp_path):
@@ -65,9 +67,14 @@ def test_printed_link_opens_the_sweep_with_no_click(tmp_path):
     assert parent.data.tags["mlflow.note.content"].splitlines()[0] == outcome
     exp = client.get_experiment(parent.info.experiment_id)
     assert exp.tags["mlflow.note.content"].splitlines()[0] == outcome
-    assert {r.data.tags["set-up"] for r in jobs} == SETUPS
-    speedup = {r.data.tags["set-up"]: r.data.metrics["scaling/speedup_equal_work"] for r in jobs}
-    assert speedup["one_device x1 batch 64"] == speedup["one_device x1 batch 128"] == 1.0
+    setups = {r.data.tags["set-up"] for r in jobs}
+    assert {s.split(": ")[0] for s in setups} == NAMES
+    assert "one_device x1 batch 64: baseline" in setups
+    mirrored = next(s for s in setups if s.startswith("mirrored x2: "))
+    assert mirrored.endswith(" vs control") and re.search(r": \d\.\d\dx \[", mirrored)
+    speedup = {r.data.tags["set-up"]: r.data.metrics.get("scaling/speedup_equal_work")
+               for r in jobs}
+    assert speedup[next(s for s in setups if "(control)" in s)] == 1.0
     print(f"\njob + sweep: {time.time() - t0:.0f} s ({len(jobs)} jobs)")
 
     port = free_port()
@@ -82,7 +89,7 @@ def test_printed_link_opens_the_sweep_with_no_click(tmp_path):
                 url = line.strip()
                 break
         assert url and url.startswith(f"http://127.0.0.1:{port}/#/experiments/"), url
-        _look(url, jobs, speedup, outcome, tmp_path / "ui.png")
+        _look(url, jobs, speedup, outcome, tmp_path / "ui.png", sorted(setups))
     finally:
         ui.terminate()
         try:
@@ -108,12 +115,13 @@ FIRST_LINE = """p => { const r = document.createRange(); r.selectNodeContents(p)
           clipRight: c.right, clipBottom: c.bottom}; }"""
 SPEEDUP = '[col-id="metrics.`scaling/speedup_equal_work`"]'
 RATE = '[col-id="metrics.`scaling/examples_per_sec_setup`"]'
+ACCURACY = '[col-id="metrics.`scaling/eval_accuracy_setup`"]'
 
 
-def _look(url: str, jobs, speedup: dict, outcome: str, shot: Path) -> None:
+def _look(url: str, jobs, speedup: dict, outcome: str, shot: Path, setups) -> None:
     with chromium_page(1600, 1000) as page:
         page.goto(url)
-        page.get_by_text(f"Group: {sorted(SETUPS)[0]}").first.wait_for(timeout=120_000)
+        page.get_by_text(f"Group: {setups[0]}").first.wait_for(timeout=120_000)
         page.wait_for_timeout(1000)
         # the outcome: the experiment's description, its first line whole in its collapsed box
         line = page.locator("p", has_text=outcome.split(" (")[0]).first
@@ -124,7 +132,7 @@ def _look(url: str, jobs, speedup: dict, outcome: str, shot: Path) -> None:
         # one row per set-up (and the sweep's parent, ungrouped); no job's row until a click
         grid = page.locator(".ag-root-wrapper").first.bounding_box()
         groups = {}
-        for name in SETUPS:
+        for name in setups:  # its name with its answer, whole
             row = page.locator("[role=row][row-index]", has_text=f"Group: {name}").first
             assert row.is_visible(), name
             groups[name] = row.get_attribute("row-index")
@@ -132,10 +140,14 @@ def _look(url: str, jobs, speedup: dict, outcome: str, shot: Path) -> None:
         assert page.get_by_role("link", name=jobs[0].info.run_name).count() == 0
         # the set-up's equal-work speed-up and examples/s: its row's cells, inside the grid
         for name, index in groups.items():
-            for col, value in ((SPEEDUP, speedup[name]), (RATE, None)):
+            for col, value in ((SPEEDUP, speedup[name]), (RATE, None), (ACCURACY, None)):
+                if col == SPEEDUP and value is None:  # the baseline: no equal-work figure
+                    continue
                 cell = page.locator(f"[row-index='{index}'] {col}").first
                 text, cbox = cell.inner_text(), cell.bounding_box()
                 assert text.endswith("(average)") and not text.startswith("-"), (name, text)
+                if col == RATE:  # a plain number: the median, whole
+                    assert re.fullmatch(r"\d+ \(average\)", text), text
                 if value is not None:
                     assert float(text.split()[0]) == pytest.approx(value, abs=1e-3), text
                 assert cbox["x"] >= grid["x"] and cbox["x"] + cbox["width"] <= \
@@ -145,9 +157,10 @@ def _look(url: str, jobs, speedup: dict, outcome: str, shot: Path) -> None:
         shot.parent.mkdir(exist_ok=True)
         page.screenshot(path=str(shot))
         # per-run detail: one click on a set-up shows its runs, with their display tags
-        expander = f"[row-index='{groups['mirrored x2 batch 128']}'] span[role=button]"
+        name = next(s for s in setups if s.startswith("mirrored x2: "))
+        expander = f"[row-index='{groups[name]}'] span[role=button]"
         page.locator(expander).first.click()
-        mirrored = [r for r in jobs if r.data.tags["set-up"] == "mirrored x2 batch 128"]
+        mirrored = [r for r in jobs if r.data.tags["set-up"] == name]
         page.get_by_role("link", name=mirrored[0].info.run_name).first.wait_for(timeout=30_000)
         text = page.inner_text("body")
         for r in mirrored:

@@ -37,6 +37,7 @@ AUTO = "auto"
 RATE = perf_keys.EXAMPLES_PER_SEC
 EQUAL_WORK, BASELINE = outcomes.EQUAL_WORK, outcomes.BASELINE
 AUTO_FILE = "auto.json"
+TAG_MAX = 8000  # MLflow's limit on a run tag's value
 
 
 @dataclass
@@ -192,8 +193,12 @@ def publish(decision: outcomes.Decision, sweep_dir: Path) -> None:
     text = decision.to_json()
     (sweep_dir / AUTO_FILE).write_text(text)
     run = SWEEPS.open_run()
-    if run is not None:
-        run.set_tag(tag.OUTCOMES, json.dumps(json.loads(text), separators=(",", ":"))[:8000])
+    compact = json.dumps(json.loads(text), separators=(",", ":"))
+    if run is not None and len(compact) <= TAG_MAX:
+        run.set_tag(tag.OUTCOMES, compact)
+    elif run is not None and decision.rounds <= 1:  # said once
+        print(f"distexp: the sweep's decision ({len(decision.comparisons)} comparisons) is over "
+              f"MLflow's tag limit: it is in {sweep_dir / AUTO_FILE} only", flush=True)
 
 
 def planned_horizon(config: DictConfig) -> Optional[int]:
