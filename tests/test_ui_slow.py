@@ -33,7 +33,7 @@ def _foreign(out: str):
 
 
 # The set-ups, each named with its answer by the sweep's decision ("mirrored x2: 0.72x [0.45,
-# 1.14] not settled vs control"; distexp.sweeps.outcomes.setup_answer): the names before ": ".
+# 1.14] not settled vs control"; distexp.report.outcomes.setup_answer): the names before ": ".
 NAMES = {"one_device x1 batch 64", "mirrored x2", "one_device x1 batch 128 (control)"}
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 from distexp.report.scaling import NO_BASELINE, Significance
-from distexp.sweeps.outcomes import short_word
+from distexp.report.outcomes import short_word
 
 # The verdict in the console's short words (report.md and report.csv keep Significance's own).
 WORDS = {Significance.SIGNIFICANT: "significant", Significance.NOT_SIGNIFICANT: "not significant",

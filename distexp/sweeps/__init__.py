@@ -3,7 +3,6 @@
 - ``callback``: the Hydra callback: the sweep's start, each job's record
 - ``ending``: the sweep's end (parent run, outcome, summary, exit code) and this process's sweeps
 - ``auto``: repeats=auto's rounds and comparisons (and repeats=N's decision)
-- ``outcomes``: the sweep's decision as records, and every text rendered from them
 - ``parent``: the sweep's parent run in MLflow: opened, reopened (resume), its children's tags
 - ``planning``: repeats, resume, which jobs run (the DistexpSweeper's logic)
 - ``records``: the sweep's files (sweep.json, sweep_jobs/<num>.json) and tag names

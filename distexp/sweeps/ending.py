@@ -22,8 +22,8 @@ from typing import List, Optional
 from omegaconf import OmegaConf
 
 from distexp import errors, stops
-from distexp.sweeps.outcomes import closing_lines
-from distexp.sweeps.records import JOBS_DIR, SWEEP_FILE, outcome, records
+from distexp.report.outcomes import closing_lines
+from distexp.sweeps.records import AUTO_FILE, JOBS_DIR, SWEEP_FILE, outcome, records
 from distexp.tracking import tags as tag
 
 
@@ -136,9 +136,8 @@ def _finish(sweep: OpenSweep, error: Optional[BaseException], interrupted: bool)
 
 
 def _decision(sweep_dir: Path):
-    """The sweep's decision (auto.json: distexp.sweeps.outcomes), or None."""
-    from distexp.sweeps.auto import AUTO_FILE
-    from distexp.sweeps.outcomes import from_json
+    """The sweep's decision (auto.json: distexp.report.outcomes), or None."""
+    from distexp.report.outcomes import from_json
 
     try:
         return from_json((sweep_dir / AUTO_FILE).read_text())
