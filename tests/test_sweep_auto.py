@@ -188,8 +188,8 @@ def test_every_text_is_rendered_from_the_records():
         "rounds",
         "one_device x1 batch 128 (control) vs one_device x1 batch 64, baseline: 1.61x [1.32, 1.96] "
         "faster",
-        "Not settled: the noise is 0.31 (sd of the paired log ratios, 36% a round); ~14 rounds in "
-        "all would likely settle 0.72x",
+        "Not settled: the noise is 0.31 (sd of the paired log ratios, 36% a round); likely "
+        "settled after ~14 rounds (0.72x)",
         "Continue: python -m distexp -m a=1,2 sweep.resume=X sweep.max_repeats=14"]
     assert O.description_line(d) == ("Outcome: mirrored x2 vs its control: 0.72x [0.45, 1.14] not "
                                      "settled (10 rounds; +2 more below)")
@@ -217,3 +217,22 @@ def test_repeats_n_ends_with_the_same_comparisons_fixed_sample(tmp_path, capsys)
     assert outcomes.heading(d).startswith("repeats=3: 3 rounds, fixed-sample (paired t)")
     assert outcomes.section_lines(d)[0] == "Outcome (repeats=3, fixed-sample)"
     assert "Continue" not in "\n".join(outcomes.closing_lines(d))
+
+
+def test_not_settled_says_what_next():
+    """The noise, the rounds that would likely settle each open comparison, the command to the
+    fewest of them; past 200 rounds no command (quiet the machine); no difference visible: say
+    so; repeats=N: run again with more repeats."""
+    from distexp.report import outcomes as O
+
+    d = _decision()
+    d.next_rounds, d.comparisons[0].rounds_needed = None, 792
+    assert O.next_lines(d)[1].startswith("More than 200 rounds: quiet the machine")
+    d.comparisons[0].rounds_needed = None
+    assert O.next_lines(d)[0].endswith("no difference visible at this noise: more rounds would "
+                                       "likely not settle it")
+    fixed = _decision()
+    fixed.repeats = "3"
+    assert O.next_lines(fixed) == ["Not settled: the noise is 0.31 (sd of the paired log ratios, "
+                                   "36% a round); likely settled after ~14 rounds (0.72x): run "
+                                   "it again with repeats=14"]

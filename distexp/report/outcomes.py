@@ -18,6 +18,7 @@ from typing import List, Optional, Sequence
 
 EQUAL_WORK, BASELINE = "equal work", "baseline"
 OPEN_WORD = "not settled"
+MOST_ROUNDS = 200  # a continuation suggested up to this many rounds in all
 OPEN_SHORT = "open"  # where a line must be short (a round line, the console's table)
 
 
@@ -132,20 +133,25 @@ def heading(d: Decision) -> str:
 
 
 def next_lines(d: Decision) -> List[str]:
-    """What to do about the comparisons not settled: the noise, the rounds, the command."""
+    """What to do about the comparisons not settled: the noise, the rounds that would likely
+    settle each, the command that continues the sweep (to the fewest of those rounds)."""
     open_ = [r for r in d.comparisons if not r.settled and r.spread is not None]
     if not open_:
         return []
     noise = max(r.spread for r in open_)
     head = (f"Not settled: the noise is {noise:.2f} (sd of the paired log ratios, "
             f"{100 * (math.exp(noise) - 1):.0f}% a round)")
-    if d.next_rounds is None:
+    likely = sorted((r for r in open_ if r.rounds_needed), key=lambda r: r.rounds_needed)
+    if not likely:
         return [head + "; no difference visible at this noise: more rounds would likely not "
                 "settle it"]
-    size = ", ".join(f"{r.ratio:.2f}x" for r in open_ if r.rounds_needed)
-    head += f"; ~{d.next_rounds} rounds in all would likely settle {size}"
+    head += "; likely settled after ~" + ", ~".join(
+        f"{r.rounds_needed} rounds ({r.ratio:.2f}x)" for r in likely)
+    if d.next_rounds is None:
+        return [head, f"More than {MOST_ROUNDS} rounds: quiet the machine (or accept that the "
+                "difference is smaller than it can show), then run the sweep again"]
     if d.fixed:
-        return [head + f" (repeats={d.next_rounds})"]
+        return [head + f": run it again with repeats={d.next_rounds}"]
     return [head, f"Continue: {d.next_command}" if d.next_command else ""]
 
 

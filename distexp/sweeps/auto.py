@@ -158,7 +158,9 @@ class Rounds:
                 o.low or None, None if math.isinf(o.high) else o.high, o.kind, o.rounds,
                 self.rule.method, o.spread, need))
         likely = [r for r in recs if not r.settled and r.rounds_needed]
-        n = max((r.rounds_needed + self.done - r.rounds for r in likely), default=None)
+        # the next step: the rounds that would likely settle the first of them
+        n = min((r.rounds_needed + self.done - r.rounds for r in likely), default=None)
+        n = n if n is not None and n <= outcomes.MOST_ROUNDS else None
         return outcomes.Decision(
             str(self.repeats), self.rule.method, self.alpha, self.margin, self.done, self.horizon,
             list(self.names), recs, next_command(n) if n and next_command else None, n,
