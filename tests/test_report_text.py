@@ -134,4 +134,4 @@ def test_the_ui_names_each_set_up_with_its_answer():
     assert set(names.values()) == {
         "one_device x1 batch 64: baseline",
         "mirrored x2: 0.72x [0.45, 1.14] not settled vs control",
-        "one_device x1 batch 128 (control): 1.61x [1.32, 1.96] faster vs baseline"}
+        "one_device x1 batch 128 (control): 1.61x [1.32, 1.96] faster"}

@@ -44,7 +44,7 @@ COLUMNS = [f"metrics.`{SPEEDUP_METRIC}`", RATE_METRIC, f"metrics.`{SETUP_ACCURAC
 NAME_COLUMN = "attributes.`Run Name`"  # the group's name ("Group: one_device x1 batch 128") too
 # Pixels, so that at 1600 px (MLflow's Assistant panel open) the set-up's name and answer read
 # whole and the speed-up and examples/s columns are in view (tests/test_ui_slow.py).
-WIDTHS = {NAME_COLUMN: 420, COLUMNS[0]: 130, RATE_METRIC: 130, COLUMNS[2]: 120,
+WIDTHS = {NAME_COLUMN: 480, COLUMNS[0]: 110, RATE_METRIC: 100, COLUMNS[2]: 100,
           f"tags.`{tag.SPEED_UP}`": 190, f"tags.`{tag.EXAMPLES_PER_SEC}`": 170}
 SORT = "tags.`mlflow.runName`"  # in a sweep a run's name starts with what varies (docs/sweeps.md)
 GROUP = "tag." + tag.SETUP      # MLflow's id of the group of runs without a set-up tag
