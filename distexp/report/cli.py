@@ -191,7 +191,20 @@ def markdown(rows: Sequence[Row], title: str, decision: Optional[Decision] = Non
     lines += ["", "## Jobs", "", "| " + " | ".join(head) + " |",
              "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(b) + " |" for b in body]
-    lines += ["", "examples/s: warm-up steps excluded; the median over a job's runs (`repeats`), "
+    if decision is not None:
+        lines += ["", "examples/s: warm-up steps excluded; the median over a job's runs, with their "
+                  "range. speed-up and \"at equal global batch\": the sweep's decision above (the "
+                  "geometric mean of the ratios paired by round, its interval and outcome); "
+                  "efficiency = speed-up / replicas. See distexp's docs/report.md."]
+    else:
+        lines += _fixed_note()
+    lines += _notes(rows)
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _fixed_note() -> List[str]:
+    return ["", "examples/s: warm-up steps excluded; the median over a job's runs (`repeats`), "
               "with their range; a single run shows ± its 95 % interval over 10-step windows. "
               "speed-up = examples/s / the baseline's (the 1-replica runs of the same job; weak = "
               "same per-replica batch, strong = same global batch); efficiency = speed-up / "
@@ -201,7 +214,13 @@ def markdown(rows: Sequence[Row], title: str, decision: Optional[Decision] = Non
               "difference at 80 % power; \"within run\" = one run a side: the interval only sees "
               "noise inside that run, not between runs, and no significance is claimed. "
               "See distexp's docs/report.md."]
-    one_rep = [r for r in rows if r.replicas == 1 and r.significant and (r.speedup or 0) > 1]
+
+
+def _notes(rows: Sequence[Row]) -> List[str]:
+    """The notes under the table (both kinds of report)."""
+    lines: List[str] = []
+    one_rep = [r for r in rows if r.replicas == 1 and r.significant and (r.speedup or 0) > 1
+               and r.decision is None]  # a decision's 1-replica comparisons change the batch
     if one_rep:
         lines += ["", "Note: " + ", ".join(sorted({r.strategy for r in one_rep})) + " with 1 "
                   "replica measured significantly faster than one_device: the same work on one "
@@ -230,8 +249,7 @@ def markdown(rows: Sequence[Row], title: str, decision: Optional[Decision] = Non
     if failed:
         lines += ["", f"{len(failed)} run(s) failed or diverged: listed with no throughput and "
                   "never used as a baseline."]
-    lines.append("")
-    return "\n".join(lines)
+    return lines
 
 
 # --- the command -------------------------------------------------------------------------------
