@@ -57,13 +57,19 @@ def test_printed_link_opens_the_sweep_with_no_click(tmp_path):
     assert sweep.returncode == 0, sweep
     assert _foreign(sweep.out) == [], sweep.out
     assert sweep.stdout.rstrip().endswith("Browse it: python -m distexp.ui"), sweep.stdout[-2000:]
-    outcome = re.search(r"^Outcome: .+$", sweep.stdout, re.M).group(0)
+    closing = [ln for ln in sweep.stdout.splitlines() if ln.startswith("repeats=auto: ")]
+    assert len(closing) == 1  # the sweep's closing lines: its decision's (the records)
     left = [p.name for p in (tmp_path / "outputs").iterdir()]
     assert "mlflow.db" in left and not [n for n in left if n.endswith(".lock")], left
     client, runs = mlflow_runs(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
     parent = next(r for r in runs if r.data.tags.get("distexp.run_kind") == "sweep")
     jobs = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert 3 <= len(jobs) <= 6
+    from distexp.report import outcomes
+
+    decision = outcomes.from_json(parent.data.tags["distexp.outcomes"])
+    assert all(line in sweep.stdout.splitlines() for line in outcomes.closing_lines(decision))
+    outcome = outcomes.description_line(decision)  # the same records, one line
     assert parent.data.tags["mlflow.note.content"].splitlines()[0] == outcome
     exp = client.get_experiment(parent.info.experiment_id)
     assert exp.tags["mlflow.note.content"].splitlines()[0] == outcome
