@@ -37,9 +37,12 @@ def headline(rows: Sequence) -> str:
 def table(rows: Sequence, width: int = WIDTH) -> str:
     several = len({r.group for r in rows}) > 1
     setups = {r.device_setup for r in rows}
-    head = (["workload"] if several else []) + ["strategy", "replicas", "global batch"]
-    head += ["set-up"] if len(setups) > 1 else []
     decided = any(getattr(r, "decision", None) is not None for r in rows)
+    # with a decision two speed-ups with their words need the room: "batch" (the global batch,
+    # as the set-ups' names say it)
+    head = (["workload"] if several else []) + ["strategy", "replicas",
+                                                "batch" if decided else "global batch"]
+    head += ["set-up"] if len(setups) > 1 else []
     if decided:  # the sweep's decision: each speed-up with its interval and outcome word
         head += ["examples/s", "vs baseline", "at equal work", "accuracy"]
     else:
@@ -68,7 +71,7 @@ def table(rows: Sequence, width: int = WIDTH) -> str:
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
               for i, h in enumerate(head)]
     # numbers right-aligned, words left; the widest column gives way if the line is too long
-    right = {"replicas", "global batch", "examples/s", "accuracy"}
+    right = {"replicas", "global batch", "batch", "examples/s", "accuracy"}
     over = sum(widths) + 2 * (len(widths) - 1) - width
     # the words give way first (each down to its heading), then the widest column
     for h in (*[h for h in ("verdict", "equal work", "at equal work") if h in head],
