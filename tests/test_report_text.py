@@ -56,3 +56,83 @@ def test_the_rate_and_the_verdict_long_and_short():
     assert text.significance(ns, short=True) == "not significant"
     assert text.significance(_row(status="FAILED"), short=True) == "failed"
     assert text.significance(_row(), short=True) == "no baseline"
+
+
+def _decided_rows():
+    """The README sweep's three set-ups, 3 runs each, and a decision on them (as the sweeper
+    stores it): the report's rows carry the records' speed-ups, nothing computed again."""
+    from distexp.report import decided
+    from distexp.report.scaling import Row, add_scaling, aggregate
+    from distexp.report import outcomes as O
+
+    def run(strategy, replicas, batch, rate, job):
+        return Row(run_id=f"id{job}", run_name="", status="FINISHED", strategy=strategy,
+                   model="cnn", dataset="digits", loop="custom", workers=1, replicas=replicas,
+                   global_batch=batch, rate=rate, ci95=None, eval_accuracy=0.9,
+                   time_to_first_step=1.0, job_num=job, rates=[rate], run_ids=[f"id{job}"],
+                   overrides=f"strategy={strategy} gbs={batch} repeat={job // 3}")
+
+    rows = aggregate([run(s, n, b, rate * (1 + 0.01 * k), 3 * k + i)
+                      for k in range(3)
+                      for i, (s, n, b, rate) in enumerate([("one_device", 1, 64, 1000.0),
+                                                           ("mirrored", 2, 128, 1100.0),
+                                                           ("one_device", 1, 128, 1500.0)])])
+    add_scaling(rows)
+    names = ["one_device x1 batch 64", "mirrored x2", "one_device x1 batch 128 (control)"]
+    m = "repeated confidence intervals"
+    d = O.Decision("auto", m, 0.05, 0.05, 3, 10, names, [
+        O.Record(1, 2, [names[1], names[2]], O.EQUAL_WORK, 0.72, 0.45, 1.14, "not settled", 3, m,
+                 0.31, 21),
+        O.Record(1, 0, [names[1], names[0]], O.BASELINE, 1.18, 0.81, 1.72, "not settled", 3, m,
+                 0.3, None),
+        O.Record(2, 0, [names[2], names[0]], O.BASELINE, 1.61, 1.32, 1.96, "faster", 3, m, 0.1,
+                 None)], "python -m distexp -m x sweep.resume=s sweep.max_repeats=21", 21, [2])
+    decided.apply(rows, d)
+    return rows, d
+
+
+def test_a_decision_is_the_reports_one_answer(tmp_path):
+    """report.md opens with the decision's lines (no Verdict computed beside them), its table and
+    report.csv show the records' speed-ups (vs baseline, and at equal work), the console table
+    both with their words, the run tag the equal-work one."""
+    import csv
+
+    from distexp.report.cli import markdown
+    from distexp.report.columns import write_csv
+    from distexp.report.console import table
+    from distexp.report.text import speed_tag
+    from distexp.report import outcomes as O
+
+    rows, d = _decided_rows()
+    md = markdown(rows, "Sweep s", d)
+    assert "## Outcome (repeats=auto)" in md and "## Verdict" not in md
+    assert all(f"- {line}" in md for line in O.closing_lines(d))
+    mirrored = next(r for r in rows if r.strategy == "mirrored")
+    assert "| 1.18x [0.81, 1.72] | not settled |" in md
+    assert "| 0.72x [0.45, 1.14] not settled |" in md  # at equal global batch
+    assert speed_tag(mirrored) == "0.72x [0.45, 1.14] not settled"
+    write_csv(rows, tmp_path / "r.csv")
+    got = {r["strategy"] + r["global_batch"]: r for r in csv.DictReader(open(tmp_path / "r.csv"))}
+    m = got["mirrored128"]
+    assert (m["speedup"], m["speedup_low"], m["speedup_high"], m["significant"]) == (
+        "1.18", "0.81", "1.72", "False")
+    assert (m["speedup_strong"], m["speedup_strong_low"], m["verdict"]) == (
+        "0.72", "0.45", "not settled")
+    assert m["speedup_weak"] == "" and m["batch_effect"] == ""  # no ratio of medians beside
+    assert got["one_device128"]["significant"] == "True"
+    lines = table(rows).splitlines()
+    assert "vs baseline" in lines[0] and "at equal work" in lines[0]
+    mline = next(ln for ln in lines if ln.startswith("mirrored"))
+    assert "1.18x [0.81, 1.72] open" in mline and "0.72x [0.45, 1.14] open" in mline
+    assert max(len(ln) for ln in lines) <= 120
+
+
+def test_the_ui_names_each_set_up_with_its_answer():
+    from distexp.sweeps.summary import setups
+
+    rows, _ = _decided_rows()
+    names = setups(rows)
+    assert set(names.values()) == {
+        "one_device x1 batch 64: baseline",
+        "mirrored x2: 0.72x [0.45, 1.14] not settled vs control",
+        "one_device x1 batch 128 (control): 1.61x [1.32, 1.96] faster"}

@@ -1,6 +1,9 @@
-"""repeats=auto's statistics (distexp.figures.sequential): the boundary against the papers'
-formulas, the error rate of "stop when settled" in simulated A/A sweeps (against the naive
-"Welch after each round" rule), and the rounds a real difference takes. Pure Python, seeded.
+"""repeats=auto's statistics (distexp.figures.sequential): the boundaries against the papers'
+formulas, the error rate of "stop when settled" in simulated A/A sweeps (normal, heavy tails, a
+drifting machine, a position effect; against the naive "test after each round" rules) for the
+rule in use (repeated confidence intervals over the planned rounds, `planned`) and the one it
+replaced (the open-ended t mixture, `Mixture`), and the rounds a real difference takes under
+each (docs/sweeps.md's table). Pure Python, seeded.
 
 Noise in the simulations: each run's log examples/s = a drift shared by the round (sd 0.10: the
 machine's slow and fast periods) + the run's own noise, sd 0.05 (~5 % run-to-run CV on a quiet
@@ -32,11 +35,15 @@ def _noise(rng, sd, heavy):
     return rng.gauss(0, 1) / math.sqrt(chi2 / 3) * sd / math.sqrt(3)
 
 
-def _rounds(rng, ratio, sd, heavy):
-    """One round's pair of rates (A, B) with A = ratio x B in expectation (log scale)."""
-    d = rng.gauss(0, DRIFT)
-    return (math.exp(d + math.log(ratio) + _noise(rng, sd, heavy)),
-            math.exp(d + _noise(rng, sd, heavy)))
+def _rounds(rng, ratio, sd, heavy, r=0, trend=0.0, position=0.0):
+    """One round's pair of rates (A, B) with A = ratio x B in expectation (log scale); `trend`:
+    the machine slows by that much a round (both); `position`: the job run first in a round is
+    that much slower, A first in even rounds and B in odd ones (counterbalanced, as the sweeper
+    orders a round)."""
+    d = rng.gauss(0, DRIFT) - trend * r
+    first_a, first_b = (position, 0.0) if r % 2 == 0 else (0.0, position)
+    return (math.exp(d + math.log(ratio) + _noise(rng, sd, heavy) - first_a),
+            math.exp(d + _noise(rng, sd, heavy) - first_b))
 
 
 def _welch_p(a, b):
@@ -57,16 +64,25 @@ def _paired_p(a, b):
     return 2 * (1 - stats.t_cdf(abs(m) / math.sqrt(v / len(a)), len(a) - 1))
 
 
-def _simulate(ratio, sd, heavy, alpha, max_rounds, seed, naive=None, n=N_SIM):
-    """(outcome kinds, rounds each sequence ran) over n sequences stopped by the rule (`naive`:
+def _planned(alpha, max_rounds):
+    return S.planned(alpha, max_rounds)
+
+
+def _mixture(alpha, max_rounds):
+    return S.Mixture(alpha, S.mixing_g(alpha, math.ceil(max_rounds / 2)))
+
+
+def _simulate(ratio, sd, heavy, alpha, max_rounds, seed, naive=None, n=N_SIM, rule=_planned,
+              **effects):
+    """(outcome kinds, rounds each sequence ran) over n sequences stopped by `rule` (`naive`:
     a p-value function, stop at p < alpha)."""
     rng = random.Random(seed)
-    g = S.mixing_g(alpha, math.ceil(max_rounds / 2))
+    boundary = rule(alpha, max_rounds)
     kinds, used = {}, []
     for _ in range(n):
         a, b, kind = [], [], S.OPEN
         for r in range(1, max_rounds + 1):
-            x, y = _rounds(rng, ratio, sd, heavy)
+            x, y = _rounds(rng, ratio, sd, heavy, r, **effects)
             a.append(x)
             b.append(y)
             if naive:
@@ -74,7 +90,7 @@ def _simulate(ratio, sd, heavy, alpha, max_rounds, seed, naive=None, n=N_SIM):
                     kind = S.FASTER if sum(a) > sum(b) else S.SLOWER
                     break
             else:
-                kind = S.outcome(a, b, alpha, 0.05, g).kind
+                kind = S.outcome(a, b, 0.05, boundary).kind
                 if kind in S.SETTLED:
                     break
         kinds[kind] = kinds.get(kind, 0) + 1
@@ -116,24 +132,45 @@ def test_t_mixture_reaches_one_over_alpha_at_its_boundary_and_tends_to_the_norma
                                 rel=1e-3)
 
 
-def test_outcomes_and_their_text():
-    g = S.mixing_g(0.05, 5)
+def test_outcomes():
+    rule = S.planned(0.05, 10)
     base = [1000, 1010, 990, 1005, 995, 1000]
     faster = S.outcome([1.3 * x * (1 + 0.01 * (-1) ** i) for i, x in enumerate(base)], base,
-                       0.05, 0.05, g)
+                       0.05, rule)
     assert faster.kind == S.FASTER and faster.low > 1 and faster.ratio == pytest.approx(1.3,
                                                                                         rel=0.01)
-    assert faster.text(0.05).endswith("faster")
     slower = S.outcome(base, [1.3 * x * (1 + 0.01 * (-1) ** i) for i, x in enumerate(base)],
-                       0.05, 0.05, g)
+                       0.05, rule)
     assert slower.kind == S.SLOWER and slower.high < 1
-    equal = S.outcome([x * (1 + 0.002 * (-1) ** i) for i, x in enumerate(base)], base, 0.05,
-                      0.05, g)
+    equal = S.outcome([x * (1 + 0.002 * (-1) ** i) for i, x in enumerate(base)], base, 0.05, rule)
     assert equal.kind == S.EQUAL and 1 / 1.05 <= equal.low and equal.high <= 1.05
-    assert "equal within +-5%" in equal.text(0.05)
-    two = S.outcome([1300, 1310], [1000, 1000], 0.05, 0.05, g)
-    assert two.kind == S.OPEN and two.high == math.inf
-    assert two.text(0.05) == "1.30x [0.00, inf] not settled after 2 rounds"
+    two = S.outcome([1300, 1310], [1000, 1000], 0.05, rule)  # a planned look from round 3 on
+    assert two.kind == S.OPEN and two.high == math.inf and two.spread is not None
+
+
+def test_the_planned_boundary_spends_its_alpha_and_keeps_some_for_a_continuation():
+    """The multipliers: finite from round 3, below the t mixture's at every planned look, above
+    the fixed-sample t at the same alpha (the price of looking every round); past the plan the
+    t mixture at RESERVE x alpha. At alpha 0.05/3 and 10 planned rounds (the README sweep)."""
+    alpha = 0.05 / 3
+    rule, mix = S.planned(alpha, 10), _mixture(alpha, 10)
+    fixed = S.Fixed(alpha)
+    assert rule.multiplier(2) == math.inf and math.isfinite(rule.multiplier(3))
+    for n in range(5, 11):
+        assert fixed.multiplier(n) < rule.multiplier(n) < mix.multiplier(n)
+    assert [round(rule.multiplier(n), 1) for n in (5, 6, 10)] == [7.2, 5.6, 3.8]
+    assert [round(mix.multiplier(n), 1) for n in (5, 6, 10)] == [10.5, 6.8, 4.7]
+    assert rule.multiplier(11) == pytest.approx(
+        S.Mixture(alpha * S.RESERVE, S.mixing_g(alpha * S.RESERVE, 10)).multiplier(11))
+
+
+def test_rounds_to_settle_is_where_the_half_width_passes_the_mean():
+    rule = S.planned(0.05 / 3, 10)
+    n = S.rounds_to_settle(math.log(0.72), 0.31, 0.05, rule, 11)
+    assert n is not None and n > 10
+    assert rule.multiplier(n) * 0.31 / math.sqrt(n) < -math.log(0.72)
+    assert rule.multiplier(n - 1) * 0.31 / math.sqrt(n - 1) >= -math.log(0.72)
+    assert S.rounds_to_settle(0.0, None, 0.05, rule, 3) is None
 
 
 @pytest.mark.parametrize("heavy", [False, True], ids=["normal", "t3"])
@@ -143,8 +180,10 @@ def test_a_a_sweeps_stopped_when_settled_claim_a_difference_at_most_alpha(heavy,
     fixed-n test after each round, stop at p < alpha: the paired t-test (the auto rule's own
     pairing) claims one beyond alpha's allowance; Welch's (unpaired: the round's drift is
     noise to it, which makes it conservative, more so with heavy tails) more often than the
-    auto rule."""
+    auto rule. The t mixture it replaced holds alpha too (more conservatively)."""
     kinds, _ = _simulate(1.0, 0.15, heavy, ALPHA, 10, seed=1)
+    assert _wrong(_simulate(1.0, 0.15, heavy, ALPHA, 10, seed=1, rule=_mixture)[0]) <= \
+        ALPHA + ALLOWANCE  # the rule it replaced
     paired, _ = _simulate(1.0, 0.15, heavy, ALPHA, 10, seed=1, naive=_paired_p)
     welch, _ = _simulate(1.0, 0.15, heavy, ALPHA, 10, seed=1, naive=_welch_p)
     rate = _wrong(kinds)
@@ -154,13 +193,68 @@ def test_a_a_sweeps_stopped_when_settled_claim_a_difference_at_most_alpha(heavy,
               f"first p < alpha: paired t {_wrong(paired):.3f}, Welch {_wrong(welch):.3f}")
     assert rate <= ALPHA + ALLOWANCE
     assert _wrong(paired) > ALPHA + ALLOWANCE
-    assert _wrong(paired) > 3 * rate and _wrong(welch) > 2 * rate
+    assert _wrong(paired) > 3 * rate and _wrong(welch) > rate
 
 
-def test_many_rounds_still_hold_alpha():
-    """The guarantee is for every n at once: 40 rounds of looking still stay within alpha."""
-    kinds, _ = _simulate(1.0, 0.05, False, ALPHA, 40, seed=2, n=300)
+def test_a_continued_sweep_still_holds_alpha():
+    """The guarantee is for every round at once, past the plan too: 10 planned rounds, then
+    continued to 40 (sweep.resume with a bigger sweep.max_repeats) on the reserved alpha."""
+    kinds, _ = _simulate(1.0, 0.05, False, ALPHA, 40, seed=2, n=300,
+                         rule=lambda alpha, _: S.planned(alpha, 10))
     assert _wrong(kinds) <= ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / 300)
+
+
+@pytest.mark.parametrize("effects", [{"trend": 0.03}, {"position": 0.25}],
+                         ids=["machine slowing 3% a round", "first job of a round 25% slower"])
+def test_a_a_holds_alpha_on_a_drifting_machine_and_with_a_position_effect(effects):
+    """A trend shared by a round's runs cancels in the pair; a position effect (the README's A/A
+    sweep read the first job of a round 17-36 % slower) cancels in pairs of rounds because the
+    sweeper rotates the order (counterbalanced): the error rate stays within alpha. Run A first
+    every round instead and the same effect is a difference the rule finds."""
+    kinds, _ = _simulate(1.0, 0.15, False, ALPHA, 10, seed=6, n=500, **effects)
+    assert _wrong(kinds) <= ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / 500)
+    if "position" in effects:  # fixed order: A always first
+        fixed, _ = _simulate(1 / math.exp(0.25), 0.15, False, ALPHA, 10, seed=6, n=500)
+        assert _wrong(fixed) > 0.5
+
+
+# The README sweep on the 2-core machine (mirrored x2 vs its control, issue 41's 10 rounds): the
+# paired ratios 0.85 0.68 1.17 0.62 0.92 0.58 0.64 0.71 0.39 0.93; their log's sd is the noise.
+MEASURED = [0.85, 0.68, 1.17, 0.62, 0.92, 0.58, 0.64, 0.71, 0.39, 0.93]
+
+
+def _settle(rule, ratio, sd, horizon, seed, n=400):
+    """Share settled within `horizon` rounds and the median rounds (horizon + 1: not settled)."""
+    rng = random.Random(seed)
+    boundary, used, settled = rule(ALPHA / 3, horizon), [], 0
+    for _ in range(n):
+        a = []
+        for r in range(1, horizon + 1):
+            a.append(math.exp(rng.gauss(math.log(ratio), sd)))
+            if S.outcome(a, [1.0] * r, 0.05, boundary).settled:
+                settled += 1
+                break
+        else:
+            r = horizon + 1
+        used.append(r)
+    return settled / n, statistics.median(used)
+
+
+def test_rounds_to_settle_before_and_after_at_this_machines_noise(capsys):
+    """docs/sweeps.md's table: at the measured noise, alpha 0.05/3 (3 comparisons), 10 planned
+    rounds, the share of sweeps settled within them and the median rounds, for the t mixture
+    (before) and the repeated confidence intervals (after) on the same sequences."""
+    sd = statistics.stdev(math.log(x) for x in MEASURED)
+    rows = {ratio: (_settle(_mixture, ratio, sd, 10, 7), _settle(_planned, ratio, sd, 10, 7))
+            for ratio in (0.72, 0.85, 1.3, 1.5, 2.0)}
+    with capsys.disabled():
+        print(f"\nrounds to settle at noise {sd:.2f} (alpha 0.05/3, <= 10 rounds; 11 = not "
+              "settled): ratio | t mixture: settled, median | planned RCI: settled, median")
+        for ratio, ((m_share, m_med), (p_share, p_med)) in rows.items():
+            print(f"{ratio:.2f}x | {m_share:.2f} {m_med:g} | {p_share:.2f} {p_med:g}")
+    for (m_share, m_med), (p_share, p_med) in rows.values():
+        assert p_share >= m_share and p_med <= m_med
+    assert rows[2.0][1][0] > rows[2.0][0][0]  # a big difference: settled more often
 
 
 def _power(ratio, sd, seed):
@@ -202,3 +296,23 @@ def test_the_plug_in_normal_mixture_is_too_narrow_for_few_rounds():
                 wrong += 1
                 break
     assert wrong / N_SIM > 3 * ALPHA  # 0.24 with this seed
+
+
+def test_the_planned_boundary_is_crossed_at_its_alpha_in_many_sequences():
+    """The calibration itself, on fresh seeds (~1.5 s): 20,000 normal sequences of 10 rounds, never
+    stopped (every look taken): the share whose interval ever misses the true mean is the
+    planned share of alpha, (1 - RESERVE) x alpha, within 3 standard errors."""
+    rng, alpha, n_seq = random.Random(11), 0.05 / 3, 20_000
+    rule, missed = S.planned(alpha, 10), 0
+    for _ in range(n_seq):
+        d = []
+        for _r in range(10):
+            d.append(rng.gauss(0.3, 0.2))
+            if len(d) >= 2:
+                _, lo, hi, _ = S.log_interval(d, rule)
+                if not lo <= 0.3 <= hi:
+                    missed += 1
+                    break
+    planned_alpha = alpha * (1 - S.RESERVE)
+    assert missed / n_seq <= planned_alpha + 3 * math.sqrt(planned_alpha / n_seq)
+    assert missed / n_seq >= planned_alpha / 2  # not needlessly wide either

@@ -72,16 +72,21 @@ def test_rounds_until_settled_then_stop(tmp_path, capsys):
                     "sweep.controls=true", "repeats=auto", "sweep.max_repeats=10")
     out = capsys.readouterr().out
     lines = [ln for ln in out.splitlines() if ln.startswith("round ")]
-    assert len(lines) >= 2 and lines[0].startswith("round 1: mirrored x2 batch 128 vs one_device "
-                                                   "x1 batch 128 (equal work): ")
-    # three set-ups in round 0, numbered as repeats=N numbers them (round x 3 + set-up)
-    assert [n for n, _ in launched[:3]] == [0, 1, 2]
+    assert len(lines) >= 3 and lines[0].startswith("round 1: mirrored x2 vs control: ")
+    assert all(len(ln) <= 120 for ln in lines)
+    # three set-ups in round 0, numbered as repeats=N numbers them (round x 3 + set-up), their
+    # order rotated by one place a round (counterbalanced)
+    assert [n for n, _ in launched[:6]] == [0, 1, 2, 4, 5, 3]
     assert all(o[-1] == f"repeat={n // 3}" for n, o in launched)
-    saved = json.loads((tmp_path / "auto.json").read_text())["outcomes"]
-    assert saved[0].startswith(f"repeats=auto: {len(lines)} round(s), alpha 0.05 over 3 "
-                               "comparison(s) (Bonferroni)")
-    equal_work = next(s for s in saved if "(equal work)" in s)
-    assert equal_work.endswith("faster")  # 1.3x at 3 % noise: settled within 10 rounds
+    saved = json.loads((tmp_path / "auto.json").read_text())
+    assert saved["repeats"] == "auto" and saved["rounds"] == len(lines)
+    assert saved["method"] == "repeated confidence intervals" and saved["horizon"] == 10
+    assert saved["setups"] == ["one_device x1 batch 64", "mirrored x2",
+                               "one_device x1 batch 128 (control)"]
+    equal_work = next(r for r in saved["comparisons"] if r["kind"] == "equal work")
+    assert equal_work["names"] == ["mirrored x2", "one_device x1 batch 128 (control)"]
+    assert equal_work["outcome"] == "faster"  # 1.3x at 3 % noise: settled within 10 rounds
+    assert 1.2 < equal_work["ratio"] < 1.4 and equal_work["low"] > 1
     assert "open" not in lines[-1] and len(lines) < 10  # every comparison settled: stop
     # the last round ran only what was still open
     last = [o for n, o in launched if n // 3 == len(lines) - 1]
@@ -91,9 +96,9 @@ def test_rounds_until_settled_then_stop(tmp_path, capsys):
 def test_a_a_pair_is_never_faster_or_slower(tmp_path, capsys):
     _auto_sweep(tmp_path, lambda o: 1.0, "seed=0,1", "repeats=auto", "sweep.max_repeats=4", sd=0.05)
     out = capsys.readouterr().out
-    saved = json.loads((tmp_path / "auto.json").read_text())["outcomes"]
-    assert len(saved) == 2 and "(baseline)" in saved[1]
-    assert saved[1].endswith(("not settled after 4 rounds", "equal within +-5%"))
+    saved = json.loads((tmp_path / "auto.json").read_text())["comparisons"]
+    assert len(saved) == 1 and saved[0]["kind"] == "baseline"
+    assert saved[0]["outcome"] in ("not settled", "equal") and saved[0]["rounds"] == 4
     assert out.count("\nround ") + out.startswith("round ") == 4
 
 
@@ -150,26 +155,84 @@ def test_comparisons_and_names():
     assert seq.OPEN == "not settled"
 
 
-def test_the_description_line_leads_with_equal_work():
-    from distexp.sweeps.summary import LINE_MAX, auto_line
+def _decision(outcome="not settled"):
+    from distexp.report import outcomes as O
 
-    outcomes = ["repeats=auto: 4 round(s), alpha 0.05 over 3 comparison(s) (Bonferroni), ...",
-                "mirrored x2 batch 128 vs one_device x1 batch 64 (baseline): 1.9x [1.5, 2.4] faster",
-                "mirrored x2 batch 128 vs one_device x1 batch 128 (equal work): 1.31x [1.12, 1.53] "
-                "faster",
-                "one_device x1 batch 128 vs one_device x1 batch 64 (baseline): 1.4x [1.2, 1.7] faster"]
-    assert auto_line(outcomes) == ("Outcome: mirrored x2 vs one_device x1, equal work (batch "
-                                   "128): 1.31x [1.12, 1.53] faster (4 rounds; +2 more below)")
-    assert auto_line([]) is None
-    assert auto_line(["repeats=auto: 1 round(s), alpha 0.05 ...", "a x2 vs b x1 (baseline): 1.03x "
-                      "[0.91, 1.16] not settled after 1 round"]) == (
-        "Outcome: a x2 vs b x1 (baseline): 1.03x [0.91, 1.16] not settled (1 round)")
-    # short enough to read uncut above MLflow's runs table (LINE_MAX): the comparisons that fit
-    # are shown, the rest counted; an open one says its rounds once, at the end
-    many = outcomes[:1] + [f"central x{n} batch {64 * n} vs one_device x1 batch {64 * n} "
-                           f"(equal work): 1.03x [0.91, 1.16] not settled after 4 rounds"
-                           for n in (2, 3, 4)]
-    line = auto_line(many)
-    assert len(line) <= LINE_MAX and line == (
-        "Outcome: central x2 vs one_device x1, equal work (batch 128): 1.03x [0.91, 1.16] not "
-        "settled (4 rounds; +2 more below)")
+    names = ["one_device x1 batch 64", "mirrored x2", "one_device x1 batch 128 (control)"]
+    recs = [O.Record(1, 2, [names[1], names[2]], O.EQUAL_WORK, 0.72, 0.45, 1.14, outcome, 10,
+                     "repeated confidence intervals", 0.31, 14),
+            O.Record(1, 0, [names[1], names[0]], O.BASELINE, 1.18, 0.81, 1.72, "not settled", 10,
+                     "repeated confidence intervals", 0.30, None),
+            O.Record(2, 0, [names[2], names[0]], O.BASELINE, 1.61, 1.32, 1.96, "faster", 6,
+                     "repeated confidence intervals", 0.12, None)]
+    return O.Decision("auto", "repeated confidence intervals", 0.05, 0.05, 10, 10, names, recs,
+                      "python -m distexp -m a=1,2 sweep.resume=X sweep.max_repeats=14", 14, [2])
+
+
+def test_every_text_is_rendered_from_the_records():
+    """The round line, the closing lines, the description's first line: one record each, the
+    same numbers, the equal-work comparison first; within 120 columns; the JSON round-trips."""
+    from distexp.report import outcomes as O
+
+    d = _decision()
+    assert O.from_json(d.to_json()) == d
+    assert O.from_json("mirrored x2 vs ...") is None  # an older sweep's text: no decision
+    assert O.round_line(d) == ("round 10: mirrored x2 vs control: 0.72x open; mirrored x2 "
+                               "vs baseline: 1.18x open; control vs baseline: 1.61x faster")
+    assert O.closing_lines(d) == [
+        "repeats=auto: 10 of at most 10 rounds, repeated confidence intervals, alpha 0.05 over 3 "
+        "comparisons, margin +-5%",
+        "mirrored x2 vs one_device x1 batch 128 (control), equal work: 0.72x [0.45, 1.14] not "
+        "settled after 10 rounds",
+        "mirrored x2 vs one_device x1 batch 64, baseline: 1.18x [0.81, 1.72] not settled after 10 "
+        "rounds",
+        "one_device x1 batch 128 (control) vs one_device x1 batch 64, baseline: 1.61x [1.32, 1.96] "
+        "faster",
+        "Not settled: the noise is 0.31 (sd of the paired log ratios, 36% a round); likely "
+        "settled after ~14 rounds (0.72x)",
+        "Continue: python -m distexp -m a=1,2 sweep.resume=X sweep.max_repeats=14"]
+    assert O.description_line(d) == ("Outcome: mirrored x2 vs its control: 0.72x [0.45, 1.14] not "
+                                     "settled (10 rounds; +2 more below)")
+    assert O.cell(d.of(1, O.EQUAL_WORK), d.margin) == "0.72x [0.45, 1.14] not settled"
+    assert all(len(x) <= 120 for x in [O.round_line(d), O.description_line(d)])
+    settled = _decision("slower")
+    settled.comparisons[1].outcome = "equal"
+    assert O.round_line(settled) == ("round 10: mirrored x2 vs control: 0.72x slower; "
+                                     "mirrored x2 vs baseline: 1.18x equal; control vs baseline: "
+                                     "1.61x faster")
+
+
+def test_repeats_n_ends_with_the_same_comparisons_fixed_sample(tmp_path, capsys):
+    """repeats=3: the same comparisons, made by the same code, one fixed-sample look after the 3
+    rounds, stored as the same records (auto.json), said to be fixed-sample."""
+    from distexp.report import outcomes
+
+    _auto_sweep(tmp_path, _mirrored_faster, "strategy=one_device,mirrored", "cpu_replicas=2",
+                "sweep.controls=true", "repeats=3")
+    d = outcomes.from_json((tmp_path / "auto.json").read_text())
+    assert d.repeats == "3" and d.fixed and d.rounds == 3 and d.method == "fixed-sample paired t"
+    work = d.of(1, outcomes.EQUAL_WORK)
+    assert work.names == ["mirrored x2", "one_device x1 batch 128 (control)"]
+    assert work.rounds == 3 and 1.1 < work.ratio < 1.5 and work.low < work.ratio < work.high
+    assert outcomes.heading(d).startswith("repeats=3: 3 rounds, fixed-sample (paired t)")
+    assert outcomes.section_lines(d)[0] == "Outcome (repeats=3, fixed-sample)"
+    assert "Continue" not in "\n".join(outcomes.closing_lines(d))
+
+
+def test_not_settled_says_what_next():
+    """The noise, the rounds that would likely settle each open comparison, the command to the
+    fewest of them; past 200 rounds no command (quiet the machine); no difference visible: say
+    so; repeats=N: run again with more repeats."""
+    from distexp.report import outcomes as O
+
+    d = _decision()
+    d.next_rounds, d.comparisons[0].rounds_needed = None, 792
+    assert O.next_lines(d)[1].startswith("More than 200 rounds: quiet the machine")
+    d.comparisons[0].rounds_needed = None
+    assert O.next_lines(d)[0].endswith("no difference visible at this noise: more rounds would "
+                                       "likely not settle it")
+    fixed = _decision()
+    fixed.repeats = "3"
+    assert O.next_lines(fixed) == ["Not settled: the noise is 0.31 (sd of the paired log ratios, "
+                                   "36% a round); likely settled after ~14 rounds (0.72x): run "
+                                   "it again with repeats=14"]

@@ -55,3 +55,26 @@ def test_optuna_without_its_extra_starts_no_trainer(tmp_path):
         "valid: install the extra first: pip install -e \".[optuna]\" (from a clone) or "
         "pip install \"distexp[optuna]\""]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("bad,line", [
+    ("sweep.alpha=2", "sweep.alpha: received 2"),
+    ("model.name=nonsense", None),  # refused by the job's checks (every job fails them)
+])
+def test_a_refused_sweep_leaves_no_folder_and_no_parent_run(cli, bad, line):
+    """Every job's checks run before the sweep is opened: a refused sweep is one line, exit 2,
+    and leaves no sweep folder and no parent run (so "the latest sweep" of distexp.report and
+    distexp.ui stays the user's last real one)."""
+    r = cli("-m", "seed=0,1", "repeats=auto", bad, "hydra.sweep.dir=sweep", timeout=300)
+    assert r.returncode == 2, r
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("distexp: error: ") and "Traceback" not in r.stderr, r.stderr
+    if line:
+        assert line in last, last
+    assert not (cli.cwd / "sweep").exists()
+    db = cli.cwd / "outputs" / "mlflow.db"
+    if db.exists():
+        from helpers import mlflow_runs
+
+        _, runs = mlflow_runs(cli.uri)
+        assert not [x for x in runs if x.data.tags.get("distexp.run_kind") == "sweep"]

@@ -32,7 +32,9 @@ def _foreign(out: str):
                          r"|oneDNN custom operations", ln)]
 
 
-SETUPS = {"one_device x1 batch 64", "mirrored x2 batch 128", "one_device x1 batch 128"}
+# The set-ups, each named with its answer by the sweep's decision ("mirrored x2: 0.72x [0.45,
+# 1.14] not settled vs control"; distexp.report.outcomes.setup_answer): the names before ": ".
+NAMES = {"one_device x1 batch 64", "mirrored x2", "one_device x1 batch 128 (control)"}
 
 
 def test_printed_link_opens_the_sweep_with_no_click(tmp_path):
@@ -55,19 +57,31 @@ def test_printed_link_opens_the_sweep_with_no_click(tmp_path):
     assert sweep.returncode == 0, sweep
     assert _foreign(sweep.out) == [], sweep.out
     assert sweep.stdout.rstrip().endswith("Browse it: python -m distexp.ui"), sweep.stdout[-2000:]
-    outcome = re.search(r"^Outcome: .+$", sweep.stdout, re.M).group(0)
+    closing = [ln for ln in sweep.stdout.splitlines() if ln.startswith("repeats=auto: ")]
+    assert len(closing) == 1  # the sweep's closing lines: its decision's (the records)
     left = [p.name for p in (tmp_path / "outputs").iterdir()]
     assert "mlflow.db" in left and not [n for n in left if n.endswith(".lock")], left
     client, runs = mlflow_runs(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
     parent = next(r for r in runs if r.data.tags.get("distexp.run_kind") == "sweep")
     jobs = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert 3 <= len(jobs) <= 6
+    from distexp.report import outcomes
+
+    decision = outcomes.from_json(parent.data.tags["distexp.outcomes"])
+    assert all(line in sweep.stdout.splitlines() for line in outcomes.closing_lines(decision))
+    outcome = outcomes.description_line(decision)  # the same records, one line
     assert parent.data.tags["mlflow.note.content"].splitlines()[0] == outcome
     exp = client.get_experiment(parent.info.experiment_id)
     assert exp.tags["mlflow.note.content"].splitlines()[0] == outcome
-    assert {r.data.tags["set-up"] for r in jobs} == SETUPS
-    speedup = {r.data.tags["set-up"]: r.data.metrics["scaling/speedup_equal_work"] for r in jobs}
-    assert speedup["one_device x1 batch 64"] == speedup["one_device x1 batch 128"] == 1.0
+    setups = {r.data.tags["set-up"] for r in jobs}
+    assert {s.split(": ")[0] for s in setups} == NAMES
+    assert "one_device x1 batch 64: baseline" in setups
+    mirrored = next(s for s in setups if s.startswith("mirrored x2: "))
+    assert mirrored.endswith(" vs control") and re.search(r": \d\.\d\dx \[", mirrored)
+    speedup = {s: None for s in setups}  # on a set-up's first run (the group's average: it)
+    speedup.update({r.data.tags["set-up"]: r.data.metrics["scaling/speedup_equal_work"]
+                    for r in jobs if "scaling/speedup_equal_work" in r.data.metrics})
+    assert speedup[next(s for s in setups if "(control)" in s)] == 1.0
     print(f"\njob + sweep: {time.time() - t0:.0f} s ({len(jobs)} jobs)")
 
     port = free_port()
@@ -82,7 +96,7 @@ def test_printed_link_opens_the_sweep_with_no_click(tmp_path):
                 url = line.strip()
                 break
         assert url and url.startswith(f"http://127.0.0.1:{port}/#/experiments/"), url
-        _look(url, jobs, speedup, outcome, tmp_path / "ui.png")
+        _look(url, jobs, speedup, outcome, tmp_path / "ui.png", sorted(setups))
     finally:
         ui.terminate()
         try:
@@ -110,10 +124,10 @@ SPEEDUP = '[col-id="metrics.`scaling/speedup_equal_work`"]'
 RATE = '[col-id="metrics.`scaling/examples_per_sec_setup`"]'
 
 
-def _look(url: str, jobs, speedup: dict, outcome: str, shot: Path) -> None:
+def _look(url: str, jobs, speedup: dict, outcome: str, shot: Path, setups) -> None:
     with chromium_page(1600, 1000) as page:
         page.goto(url)
-        page.get_by_text(f"Group: {sorted(SETUPS)[0]}").first.wait_for(timeout=120_000)
+        page.get_by_text(f"Group: {setups[0]}").first.wait_for(timeout=120_000)
         page.wait_for_timeout(1000)
         # the outcome: the experiment's description, its first line whole in its collapsed box
         line = page.locator("p", has_text=outcome.split(" (")[0]).first
@@ -124,7 +138,7 @@ def _look(url: str, jobs, speedup: dict, outcome: str, shot: Path) -> None:
         # one row per set-up (and the sweep's parent, ungrouped); no job's row until a click
         grid = page.locator(".ag-root-wrapper").first.bounding_box()
         groups = {}
-        for name in SETUPS:
+        for name in setups:  # its name with its answer, whole
             row = page.locator("[role=row][row-index]", has_text=f"Group: {name}").first
             assert row.is_visible(), name
             groups[name] = row.get_attribute("row-index")
@@ -133,9 +147,13 @@ def _look(url: str, jobs, speedup: dict, outcome: str, shot: Path) -> None:
         # the set-up's equal-work speed-up and examples/s: its row's cells, inside the grid
         for name, index in groups.items():
             for col, value in ((SPEEDUP, speedup[name]), (RATE, None)):
+                if col == SPEEDUP and value is None:  # the baseline: no equal-work figure
+                    continue
                 cell = page.locator(f"[row-index='{index}'] {col}").first
                 text, cbox = cell.inner_text(), cell.bounding_box()
                 assert text.endswith("(average)") and not text.startswith("-"), (name, text)
+                if col == RATE:  # a plain number: the median, whole
+                    assert re.fullmatch(r"\d+ \(average\)", text), text
                 if value is not None:
                     assert float(text.split()[0]) == pytest.approx(value, abs=1e-3), text
                 assert cbox["x"] >= grid["x"] and cbox["x"] + cbox["width"] <= \
@@ -145,9 +163,10 @@ def _look(url: str, jobs, speedup: dict, outcome: str, shot: Path) -> None:
         shot.parent.mkdir(exist_ok=True)
         page.screenshot(path=str(shot))
         # per-run detail: one click on a set-up shows its runs, with their display tags
-        expander = f"[row-index='{groups['mirrored x2 batch 128']}'] span[role=button]"
+        name = next(s for s in setups if s.startswith("mirrored x2: "))
+        expander = f"[row-index='{groups[name]}'] span[role=button]"
         page.locator(expander).first.click()
-        mirrored = [r for r in jobs if r.data.tags["set-up"] == "mirrored x2 batch 128"]
+        mirrored = [r for r in jobs if r.data.tags["set-up"] == name]
         page.get_by_role("link", name=mirrored[0].info.run_name).first.wait_for(timeout=30_000)
         text = page.inner_text("body")
         for r in mirrored:

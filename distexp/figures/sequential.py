@@ -1,4 +1,11 @@
-"""Anytime-valid confidence sequences for a speed ratio measured round by round (`repeats=auto`).
+"""Intervals for a speed ratio measured round by round: `repeats=auto`'s rule and `repeats=N`'s.
+
+The rules (each a `multiplier(n)` c(n): the interval is mean +- c(n) s / sqrt(n)):
+- `planned` (repeats=auto): repeated confidence intervals over the planned rounds
+  (`sweep.max_repeats`), an error-spending boundary calibrated once per (alpha, horizon); past
+  the plan, the t mixture below on the alpha kept for it (RESERVE). docs/sweeps.md.
+- `Mixture`: the open-ended t-mixture sequence (the rule before; the extension past the plan).
+- `Fixed` (repeats=N): the fixed-sample paired t interval, one look.
 
 A comparison of set-up A with set-up B pairs their runs by round: d_i = log(rate_A,i / rate_B,i),
 i = 1..n (a round runs every open set-up once, interleaved, so a slow period of the machine hits
@@ -27,15 +34,16 @@ The boundary (docs/report.md, "repeats=auto"):
 - `mixing_g`: g chosen to make the boundary tightest at n = `target` rounds (the same paper's
   rho = sqrt((-2 log alpha + log(-2 log alpha + 1)) / target), var = 1).
 
-`outcome` turns the sequence into one of four outcomes with margin m on the ratio:
+`outcome` turns an interval into one of four outcomes with margin m on the ratio:
 *faster* (the ratio's interval above 1), *slower* (below 1), *equal* (inside [1/(1+m), 1+m]),
 else *open* (not settled). Pure Python: the sweeper and the report import it.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 FASTER, SLOWER, EQUAL, OPEN = "faster", "slower", "equal", "not settled"
 SETTLED = (FASTER, SLOWER, EQUAL)
@@ -82,55 +90,151 @@ def t_mixture_radius(n: int, sd: float, alpha: float, g: float) -> float:
     return sd / math.sqrt(n) * math.sqrt(t2)
 
 
+# --- the rules: a multiplier c(n) of s / sqrt(n) for each look n ------------------------------
+
+FIRST_LOOK = 3      # a planned look's interval from 3 rounds on (2 differences: df 1, no use)
+RESERVE = 0.2       # the share of alpha kept for rounds past the plan (a continued sweep)
+PATHS = 200_000     # Monte Carlo paths that calibrate the planned boundary (seeded)
+
+
+@dataclass(frozen=True)
+class Mixture:
+    """The open-ended rule: the t-mixture confidence sequence at `alpha` (module docstring)."""
+    alpha: float
+    g: float
+    method = "t-mixture confidence sequence"
+
+    def multiplier(self, n: int) -> float:
+        return math.sqrt(t_mixture_bound(n, self.alpha, self.g))
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """`repeats=N`: the fixed-sample paired t interval at level 1 - alpha (one look, at the end)."""
+    alpha: float
+    method = "fixed-sample paired t"
+
+    def multiplier(self, n: int) -> float:
+        if n < 2:
+            return math.inf
+        from distexp.figures.stats import t_quantile
+
+        return t_quantile(1 - self.alpha / 2, n - 1)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """`repeats=auto`: repeated confidence intervals over the planned looks FIRST_LOOK..horizon
+    (Jennison & Turnbull 1989), the paired t interval with a per-look level from an error-spending
+    boundary (Lan & DeMets 1983) that spends (1 - RESERVE) x alpha by the horizon; past it (a
+    continued sweep) the t-mixture sequence at RESERVE x alpha. `planned_multipliers`."""
+    alpha: float
+    horizon: int
+    multipliers: tuple   # c(n) for n = FIRST_LOOK .. horizon
+    extension: Mixture
+    method = "repeated confidence intervals"
+
+    def multiplier(self, n: int) -> float:
+        if n > self.horizon:
+            return self.extension.multiplier(n)
+        return self.multipliers[n - FIRST_LOOK] if n >= FIRST_LOOK else math.inf
+
+
+def planned(alpha: float, horizon: int) -> Planned:
+    """The `repeats=auto` rule for a comparison at `alpha` with `horizon` planned rounds."""
+    ext = Mixture(alpha * RESERVE, mixing_g(alpha * RESERVE, max(horizon, 2)))
+    return Planned(alpha, horizon, planned_multipliers(alpha * (1 - RESERVE), horizon), ext)
+
+
+@functools.lru_cache(maxsize=16)
+def planned_multipliers(alpha: float, horizon: int) -> tuple:
+    """c(n) = t quantile at 1 - a_n / 2 with n - 1 degrees of freedom, a_n = a x (n - 1): the
+    nominal level of a look grows with its degrees of freedom (the early looks, with few, buy
+    little), a chosen so that the chance that any look n = FIRST_LOOK..horizon of a normal
+    sequence has |t_n| > c(n) is alpha. The t statistics at the true mean are pivotal (their
+    joint law is free of the mean and the spread), so that chance is one number for every
+    sweep: computed from PATHS seeded sequences, and a is set so that it is alpha less two
+    Monte Carlo standard errors. docs/sweeps.md has the multipliers and the simulations."""
+    import numpy as np
+    from scipy.special import stdtrit
+
+    looks = list(range(FIRST_LOOK, horizon + 1))
+    if not looks:
+        return ()
+    z = np.random.default_rng(20260101).standard_normal((PATHS, horizon))
+    total, squares = np.cumsum(z, 1), np.cumsum(z * z, 1)
+    t = []
+    for n in looks:
+        m = total[:, n - 1] / n
+        t.append(np.abs(m) / np.sqrt((squares[:, n - 1] - n * m * m) / (n - 1) / n))
+    target = alpha - 2 * math.sqrt(alpha * (1 - alpha) / PATHS)
+
+    def cs(a):
+        return [float(stdtrit(n - 1, 1 - min(a * (n - 1), 1.0) / 2)) for n in looks]
+
+    def crossed(a):
+        hit = np.zeros(PATHS, bool)
+        for tn, c in zip(t, cs(a)):
+            hit |= tn > c
+        return hit.mean()
+
+    lo, hi = target / (horizon * horizon * 4), target  # crossed(lo) <= target < crossed(hi)
+    for _ in range(30):  # bisection on the log scale: a to ~1 %
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if crossed(mid) <= target else (lo, mid)
+    return tuple(cs(lo))
+
+
+# --- an outcome ---------------------------------------------------------------------------------
+
 @dataclass(frozen=True)
 class Outcome:
     kind: str               # FASTER | SLOWER | EQUAL | OPEN
     ratio: Optional[float]  # exp(mean log ratio): the geometric-mean speed ratio
-    low: float              # the ratio's confidence-sequence bounds (0 / inf when unbounded)
+    low: float              # the ratio's interval (0 / inf when unbounded)
     high: float
     rounds: int
+    spread: Optional[float] = None  # the sample sd of the paired log ratios (None under 2)
 
     @property
     def settled(self) -> bool:
         return self.kind in SETTLED
 
-    def text(self, margin: float) -> str:
-        """1.18x [1.09, 1.27] faster | 0.97x [0.93, 1.02] equal within +-5% |
-        1.03x [0.91, 1.16] not settled after 4 rounds"""
-        if self.ratio is None:
-            return f"not settled after {self.rounds} rounds (no paired runs)"
-        iv = f"{self.ratio:.2f}x [{_num(self.low)}, {_num(self.high)}]"
-        if self.kind == EQUAL:
-            return f"{iv} equal within +-{100 * margin:g}%"
-        if self.kind == OPEN:
-            return f"{iv} not settled after {self.rounds} round{'s' * (self.rounds != 1)}"
-        return f"{iv} {self.kind}"
 
-
-def _num(x: float) -> str:
-    return "inf" if math.isinf(x) else f"{x:.2f}"
-
-
-def log_interval(diffs: Sequence[float], alpha: float, g: float):
-    """(mean, low, high) of the confidence sequence for the mean of `diffs` (t mixture)."""
+def log_interval(diffs: Sequence[float], rule) -> Tuple[float, float, float, Optional[float]]:
+    """(mean, low, high, sd) of the mean of `diffs` under `rule` (its multiplier of sd/sqrt(n))."""
     n = len(diffs)
     mean = sum(diffs) / n
     if n < 2:
-        return mean, -math.inf, math.inf
+        return mean, -math.inf, math.inf, None
     sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
-    r = t_mixture_radius(n, sd, alpha, g)
-    return mean, mean - r, mean + r
+    c = rule.multiplier(n)
+    if math.isinf(c):
+        return mean, -math.inf, math.inf, sd
+    r = c * sd / math.sqrt(n)
+    return mean, mean - r, mean + r, sd
 
 
-def outcome(a: Sequence[float], b: Sequence[float], alpha: float, margin: float,
-            g: float) -> Outcome:
+def paired_logs(a: Sequence[Optional[float]], b: Sequence[Optional[float]]) -> List[float]:
+    """log(a_i / b_i) of the rounds where both rates are there and positive."""
+    return [math.log(x / y) for x, y in zip(a, b)
+            if x is not None and y is not None and x > 0 and y > 0]
+
+
+def outcome(a: Sequence[Optional[float]], b: Sequence[Optional[float]], margin: float,
+            rule) -> Outcome:
     """The outcome of comparing rates `a` with rates `b` (paired by position: a round each; a
-    round where either is missing or not positive is skipped)."""
-    diffs = [math.log(x / y) for x, y in zip(a, b)
-             if x is not None and y is not None and x > 0 and y > 0]
+    round where either is missing or not positive is skipped) under `rule`."""
+    diffs = paired_logs(a, b)
     if not diffs:
         return Outcome(OPEN, None, 0.0, math.inf, 0)
-    mean, lo, hi = log_interval(diffs, alpha, g)
+    mean, lo, hi, sd = log_interval(diffs, rule)
+    if not isinstance(rule, Fixed):  # the running intersection: every look's interval holds at
+        for n in range(2, len(diffs)):  # once, so their intersection does (never wider later)
+            _, lo_n, hi_n, _ = log_interval(diffs[:n], rule)
+            lo, hi = max(lo, lo_n), min(hi, hi_n)
+        if lo > hi:  # looks that disagree: the model is off (a trend?); the latest alone
+            _, lo, hi, _ = log_interval(diffs, rule)
     edge = math.log1p(margin)
     if lo > 0:
         kind = FASTER
@@ -140,7 +244,22 @@ def outcome(a: Sequence[float], b: Sequence[float], alpha: float, margin: float,
         kind = EQUAL
     else:
         kind = OPEN
-    return Outcome(kind, math.exp(mean), _exp(lo), _exp(hi), len(diffs))
+    return Outcome(kind, math.exp(mean), _exp(lo), _exp(hi), len(diffs), sd)
+
+
+def rounds_to_settle(mean: float, sd: Optional[float], margin: float, rule, start: int,
+                     most: int = 1000) -> Optional[int]:
+    """The rounds after which `rule` would settle a mean log ratio `mean` with spread `sd` if
+    both stayed as measured (about an even chance: the next rounds' mean is as likely above as
+    below): the least n >= start whose half-width c(n) sd / sqrt(n) is under |mean| (faster or
+    slower) or under log(1 + margin) - |mean| (equal); None past `most` or without a spread."""
+    if sd is None or sd <= 0:
+        return None
+    room = max(abs(mean), math.log1p(margin) - abs(mean))
+    for n in range(max(start, 2), most + 1):
+        if rule.multiplier(n) * sd / math.sqrt(n) < room:
+            return n
+    return None
 
 
 def _exp(x: float) -> float:

@@ -10,6 +10,8 @@ Separation of concerns:
 - distexp.report.columns  report.csv: every column and its value per row, one definition
 - distexp.report.scaling  rows per job config over its repeats, weak/strong comparisons, intervals, split
 - distexp.report.conclusions  the verdict the report opens with, the accuracy and end-to-end notes
+- distexp.report.outcomes  a sweep's decision: its records and every text made of them
+- distexp.report.decided   the decision put on the rows (the table's speed-ups are its)
 - distexp.report.text     a rate, a speed-up, a verdict as text (one formatter each, every place)
 - distexp.report.diagnosis  a job's bottleneck, its end-to-end figure against the steady state
 - distexp.figures.stats    the interval and the runs-needed estimate from repeated runs
@@ -31,9 +33,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from distexp import errors
 from distexp.figures import meaning
 from distexp.report.plots import plots
-from distexp.report import conclusions, text
+from distexp.report import conclusions, decided, text
+from distexp.report.decided import apply
 from distexp.report.columns import bottleneck_text, shown_mfu, write_csv
 from distexp.report.scaling import NO_BASELINE, Row, Significance, add_scaling, aggregate, row_from_run
+from distexp.report.outcomes import Decision, from_json, section_lines
 from distexp.tracking import lookup
 from distexp.tracking import tags as tag
 from distexp.figures import perf_keys
@@ -145,7 +149,8 @@ def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
     groups = {r.group for r in rows}
     head = (["model/dataset/loop"] if len(groups) > 1 else []) + [
         "strategy", "workers", "replicas", "global batch", "runs",
-        "examples/s (median; range, or [95% CI] of 1 run)", "speed-up [95% CI]", "verdict",
+        "examples/s (median; range, or [95% CI] of 1 run)",
+        "speed-up" if any(r.decision is not None for r in rows) else "speed-up [95% CI]", "verdict",
         "efficiency", "baseline", "at equal global batch (vs 1 replica)", "steps",
         _eval_head(rows), "MFU", "bottleneck", "first step (s)", "status"]
     body = []
@@ -163,38 +168,43 @@ def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
     return head, body
 
 
-OUTCOME_HEAD = "## Outcome (repeats=auto)"
-AUTO_NOTE = ("Anytime-valid confidence sequences on the speed ratio of steady-state examples/s, "
-             "runs paired by round: each outcome holds at the round the sweep stopped, whatever "
-             "made it stop. The table's [95% CI] and \"~\" below are fixed-sample intervals over "
-             "the same runs; after a stop that depended on the data they are not the sweep's "
-             "answer. See distexp's docs/report.md, repeats=auto.")
+DECISION_NOTE = {
+    False: "repeats=auto: repeated confidence intervals over the planned rounds on the speed "
+           "ratio of steady-state examples/s, runs paired by round: each outcome holds at the "
+           "round the sweep stopped, whatever made it stop. The table shows the same speed-ups "
+           "(against the baseline, and at equal work against the control). See distexp's "
+           "docs/sweeps.md.",
+    True: "Fixed-sample: paired t intervals over the repeats' rounds, one look after the last "
+          "round (valid because the number of runs was fixed before the sweep). The table shows "
+          "the same speed-ups. See distexp's docs/sweeps.md."}
 
 
-def outcome_lines(md: str) -> List[str]:
-    """The repeats=auto outcomes a report holds (its first section), or []."""
-    lines = md.splitlines()
-    if OUTCOME_HEAD not in lines:
-        return []
-    out = []
-    for line in lines[lines.index(OUTCOME_HEAD) + 2:]:
-        if not line.startswith("- "):
-            break
-        out.append(line[2:])
-    return out
-
-
-def markdown(rows: Sequence[Row], title: str, outcomes: Sequence[str] = ()) -> str:
+def markdown(rows: Sequence[Row], title: str, decision: Optional[Decision] = None) -> str:
     head, body = table_rows(rows)
     lines = [f"# {title}", ""]
-    if outcomes:
-        lines += [OUTCOME_HEAD, ""] + [f"- {o}" for o in outcomes] + ["", AUTO_NOTE, ""]
-    lines += ["## Verdict", ""]
-    lines += [f"- {line}" for line in conclusions.verdict_lines(rows)]
+    if decision is not None:  # the sweep's answer; no verdict computed again beside it
+        first, *rest = section_lines(decision)
+        lines += [f"## {first}", ""] + rest + ["", DECISION_NOTE[decision.fixed]]
+    else:
+        lines += ["## Verdict", ""]
+        lines += [f"- {line}" for line in conclusions.verdict_lines(rows)]
     lines += ["", "## Jobs", "", "| " + " | ".join(head) + " |",
              "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(b) + " |" for b in body]
-    lines += ["", "examples/s: warm-up steps excluded; the median over a job's runs (`repeats`), "
+    if decision is not None:
+        lines += ["", "examples/s: warm-up steps excluded; the median over a job's runs, with their "
+                  "range. speed-up and \"at equal global batch\": the sweep's decision above (the "
+                  "geometric mean of the ratios paired by round, its interval and outcome); "
+                  "efficiency = speed-up / replicas. See distexp's docs/report.md."]
+    else:
+        lines += _fixed_note()
+    lines += _notes(rows)
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _fixed_note() -> List[str]:
+    return ["", "examples/s: warm-up steps excluded; the median over a job's runs (`repeats`), "
               "with their range; a single run shows its 95 % interval over 10-step windows. "
               "speed-up = examples/s / the baseline's (the 1-replica runs of the same job; weak = "
               "same per-replica batch, strong = same global batch); efficiency = speed-up / "
@@ -204,7 +214,13 @@ def markdown(rows: Sequence[Row], title: str, outcomes: Sequence[str] = ()) -> s
               "difference at 80 % power; \"within run\" = one run a side: the interval only sees "
               "noise inside that run, not between runs, and no significance is claimed. "
               "See distexp's docs/report.md."]
-    one_rep = [r for r in rows if r.replicas == 1 and r.significant and (r.speedup or 0) > 1]
+
+
+def _notes(rows: Sequence[Row]) -> List[str]:
+    """The notes under the table (both kinds of report)."""
+    lines: List[str] = []
+    one_rep = [r for r in rows if r.replicas == 1 and r.significant and (r.speedup or 0) > 1
+               and r.decision is None]  # a decision's 1-replica comparisons change the batch
     if one_rep:
         lines += ["", "Note: " + ", ".join(sorted({r.strategy for r in one_rep})) + " with 1 "
                   "replica measured significantly faster than one_device: the same work on one "
@@ -233,8 +249,7 @@ def markdown(rows: Sequence[Row], title: str, outcomes: Sequence[str] = ()) -> s
     if failed:
         lines += ["", f"{len(failed)} run(s) failed or diverged: listed with no throughput and "
                   "never used as a baseline."]
-    lines.append("")
-    return "\n".join(lines)
+    return lines
 
 
 # --- the command -------------------------------------------------------------------------------
@@ -273,8 +288,10 @@ def build(uri: str, experiment: str = "distexp", sweep_id: Optional[str] = None,
         default_out = Path("outputs") / "reports" / time.strftime("%Y-%m-%d_%H-%M-%S")
     out = Path(out) if out is not None else default_out
     out.mkdir(parents=True, exist_ok=True)
-    outcomes = (parent.data.tags.get(tag.OUTCOMES) or "").splitlines() if parent else []
-    md = markdown(rows, title, outcomes)
+    decision = from_json(parent.data.tags.get(tag.OUTCOMES)) if parent is not None else None
+    if decision is not None:
+        apply(rows, decision)
+    md = markdown(rows, title, decision)
     if parent is not None and parent.data.params.get("launcher", "").startswith("Joblib"):
         md += ("\nNote: this sweep ran with the joblib launcher: jobs ran at the same time and "
                "shared the CPU, so their examples/s are not comparable with each other.\n")
@@ -314,10 +331,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from distexp.report.console import table
 
     print(md.splitlines()[0].lstrip("# "))
-    auto = outcome_lines(md)
-    if auto:
-        print("\n".join(["Outcome (repeats=auto):"] + [f"- {line}" for line in auto]))
-    print("\n".join(["Verdict:"] + [f"- {line}" for line in conclusions.verdict_lines(rows)]))
+    decision = decided.of_rows(rows)
+    if decision is not None:
+        first, *rest = section_lines(decision)
+        print("\n".join([f"{first}:"] + rest))
+    else:
+        print("\n".join(["Verdict:"] + [f"- {line}" for line in conclusions.verdict_lines(rows)]))
     print(table(rows))
     print(f"Written to {out}: report.md, report.csv, throughput.png, efficiency.png, "
           "speedup.png, loss.png"

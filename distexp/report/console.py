@@ -12,6 +12,7 @@ import math
 from typing import List, Optional, Sequence
 
 from distexp.report import text
+from distexp.report.outcomes import short_word
 
 WIDTH = 120
 
@@ -36,26 +37,48 @@ def headline(rows: Sequence) -> str:
 def table(rows: Sequence, width: int = WIDTH) -> str:
     several = len({r.group for r in rows}) > 1
     setups = {r.device_setup for r in rows}
-    head = (["workload"] if several else []) + ["strategy", "replicas", "global batch"]
+    decided = any(getattr(r, "decision", None) is not None for r in rows)
+    # with a decision two speed-ups with their words need the room: "batch" (the global batch,
+    # as the set-ups' names say it)
+    head = (["workload"] if several else []) + ["strategy", "replicas",
+                                                "batch" if decided else "global batch"]
     head += ["set-up"] if len(setups) > 1 else []
-    head += ["examples/s", "speed-up [95% CI]", "accuracy", "verdict"]
+    if decided:  # the sweep's decision: each speed-up with its interval and outcome word
+        head += ["examples/s", "vs baseline", "at equal work", "accuracy"]
+    else:
+        head += ["examples/s", "speed-up [95% CI]", "accuracy", "verdict"]
+    # the N-replica set-ups against one replica at their global batch, where measured
+    work = not decided and any(r.strong is not None and (r.replicas or 0) > 1
+                               for r in rows if r.measured)
+    head += ["equal work"] if work else []
     body: List[List[str]] = []
     for r in rows:
         line = ([f"{r.model}/{r.dataset}"] if several else []) + [
             r.strategy, _num(r.replicas, "d"), _num(r.global_batch, "d")]
         line += [r.device_setup or "-"] if len(setups) > 1 else []
-        line += [text.rate(r, short=True), text.speedup(r, short=True), _num(r.eval_accuracy, ".3f"),
-                 text.significance(r, short=True)]
+        if decided:
+            base = (f"{text.speedup(r, short=True)} {short_word(r.main.outcome)}"
+                    if r.main is not None and not r.main.is_base
+                    else text.speedup(r, short=True) if r.measured
+                    else text.significance(r, short=True))
+            line += [text.rate(r, short=True), base, text.equal_work(r, short=True),
+                     _num(r.eval_accuracy, ".3f")]
+        else:
+            line += [text.rate(r, short=True), text.speedup(r, short=True),
+                     _num(r.eval_accuracy, ".3f"), text.significance(r, short=True)]
+            line += [text.equal_work(r, short=True)] if work else []
         body.append(line)
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
               for i, h in enumerate(head)]
-    # numbers right-aligned, words left; if the line is too long the verdict's words give way
-    # (a number cut short would read as another number: "33,99…")
-    right = {"replicas", "global batch", "examples/s", "accuracy"}
+    # numbers right-aligned, words left; the widest column gives way if the line is too long
+    right = {"replicas", "global batch", "batch", "examples/s", "accuracy"}
     over = sum(widths) + 2 * (len(widths) - 1) - width
-    if over > 0:
-        i = head.index("verdict")
-        widths[i] = max(len(head[i]), widths[i] - over)
+    # the words give way first (each down to its heading), then the widest column
+    for h in (*[h for h in ("verdict", "equal work", "at equal work") if h in head],
+              *sorted(head, key=lambda h: -widths[head.index(h)])):
+        i = head.index(h)
+        cut = max(0, min(over, widths[i] - len(h)))
+        widths[i], over = widths[i] - cut, over - cut
 
     def fmt(cells):
         out = []

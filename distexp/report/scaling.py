@@ -104,6 +104,8 @@ class Row:
     replica_effect: Optional[float] = None   # = strong.value (N-replica rows)
     # --- the histories the plots and notes read (distexp.report.cli.build, for the first run)
     curves: "Curves" = field(default_factory=lambda: Curves())
+    # --- the sweep's decision these comparisons come from (distexp.report.decided), if any
+    decision: Optional[object] = None
 
     # The speed-up shown and its interval: the main comparison's (none for its own baseline).
     @property
@@ -293,6 +295,7 @@ class Comparison:
     ci95: Optional[float] = None       # within-run half-width (one run a side)
     base_global_batch: Optional[int] = None
     base_strategy: str = ""
+    outcome: str = ""                  # the sweep's decision (distexp.report.decided): its word
 
 
 def compare(r: Row, singles: Sequence[Row], mode: str) -> Optional[Comparison]:

@@ -8,6 +8,7 @@ from typing import Optional
 
 from distexp.figures import text as figures_text
 from distexp.report.scaling import NO_BASELINE, Significance
+from distexp.report.outcomes import short_word
 
 # The verdict in the console's short words (report.md and report.csv keep Significance's own).
 WORDS = {Significance.SIGNIFICANT: "significant", Significance.NOT_SIGNIFICANT: "not significant",
@@ -45,12 +46,30 @@ def speedup(r, short: bool = False) -> str:
         return NO_BASELINE if r.baseline == NO_BASELINE and not short else "-"
     if r.significance == Significance.BASELINE:
         return "1.00x" if short else "1.00x (baseline)"
-    if short:
+    if short or r.main.outcome:  # a sweep's decision: its interval, no fixed-sample mark
         return ratio(r.speedup, r.speedup_low, r.speedup_high)
     mark = "" if r.significant else "~ "
     if r.significance == Significance.WITHIN_RUN:
         return f"{mark}{ratio(r.speedup, ci95=r.speedup_ci95)} (within run)"
     return mark + ratio(r.speedup, r.speedup_low, r.speedup_high)
+
+
+def equal_work(r, short: bool = False) -> str:
+    """A row's speed-up over one replica at the same global batch (its equal-work control) with
+    its interval and verdict word: "0.72x [0.45, 1.14] not settled" (`short`, the console: the
+    word of a sweep's decision only); "1.00x (itself)" for a 1-replica row; "-" without one."""
+    c = r.strong if r.measured else None
+    if c is None:
+        return "-"
+    if c.is_base:
+        return "1.00x" if short else "1.00x (itself)"
+    if c.significance == Significance.WITHIN_RUN:
+        shown = ratio(c.value, ci95=None if short else c.ci95)
+    else:
+        shown = ratio(c.value, c.low, c.high)
+    word = (short_word(c.outcome) if short else c.outcome) if c.outcome else (
+        "" if short else WORDS.get(c.significance, c.significance))
+    return f"{shown} {word}".strip()
 
 
 def speed_tag(r) -> Optional[str]:
@@ -64,6 +83,8 @@ def speed_tag(r) -> Optional[str]:
                 if r.measured and (r.replicas or 0) > 1 else None)
     if c.is_base:
         return "1.00x baseline"
+    if c.outcome:  # the sweep's decision: its outcome word
+        return f"{ratio(c.value, c.low, c.high)} {c.outcome}"
     return f"{ratio(c.value, c.low, c.high)} {WORDS.get(c.significance, c.significance)}".strip()
 
 def significance(r, short: bool = False) -> str:
@@ -75,6 +96,8 @@ def significance(r, short: bool = False) -> str:
         if r.speedup is None:
             return "no baseline"
         return WORDS.get(r.significance, r.significance or "-")
+    if r.main is not None and r.main.outcome:  # the sweep's decision: its outcome word
+        return r.main.outcome
     if r.significance == Significance.NOT_SIGNIFICANT:
         if r.repeats_needed is None:
             return "~ no difference visible (not resolvable in 1000 runs)"
@@ -86,7 +109,10 @@ def significance(r, short: bool = False) -> str:
 
 def comparison(c, of: str = "") -> str:
     """A Comparison as the verdict says it: 0.60x [0.55, 0.66], significant | ~ 0.95x [0.80, 1.12],
-    not significant | 0.60x ± 0.05 (one run each: within-run only); `of` names the baseline."""
+    not significant | 0.60x ± 0.05 (one run each: within-run only) | 0.72x [0.45, 1.14] not
+    settled (a sweep's decision); `of` names the baseline."""
+    if c.outcome:
+        return f"{ratio(c.value, c.low, c.high, of=of)} {c.outcome}"
     if c.significance == Significance.WITHIN_RUN:
         return f"{ratio(c.value, ci95=c.ci95, of=of)} (one run each: within-run only, no significance)"
     if c.significance == Significance.NOT_SIGNIFICANT:

@@ -3,7 +3,7 @@ which ask it what they need only through ``seat`` (tests/test_layout.py).
 
 - ``callback``: the Hydra callback: the sweep's start, each job's record
 - ``planning``: repeats, resume, which jobs run (the DistexpSweeper's logic)
-- ``auto``: `repeats=auto`, rounds until every comparison is settled
+- ``auto``: `repeats=auto`, rounds until every comparison is settled (and repeats=N's decision)
 - ``seat``: a job's one door into its sweep (GPU lease, tags, swept values, the sweep's files)
 - ``gpu_pool``: disjoint GPUs for the jobs of a sweep that run at the same time
 - ``parent``: the sweep's parent run in MLflow: opened, reopened (resume), its children's tags

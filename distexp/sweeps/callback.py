@@ -3,7 +3,8 @@
 Driven by Hydra's Callback API (``hydra.callbacks.sweep`` in conf/config.yaml), so it works with
 any sweeper (basic, Optuna) and launcher (basic, joblib, submitit):
 
-- ``on_multirun_start`` (the sweep process): opens the parent run (tags ``distexp.sweep_id``,
+- ``on_multirun_start`` (the sweep process; with distexp's sweeper, that sweeper once every
+  job has passed its checks: `open_sweep`): opens the parent run (tags ``distexp.sweep_id``,
   ``distexp.run_kind=sweep``, ``distexp.sweep_dir``; params: the overrides, sweeper, launcher)
   and writes ``<sweep dir>/sweep.json``. Jobs find their parent there: a file on the sweep dir
   reaches joblib workers and Slurm nodes alike, an environment variable would not. The parent
@@ -49,25 +50,15 @@ class SweepCallback(Callback):
     """Hydra callback: see the module docstring."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Open the sweep's parent run (or reopen it: sweep.resume) and write sweep.json."""
+        """Refuse a sweep that cannot run; open it (`open_sweep`), unless the sweeper is
+        distexp's: it opens the sweep itself once every job has passed its checks, so that a
+        refused sweep leaves no parent run and no sweep folder."""
         _refuse_before_any_job(config)
-        sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        sweep_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-        info: Dict[str, Any] = {"sweep_id": sweep_id, "sweep_dir": str(sweep_dir),
-                                "swept": swept_keys(config)}
-        run, resumed_status = None, None
-        resume = OmegaConf.select(config, "sweep.resume")
-        if resume:  # the same sweep id and parent run: reopened, not a second parent
-            sweep_id, run, resumed_status = parent.reopen_parent(config, str(resume), sweep_dir, info)
-        elif config.tracking.enabled:
-            interrupted.announce(config)  # the same sweep was interrupted: its id, in one line
-            run = parent.open_parent(config, sweep_id, sweep_dir, info)
-        (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=1))
-        ending.SWEEPS.opened(ending.OpenSweep(sweep_dir, sweep_id, run, resumed_status))
-        # SIGTERM (scancel of a sweep running in a batch job, kill) and SIGHUP end the sweep as
-        # Ctrl-C does, parent run KILLED, instead of killing the process with the parent RUNNING
-        stops.install()
+        # the sweep dir's ${now:...} resolved once, here: Hydra copies this resolver cache into
+        # each job's config as it is composed, so that every job lands in this one folder
+        str(config.hydra.sweep.dir)
+        if not _distexp_sweeper(config):
+            open_sweep(config)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Hydra has just written the job's .hydra/{config,hydra,overrides}.yaml with the command
@@ -106,6 +97,32 @@ class SweepCallback(Callback):
         ending.SWEEPS.finish()
 
 
+def open_sweep(config: DictConfig) -> None:
+    """Open the sweep's parent run (or reopen it: sweep.resume) and write sweep.json."""
+    sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    sweep_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    info: Dict[str, Any] = {"sweep_id": sweep_id, "sweep_dir": str(sweep_dir),
+                            "swept": swept_keys(config)}
+    run, resumed_status = None, None
+    resume = OmegaConf.select(config, "sweep.resume")
+    if resume:  # the same sweep id and parent run: reopened, not a second parent
+        sweep_id, run, resumed_status = parent.reopen_parent(config, str(resume), sweep_dir, info)
+    elif config.tracking.enabled:
+        interrupted.announce(config)  # the same sweep was interrupted: its id, in one line
+        run = parent.open_parent(config, sweep_id, sweep_dir, info)
+    (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=1))
+    ending.SWEEPS.opened(ending.OpenSweep(sweep_dir, sweep_id, run, resumed_status))
+    # SIGTERM (scancel of a sweep running in a batch job, kill) and SIGHUP end the sweep as
+    # Ctrl-C does, parent run KILLED, instead of killing the process with the parent RUNNING
+    stops.install()
+
+
+def _distexp_sweeper(config: DictConfig) -> bool:
+    return str(OmegaConf.select(config, "hydra.sweeper._target_") or "").endswith(
+        ".DistexpSweeper")
+
+
 def _first_task(config: DictConfig) -> bool:
     """Whether this process is the task of its job that writes the job's record (the cluster
     kind's answer: under Slurm task 0; a job whose cluster is unknown failed before any task
@@ -140,9 +157,9 @@ def _refuse_before_any_job(config: DictConfig) -> None:
 
 def _check_sweeper(config: DictConfig) -> None:
     """repeats, sweep.resume and sweep.controls are distexp's sweeper's (hydra/sweeper=basic, the default)."""
-    target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
-    if target.endswith(".DistexpSweeper"):
+    if _distexp_sweeper(config):
         return
+    target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
     from distexp.errors import UserError
 
     name = target.rsplit(".", 1)[-1] or "?"

@@ -22,7 +22,8 @@ from typing import List, Optional
 from omegaconf import OmegaConf
 
 from distexp import errors, stops
-from distexp.sweeps.records import JOBS_DIR, SWEEP_FILE, outcome, records
+from distexp.report.outcomes import closing_lines
+from distexp.sweeps.records import AUTO_FILE, JOBS_DIR, SWEEP_FILE, outcome, records
 from distexp.tracking import tags as tag
 
 
@@ -113,6 +114,9 @@ def _finish(sweep: OpenSweep, error: Optional[BaseException], interrupted: bool)
     if sweep.resumed_status and not jobs:  # the resume stopped before any job: as it was
         status = sweep.resumed_status
     best = _best_trial(sweep.sweep_dir, jobs)
+    decision = _decision(sweep.sweep_dir) if jobs and not interrupted else None
+    for text in closing_lines(decision) if decision is not None else ():
+        print(text, flush=True)
     _print_outcome(sweep, jobs, failed, status, best)
     line = None
     if sweep.run is not None and sweep.resumed_status and not jobs:
@@ -125,10 +129,20 @@ def _finish(sweep: OpenSweep, error: Optional[BaseException], interrupted: bool)
     if sweep.run is not None and not interrupted:
         from distexp.tracking import view
 
-        if line:
+        if line and decision is None:  # with a decision: its closing lines, printed above
             print(line, flush=True)
         print(f"Browse it: {view.command(sweep.run.uri)}", flush=True)
     return code
+
+
+def _decision(sweep_dir: Path):
+    """The sweep's decision (auto.json: distexp.report.outcomes), or None."""
+    from distexp.report.outcomes import from_json
+
+    try:
+        return from_json((sweep_dir / AUTO_FILE).read_text())
+    except OSError:
+        return None
 
 
 def _print_outcome(sweep: OpenSweep, jobs: List[dict], failed: List[dict], status: str,

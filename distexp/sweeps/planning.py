@@ -36,7 +36,8 @@ from distexp.errors import UserError
 from distexp.tracking import tags as tag
 
 # Keys that may differ between a job's first run and its re-run: not part of its identity.
-NOT_IDENTITY = ("resume", "sweep.resume", "tracking.uri", "checkpoint.dir")
+# sweep.max_repeats: a continued auto sweep (a bigger budget) finds its earlier runs
+NOT_IDENTITY = ("resume", "sweep.resume", "tracking.uri", "checkpoint.dir", "sweep.max_repeats")
 # Params the job logs with the value it computed when the config leaves them null.
 COMPUTED = ("global_batch_size",)
 

@@ -5,12 +5,15 @@ UI shows it without a click (distexp.ui opens the view, distexp.tracking.view):
 - the parent run's and the experiment's Description (``mlflow.note.content``): the verdict as the
   first line (the runs page shows the experiment's description collapsed to its first line), then
   the report's table; clipped to MLflow's tag limits (experiment 5,000, run 8,000 characters);
-- each job's run: its set-up (tag ``set-up``, "mirrored x2 batch 128": the UI groups the runs by
-  it), its set-up's equal-work speed-up (over one replica at the same global batch) as the tag
+- each job's run: its set-up (tag ``set-up``, "mirrored x2 batch 128"; with the sweep's decision
+  its name and answer, "mirrored x2: 0.72x [0.45, 1.14] not settled vs control": the UI groups
+  the runs by it), its set-up's equal-work speed-up (over one replica at the same global batch) as the tag
   ``speed-up`` ("1.16x [1.05, 1.28] significant") and the metric ``scaling/speedup_equal_work``
   (the number the grouped row averages: the same on every run of a set-up), and the set-up's
-  examples/s as ``scaling/examples_per_sec_setup`` (the median of its measured runs, the rate that
-  speed-up is a ratio of); both on the set-up's measured runs only;
+  examples/s as ``scaling/examples_per_sec_setup`` (the median of its measured runs, rounded to
+  a whole number) and its eval figure as ``scaling/eval_accuracy_setup`` (the median, 3
+  decimals); all on the set-up's first measured run only (MLflow's group average over ten equal
+  floats reads 0.9160000000000001; over one it is the figure);
 - the parent's metrics, keyed by replica count as the step, so that MLflow's automatic charts draw
   the scaling curve: ``scaling/<strategy>/examples_per_sec``, ``.../speedup``, ``.../efficiency``;
 - the report's PNGs as images of the parent (``log_image``: the run page's image grid) besides
@@ -21,7 +24,6 @@ A failure here never fails the sweep: it is one line saying what is missing.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from typing import Dict, List, Optional, Sequence
 
@@ -29,7 +31,7 @@ from distexp.errors import first_line
 from distexp.report.console import headline  # the verdict line
 from distexp.report.text import speed_tag
 from distexp.tracking import tags as tag
-from distexp.tracking.view import SETUP_RATE_METRIC, SPEEDUP_METRIC
+from distexp.tracking.view import SETUP_ACCURACY_METRIC, SETUP_RATE_METRIC, SPEEDUP_METRIC
 
 EXPERIMENT_NOTE_MAX = 5000
 RUN_NOTE_MAX = 8000
@@ -82,7 +84,11 @@ def summarise(run, sweep_id: str, uri: str, experiment: str) -> Optional[str]:
         print(f"distexp: the sweep's report was not made ({first_line(ex, 200)}); its runs are in "
               "MLflow", file=sys.stderr, flush=True)
         return None
-    line = auto_line(cli.outcome_lines(md)) or headline(rows)
+    from distexp.report.decided import of_rows
+    from distexp.report.outcomes import description_line
+
+    decision = of_rows(rows)  # the sweep's records: its answer, rendered
+    line = description_line(decision) if decision is not None else headline(rows)
     try:
         _publish(run, sweep_id, rows, md, line, out)
     except Exception as ex:  # noqa: BLE001  (the sweep's runs are logged; this is its summary)
@@ -91,39 +97,22 @@ def summarise(run, sweep_id: str, uri: str, experiment: str) -> Optional[str]:
     return line
 
 
-def auto_line(outcomes: List[str]) -> Optional[str]:
-    """repeats=auto's outcomes as the one line (the description's first, short enough to read
-    uncut: LINE_MAX): the equal-work comparisons (else every comparison) as far as they fit, the
-    rest counted, then the rounds."""
-    if not outcomes:
-        return None
-    head, pairs = outcomes[0], outcomes[1:]
-    n = head.split(": ", 1)[-1].split(" ", 1)[0]  # "repeats=auto: 4 round(s), alpha ..."
-    rounds = f"{n} round{'' if n == '1' else 's'}"
-    shown = [_short(p, rounds) for p in ([p for p in pairs if "(equal work)" in p] or pairs)]
-    while True:
-        rest = len(pairs) - len(shown)
-        more = f"; +{rest} more below" if rest else ""  # the report, in the description
-        line = "Outcome: " + "; ".join(shown) + f" ({rounds}{more})"
-        if len(line) <= LINE_MAX or len(shown) == 1:
-            return line
-        shown.pop()
-
-
-def _short(outcome: str, rounds: str) -> str:
-    """'mirrored x2 batch 128 vs one_device x1 batch 128 (equal work): 1.16x [..] faster' ->
-    'mirrored x2 vs one_device x1, equal work (batch 128): 1.16x [..] faster' (the rounds are
-    said once, at the line's end)."""
-    m = re.match(r"(.+?) batch (\d+) vs (.+?) batch \2 \(equal work\): (.+)$", outcome)
-    if m:
-        outcome = f"{m[1]} vs {m[3]}, equal work (batch {m[2]}): {m[4]}"
-    return re.sub(rf" after {rounds.split()[0]} rounds?$", "", outcome)
-
-
 def setups(rows: Sequence) -> Dict[str, str]:
-    """{run id: its set-up's name}: "mirrored x2 batch 128", and the overrides that tell two
-    set-ups apart where those read the same ("[optimizer.lr=0.1]"). A set-up is the report's job
-    config (Row.key), its failed runs included."""
+    """{run id: its set-up's name}: with the sweep's decision, its name and answer
+    (distexp.report.outcomes.setup_answer: "mirrored x2: 0.72x [0.45, 1.14] not settled vs
+    control"); else "mirrored x2 batch 128", and the overrides that
+    tell two set-ups apart where those read the same ("[optimizer.lr=0.1]"). A set-up is the
+    report's job config (Row.key), its failed runs included."""
+    from distexp.report.decided import of_rows, setup_of
+
+    from distexp.report.outcomes import setup_answer
+
+    decision = of_rows(rows)
+    if decision is not None:
+        by_key = {r.key: setup_answer(decision, setup_of(r, decision)) for r in rows
+                  if setup_of(r, decision) is not None}
+        if all(r.key in by_key for r in rows):
+            return {rid: by_key[r.key] for r in rows for rid in r.run_ids}
     keys = {r.key for r in rows}
     base = {k: f"{k[0]} x{k[5]} batch {k[6]}" for k in keys}
     name = dict(base)
@@ -150,13 +139,16 @@ def _publish(run, sweep_id: str, rows, md: str, line: str, out) -> None:
         text, c = speed_tag(r), r.strong
         metrics = []
         if r.measured:  # a failed or diverged run's own row: no figure moves the set-up's
-            metrics.append(Metric(SETUP_RATE_METRIC, round(r.rate, 1), ts, 0))
+            metrics.append(Metric(SETUP_RATE_METRIC, round(r.rate), ts, 0))  # a plain number
+            if r.eval_accuracy is not None:
+                metrics.append(Metric(SETUP_ACCURACY_METRIC, round(r.eval_accuracy, 3), ts, 0))
             if c is not None:  # a (pooled) baseline is 1.0, as its tag says
                 metrics.append(Metric(SPEEDUP_METRIC, 1.0 if c.is_base else round(c.value, 3),
                                       ts, 0))
-        for rid in r.run_ids:
+        for k, rid in enumerate(r.run_ids):  # the set-up's figures on its first run only: the
+            # grouped row's average is then that figure exactly (not 0.9160000000000001)
             client.log_batch(rid, tags=[RunTag(tag.SETUP, names[rid])] + (
-                [RunTag(tag.SPEED_UP, text)] if text else []), metrics=metrics)
+                [RunTag(tag.SPEED_UP, text)] if text else []), metrics=metrics if k == 0 else [])
     items = scaling_metrics(rows)
     if items:
         run.log_metric_items([[k, v, ts, step] for k, v, step in items])

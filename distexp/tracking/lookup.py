@@ -56,10 +56,13 @@ def _runs(kind: str, sweep_id: Optional[str] = None) -> str:
 
 
 def latest_sweep(client, ids: List[str], sweep_id: Optional[str] = None):
-    """The parent run of the latest sweep in experiments `ids` (or of sweep `sweep_id`); None."""
+    """The parent run of sweep `sweep_id`, else of the latest sweep in experiments `ids` that
+    has job runs (a sweep stopped before its first job is not "the latest sweep"); None."""
     found = client.search_runs(ids, _runs("sweep", sweep_id), order_by=["attributes.start_time DESC"],
-                               max_results=1)
-    return found[0] if found else None
+                               max_results=1 if sweep_id else 50)
+    if sweep_id:
+        return found[0] if found else None
+    return next((p for p in found if client.search_runs(ids, jobs_of(p), max_results=1)), None)
 
 
 def sweep_parent(client, experiment_id: str, sweep_id: str):

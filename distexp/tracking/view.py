@@ -35,15 +35,17 @@ SPEEDUP_METRIC = "scaling/speedup_equal_work"
 # measured runs only, so that the grouped row's rate is the figure its speed-up is a ratio of.
 SETUP_RATE_METRIC = "scaling/examples_per_sec_setup"
 RATE_METRIC = f"metrics.`{SETUP_RATE_METRIC}`"
+# The set-up's eval figure (the task's, accuracy by default): the median of its measured runs.
+SETUP_ACCURACY_METRIC = "scaling/eval_accuracy_setup"
 # Columns, in this order: the grouped rows' aggregates first (metrics), then the display tags a
 # job's run carries (distexp.tracking.display, summary): its figures as rounded text.
-COLUMNS = [f"metrics.`{SPEEDUP_METRIC}`", RATE_METRIC,
+COLUMNS = [f"metrics.`{SPEEDUP_METRIC}`", RATE_METRIC, f"metrics.`{SETUP_ACCURACY_METRIC}`",
            *(f"tags.`{t}`" for t in (tag.SPEED_UP, tag.EXAMPLES_PER_SEC, tag.ACCURACY))]
 NAME_COLUMN = "attributes.`Run Name`"  # the group's name ("Group: one_device x1 batch 128") too
-# Pixels, so that at 1600 px (MLflow's Assistant panel open) the set-up's name reads whole and
-# the speed-up and examples/s columns are in view (tests/test_ui_slow.py).
-WIDTHS = {NAME_COLUMN: 320, COLUMNS[0]: 215, RATE_METRIC: 150, f"tags.`{tag.SPEED_UP}`": 190,
-          f"tags.`{tag.EXAMPLES_PER_SEC}`": 170}
+# Pixels, so that at 1600 px (MLflow's Assistant panel open) the set-up's name and answer read
+# whole and the speed-up and examples/s columns are in view (tests/test_ui_slow.py).
+WIDTHS = {NAME_COLUMN: 480, COLUMNS[0]: 110, RATE_METRIC: 100, COLUMNS[2]: 100,
+          f"tags.`{tag.SPEED_UP}`": 190, f"tags.`{tag.EXAMPLES_PER_SEC}`": 170}
 SORT = "tags.`mlflow.runName`"  # in a sweep a run's name starts with what varies (docs/sweeps.md)
 GROUP = "tag." + tag.SETUP      # MLflow's id of the group of runs without a set-up tag
 TAG_MAX = 5000                  # MLflow's limit on an experiment tag's value

@@ -72,6 +72,8 @@ class DistexpSweeper(BasicSweeper):
         self.hydra_context = self.config = self.launcher = None
 
     def sweep(self, arguments: List[str]) -> Any:
+        """Every check of every job first (nothing is written, no parent run opened, before they
+        pass: distexp.sweeps.callback.open_sweep), then the jobs, then the sweep's decision."""
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
         from distexp.sweeps import planning
@@ -79,6 +81,9 @@ class DistexpSweeper(BasicSweeper):
 
         assert self.config is not None and self.launcher is not None
         assert self.hydra_context is not None
+        # ${now:...} in the sweep dir resolved before any job is composed (Hydra copies the
+        # master's resolver cache into each job's config): every job in the one sweep folder
+        str(self.config.hydra.sweep.dir)
         params_conf = self._parse_config() + list(arguments)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         overrides = parser.parse_overrides(params_conf)
@@ -86,36 +91,68 @@ class DistexpSweeper(BasicSweeper):
         loader = self.hydra_context.config_loader  # its class's method: see _composed_once
         compose = _cached(lambda o: type(loader).load_sweep_config(loader, self.config, o))
         jobs, merged = planning.merge(jobs, compose)
-        if merged:
-            print(merged, flush=True)
+        lines = [merged] if merged else []
+        controls: List[int] = []
         if planning.controls_on(self.config, overrides):
-            jobs, lines = planning.with_controls(jobs, compose)
-            for line in lines:
-                print(line, flush=True)
+            first = len(jobs)
+            jobs, more = planning.with_controls(jobs, compose)
+            controls, lines = list(range(first, len(jobs))), lines + more
         repeats = planning.repeats(self.config, overrides)
-        sweep_dir = Path(self.config.hydra.sweep.dir)
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        from distexp.tracking.redaction import redact_text
-
-        (sweep_dir / "multirun.yaml").write_text(redact_text(OmegaConf.to_yaml(self.config)))
         if repeats == "auto":
-            return self._auto(jobs, compose, sweep_dir.absolute())
-        jobs = planning.interleave(jobs, repeats)
-
-        plan = planning.plan(jobs, self.config, compose)
-        planning.check_jobs([job for _, job in plan.launch], compose)
-        records.write_records(sweep_dir.absolute(), plan.skipped)
-        records.write_plan(sweep_dir.absolute(), [num for num, _ in plan.launch])
-        self.overrides = [[job for _, job in plan.launch]]
+            planning.check_jobs([[*j, "repeat=0"] for j in jobs], compose)
+        else:
+            launches = planning.plan(planning.interleave(jobs, repeats), self.config, compose)
+            planning.check_jobs([job for _, job in launches.launch], compose)
+        sweep_dir = self._open(lines)
+        if repeats == "auto":
+            return self._auto(jobs, compose, sweep_dir, controls)
+        records.write_records(sweep_dir, launches.skipped)
+        records.write_plan(sweep_dir, [num for num, _ in launches.launch])
+        self.overrides = [[job for _, job in launches.launch]]
         self.batch_index = 1
         returns: List[Any] = []
         with _composed_once(self.launcher, self.hydra_context.config_loader, self.config,
                             compose):
-            first_failure = self._launch(plan.launch, returns, None)
+            first_failure = self._launch(launches.launch, returns, None)
+        self._decide(jobs, compose, repeats, controls, launches, sweep_dir)
         if first_failure is not None:  # as BasicSweeper does, but after every job has run
             # (not via .return_value: it prints the job's overrides, credentials and all)
             raise first_failure._return_value
         return returns
+
+    def _open(self, lines: List[str]) -> Path:
+        """The checks passed: open the sweep (its parent run, sweep.json), write multirun.yaml."""
+        from distexp.sweeps import callback
+        from distexp.tracking.redaction import redact_text
+
+        hooks = getattr(self.hydra_context.callbacks, "callbacks", None) or []
+        if any(isinstance(h, callback.SweepCallback) for h in hooks):  # it deferred to here
+            callback.open_sweep(self.config)
+        for line in lines:
+            print(line, flush=True)
+        sweep_dir = Path(self.config.hydra.sweep.dir).absolute()
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        (sweep_dir / "multirun.yaml").write_text(redact_text(OmegaConf.to_yaml(self.config)))
+        return sweep_dir
+
+    def _decide(self, jobs, compose, repeats: int, controls, launches, sweep_dir: Path) -> None:
+        """repeats=N (N >= 2): the same comparisons as repeats=auto, one fixed-sample look at
+        the end (distexp.sweeps.auto.Rounds), published as auto.json and the parent's tag."""
+        from distexp.sweeps import auto, planning, records
+
+        if repeats < 2 or len(jobs) < 2:
+            return
+        rounds = auto.Rounds(jobs, compose, *auto.settings(self.config)[:2], repeats,
+                             controls=controls, repeats=repeats)
+        where = {tuple(j): p for p, j in enumerate(planning.interleave(jobs, repeats))}
+        rates: dict = {}
+        for rec in records.records(sweep_dir):
+            p = where.get(tuple(rec.get("overrides") or ()))
+            if p is not None:
+                rates.setdefault(p // len(jobs), {})[p % len(jobs)] = auto.rate_of(rec)
+        for r in range(repeats):
+            rounds.record(rates.get(r, {}))
+        auto.publish(rounds.decision(), sweep_dir)
 
     def _launch(self, launch, returns: List[Any], first_failure):
         """Launch (num, overrides) jobs in batches of consecutive numbers; the first failure."""
@@ -130,15 +167,18 @@ class DistexpSweeper(BasicSweeper):
             returns.append(results)
         return first_failure
 
-    def _auto(self, jobs, compose, sweep_dir: Path) -> Any:
+    def _auto(self, jobs, compose, sweep_dir: Path, controls) -> Any:
         """repeats=auto: rounds until every comparison is settled (distexp.sweeps.auto)."""
         from distexp.sweeps import auto
+        from distexp.report import outcomes
         from distexp.sweeps import planning
         from distexp.sweeps import records
+        from distexp.sweeps.ending import SWEEPS
 
-        rounds = auto.Rounds(jobs, compose, *auto.settings(self.config))
+        rounds = auto.Rounds(jobs, compose, *auto.settings(self.config), controls=controls,
+                             horizon=auto.planned_horizon(self.config))
         runs, used = auto.resume_runs(self.config), set()
-        planning.check_jobs([[*j, "repeat=0"] for j in jobs], compose)
+        sweep_id = SWEEPS.open.sweep_id if SWEEPS.open is not None else None
         returns: List[Any] = []
         first_failure, launched = None, []
         with _composed_once(self.launcher, self.hydra_context.config_loader, self.config,
@@ -161,10 +201,11 @@ class DistexpSweeper(BasicSweeper):
                 first_failure = self._launch(launch, returns, first_failure)
                 done = {int(r["num"]): r for r in records.records(sweep_dir)}
                 rounds.record({i: auto.rate_of(done.get(num, {})) for num, i in index.items()})
-                print(rounds.line(), flush=True)
-                auto.publish(rounds.summary(), sweep_dir)
-        for line in rounds.summary():
-            print(line, flush=True)
+                decision = rounds.decision(
+                    lambda n: auto.continue_command(self.config, sweep_id, n))
+                print(outcomes.round_line(decision), flush=True)
+                auto.publish(decision, sweep_dir)
         if first_failure is not None:
             raise first_failure._return_value
         return returns
+

@@ -1,0 +1,63 @@
+"""A sweep's decision (distexp.report.outcomes: the records its sweeper stored on the parent run)
+put on the report's rows, so that the table, report.csv, the verdict and the run tags show the
+decision's speed-ups and nothing computed again (docs/report.md). No MLflow, no TensorFlow.
+
+A row is set-up `job_num % len(setups)` of the sweep (a sweep numbers its jobs round x set-ups +
+set-up). Its `main` comparison (speedup*, the verdict) becomes its record against the baseline,
+its `strong` one (speedup_strong*, "at equal global batch") its record against its equal-work
+control; `weak` and the split into batch and replica effects (ratios of medians) are dropped.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from distexp.report.scaling import Comparison, Row, Significance
+from distexp.report import outcomes as O
+
+
+def _comparison(rec: O.Record, mode: str, rows_by_setup: dict) -> Comparison:
+    base = rows_by_setup.get(rec.b)
+    return Comparison(mode=mode, value=rec.ratio if rec.ratio is not None else float("nan"),
+                      baseline=f"{rec.names[1]} ({rec.kind}, paired by round)",
+                      base_rate=base.rate if base is not None else float("nan"), is_base=False,
+                      low=rec.low, high=rec.high,
+                      significant=rec.outcome in ("faster", "slower"),
+                      significance=rec.outcome, outcome=rec.outcome,
+                      base_global_batch=base.global_batch if base is not None else None,
+                      base_strategy=base.strategy if base is not None else "")
+
+
+def _itself(mode: str, r: Row) -> Comparison:
+    return Comparison(mode=mode, value=1.0, baseline="itself", base_rate=r.rate or 0.0,
+                      is_base=True, significance=Significance.BASELINE,
+                      base_global_batch=r.global_batch, base_strategy=r.strategy)
+
+
+def setup_of(r: Row, d: O.Decision) -> Optional[int]:
+    return r.job_num % len(d.setups) if r.job_num is not None and d.setups else None
+
+
+def apply(rows: Sequence[Row], d: O.Decision) -> None:
+    """Put decision `d` on `rows` (module docstring)."""
+    by_setup = {setup_of(r, d): r for r in rows if r.measured}
+    bases = {rec.b for rec in d.comparisons if rec.kind == O.BASELINE}
+    controls = {rec.b for rec in d.comparisons if rec.kind == O.EQUAL_WORK}
+    for r in rows:
+        r.decision = d
+        i = setup_of(r, d)
+        if not r.measured or i is None:
+            continue
+        base, work = d.of(i, O.BASELINE), d.of(i, O.EQUAL_WORK)
+        r.main = (_comparison(base, "baseline", by_setup) if base is not None
+                  else _itself("baseline", r) if i in bases else None)
+        r.strong = (_comparison(work, "strong", by_setup) if work is not None
+                    else _itself("strong", r) if i in controls else None)
+        r.weak, r.batch_effect, r.replica_effect = None, None, None
+        r.baseline = r.main.baseline if r.main is not None else "-"
+        r.efficiency = (r.main.value / r.replicas if r.main is not None and r.replicas
+                        and r.replicas > 1 else None)
+
+
+def of_rows(rows: Sequence[Row]) -> Optional[O.Decision]:
+    """The decision `apply` put on these rows, or None."""
+    return next((r.decision for r in rows if r.decision is not None), None)

@@ -1,0 +1,246 @@
+"""A sweep's decision as records, and every text made of them (no MLflow, no TensorFlow).
+
+The sweeper decides once (distexp.sweeps.auto.Rounds: `repeats=auto` after every round,
+`repeats=N` at the end): a `Decision` holds one `Record` per comparison (set-up `a` against `b`,
+equal work or the baseline: the speed ratio, its interval, the outcome word, the rounds, the
+method). It is stored as JSON in ``<sweep dir>/auto.json`` and in the parent run's tag
+``distexp.outcomes``; every surface renders those records with the functions here: the round
+line (`round_line`), the sweep's closing lines (`closing_lines`), the description's first line
+(`description_line`), the report's section (`section_lines`), the UI's cells (`cell`). Nothing
+reads text back. Definitions: docs/sweeps.md.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import List, Optional, Sequence
+
+EQUAL_WORK, BASELINE = "equal work", "baseline"
+OPEN_WORD = "not settled"
+MOST_ROUNDS = 200  # a continuation suggested up to this many rounds in all
+OPEN_SHORT = "open"  # where a line must be short (a round line, the console's table)
+
+
+def short_word(outcome: str) -> str:
+    return OPEN_SHORT if outcome == OPEN_WORD else outcome
+WIDTH = 120
+
+
+@dataclass
+class Record:
+    """One comparison: set-up `a`'s examples/s over set-up `b`'s, paired by round."""
+    a: int
+    b: int
+    names: List[str]            # [a's name, b's name]
+    kind: str                   # EQUAL_WORK | BASELINE
+    ratio: Optional[float]      # geometric mean of the paired ratios (None: no paired round)
+    low: Optional[float]        # its interval (None: unbounded)
+    high: Optional[float]
+    outcome: str                # faster | slower | equal | not settled
+    rounds: int                 # paired rounds it was decided on
+    method: str                 # repeated confidence intervals | fixed-sample paired t | ...
+    spread: Optional[float] = None          # sd of the paired log ratios (the noise)
+    rounds_needed: Optional[int] = None     # not settled: rounds that would likely settle it
+
+    @property
+    def settled(self) -> bool:
+        return self.outcome != OPEN_WORD
+
+
+@dataclass
+class Decision:
+    """A sweep's comparisons, decided once."""
+    repeats: str                # "auto" or the N of repeats=N
+    method: str
+    alpha: float                # the family's error rate (Bonferroni over the comparisons)
+    margin: float
+    rounds: int                 # rounds run
+    horizon: int                # the planned rounds (sweep.max_repeats; N for repeats=N)
+    setups: List[str]
+    comparisons: List[Record] = field(default_factory=list)
+    next_command: Optional[str] = None      # continues the sweep (an auto sweep not settled)
+    next_rounds: Optional[int] = None
+    controls: List[int] = field(default_factory=list)  # the set-ups sweep.controls added
+
+    @property
+    def fixed(self) -> bool:
+        return self.repeats != "auto"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    def of(self, setup: int, kind: str) -> Optional[Record]:
+        """Set-up `setup`'s comparison of `kind` (it as `a`), or None."""
+        return next((r for r in self.comparisons if r.a == setup and r.kind == kind), None)
+
+
+def from_json(text: Optional[str]) -> Optional[Decision]:
+    """A Decision from auto.json or the parent's tag; None for anything else (an older sweep)."""
+    try:
+        d = json.loads(text or "")
+        d["comparisons"] = [Record(**r) for r in d["comparisons"]]
+        return Decision(**d)
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def _num(x: Optional[float]) -> str:
+    return "inf" if x is None or math.isinf(x) else f"{x:.2f}"
+
+
+def interval(r: Record) -> str:
+    """0.72x [0.45, 1.14]"""
+    if r.ratio is None:
+        return "no paired rounds"
+    return f"{r.ratio:.2f}x [{_num(r.low) if r.low else '0'}, {_num(r.high)}]"
+
+
+def word(r: Record, margin: float, rounds: bool = True) -> str:
+    """faster | slower | equal within +-5% | not settled after 10 rounds"""
+    if r.outcome == "equal":
+        return f"equal within +-{100 * margin:g}%"
+    if r.outcome == OPEN_WORD and rounds:
+        return f"{OPEN_WORD} after {r.rounds} round{'s' * (r.rounds != 1)}"
+    return r.outcome
+
+
+def cell(r: Optional[Record], margin: float) -> str:
+    """The UI's and the table's cell: 0.72x [0.45, 1.14] not settled"""
+    if r is None:
+        return "-"
+    return f"{interval(r)} {word(r, margin, rounds=False)}"
+
+
+def text(r: Record, margin: float) -> str:
+    """mirrored x2 vs one_device x1 batch 128 (control), equal work: 0.72x [0.45, 1.14] slower"""
+    return f"{r.names[0]} vs {r.names[1]}, {r.kind}: {interval(r)} {word(r, margin)}"
+
+
+def heading(d: Decision) -> str:
+    """repeats=auto: 10 of at most 10 rounds, repeated confidence intervals, alpha 0.05 over 3
+    comparisons, margin +-5%"""
+    if d.fixed:
+        what = f"repeats={d.repeats}: {d.rounds} round{'s' * (d.rounds != 1)}, fixed-sample (paired t)"
+    elif d.rounds <= d.horizon:
+        what = f"repeats=auto: {d.rounds} of at most {d.horizon} rounds, {d.method}"
+    else:
+        what = (f"repeats=auto: {d.rounds} rounds ({d.horizon} planned, then the alpha kept for "
+                f"a continuation), {d.method}")
+    n = len(d.comparisons)
+    return (f"{what}, alpha {d.alpha:g} over {n} comparison{'s' * (n != 1)}, margin "
+            f"+-{100 * d.margin:g}%")
+
+
+def next_lines(d: Decision) -> List[str]:
+    """What to do about the comparisons not settled: the noise, the rounds that would likely
+    settle each, the command that continues the sweep (to the fewest of those rounds)."""
+    open_ = [r for r in d.comparisons if not r.settled and r.spread is not None]
+    if not open_:
+        return []
+    noise = max(r.spread for r in open_)
+    head = (f"Not settled: the noise is {noise:.2f} (sd of the paired log ratios, "
+            f"{100 * (math.exp(noise) - 1):.0f}% a round)")
+    likely = sorted((r for r in open_ if r.rounds_needed), key=lambda r: r.rounds_needed)
+    if not likely:
+        return [head + "; no difference visible at this noise: more rounds would likely not "
+                "settle it"]
+    head += "; likely settled after ~" + ", ~".join(
+        f"{r.rounds_needed} rounds ({r.ratio:.2f}x)" for r in likely)
+    if d.next_rounds is None:
+        return [head, f"More than {MOST_ROUNDS} rounds: quiet the machine (or accept that the "
+                "difference is smaller than it can show), then run the sweep again"]
+    if d.fixed:
+        return [head + f": run it again with repeats={d.next_rounds}"]
+    return [head, f"Continue: {d.next_command}" if d.next_command else ""]
+
+
+def closing_lines(d: Decision) -> List[str]:
+    """The sweep's last lines before the report and UI commands: the heading, one line per
+    comparison (equal work first), what next."""
+    ordered = sorted(d.comparisons, key=lambda r: r.kind != EQUAL_WORK)
+    return [x for x in [heading(d)] + [text(r, d.margin) for r in ordered] + next_lines(d) if x]
+
+
+def section_lines(d: Decision) -> List[str]:
+    """report.md's and the report console's section: a title, then closing_lines as bullets."""
+    title = ("Outcome (repeats=auto)" if not d.fixed else
+             f"Outcome (repeats={d.repeats}, fixed-sample)")
+    return [title] + [f"- {x}" for x in closing_lines(d)]
+
+
+def _short(d: Decision, r: Record, with_interval: bool, full: bool) -> str:
+    """One comparison in a round line; not `full`: the set-ups named by their role."""
+    me = "control" if not full and r.a in d.controls else r.names[0]
+    other = r.names[1] if full else "control" if r.kind == EQUAL_WORK else "baseline"
+    what = interval(r) if with_interval else (f"{r.ratio:.2f}x" if r.ratio is not None else "-")
+    shown = short_word(r.outcome)
+    return f"{me} vs {other}: {what} {shown}"
+
+
+def round_line(d: Decision, width: int = WIDTH) -> str:
+    """round 3: mirrored x2 vs one_device x1 batch 128 (control): 0.72x [0.45, 1.14] open; ...
+    within `width`: the set-ups named by their role (its control, baseline), then without the
+    intervals, then the open comparisons only, then cut."""
+    head = f"round {d.rounds}"  # of at most d.horizon: the console's job line says it
+    if not d.comparisons:
+        return f"{head}: one set-up, nothing to compare"
+    rs = sorted(d.comparisons, key=lambda r: r.kind != EQUAL_WORK)
+    line = ""
+    for with_iv, full_b, shown in ((True, True, rs), (True, False, rs), (False, False, rs),
+                                   (False, False, [r for r in rs if not r.settled] or rs)):
+        rest = len(rs) - len(shown)
+        line = f"{head}: " + "; ".join(_short(d, r, with_iv, full_b) for r in shown) + (
+            f"; {rest} settled" if rest else "")
+        if len(line) <= width:
+            return line
+    return line[: width - 1] + "…"
+
+
+def description_line(d: Decision, width: int = WIDTH) -> str:
+    """The parent run's and the experiment's description, first line (read uncut above MLflow's
+    runs table): the equal-work comparisons first, as many as fit, the rest counted."""
+    rs = sorted(d.comparisons, key=lambda r: r.kind != EQUAL_WORK)
+    if not rs:
+        return f"Outcome: one set-up, nothing to compare ({d.rounds} rounds)"
+    rounds = f"{d.rounds} round{'s' * (d.rounds != 1)}" + (", fixed-sample" if d.fixed else "")
+    shown = list(rs)
+    while True:
+        more = f"; +{len(rs) - len(shown)} more below" if len(shown) < len(rs) else ""
+        line = ("Outcome: " + "; ".join(f"{r.names[0]} vs {'its control' if r.kind == EQUAL_WORK else r.names[1]}: "
+                                        f"{interval(r)} {word(r, d.margin, rounds=False)}"
+                                        for r in shown) + f" ({rounds}{more})")
+        if len(line) <= width or len(shown) == 1:
+            return line
+        shown.pop()
+
+
+def setup_answer(d: Decision, setup: int) -> str:
+    """A set-up's name with its answer, the UI's group of its runs: "mirrored x2: 0.72x [0.45,
+    1.14] not settled vs control" (its equal-work comparison), else its comparison with the
+    baseline, "one_device x1 batch 128 (control): 1.61x [1.32, 1.96] faster"; "one_device x1
+    batch 64: baseline"."""
+    rec = d.of(setup, EQUAL_WORK) or d.of(setup, BASELINE)
+    if rec is None:
+        return f"{d.setups[setup]}: baseline" if any(r.b == setup for r in d.comparisons) \
+            else d.setups[setup]
+    return f"{d.setups[setup]}: {cell(rec, d.margin)}" + (
+        " vs control" if rec.kind == EQUAL_WORK else "")
+
+
+def setup_names(setups: Sequence[Optional[object]], strategies: Sequence[str],
+                controls: Sequence[int]) -> List[str]:
+    """'mirrored x2'; ' batch B' where two set-ups would read the same, and on a control;
+    ' (control)' on the 1-replica set-ups sweep.controls added."""
+    def first(i):
+        s = setups[i]
+        return f"{strategies[i]} x{s.replicas if s else '?'}"
+
+    base = [first(i) for i in range(len(setups))]
+    out = []
+    for i, name in enumerate(base):
+        s = setups[i]
+        if s is not None and (base.count(name) > 1 or i in controls):
+            name += f" batch {s.global_batch}"
+        out.append(name + (" (control)" if i in controls else ""))
+    return out
