@@ -63,7 +63,7 @@ def _decided_rows():
     stores it): the report's rows carry the records' speed-ups, nothing computed again."""
     from distexp.report import decided
     from distexp.report.scaling import Row, add_scaling, aggregate
-    from distexp.report import outcomes as O
+    from distexp.figures import outcomes as O
 
     def run(strategy, replicas, batch, rate, job):
         return Row(run_id=f"id{job}", run_name="", status="FINISHED", strategy=strategy,
@@ -101,7 +101,7 @@ def test_a_decision_is_the_reports_one_answer(tmp_path):
     from distexp.report.columns import write_csv
     from distexp.report.console import table
     from distexp.report.text import speed_tag
-    from distexp.report import outcomes as O
+    from distexp.figures import outcomes as O
 
     rows, d = _decided_rows()
     md = markdown(rows, "Sweep s", d)

@@ -156,7 +156,7 @@ def test_comparisons_and_names():
 
 
 def _decision(outcome="not settled"):
-    from distexp.report import outcomes as O
+    from distexp.figures import outcomes as O
 
     names = ["one_device x1 batch 64", "mirrored x2", "one_device x1 batch 128 (control)"]
     recs = [O.Record(1, 2, [names[1], names[2]], O.EQUAL_WORK, 0.72, 0.45, 1.14, outcome, 10,
@@ -172,7 +172,7 @@ def _decision(outcome="not settled"):
 def test_every_text_is_rendered_from_the_records():
     """The round line, the closing lines, the description's first line: one record each, the
     same numbers, the equal-work comparison first; within 120 columns; the JSON round-trips."""
-    from distexp.report import outcomes as O
+    from distexp.figures import outcomes as O
 
     d = _decision()
     assert O.from_json(d.to_json()) == d
@@ -205,7 +205,7 @@ def test_every_text_is_rendered_from_the_records():
 def test_repeats_n_ends_with_the_same_comparisons_fixed_sample(tmp_path, capsys):
     """repeats=3: the same comparisons, made by the same code, one fixed-sample look after the 3
     rounds, stored as the same records (auto.json), said to be fixed-sample."""
-    from distexp.report import outcomes
+    from distexp.figures import outcomes
 
     _auto_sweep(tmp_path, _mirrored_faster, "strategy=one_device,mirrored", "cpu_replicas=2",
                 "sweep.controls=true", "repeats=3")
@@ -223,7 +223,7 @@ def test_not_settled_says_what_next():
     """The noise, the rounds that would likely settle each open comparison, the command to the
     fewest of them; past 200 rounds no command (quiet the machine); no difference visible: say
     so; repeats=N: run again with more repeats."""
-    from distexp.report import outcomes as O
+    from distexp.figures import outcomes as O
 
     d = _decision()
     d.next_rounds, d.comparisons[0].rounds_needed = None, 792

@@ -18,7 +18,7 @@ OUTCOMES = {"faster", "slower", "equal", "not settled"}
 
 
 def test_auto_sweep_ends_settled_or_not_and_continues(cli):
-    from distexp.report import outcomes
+    from distexp.figures import outcomes
 
     args = ["-m", "strategy=one_device,mirrored", "cpu_replicas=2", "sweep.controls=true",
             "repeats=auto", *TINY]

@@ -33,7 +33,7 @@ def _foreign(out: str):
 
 
 # The set-ups, each named with its answer by the sweep's decision ("mirrored x2: 0.72x [0.45,
-# 1.14] not settled vs control"; distexp.report.outcomes.setup_answer): the names before ": ".
+# 1.14] not settled vs control"; distexp.figures.outcomes.setup_answer): the names before ": ".
 NAMES = {"one_device x1 batch 64", "mirrored x2", "one_device x1 batch 128 (control)"}
 
 
@@ -65,7 +65,7 @@ def test_printed_link_opens_the_sweep_with_no_click(tmp_path):
     parent = next(r for r in runs if r.data.tags.get("distexp.run_kind") == "sweep")
     jobs = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert 3 <= len(jobs) <= 6
-    from distexp.report import outcomes
+    from distexp.figures import outcomes
 
     decision = outcomes.from_json(parent.data.tags["distexp.outcomes"])
     assert all(line in sweep.stdout.splitlines() for line in outcomes.closing_lines(decision))

@@ -10,7 +10,7 @@ Separation of concerns:
 - distexp.report.columns  report.csv: every column and its value per row, one definition
 - distexp.report.scaling  rows per job config over its repeats, weak/strong comparisons, intervals, split
 - distexp.report.conclusions  the verdict the report opens with, the accuracy and end-to-end notes
-- distexp.report.outcomes  a sweep's decision: its records and every text made of them
+- distexp.figures.outcomes  a sweep's decision: its records and every text made of them
 - distexp.report.decided   the decision put on the rows (the table's speed-ups are its)
 - distexp.report.text     a rate, a speed-up, a verdict as text (one formatter each, every place)
 - distexp.report.diagnosis  a job's bottleneck, its end-to-end figure against the steady state
@@ -37,7 +37,7 @@ from distexp.report import conclusions, decided, text
 from distexp.report.decided import apply
 from distexp.report.columns import bottleneck_text, shown_mfu, write_csv
 from distexp.report.scaling import NO_BASELINE, Row, Significance, add_scaling, aggregate, row_from_run
-from distexp.report.outcomes import Decision, from_json, section_lines
+from distexp.figures.outcomes import Decision, from_json, section_lines
 from distexp.tracking import lookup
 from distexp.tracking import tags as tag
 from distexp.figures import perf_keys

@@ -12,7 +12,7 @@ import math
 from typing import List, Optional, Sequence
 
 from distexp.report import text
-from distexp.report.outcomes import short_word
+from distexp.figures.outcomes import short_word
 
 WIDTH = 120
 

@@ -1,4 +1,4 @@
-"""A sweep's decision (distexp.report.outcomes: the records its sweeper stored on the parent run)
+"""A sweep's decision (distexp.figures.outcomes: the records its sweeper stored on the parent run)
 put on the report's rows, so that the table, report.csv, the verdict and the run tags show the
 decision's speed-ups and nothing computed again (docs/report.md). No MLflow, no TensorFlow.
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from distexp.report.scaling import Comparison, Row, Significance
-from distexp.report import outcomes as O
+from distexp.figures import outcomes as O
 
 
 def _comparison(rec: O.Record, mode: str, rows_by_setup: dict) -> Comparison:

@@ -1,5 +1,5 @@
 """`repeats=auto` (and the decision of `repeats=N`): rounds of set-ups, their comparisons, and
-the records of what they decided (distexp.report.outcomes).
+the records of what they decided (distexp.figures.outcomes).
 
 A round runs every open set-up once, interleaved as `repeats=N` does (its jobs get
 ``repeat=<round>``; job number = round x set-ups + set-up, as with `repeats=N`), in an order
@@ -31,7 +31,7 @@ from typing import Callable, List, Optional, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from distexp.figures import perf_keys, sequential
-from distexp.report import outcomes
+from distexp.figures import outcomes
 from distexp.sweeps import planning
 from distexp.sweeps.records import AUTO_FILE
 
@@ -83,7 +83,7 @@ def comparisons(setups: Sequence[Optional[planning.Setup]]) -> List[Comparison]:
 
 def names(jobs: Sequence[Sequence[str]], cfgs: Sequence[Optional[DictConfig]],
           setups: Sequence[Optional[planning.Setup]], controls: Sequence[int] = ()) -> List[str]:
-    """Short, distinct names (distexp.report.outcomes.setup_names: 'mirrored x2', 'one_device x1
+    """Short, distinct names (distexp.figures.outcomes.setup_names: 'mirrored x2', 'one_device x1
     batch 128 (control)'), then the overrides that differ, as far as needed to tell them apart."""
     strategies = [c.strategy.name if c is not None else "?" for c in cfgs]
     out = outcomes.setup_names(setups, strategies, controls)
@@ -145,7 +145,7 @@ class Rounds:
         return self.done >= self.max_repeats or (self.done > 0 and not self.open_setups())
 
     def decision(self, next_command: Optional[Callable[[int], str]] = None) -> outcomes.Decision:
-        """The records of every comparison as it stands (distexp.report.outcomes)."""
+        """The records of every comparison as it stands (distexp.figures.outcomes)."""
         recs = []
         for c in self.pairs:
             o = c.outcome or sequential.Outcome(sequential.OPEN, None, 0.0, math.inf, 0)
@@ -189,7 +189,7 @@ def settings(config: DictConfig):
 
 def publish(decision: outcomes.Decision, sweep_dir: Path) -> None:
     """The decision beside the sweep (auto.json) and on its parent run (tag distexp.outcomes):
-    the records every surface renders (distexp.report.outcomes)."""
+    the records every surface renders (distexp.figures.outcomes)."""
     from distexp.sweeps.ending import SWEEPS
     from distexp.tracking import tags as tag
 

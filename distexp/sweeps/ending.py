@@ -22,7 +22,7 @@ from typing import List, Optional
 from omegaconf import OmegaConf
 
 from distexp import errors, stops
-from distexp.report.outcomes import closing_lines
+from distexp.figures.outcomes import closing_lines
 from distexp.sweeps.records import AUTO_FILE, JOBS_DIR, SWEEP_FILE, outcome, records
 from distexp.tracking import tags as tag
 
@@ -136,8 +136,8 @@ def _finish(sweep: OpenSweep, error: Optional[BaseException], interrupted: bool)
 
 
 def _decision(sweep_dir: Path):
-    """The sweep's decision (auto.json: distexp.report.outcomes), or None."""
-    from distexp.report.outcomes import from_json
+    """The sweep's decision (auto.json: distexp.figures.outcomes), or None."""
+    from distexp.figures.outcomes import from_json
 
     try:
         return from_json((sweep_dir / AUTO_FILE).read_text())

@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from distexp import errors
 
 SWEEP_FILE = "sweep.json"
-AUTO_FILE = "auto.json"  # the sweep's decision (distexp.report.outcomes)
+AUTO_FILE = "auto.json"  # the sweep's decision (distexp.figures.outcomes)
 JOBS_DIR = "sweep_jobs"
 
 def records(sweep_dir: Path) -> List[dict]:

@@ -85,7 +85,7 @@ def summarise(run, sweep_id: str, uri: str, experiment: str) -> Optional[str]:
               "MLflow", file=sys.stderr, flush=True)
         return None
     from distexp.report.decided import of_rows
-    from distexp.report.outcomes import description_line
+    from distexp.figures.outcomes import description_line
 
     decision = of_rows(rows)  # the sweep's records: its answer, rendered
     line = description_line(decision) if decision is not None else headline(rows)
@@ -99,13 +99,13 @@ def summarise(run, sweep_id: str, uri: str, experiment: str) -> Optional[str]:
 
 def setups(rows: Sequence) -> Dict[str, str]:
     """{run id: its set-up's name}: with the sweep's decision, its name and answer
-    (distexp.report.outcomes.setup_answer: "mirrored x2: 0.72x [0.45, 1.14] not settled vs
+    (distexp.figures.outcomes.setup_answer: "mirrored x2: 0.72x [0.45, 1.14] not settled vs
     control"); else "mirrored x2 batch 128", and the overrides that
     tell two set-ups apart where those read the same ("[optimizer.lr=0.1]"). A set-up is the
     report's job config (Row.key), its failed runs included."""
     from distexp.report.decided import of_rows, setup_of
 
-    from distexp.report.outcomes import setup_answer
+    from distexp.figures.outcomes import setup_answer
 
     decision = of_rows(rows)
     if decision is not None:

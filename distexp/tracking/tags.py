@@ -7,7 +7,7 @@ MLflow's own tags that distexp writes are at the end.
 RUN_KIND = "distexp.run_kind"              # "sweep" (the parent) or "job"
 SWEEP_ID = "distexp.sweep_id"
 SWEEP_DIR = "distexp.sweep_dir"
-OUTCOMES = "distexp.outcomes"           # a sweep's decision: JSON records (distexp.report.outcomes)
+OUTCOMES = "distexp.outcomes"           # a sweep's decision: JSON records (distexp.figures.outcomes)
 JOB_NUM = "distexp.job_num"                # Hydra's job number in the sweep
 REPEAT = "distexp.repeat"
 JOB_COUNT = "distexp.job_count"            # the parent: jobs that ran

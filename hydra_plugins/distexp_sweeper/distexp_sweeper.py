@@ -170,7 +170,7 @@ class DistexpSweeper(BasicSweeper):
     def _auto(self, jobs, compose, sweep_dir: Path, controls) -> Any:
         """repeats=auto: rounds until every comparison is settled (distexp.sweeps.auto)."""
         from distexp.sweeps import auto
-        from distexp.report import outcomes
+        from distexp.figures import outcomes
         from distexp.sweeps import planning
         from distexp.sweeps import records
         from distexp.sweeps.ending import SWEEPS
