@@ -297,9 +297,9 @@ def test_sbatch_transient_errors_are_retried_refusals_are_one_line(monkeypatch):
     refusal (or a client that cannot talk to its controller) into one line with sbatch's reason."""
     import submitit
 
-    from distexp.sweeps import slurm
+    from distexp.sweeps import slurm_launcher
 
-    monkeypatch.setattr(slurm.time, "sleep", lambda s: None)
+    monkeypatch.setattr(slurm_launcher.time, "sleep", lambda s: None)
 
     class Executor:
         def __init__(self, errors_first):
@@ -312,20 +312,20 @@ def test_sbatch_transient_errors_are_retried_refusals_are_one_line(monkeypatch):
             return ["job"] * len(columns[0])
 
     ex = Executor(["sbatch: error: Batch job submission failed: Socket timed out on send/recv"])
-    assert slurm._submit(ex, None, [("a", 1), ("b", 2)]) == ["job", "job"] and ex.calls == 2
+    assert slurm_launcher._submit(ex, None, [("a", 1), ("b", 2)]) == ["job", "job"] and ex.calls == 2
     ex = Executor(["sbatch: error: Batch job submission failed: Insane message length"])
     with pytest.raises(errors.UserError, match="^hydra.launcher: sbatch refused the job.s.: .*Insane"):
-        slurm._submit(ex, None, [("a", 1)])
+        slurm_launcher._submit(ex, None, [("a", 1)])
     assert ex.calls == 1
     ex = Executor(["sbatch: error: Batch job submission failed: Invalid partition name specified"])
     with pytest.raises(errors.UserError, match="^hydra.launcher: sbatch refused the job.s.: sbatch: "
                        "error: Batch job submission failed: Invalid partition name specified$"):
-        slurm._submit(ex, None, [("a", 1)])
+        slurm_launcher._submit(ex, None, [("a", 1)])
     assert ex.calls == 1
     ex = Executor(["Socket timed out on send/recv operation"] * 3)
     with pytest.raises(errors.UserError, match="Socket timed out"):
-        slurm._submit(ex, None, [("a", 1)])
-    assert ex.calls == slurm.ATTEMPTS
+        slurm_launcher._submit(ex, None, [("a", 1)])
+    assert ex.calls == slurm_launcher.ATTEMPTS
 
 
 def test_one_rule_names_the_chief():

@@ -1,7 +1,7 @@
 """One formatter per figure (distexp.figures.text), called by every surface that shows the figure:
 the trainer's log (distexp.train.progress), the job's closing lines and a sweep's job line
 (distexp.job.summary), the live bar (distexp.job.console), the runs' display tags in MLflow
-(distexp.tracking.display) and the report's examples/s cells (distexp.report.text). Each
+(distexp.tracking.display) and the report's examples/s cells (distexp.report.wording). Each
 surface renders a run's examples/s and its interval identically, and through the formatter
 itself (replaced here, every surface shows the replacement). Tier: unit."""
 from __future__ import annotations
@@ -27,7 +27,7 @@ RESULT = {"perf/examples_per_sec": RATE, "perf/examples_per_sec_ci95": CI,
 def _surfaces() -> dict:
     """What each surface shows of RESULT's examples/s, whole lines or cells."""
     from distexp.job import console, summary
-    from distexp.report import text as report_text
+    from distexp.report import wording as report_text
     from distexp.tracking import tags as tag
     from distexp.tracking.display import job_tags
     from distexp.train.progress import log_lines

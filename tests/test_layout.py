@@ -24,8 +24,8 @@ TF = ("tensorflow", "keras", "tensorflow_datasets")
 TRAIN_SIDE = ("distexp.train", "distexp.models.gru_seq2seq")
 # Entry modules of the processes without TensorFlow.
 NO_TF_ENTRIES = ("distexp.__main__", "distexp.job.lifecycle", "distexp.sweeps.callback",
-                 "distexp.ui", "distexp.sweeps.summary", "distexp.config.help",
-                 "distexp.sweeps.planning", "distexp.sweeps.slurm", "distexp.report.cli",
+                 "distexp.ui", "distexp.sweeps.publish", "distexp.config.help",
+                 "distexp.sweeps.planning", "distexp.sweeps.slurm_launcher", "distexp.report.cli",
                  "distexp.tracking.offline", "distexp.parity")
 
 
@@ -183,9 +183,9 @@ SEAMS = {"distexp.job": {"distexp.sweeps.seat"}}
 FORBIDDEN = {("distexp.report", p) for p in NESTING} | {("distexp.sweeps", "distexp.report")}
 # The sweep process publishes the report of a finished sweep on its parent run (the table in the
 # description, the plots): that is the report's code run by the sweep, through one door,
-# distexp.sweeps.summary; no other sweeps module imports the report (the sweep's decision records,
+# distexp.sweeps.publish; no other sweeps module imports the report (the sweep's decision records,
 # which both render, are the leaf distexp.figures.outcomes).
-DOORS = {("distexp.sweeps", "distexp.report"): "distexp.sweeps.summary"}
+DOORS = {("distexp.sweeps", "distexp.report"): "distexp.sweeps.publish"}
 
 
 def outward(module: str, target: str) -> bool:

@@ -38,7 +38,7 @@ def test_report_and_sweeps_do_not_import_tensorflow():
 def test_no_tensorflow_import():
     """The job process uses this module for checks: it must not start TensorFlow (a fresh process,
     since other tests in the same session may have imported it)."""
-    code = "import sys, distexp.data.text; print('tensorflow' in sys.modules)"
+    code = "import sys, distexp.data.text_pairs; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=ROOT)
     assert out.stdout.strip() == "False"

@@ -1,10 +1,10 @@
-"""A speed-up, a rate and a verdict as every place shows them (distexp.report.text, one formatter
+"""A speed-up, a rate and a verdict as every place shows them (distexp.report.wording, one formatter
 each): the console (short), report.md, the verdict's lines and a job run's speed-up tag."""
 from __future__ import annotations
 
 import dataclasses
 
-from distexp.report import text
+from distexp.report import wording
 from distexp.report.scaling import Comparison, Row, Significance
 
 
@@ -23,39 +23,39 @@ def _row(speedup=None, speedup_low=None, speedup_high=None, speedup_ci95=None, s
 def test_one_speed_up_in_every_place_it_is_shown():
     r = _row(speedup=1.623, speedup_low=1.401, speedup_high=1.852, significant=True,
              significance=Significance.SIGNIFICANT, rates=[20586.4])
-    assert text.speedup(r, short=True) == "1.62x [1.40, 1.85]"
-    assert text.speedup(r) == "1.62x [1.40, 1.85]"
-    assert text.speed_tag(dataclasses.replace(r, strong=r.main)) == "1.62x [1.40, 1.85] significant"
+    assert wording.speedup(r, short=True) == "1.62x [1.40, 1.85]"
+    assert wording.speedup(r) == "1.62x [1.40, 1.85]"
+    assert wording.speed_tag(dataclasses.replace(r, strong=r.main)) == "1.62x [1.40, 1.85] significant"
     within = _row(speedup=0.953, speedup_low=0.9, speedup_high=1.006, speedup_ci95=0.053,
                   significance=Significance.WITHIN_RUN)
-    assert text.speedup(within) == "~ 0.95x ± 0.05 (within run)"
-    assert text.speedup(within, short=True) == "0.95x [0.90, 1.01]"
-    assert text.speed_tag(dataclasses.replace(within, strong=within.main)) == (
+    assert wording.speedup(within) == "~ 0.95x ± 0.05 (within run)"
+    assert wording.speedup(within, short=True) == "0.95x [0.90, 1.01]"
+    assert wording.speed_tag(dataclasses.replace(within, strong=within.main)) == (
         "0.95x [0.90, 1.01] one run a side")
     base = _row(speedup=1.0, significance=Significance.BASELINE)
-    assert (text.speedup(base), text.speedup(base, short=True),
-            text.speed_tag(dataclasses.replace(base, strong=base.main))) == (
+    assert (wording.speedup(base), wording.speedup(base, short=True),
+            wording.speed_tag(dataclasses.replace(base, strong=base.main))) == (
         "1.00x (baseline)", "1.00x", "1.00x baseline")
     # the tag is the equal-work figure (strong), never the batch-confounded main one
-    assert text.speed_tag(r) == "not measured: no 1-replica run at global batch 128"
-    assert text.speed_tag(_row(replicas=1, rate=None)) is None
+    assert wording.speed_tag(r) == "not measured: no 1-replica run at global batch 128"
+    assert wording.speed_tag(_row(replicas=1, rate=None)) is None
     c = Comparison(mode="strong", value=0.953, baseline="b", base_rate=1.0, is_base=False, low=0.8,
                    high=1.12, significance=Significance.NOT_SIGNIFICANT, repeats_needed=14)
-    assert text.comparison(c, "of one_device x1") == (
+    assert wording.comparison(c, "of one_device x1") == (
         "~ 0.95x of one_device x1 [0.80, 1.12], not significant; ~14 runs each would resolve it")
 
 
 def test_the_rate_and_the_verdict_long_and_short():
     one = _row()
     # one run: the figure with its interval, as the job's summary and the runs' tags write it
-    assert text.rate(one) == text.rate(one, short=True) == "20,586 [19,974, 21,199]"
+    assert wording.rate(one) == wording.rate(one, short=True) == "20,586 [19,974, 21,199]"
     runs = _row(rates=[20000.0, 20586.4, 21300.0])
-    assert text.rate(runs, short=True) == "20,586 (20,000-21,300)"
+    assert wording.rate(runs, short=True) == "20,586 (20,000-21,300)"
     ns = _row(speedup=1.01, significance=Significance.NOT_SIGNIFICANT, repeats_needed=None)
-    assert text.significance(ns) == "~ no difference visible (not resolvable in 1000 runs)"
-    assert text.significance(ns, short=True) == "not significant"
-    assert text.significance(_row(status="FAILED"), short=True) == "failed"
-    assert text.significance(_row(), short=True) == "no baseline"
+    assert wording.significance(ns) == "~ no difference visible (not resolvable in 1000 runs)"
+    assert wording.significance(ns, short=True) == "not significant"
+    assert wording.significance(_row(status="FAILED"), short=True) == "failed"
+    assert wording.significance(_row(), short=True) == "no baseline"
 
 
 def _decided_rows():
@@ -99,8 +99,8 @@ def test_a_decision_is_the_reports_one_answer(tmp_path):
 
     from distexp.report.cli import markdown
     from distexp.report.columns import write_csv
-    from distexp.report.console import table
-    from distexp.report.text import speed_tag
+    from distexp.report.table import table
+    from distexp.report.wording import speed_tag
     from distexp.figures import outcomes as O
 
     rows, d = _decided_rows()
@@ -128,7 +128,7 @@ def test_a_decision_is_the_reports_one_answer(tmp_path):
 
 
 def test_the_ui_names_each_set_up_with_its_answer():
-    from distexp.sweeps.summary import setups
+    from distexp.sweeps.publish import setups
 
     rows, _ = _decided_rows()
     names = setups(rows)

@@ -45,7 +45,7 @@ def test_without_begin_over_changes_nothing(collector, monkeypatch):
 def test_a_sweep_preloads_its_end_while_the_first_job_waits(monkeypatch, tmp_path):
     """The preload runs in another thread during the wait and has finished when the wait's block
     ends (never beside a training process); once per sweep; nothing without an open sweep."""
-    from distexp.sweeps import ending, summary
+    from distexp.sweeps import ending, publish
 
     seen = []
 
@@ -53,7 +53,7 @@ def test_a_sweep_preloads_its_end_while_the_first_job_waits(monkeypatch, tmp_pat
         time.sleep(0.2)  # an import that takes a while: the block waits for it
         seen.append(threading.current_thread().name)
 
-    monkeypatch.setattr(summary, "preload", preload)
+    monkeypatch.setattr(publish, "preload", preload)
     sweeps = ending.Sweeps()
     with sweeps.using_the_wait():
         pass

@@ -50,7 +50,7 @@ def test_sweep_is_a_parent_run_and_a_failed_job_does_not_stop_it(cli):
     # the report on the real sweep (its own process, no TensorFlow): table, files, artifacts
     rep = cli("--no-log", module="distexp.report", timeout=120)
     assert rep.returncode == 0, rep
-    # the console table (distexp.report.console): the failed job's row says so; <= 120 columns
+    # the console table (distexp.report.table): the failed job's row says so; <= 120 columns
     assert rep.stdout.startswith(f"Sweep {sid}\n") and re.search(r" failed$", rep.stdout, re.M)
     assert max(len(ln) for ln in rep.stdout.splitlines()[:7]) <= 120, rep.stdout
     assert "| FAILED |" in (cli.cwd / "sweep" / "report" / "report.md").read_text()

@@ -1,4 +1,4 @@
-"""distexp.data.text: pair files, tokens, vocabularies, teacher-forcing arrays, the synthetic task.
+"""distexp.data.text_pairs: pair files, tokens, vocabularies, teacher-forcing arrays, the synthetic task.
 No TensorFlow: these run in well under a second."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from distexp.errors import UserError
-from distexp.data.text import (PairData, Vocab, build_pairs, load_text_pairs, number_words, read_pairs,
+from distexp.data.text_pairs import (PairData, Vocab, build_pairs, load_text_pairs, number_words, read_pairs,
                                resolve_mode, synthetic_pairs, tokenize)
 
 # Tatoeba/ManyThings format: English<TAB>Chinese<TAB>attribution (extra columns ignored).
@@ -161,7 +161,7 @@ _WORDS.update({w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty si
 
 
 def _parse(words: str) -> int:
-    """English number words -> int, written independently of distexp.data.text."""
+    """English number words -> int, written independently of distexp.data.text_pairs."""
     total = current = 0
     for w in words.split():
         if w == "hundred":

@@ -21,7 +21,7 @@ from distexp.cluster import kinds as cluster_kind
 from distexp.cluster import kinds
 from distexp.config import checks
 from distexp.sweeps import callback
-from distexp.sweeps import slurm as sweep_slurm
+from distexp.sweeps import slurm_launcher as sweep_slurm
 
 RECORD = '''
 import os

@@ -55,8 +55,8 @@ def test_display_tags_round_and_describe():
 
 def test_verdict_line_names_each_strategy_best_speedup():
     from distexp.report.scaling import Comparison, Row
-    from distexp.report.console import headline
-    from distexp.sweeps.summary import clip, scaling_metrics
+    from distexp.report.table import headline
+    from distexp.sweeps.publish import clip, scaling_metrics
 
     def row(strategy, replicas, rate, speedup=None, verdict_="", low=None, high=None):
         main = Comparison(mode="weak", value=speedup, baseline="one_device r1 (weak)", base_rate=100.0,
@@ -82,7 +82,7 @@ def test_verdict_line_names_each_strategy_best_speedup():
 
 
 def test_sweep_summary_puts_the_verdict_where_the_ui_shows_it(tmp_path):
-    """distexp.sweeps.summary on a store written by hand: descriptions, each run's set-up and
+    """distexp.sweeps.publish on a store written by hand: descriptions, each run's set-up and
     equal-work speed-up (tag and metric), the scaling metrics keyed by replicas, the report's
     images, the shared view grouped by those set-ups. No TensorFlow."""
     import json
@@ -90,7 +90,7 @@ def test_sweep_summary_puts_the_verdict_where_the_ui_shows_it(tmp_path):
     from mlflow.entities import Metric, Param
 
     from distexp import tracking
-    from distexp.sweeps.summary import summarise
+    from distexp.sweeps.publish import summarise
 
     uri = f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}"
     (tmp_path / "sweep").mkdir()
@@ -188,8 +188,8 @@ def test_set_ups_are_named_as_the_report_groups_runs_and_told_apart():
     ("one_device x1 batch 64" with cpu_replicas=1 and 2) the overrides that differ are added.
     Without a 1-replica run at its global batch an N-replica set-up's speed-up is not measured."""
     from distexp.report.scaling import Row, add_scaling, aggregate
-    from distexp.report.text import speed_tag
-    from distexp.sweeps.summary import setups
+    from distexp.report.wording import speed_tag
+    from distexp.sweeps.publish import setups
 
     def run(strategy, replicas, cpu, rate, job, status="FINISHED"):
         return Row(run_id=f"id{job}", run_name="", status=status, strategy=strategy,
@@ -261,7 +261,7 @@ def test_sweep_run_names_differ_where_the_ui_shows_them():
 
 
 def test_report_console_table_fits_120_columns_and_tells_rows_apart():
-    from distexp.report.console import table
+    from distexp.report.table import table
     from distexp.report.scaling import Row, add_scaling, aggregate
 
     def run(strategy, replicas, cpu, rate, job):

@@ -63,13 +63,13 @@ def synthetic(ds: DictConfig, seed: int) -> Data:
 
 
 def _pairs(ds: DictConfig, seed: int, pairs=None) -> Data:
-    """Sentence pairs -> ((source, target_in), target_out) token arrays (distexp.data.text)."""
-    from distexp.data import text
+    """Sentence pairs -> ((source, target_in), target_out) token arrays (distexp.data.text_pairs)."""
+    from distexp.data import text_pairs
 
     kw = dict(source_tokens=ds.source_tokens, target_tokens=ds.target_tokens,
               max_length=ds.max_length, vocab_size=ds.vocab_size,
               test_fraction=ds.test_fraction, seed=seed)
-    p = text.load_text_pairs(ds.path, **kw) if pairs is None else text.build_pairs(pairs, **kw)
+    p = text_pairs.load_text_pairs(ds.path, **kw) if pairs is None else text_pairs.build_pairs(pairs, **kw)
     info = {"src_vocab_size": len(p.src_vocab), "tgt_vocab_size": len(p.tgt_vocab),
             "max_src_len": p.max_src_len, "max_tgt_len": p.max_tgt_len,
             "source_tokens": p.source_mode, "target_tokens": p.target_mode}
@@ -86,9 +86,9 @@ def text_pairs(ds: DictConfig, seed: int) -> Data:
 def synthetic_pairs(ds: DictConfig, seed: int) -> Data:
     """Sentence pairs generated in code (numbers written in words -> digits): seq2seq on a fresh
     machine with no file."""
-    from distexp.data import text
+    from distexp.data import text_pairs
 
-    return _pairs(ds, seed, text.synthetic_pairs(n=int(ds.size), seed=seed))
+    return _pairs(ds, seed, text_pairs.synthetic_pairs(n=int(ds.size), seed=seed))
 
 
 def steps_per_epoch(cfg: DictConfig, n_train: Optional[int], global_batch: int) -> int:
@@ -244,9 +244,9 @@ def check_available(cfg: DictConfig) -> None:
 
 def readable_pairs(ds: DictConfig) -> None:
     """A missing, empty or malformed sentence-pair file: one line naming the line."""
-    from distexp.data import text
+    from distexp.data import text_pairs
 
-    text.read_pairs(ds.path)
+    text_pairs.read_pairs(ds.path)
 
 
 def tfds_prepared(ds: DictConfig) -> None:

@@ -1,7 +1,7 @@
 """A GRU encoder-decoder with Bahdanau (additive) attention (Keras 3), the TF "NMT with attention"
 tutorial's model, for teacher-forced training and greedy decoding under any tf.distribute strategy.
 
-Shapes: ``src`` [B, S] and ``tgt_in`` [B, T] are int32 ids, 0 = padding (``distexp.data.text.Vocab``:
+Shapes: ``src`` [B, S] and ``tgt_in`` [B, T] are int32 ids, 0 = padding (``distexp.data.text_pairs.Vocab``:
 ``<start>`` = 2, ``<end>`` = 3). Padding is read from the ids (``id != 0``), never from lengths,
 so any batch, split any way across replicas, gives the same per-example logits.
 

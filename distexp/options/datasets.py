@@ -26,7 +26,7 @@ from distexp.registry import Registry
 
 DIGITS_EXAMPLES = 1797     # scikit-learn's load_digits
 PREPROCESSING = ("scale", "standardize", "none")  # dataset.preprocessing of TFDS images
-TOKENS = ("word", "char", "auto")  # dataset.source_tokens/target_tokens (distexp.data.text)
+TOKENS = ("word", "char", "auto")  # dataset.source_tokens/target_tokens (distexp.data.text_pairs)
 _TASK = "the task this dataset implies (distexp.tasks): classification, seq2seq, ..."
 
 

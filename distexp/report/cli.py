@@ -1,6 +1,6 @@
 """`python -m distexp.report`: a sweep's scaling and accuracy table and plots, from MLflow.
 
-Reads the runs (never TensorFlow), prints a table that fits 120 columns (distexp.report.console)
+Reads the runs (never TensorFlow), prints a table that fits 120 columns (distexp.report.table)
 and the verdict, and writes the full Markdown table report.md, report.csv,
 throughput.png, efficiency.png, speedup.png and loss.png to ``<sweep dir>/report/`` (or --out), then logs them
 as artifacts (``report/``) of the sweep's parent run.
@@ -12,7 +12,7 @@ Separation of concerns:
 - distexp.report.conclusions  the verdict the report opens with, the accuracy and end-to-end notes
 - distexp.figures.outcomes  a sweep's decision: its records and every text made of them
 - distexp.report.decided   the decision put on the rows (the table's speed-ups are its)
-- distexp.report.text     a rate, a speed-up, a verdict as text (one formatter each, every place)
+- distexp.report.wording  a rate, a speed-up, a verdict as text (one formatter each, every place)
 - distexp.report.diagnosis  a job's bottleneck, its end-to-end figure against the steady state
 - distexp.figures.stats    the interval and the runs-needed estimate from repeated runs
 - distexp.report.plots    throughput.png, efficiency.png, speedup.png, loss.png
@@ -33,7 +33,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from distexp import errors
 from distexp.figures import meaning
 from distexp.report.plots import plots
-from distexp.report import conclusions, decided, text
+from distexp.report import conclusions, decided, wording
 from distexp.report.decided import apply
 from distexp.report.columns import bottleneck_text, shown_mfu, write_csv
 from distexp.report.scaling import NO_BASELINE, Row, Significance, add_scaling, aggregate, row_from_run
@@ -128,7 +128,7 @@ def _strong(r: Row) -> str:
     if c is None:
         return "not measured (no 1-replica job at this global batch)" if (r.replicas or 0) > 1 \
             else "-"
-    return Significance.BASELINE.value if c.is_base else text.comparison(c)
+    return Significance.BASELINE.value if c.is_base else wording.comparison(c)
 
 
 def _eval_head(rows: Sequence[Row]) -> str:
@@ -160,8 +160,9 @@ def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
             "n/a (1 replica)" if r.speedup is not None else "-")
         body.append(([f"{r.model}/{r.dataset}/{r.loop}"] if len(groups) > 1 else []) + [
             r.strategy, _fmt(r.workers, "d"), _fmt(r.replicas, "d"), _fmt(r.global_batch, "d"),
-            str(len(r.rates) or 1), text.rate(r), text.speedup(r), text.significance(r) if r.speedup is not None
-            else "-", eff, r.baseline, _strong(r), _fmt(r.optimizer_steps, "d"), _accuracy(r),
+            str(len(r.rates) or 1), wording.rate(r), wording.speedup(r),
+            wording.significance(r) if r.speedup is not None else "-", eff, r.baseline, _strong(r),
+            _fmt(r.optimizer_steps, "d"), _accuracy(r),
             "-" if shown_mfu(r) is None else f"{100 * shown_mfu(r):.2f}%",
             bottleneck_text(r) or "-",
             _fmt(r.time_to_first_step, ".1f"), r.shown_status])
@@ -328,7 +329,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except lookup.LookupFailed as ex:  # ReportError is one
         print(f"distexp.report: error: {ex}", file=sys.stderr)
         return errors.BAD_INPUT
-    from distexp.report.console import table
+    from distexp.report.table import table
 
     print(md.splitlines()[0].lstrip("# "))
     decision = decided.of_rows(rows)

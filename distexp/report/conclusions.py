@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from distexp.figures import stats
 from distexp.report.diagnosis import end_to_end_gap
-from distexp.report import text
+from distexp.report import wording
 from distexp.report.scaling import Row, Significance
 
 
@@ -46,7 +46,7 @@ def _equal_work(base: str, batch: int, rs: Sequence[Row]) -> str:
         head = "no winner can be claimed from one run each (use repeats>=2)"
     else:
         head = f"no set-up significantly faster than {base} x1"
-    parts = [f"{name(r)} {text.comparison(r.strong, f'of {base} x1')}" for r in rs]
+    parts = [f"{name(r)} {wording.comparison(r.strong, f'of {base} x1')}" for r in rs]
     return f"At equal global batch {batch}: {head}; " + "; ".join(parts) + "."
 
 

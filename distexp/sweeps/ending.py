@@ -1,6 +1,6 @@
 """The end of a sweep, in the sweep process (no TensorFlow): its parent run ended FINISHED, FAILED
 or KILLED with the job counts, Optuna's best trial and the sweep's files, the outcome printed,
-the summary made (distexp.sweeps.summary), and the command's exit code.
+the summary made (distexp.sweeps.publish), and the command's exit code.
 
 Hydra's callbacks cannot set the exit code, and its BasicSweeper re-raises a failed job's error
 after its batch (skipping ``on_multirun_end``): so what this process's sweeps are is one object,
@@ -67,16 +67,16 @@ class Sweeps:
     @contextlib.contextmanager
     def using_the_wait(self):
         """Around the first job's wait for the warm trainer's import (seconds in which this
-        process has nothing to do): an open sweep imports what its end needs (summary.preload)
+        process has nothing to do): an open sweep imports what its end needs (publish.preload)
         in a thread, which has finished when the block does, so it never runs beside a training
         process."""
         sweep, preloading = self.open, None
         if (sweep is not None and sweep.run is not None and sweep.run.offline is None
                 and not sweep.preloaded):  # an offline sweep makes no summary
-            from distexp.sweeps import summary
+            from distexp.sweeps import publish
 
             sweep.preloaded = True
-            preloading = threading.Thread(target=summary.preload, name="distexp-preload",
+            preloading = threading.Thread(target=publish.preload, name="distexp-preload",
                                           daemon=True)
             preloading.start()
         try:
@@ -190,7 +190,7 @@ def _log_outcome(sweep: OpenSweep, jobs: List[dict], failed: List[dict], best: O
     run.log_artifacts(sorted((sweep.sweep_dir / JOBS_DIR).glob("*.json")),
                       artifact_path=JOBS_DIR)
     if not interrupted and len(failed) < len(jobs) and run.offline is None:
-        from distexp.sweeps.summary import summarise
+        from distexp.sweeps.publish import summarise
 
         return summarise(run, sweep.sweep_id, run.uri, _experiment(sweep.sweep_dir))
     return None

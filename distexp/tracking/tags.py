@@ -31,7 +31,7 @@ DIVERGED_AT = "distexp.diverged_at"
 PEAK_SOURCE = "distexp.peak_source"        # where perf/peak_flops comes from
 NOT_MEASURED = "distexp.not_measured"      # timing figures this run could not measure (not logged)
 
-# -- what the runs table shows (distexp.tracking.display, distexp.sweeps.summary, tracking.view) --
+# -- what the runs table shows (distexp.tracking.display, distexp.sweeps.publish, tracking.view) --
 EXAMPLES_PER_SEC = "examples/s"            # perf/examples_per_sec rounded, with its interval
 ACCURACY = "accuracy"                      # the task's eval figure, 3 decimals
 SPEED_UP = "speed-up"                      # the report's equal-work speed-up (same global batch)

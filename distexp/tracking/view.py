@@ -28,7 +28,7 @@ from distexp.tracking import lookup
 from distexp.tracking import tags as tag
 from distexp.tracking.store import redact
 
-# The equal-work speed-up of a job's set-up (distexp.sweeps.summary logs it on each of its runs):
+# The equal-work speed-up of a job's set-up (distexp.sweeps.publish logs it on each of its runs):
 # a metric, so that the set-up's grouped row shows it (MLflow aggregates metrics, not tags).
 SPEEDUP_METRIC = "scaling/speedup_equal_work"
 # The set-up's own throughput (the report's row: the median of its measured runs), logged on its
@@ -95,7 +95,7 @@ def view_state(sweep_id: str, parent_run_id: Optional[str], setups: Sequence[str
 
 
 def sweep_setups(client, experiment_id: str, sweep_id: str) -> List[str]:
-    """The set-ups the sweep's runs are tagged with (distexp.sweeps.summary), sorted."""
+    """The set-ups the sweep's runs are tagged with (distexp.sweeps.publish), sorted."""
     runs = client.search_runs([experiment_id], f"tags.`{tag.SWEEP_ID}` = '{sweep_id}'",
                               max_results=5000)
     return sorted({r.data.tags[tag.SETUP] for r in runs if r.data.tags.get(tag.SETUP)})

@@ -1,5 +1,5 @@
 """distexp's Slurm launcher (`hydra/launcher=slurm`): Hydra accepts launchers only from the
-hydra_plugins package, so the class and its schema live here and the logic in distexp.sweeps.slurm."""
+hydra_plugins package, so the class and its schema live here and the logic in distexp.sweeps.slurm_launcher."""
 from dataclasses import dataclass
 from typing import Optional
 
@@ -11,7 +11,7 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLaunche
 @dataclass
 class DistexpSlurmConf(SlurmQueueConf):
     _target_: str = "hydra_plugins.distexp_slurm_launcher.slurm_launcher.DistexpSlurmLauncher"
-    tasks_per_node: Optional[int] = None  # null: follow the job (distexp.sweeps.slurm)
+    tasks_per_node: Optional[int] = None  # null: follow the job (distexp.sweeps.slurm_launcher)
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="distexp_slurm", node=DistexpSlurmConf,
@@ -19,9 +19,9 @@ ConfigStore.instance().store(group="hydra/launcher", name="distexp_slurm", node=
 
 
 class DistexpSlurmLauncher(_Submitit):
-    """hydra-submitit-launcher's SlurmLauncher with distexp.sweeps.slurm's launch."""
+    """hydra-submitit-launcher's SlurmLauncher with distexp.sweeps.slurm_launcher's launch."""
 
     def launch(self, job_overrides, initial_job_idx):
-        from distexp.sweeps import slurm
+        from distexp.sweeps import slurm_launcher
 
-        return slurm.launch(self, job_overrides, initial_job_idx)
+        return slurm_launcher.launch(self, job_overrides, initial_job_idx)

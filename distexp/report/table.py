@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import List, Optional, Sequence
 
-from distexp.report import text
+from distexp.report import wording
 from distexp.figures.outcomes import short_word
 
 WIDTH = 120
@@ -57,16 +57,16 @@ def table(rows: Sequence, width: int = WIDTH) -> str:
             r.strategy, _num(r.replicas, "d"), _num(r.global_batch, "d")]
         line += [r.device_setup or "-"] if len(setups) > 1 else []
         if decided:
-            base = (f"{text.speedup(r, short=True)} {short_word(r.main.outcome)}"
+            base = (f"{wording.speedup(r, short=True)} {short_word(r.main.outcome)}"
                     if r.main is not None and not r.main.is_base
-                    else text.speedup(r, short=True) if r.measured
-                    else text.significance(r, short=True))
-            line += [text.rate(r, short=True), base, text.equal_work(r, short=True),
+                    else wording.speedup(r, short=True) if r.measured
+                    else wording.significance(r, short=True))
+            line += [wording.rate(r, short=True), base, wording.equal_work(r, short=True),
                      _num(r.eval_accuracy, ".3f")]
         else:
-            line += [text.rate(r, short=True), text.speedup(r, short=True),
-                     _num(r.eval_accuracy, ".3f"), text.significance(r, short=True)]
-            line += [text.equal_work(r, short=True)] if work else []
+            line += [wording.rate(r, short=True), wording.speedup(r, short=True),
+                     _num(r.eval_accuracy, ".3f"), wording.significance(r, short=True)]
+            line += [wording.equal_work(r, short=True)] if work else []
         body.append(line)
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
               for i, h in enumerate(head)]

@@ -28,8 +28,8 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 from distexp.errors import first_line
-from distexp.report.console import headline  # the verdict line
-from distexp.report.text import speed_tag
+from distexp.report.table import headline  # the verdict line
+from distexp.report.wording import speed_tag
 from distexp.tracking import tags as tag
 from distexp.tracking.view import SETUP_ACCURACY_METRIC, SETUP_RATE_METRIC, SPEEDUP_METRIC
 
