@@ -38,9 +38,12 @@ def test_ui_writes_the_shared_view_mlflow_reads_and_prints_its_url(tmp_path):
     from distexp.tracking import view
 
     uri, client, exp, parent = _store_with_sweep(tmp_path)
-    old = client.create_run(exp, run_name="sweep-s0", tags={"distexp.sweep_id": "s0",
+    client.create_run(exp, run_name="sweep-s0", tags={"distexp.sweep_id": "s0",
                                                              "distexp.run_kind": "sweep"})
-    assert old  # a later parent: the latest is s0 now, unless --sweep-id asks for s1
+    # a later parent with a job run: the latest is s0 now, unless --sweep-id asks for s1 (one
+    # without job runs would not be: tests/test_ui.py, the latest sweep with job runs)
+    client.create_run(exp, run_name="job-s0", tags={"distexp.sweep_id": "s0",
+                                                    "distexp.run_kind": "job"})
     exp_id, key, sid = view.sweep_view(uri, None, "s1")
     assert (exp_id, sid, key) == (exp, "s1", "distexp-sweep-s1")
     tag = client.get_experiment(exp).tags[f"mlflow.sharedViewState.{key}"]
@@ -52,7 +55,8 @@ def test_ui_writes_the_shared_view_mlflow_reads_and_prints_its_url(tmp_path):
     assert state["orderByKey"] == "tags.`mlflow.runName`" and state["orderByAsc"] is True
     assert state["selectedColumns"] == [
         "metrics.`scaling/speedup_equal_work`", "metrics.`scaling/examples_per_sec_setup`",
-        "tags.`speed-up`", "tags.`examples/s`", "tags.`accuracy`"]
+        "metrics.`scaling/eval_accuracy_setup`", "tags.`speed-up`", "tags.`examples/s`",
+        "tags.`accuracy`"]
     # the runs carry no set-up yet (a sweep not summarised): they are the open ungrouped rows
     assert state["groupsExpanded"] == {"tag.set-up": True}
     assert state["runsExpanded"] == {parent: True}

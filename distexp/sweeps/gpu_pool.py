@@ -47,7 +47,7 @@ def need(cfg: DictConfig, visible: int) -> int:
     from distexp.cluster import kinds
 
     rec = strategies.of(cfg)
-    if kinds.of(cfg).remote:
+    if "cluster" in cfg and kinds.of(cfg).remote:  # cluster=ray: its nodes' GPUs
         return 0
     per_worker = visible if cfg.gpus is None else int(cfg.gpus)
     if not rec.cluster_jobs:
