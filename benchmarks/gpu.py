@@ -1,7 +1,7 @@
 """GPU readiness in one command (`bash benchmarks/gpu.sh`, or `python benchmarks/gpu.py`).
 
 On a machine with NVIDIA GPUs, run from the directory the results should go to (its `outputs/`):
-1. the GPU test tier: `python -m pytest -m gpu tests/` (tests/test_gpu.py and the other `gpu` tests);
+1. the GPU test tier: `python -m pytest -m gpu tests/` (tests/cluster/test_gpu.py and the other `gpu` tests);
 2. a mirrored scaling benchmark, ResNet-50 (keras.applications, weights=None) on synthetic
    224x224x3 images of 1000 classes, `gpus=1..N` (N: every visible GPU), at `precision=float32`
    and `precision=mixed_float16`, as distexp sweeps in MLflow experiment `gpu-benchmark`:
@@ -19,7 +19,7 @@ On a machine with NVIDIA GPUs, run from the directory the results should go to (
 
 With one GPU and the defaults (60 steps, 10 of them warm-up) it takes ~3-4 minutes: the tier,
 two ~35 s jobs, the anchor. `--smoke`: tiny sizes on the CPU (no GPU needed, no test tier): the
-same sweeps, anchor and table, to check the script itself (tests/test_gpu_script_slow.py).
+same sweeps, anchor and table, to check the script itself (tests/benchmarks/test_gpu_script_slow.py).
 
 Exit status: 0 when the tier, the sweeps and the anchor passed, else 1. Without an NVIDIA GPU
 (none under /proc/driver/nvidia/gpus, or CUDA_VISIBLE_DEVICES hides them) and without --smoke:

@@ -1,6 +1,6 @@
 """The environment variables distexp's processes pass each other: process plumbing, not settings
 (docs/architecture.md lists them), and the two test aids read from the environment. No
-`DISTEXP_*` name is spelt anywhere else (tests/test_vocabularies.py). A leaf: it imports nothing."""
+`DISTEXP_*` name is spelt anywhere else (tests/project/test_vocabularies.py). A leaf: it imports nothing."""
 
 TASK = "DISTEXP_TASK"                    # which process of the job this is (names its user-error file)
 METRICS_SINK = "DISTEXP_METRICS_SINK"    # the chief appends its metrics/params here (JSON lines)

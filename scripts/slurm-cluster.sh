@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A one-node Slurm cluster on this Debian machine, for trying distexp under Slurm and for the tests
-# (tests/test_slurm.py, .ci/run). Run as root:
+# (tests/cluster/test_slurm.py, .ci/run). Run as root:
 #
 #   scripts/slurm-cluster.sh up       install what is missing, start munge, MariaDB, slurmdbd,
 #                                     slurmctld, slurmd; prints how long the start took

@@ -1,12 +1,17 @@
 """Fixtures (the helpers they use live in tests/helpers/) and the test tiers. No TensorFlow here."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 
-from helpers import CONF, run_cli
+from helpers import CONF, PROBES, USER_CODE, run_cli
 from helpers.faults import mounts  # noqa: F401  (a fixture: tmpfs mounts for the store-fault tests)
 
-pytest_plugins = ["servers"]  # PostgreSQL + MLflow server fixtures (tests/servers.py)
+pytest_plugins = ["helpers.servers"]  # PostgreSQL + MLflow server fixtures (tests/helpers/servers.py)
+# a user's factories (`model.factory=factories:...`) and the probes import by their top-level
+# name here too, as in a child (helpers.child_env)
+sys.path[:0] = [str(p) for p in (USER_CODE, PROBES) if str(p) not in sys.path]
 
 
 @pytest.fixture

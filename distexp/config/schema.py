@@ -3,7 +3,7 @@
 Everything here runs in the Hydra job process, which never imports TensorFlow: a typo, an unknown
 option or a wrong type is reported in one line before any training process starts. The schema is
 registered once as ``base_config``, first in ``conf/config.yaml``'s defaults list (the yaml sets no
-key: each key's default and description are here, tests/test_conf_defaults.py), so every group option
+key: each key's default and description are here, tests/config/test_conf_defaults.py), so every group option
 (``conf/<group>/<option>.yaml``) is merged onto a typed node and checked by OmegaConf: a model's
 or dataset's onto its own dataclass (its record's `schema`, stored as ``<group>/base_<option>``
 and named first in its yaml), so a key of another option is refused at composition. The checks

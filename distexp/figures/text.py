@@ -4,7 +4,7 @@ Python, no TensorFlow, no MLflow).
 Called by the trainer's log (distexp.train.progress), the job's closing lines and a sweep's job
 line (distexp.job.summary), the live bar (distexp.job.console), the runs' display tags in MLflow
 (distexp.tracking.display) and the report's examples/s cells (distexp.report.wording), so that one
-figure reads the same wherever it is shown (tests/test_figures_text.py checks each surface):
+figure reads the same wherever it is shown (tests/figures/test_figures_text.py checks each surface):
 
 - ``rate``: a throughput and its 95 % interval, "20,586 examples/s [19,874, 21,299]" (`number`:
   thousands separated, whole numbers from 100 up, 3 significant digits below);

@@ -1,7 +1,7 @@
 """One job's life in the job process (no TensorFlow here). The job is started by Hydra (a sweep's
 job too) and starts the training processes (distexp.train) as children; it asks the sweep around
 it only through distexp.sweeps.seat, and the trainers speak to its console through
-distexp.progress_feed (tests/test_layout.py).
+distexp.progress_feed (tests/project/test_layout.py).
 
 - ``lifecycle``: prepare -> execute -> conclude (checks, the MLflow run, the job's `Outcome`,
   which distexp.__main__ turns into the exit code)

@@ -153,7 +153,7 @@ def prepare(cfg: DictConfig) -> Job:
     if cfg.tracking.enabled:
         # milliseconds: a store/server that is plainly not there. Every task of an external cluster
         # probes, not only the chief: a node that cannot reach the store stops with the one line,
-        # instead of its peers waiting for a chief that stopped (tests/test_slurm_nodes.py)
+        # instead of its peers waiting for a chief that stopped (tests/cluster/test_slurm_nodes.py)
         tracking.probe(cfg.tracking.uri)
     if cfg.warm_start:  # checked: TensorFlow's import runs while the MLflow run is created
         warm_client.start()  # (`python -m distexp` started it already, before Hydra composed)

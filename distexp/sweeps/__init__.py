@@ -1,5 +1,5 @@
 """Sweeps (the Hydra multirun process; no TensorFlow here). The sweep runs the jobs (distexp.job),
-which ask it what they need only through ``seat`` (tests/test_layout.py).
+which ask it what they need only through ``seat`` (tests/project/test_layout.py).
 
 - ``callback``: the Hydra callback: the sweep's start, each job's record
 - ``planning``: repeats, resume, which jobs run (the DistexpSweeper's logic)

@@ -1,5 +1,5 @@
 """A job's seat in its sweep: everything the job process (distexp.job) asks of the sweep around it,
-and its one door into distexp.sweeps (tests/test_layout.py refuses any other). The processes nest
+and its one door into distexp.sweeps (tests/project/test_layout.py refuses any other). The processes nest
 sweep > job > trainer; the outer knows the inner, the inner asks the outer only here, so a change to
 a sweep's files or parent run touches this seam, not the job.
 

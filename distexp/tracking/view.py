@@ -11,7 +11,7 @@ the command that opens it, the shared table view, and the URL.
   is the envelope the UI bundle parses (`{"name", "createdAt", "updatedAt", "state"}` with `state`
   a JSON string; read from `server/js/build/static/js/*.chunk.js` of 3.17.2 and 3.18.0, the same
   in both; the group-by state and its group ids from 3.17.2's); `view_state` holds keys that
-  bundle picks (its search facets and UI state; tests/test_ui.py checks both against the
+  bundle picks (its search facets and UI state; tests/ui/test_ui.py checks both against the
   installed bundle). Nothing here is a private API of the Python package: it is one experiment
   tag, written with the public client.
 
@@ -43,7 +43,7 @@ COLUMNS = [f"metrics.`{SPEEDUP_METRIC}`", RATE_METRIC, f"metrics.`{SETUP_ACCURAC
            *(f"tags.`{t}`" for t in (tag.SPEED_UP, tag.EXAMPLES_PER_SEC, tag.ACCURACY))]
 NAME_COLUMN = "attributes.`Run Name`"  # the group's name ("Group: one_device x1 batch 128") too
 # Pixels, so that at 1600 px (MLflow's Assistant panel open) the set-up's name and answer read
-# whole and the speed-up and examples/s columns are in view (tests/test_ui_slow.py).
+# whole and the speed-up and examples/s columns are in view (tests/ui/test_ui_slow.py).
 WIDTHS = {NAME_COLUMN: 480, COLUMNS[0]: 110, RATE_METRIC: 100, COLUMNS[2]: 100,
           f"tags.`{tag.SPEED_UP}`": 190, f"tags.`{tag.EXAMPLES_PER_SEC}`": 170}
 SORT = "tags.`mlflow.runName`"  # in a sweep a run's name starts with what varies (docs/sweeps.md)

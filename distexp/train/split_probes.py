@@ -9,7 +9,7 @@ the phase that runs them is distexp.train.probe_phase).
   (`_all_reduce_sum_gradients`, what Keras' TFOptimizer calls in apply) on one tensor per
   trainable variable, of its shape and dtype, made on each replica's device as the gradients
   are: the same cross-device ops, the same destinations, the same collective ops on the same
-  devices (tests/test_split_probes.py compares the traced graphs).
+  devices (tests/train/test_split_probes.py compares the traced graphs).
 Each is net of an empty call of the same shape (the dispatch the loop pays once per call, which
 belongs to `other`), the median over rounds of (probe - empty) in the same round.
 

@@ -42,7 +42,7 @@ from distexp import env, errors, stops
 # What a training process imports (the train side is imported whole by distexp.train.trainer's
 # lazy imports as it runs; these are the ones that cost seconds).
 # The list holds every module the default job's trainer imports (checked by
-# tests/test_warm_slow.py: after the fork it imports no distexp, hydra or sklearn module).
+# tests/job/test_warm_slow.py: after the fork it imports no distexp, hydra or sklearn module).
 PRELOAD = ("tensorflow", "keras", "distexp.train.trainer", "distexp.train.loops.custom",
            "distexp.train.loops.fit", "distexp.train.loops.evaluate", "distexp.train.probe_phase",
            "distexp.train.split_probes",

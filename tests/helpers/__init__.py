@@ -14,7 +14,7 @@ file). No TensorFlow here. Every name is also importable from `helpers` itself.
 - `helpers.gpus`: a faked NVIDIA driver directory (`fake_driver`), a sweep job that only holds
   its GPUs from the sweep's pool (`pool_job`)
 """
-from helpers.cli import (CONF, FAST, ROOT, TESTS, NoProcess, Result,  # noqa: F401
+from helpers.cli import (CONF, FAST, PROBES, ROOT, TESTS, USER_CODE, NoProcess, Result,  # noqa: F401
                          child_env, cli_env, distexp_cmd, finished_job, finished_sweep, no_process,
                          run_cli, run_in_process, run_probe)
 from helpers.gpus import JOBLIB_LAUNCHER, fake_driver, pool_job  # noqa: F401

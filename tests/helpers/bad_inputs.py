@@ -1,4 +1,4 @@
-"""The bad-input matrix (tests/test_bad_inputs.py in this process, tests/test_bad_inputs_cli.py
+"""The bad-input matrix (tests/cli/test_bad_inputs.py in this process, tests/cli/test_bad_inputs_cli.py
 through a real `python -m distexp`): wrong inputs as users type them, and the one line each must
 give. No TensorFlow here."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from helpers.cli import ROOT
-from servers import free_port
+from helpers.servers import free_port
 
 TRAINER = "trainer"  # fails inside the training process: the run exists and must end FAILED
 
@@ -83,7 +83,7 @@ CASES = [
      "repeats: received 'twice'; valid: auto or an integer >= 1"),
     ("sweep-alpha", ["repeats=auto", "sweep.alpha=0"],
      "sweep.alpha: received 0.0; expected 0 < x < 1, e.g. 0.05"),
-    # every key checked (tests/test_key_checks.py walks the schema): edge values, keys that do
+    # every key checked (tests/config/test_key_checks.py walks the schema): edge values, keys that do
     # nothing for the chosen option or kind of run, the nearest valid name
     ("sweep-alpha-without-auto", ["sweep.alpha=2"],
      "sweep.alpha: received 2.0 with repeats=1; it applies to repeats=auto only"),
@@ -102,17 +102,17 @@ CASES = [
     ("dataset-factory-no-module", ["dataset=custom", "dataset.factory=nosuchmodule:load"],
      "dataset.factory: received 'nosuchmodule:load'; no module named 'nosuchmodule'"),
     ("factory-no-function", ["model=custom", "model.factory=factories:nosuchfunction"],
-     "model.factory: received 'factories:nosuchfunction'; {root}/tests/factories.py defines no "
+     "model.factory: received 'factories:nosuchfunction'; {root}/tests/helpers/user_code/factories.py defines no "
      "'nosuchfunction'; valid: its functions: blobs, blobs_tfdata, crash, deep_cnn, dropout_mlp, "
      "explode"),
     ("factory-function-typo", ["model=custom", "model.factory=factories:small_mpl"],
-     "model.factory: received 'factories:small_mpl'; {root}/tests/factories.py defines no "
+     "model.factory: received 'factories:small_mpl'; {root}/tests/helpers/user_code/factories.py defines no "
      "'small_mpl' (did you mean factories:small_mlp?)"),
     ("dataset-factory-typo", ["dataset=custom", "dataset.factory=factories:blob"],
-     "dataset.factory: received 'factories:blob'; {root}/tests/factories.py defines no 'blob' "
+     "dataset.factory: received 'factories:blob'; {root}/tests/helpers/user_code/factories.py defines no 'blob' "
      "(did you mean factories:blobs?)"),
     ("task-factory-typo", ["task.factory=factories:mse_tsk"],
-     "task.factory: received 'factories:mse_tsk'; {root}/tests/factories.py defines no "
+     "task.factory: received 'factories:mse_tsk'; {root}/tests/helpers/user_code/factories.py defines no "
      "'mse_tsk' (did you mean factories:mse_task?)"),
     ("factory-raises", ["model=custom", "model.factory=factories:explode", TRAINER],
      "model.factory: factories:explode raised RuntimeError: factory exploded on purpose"),
@@ -129,7 +129,7 @@ CASES = [
     ("tracking-scheme", ["tracking.uri=bogus://x"],
      "tracking.uri: received 'bogus://x'; MLflow cannot be reached there (unsupported URI"),
     # clusters: "env:NAME=value" sets the job's environment; a taken port is not an
-    # error (the job retries on free ports: tests/test_multiprocess.py)
+    # error (the job retries on free ports: tests/cluster/test_multiprocess.py)
     ("tf-config-malformed", ["strategy=multiworker", "cluster=tf_config", "env:TF_CONFIG={bad"],
      "TF_CONFIG: received '{bad'; expected JSON"),
     ("tf-config-task-outside", ["strategy=multiworker", "cluster=tf_config",
@@ -189,7 +189,7 @@ CASES = [
     ("digits-smaller-than-batch", ["batch_size_per_replica=5000"],
      "batch_size_per_replica: received 5000; dataset=digits has 1437 training examples, fewer "
      "than one global batch (5000)"),
-    # sizes this machine cannot hold (tests/servers.py: 2 cores here; the line gives the numbers)
+    # sizes this machine cannot hold (tests/helpers/servers.py: 2 cores here; the line gives the numbers)
     ("cpu-replicas-beyond-cores", ["cpu_replicas=1000"], "cpu_replicas: received 1000; this machine has "),
     ("workers-beyond-machine", ["strategy=multiworker", "workers=500"],
      "workers: received 500; cluster=local would start 500 TensorFlow processes (~700 MB each"),
@@ -210,7 +210,7 @@ CASES = [
      "tracking.uri: received 'postgresql://127.0.0.1:{port}/mlflow'; MLflow cannot be reached "
      "there ([Errno 111] Connection refused)"),
     ("postgres-without-driver", ["tracking.uri=postgresql://127.0.0.1:{port}/mlflow",
-                                 "env:PYTHONPATH={root}/tests/nodriver:{root}:{root}/tests"],
+                                 "env:PYTHONPATH={root}/tests/helpers/nodriver:{root}:{root}/tests"],
      "tracking.uri: received 'postgresql://127.0.0.1:{port}/mlflow'; its database driver is not "
      "installed (no module named 'psycopg'); valid: pip install \"distexp[postgres]\""),
     # a typo in a user's function's keyword arguments: the function says so, named (trainer)
@@ -220,7 +220,7 @@ CASES = [
 ]
 
 
-# Through a real subprocess as well (tests/test_bad_inputs_cli.py): one case per way the line is
+# Through a real subprocess as well (tests/cli/test_bad_inputs_cli.py): one case per way the line is
 # made, plus every case that needs a process of its own (TRAINER; a PYTHONPATH without the driver).
 CLI = {"strategy-option", "epochs-type", "sweep-alpha-without-auto", "gpus-beyond-visible", "outputs-unwritable",
        "tracking-server-down", "postgres-without-driver"}

@@ -20,6 +20,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "distexp" / "conf"
 TESTS = ROOT / "tests"
+# modules a test's child imports by their top-level name: a user's factories (user_code/:
+# `model.factory=factories:small_mlp`) and the probe scripts (probes/: run by path or `-m`).
+# child_env puts them on PYTHONPATH, conftest.py on this process's sys.path.
+USER_CODE = TESTS / "helpers" / "user_code"
+PROBES = TESTS / "helpers" / "probes"
 
 # Small, fast jobs: digits, few epochs, little output.
 FAST = ["epochs=2", "warmup_steps=2"]
@@ -27,11 +32,12 @@ FAST = ["epochs=2", "warmup_steps=2"]
 
 def child_env(*, tests: bool = True, **extra) -> dict:
     """This process's environment for a child that imports distexp from this checkout (and, with
-    `tests`, the modules in tests/: factories, probes): PYTHONPATH starts with the checkout, and
+    `tests`, the modules in tests/ and USER_CODE, PROBES: factories, probes): PYTHONPATH starts with the checkout, and
     HYDRA_FULL_ERROR is dropped (a user's one line, not Hydra's traceback). `extra` goes on top."""
     e = dict(os.environ)
     e.pop("HYDRA_FULL_ERROR", None)
-    paths = [str(ROOT), *([str(TESTS)] if tests else []), e.get("PYTHONPATH", "")]
+    paths = [str(ROOT), *([str(TESTS), str(USER_CODE), str(PROBES)] if tests else []),
+             e.get("PYTHONPATH", "")]
     e["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     e.update(extra)
     return e
@@ -134,10 +140,10 @@ def run_in_process(args, cwd: Path, env=None, module: str = "distexp") -> Result
 
 
 def run_probe(script: str, *args, tests: bool = True, timeout: float = 300, **env) -> dict:
-    """`python tests/SCRIPT ARGS`, a probe that prints its figures as one JSON line last: that
+    """`python tests/helpers/probes/SCRIPT ARGS`, a probe that prints its figures as one JSON line last: that
     line, parsed (a failed probe fails the test with its stderr). `env` goes on top of
     child_env's."""
-    p = subprocess.run([sys.executable, str(TESTS / script), *map(str, args)],
+    p = subprocess.run([sys.executable, str(PROBES / script), *map(str, args)],
                        env=child_env(tests=tests, **env), capture_output=True, text=True,
                        timeout=timeout)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -181,7 +187,7 @@ def _overrides(path: Path) -> dict:
 
 
 def cli_env(**extra) -> dict:
-    """The environment of a CLI child that must import distexp and tests/factories from here."""
+    """The environment of a CLI child that must import distexp and the test factories (USER_CODE) from here."""
     return child_env(TF_CPP_MIN_LOG_LEVEL="3", **extra)
 
 

@@ -1,4 +1,4 @@
-"""A tracking store made to fail (tests/test_store_faults*.py): tmpfs mounts (root only; a test
+"""A tracking store made to fail (tests/tracking/test_store_faults*.py): tmpfs mounts (root only; a test
 is skipped elsewhere), a store made by this MLflow, a short job on it, the console's one line."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What the Slurm tests share (tests/test_slurm.py on one node, tests/test_slurm_nodes.py on two):
+"""What the Slurm tests share (tests/cluster/test_slurm.py on one node, tests/cluster/test_slurm_nodes.py on two):
 start the cluster, run Slurm's clients (on this host, or in the two-node cluster's controller
 namespace, as on a login node), start a job with srun, find its runs and task processes, and
 check that nothing of a job is left. No TensorFlow here."""

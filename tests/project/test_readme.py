@@ -1,0 +1,272 @@
+"""Every command README.md and docs/*.md show runs as shown, checked without running it: each
+`python -m distexp ...` line of their shell blocks is composed by Hydra in this process, as
+`python -m distexp --cfg job ...` would (a multirun: once per swept value, the swept values of a
+preset's `hydra.sweeper.params` included); `python -m distexp.parity` lines are parsed by its
+parser and each strategy's job composed; `distexp.report`, `distexp.ui` and `distexp.tracking`
+lines are parsed by their own argparse parsers, stopped before they do anything. No TensorFlow,
+no process: the unit tier."""
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+from pathlib import Path
+from typing import Iterator, List, Tuple
+
+import pytest
+from helpers import ROOT
+
+CONF = ROOT / "distexp" / "conf"
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SHELL = ("", "bash", "sh", "shell", "console")  # a fence's language that holds commands
+SEPARATORS = ("&&", "||", ";", "|")
+
+
+def shell_lines(text: str) -> Iterator[Tuple[int, str]]:
+    """(line number, line) of each command line in the page's shell blocks; a line continued with
+    a backslash is joined to the next ones; a `$ ` prompt is dropped."""
+    fence, held, start = None, "", 0
+    for n, line in enumerate(text.splitlines(), 1):
+        m = re.match(r"\s*```(\w*)", line)
+        if m:
+            fence = m.group(1) if fence is None else None
+            continue
+        if fence not in SHELL:
+            continue
+        if not held:
+            start = n
+        held += line.rstrip()
+        if held.endswith("\\"):
+            held = held[:-1] + " "
+            continue
+        yield start, re.sub(r"^\s*\$ ", "", held)
+        held = ""
+
+
+def commands(page: Path) -> Iterator[Tuple[str, str, List[str]]]:
+    """(where, module, arguments) of each `python -m distexp[.module] ...` the page shows."""
+    for n, line in shell_lines(page.read_text()):
+        if not re.search(r"\bpython3? +-m +distexp\b", line):
+            continue  # output, or another program
+        line = re.sub(r"\$\{?([A-Z_][A-Z0-9_]*)\}?", "1", line)  # $SLURM_JOB_ID and the like
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError as ex:  # an unclosed quote: a shell would not run it either
+            yield f"{page.relative_to(ROOT)}:{n}", f"(a line the shell cannot split: {ex})", []
+            continue
+        segments, cur = [], []
+        for w in words:
+            if w in SEPARATORS:
+                segments.append(cur)
+                cur = []
+            else:
+                cur.append(w)
+        for seg in [*segments, cur]:
+            for i in range(len(seg) - 2):
+                if re.fullmatch(r"python3?", Path(seg[i]).name) and seg[i + 1] == "-m" \
+                        and seg[i + 2].split(".")[0] == "distexp":
+                    yield f"{page.relative_to(ROOT)}:{n}", seg[i + 2], seg[i + 3:]
+
+
+COMMANDS = [c for page in PAGES for c in commands(page)]
+
+
+@pytest.fixture(scope="module")
+def compose():
+    """compose(overrides) -> the config with its hydra node, as `--cfg all` would print it; a
+    list composed once is not composed again (many commands share their jobs)."""
+    from hydra import compose as hcompose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from distexp.config import schema
+
+    schema.register()
+    GlobalHydra.instance().clear()
+    done = {}
+
+    def _compose(overrides):
+        key = tuple(overrides)
+        if key not in done:
+            done[key] = hcompose(config_name="config", overrides=list(overrides),
+                                 return_hydra_config=True)
+        return done[key]
+
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
+        yield _compose
+    GlobalHydra.instance().clear()
+
+
+def jobs(overrides: List[str], multirun: bool, compose) -> Iterator[List[str]]:
+    """The override lists to compose for one command: the fixed ones, then once per value of
+    each sweep (a preset's sweeper params too), the other sweeps at their first value."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    parsed = parser.parse_overrides(overrides)
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    sweeps = [o for o in parsed if o.is_sweep_override()]
+    cfg = compose(fixed)  # a preset may make it a multirun and bring its own sweeps
+    given = {o.get_key_element().lstrip("+~") for o in parsed}
+    preset = cfg.hydra.sweeper.get("params") or {}
+    sweeps += [o for o in parser.parse_overrides([f"{k}={v}" for k, v in preset.items()
+                                                  if k not in given]) if o.is_sweep_override()]
+    if sweeps and not (multirun or str(cfg.hydra.mode) == "RunMode.MULTIRUN"):
+        raise AssertionError(f"sweeps {[o.input_line for o in sweeps]} without -m: Hydra refuses "
+                             "a sweep in a single run")
+    yield fixed
+    firsts = [f"{o.get_key_element()}={next(o.sweep_string_iterator())}" for o in sweeps
+              if o.is_discrete_sweep()]  # an interval (Optuna's) is the sweeper's to sample
+    for k, o in enumerate(sweeps):
+        if o.is_discrete_sweep():
+            for value in o.sweep_string_iterator():
+                yield [*fixed, *firsts[:k], f"{o.get_key_element()}={value}", *firsts[k + 1:]]
+
+
+def check_distexp(args: List[str], compose) -> int:
+    """`python -m distexp ARGS`: Hydra's flags this CLI documents, then overrides that compose."""
+    multirun, overrides, it = False, [], iter(args)
+    for a in it:
+        if a in ("-m", "--multirun"):
+            multirun = True
+        elif a == "--cfg":
+            assert next(it, None) in ("job", "hydra", "all"), "--cfg takes job, hydra or all"
+        elif a.startswith("-") and a not in ("--help", "-h", "--hydra-help"):
+            raise AssertionError(f"{a}: not a flag python -m distexp takes")
+        elif not a.startswith("-"):
+            overrides.append(a)
+    n = 0
+    for job in jobs(overrides, multirun, compose):
+        compose(job)
+        n += 1
+    return n
+
+
+def check_parity(args: List[str], compose) -> int:
+    """`python -m distexp.parity ARGS`: its parser, then each strategy's job (strategy=a,b is
+    parity's own list: one comparison each)."""
+    from distexp import parity
+
+    a = parity._parser().parse_args(args)
+    rest = [o for o in a.overrides if o.split("=", 1)[0] != "strategy"]
+    names = parity.strategies(a.overrides) or [None]
+    for name in names:
+        compose([*rest, *([f"strategy={name}"] if name else [])])
+    return len(names)
+
+
+class _Parsed(Exception):
+    pass
+
+
+def check_parsed(main):
+    """A module whose main() builds its argparse parser inline: its arguments parse (argparse's
+    own error is SystemExit 2), and main stops right there."""
+    def check(args: List[str], compose) -> int:
+        real = argparse.ArgumentParser.parse_args
+
+        def parse_then_stop(self, argv=None, namespace=None):
+            raise _Parsed(real(self, argv, namespace))
+
+        argparse.ArgumentParser.parse_args = parse_then_stop
+        try:
+            main()(args)
+        except _Parsed:
+            return 1
+        except SystemExit as ex:
+            raise AssertionError(f"its parser refuses {args} (exit {ex.code})") from None
+        finally:
+            argparse.ArgumentParser.parse_args = real
+        raise AssertionError("main() returned without parsing its arguments")
+    return check
+
+
+def _report():
+    from distexp.report.cli import main
+    return main
+
+
+def _ui():
+    from distexp.ui import main
+    return main
+
+
+def _tracking():
+    from distexp.tracking.offline import main
+    return main
+
+
+CHECKS = {"distexp": check_distexp, "distexp.parity": check_parity,
+          "distexp.report": check_parsed(_report), "distexp.ui": check_parsed(_ui),
+          "distexp.tracking": check_parsed(_tracking)}
+
+
+def test_the_pages_show_commands_of_every_module():
+    """The extraction finds what the README shows (a regex that matched nothing would pass every
+    test below)."""
+    readme = [(m, a) for where, m, a in COMMANDS if where.startswith("README.md:")]
+    assert len(readme) >= 20
+    assert {m for m, _ in readme} >= {"distexp", "distexp.report", "distexp.ui", "distexp.parity"}
+    first_sweep = next(a for m, a in readme if "-m" in a)
+    assert "sweep.controls=true" in first_sweep and "repeats=auto" in first_sweep
+
+
+def outside_fences(text: str) -> str:
+    return re.sub(r"^\s*```.*?^\s*```", "", text, flags=re.M | re.S)
+
+
+def anchors(page: Path) -> set:
+    """The anchors GitHub gives the page's headings (lower case, punctuation dropped, spaces to
+    hyphens; a repeated heading gets -1, -2, ...)."""
+    count: dict = {}
+    out = set()
+    for m in re.finditer(r"^#{1,6} (.*)$", outside_fences(page.read_text()), flags=re.M):
+        base = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+        n = count[base] = count.get(base, -1) + 1
+        out.add(f"{base}-{n}" if n else base)
+    return out
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_page_links_and_blocks_hold(page):
+    """Every fence is closed (one unclosed fence swallows the rest of the page), and every
+    relative link and image names a file that exists and, after #, a heading of that file."""
+    text = page.read_text()
+    fences = [n for n, line in enumerate(text.splitlines(), 1) if re.match(r"\s*```", line)]
+    assert len(fences) % 2 == 0, f"{page.name}: a fence is not closed (fences at {fences})"
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", outside_fences(text)):
+        if re.match(r"[a-z]+://", target):
+            continue
+        path, _, anchor = target.partition("#")
+        dest = (page.parent / path).resolve() if path else page
+        if not dest.exists() or (anchor and anchor not in anchors(dest)):
+            broken.append(target)
+    assert not broken, f"{page.name}: links to nothing: {broken}"
+
+
+@pytest.mark.parametrize("where,module,args", COMMANDS, ids=[c[0] for c in COMMANDS])
+def test_command_runs_as_shown(where, module, args, compose):
+    line = " ".join(["python -m", module, *args])
+    if module not in CHECKS:
+        raise AssertionError(f"{where}: `{line}`: no module {module} in distexp")
+    try:
+        assert CHECKS[module](args, compose) >= 1
+    except Exception as ex:  # noqa: BLE001  (Hydra's errors name the override)
+        first = str(ex).strip().splitlines()[0] if str(ex).strip() else type(ex).__name__
+        raise AssertionError(f"{where}: `{line}` does not run as shown: {first}") from None
+
+
+def test_every_extended_test_file_is_in_the_gate_table_and_ci_leaves_them_out():
+    """docs/testing.md's gate table says, per behaviour, which tests CI's gate runs and which are
+    `extended`: every file with an `extended` test is named there (so a reader knows what the gate
+    leaves out), and `.ci/run` deselects them unless given --full."""
+    doc = (ROOT / "docs" / "testing.md").read_text()
+    table = doc.split("### The gate and `extended`", 1)[1].split("\n### ", 1)[0]
+    files = sorted(p.relative_to(ROOT / "tests").as_posix() for p in (ROOT / "tests").rglob("test_*.py")
+                   if p.name != Path(__file__).name and "pytest.mark.extended" in p.read_text())
+    assert len(files) >= 10, files  # the fault matrices, load, browser, installs, ...
+    assert [f for f in files if f"`{f}" not in table] == []
+    ci = (ROOT / ".ci" / "run").read_text()
+    selects = re.findall(r'-m "([^"]+)"', ci)
+    assert selects and all(s.endswith("$EXTRA") for s in selects), selects
+    assert 'EXTRA=" and not extended"' in ci and '"--full" ]; then EXTRA=""' in ci

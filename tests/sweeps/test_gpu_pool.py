@@ -1,0 +1,94 @@
+"""The sweep's GPU pool (distexp.sweeps.gpu_pool) on a faked 4-GPU driver, in this process: what
+each job holds, disjoint slots, a job that waits for a free GPU (and says so once), the
+environment pinned and given back, and where the pool stands aside (sweep.share_gpus=true, a
+Slurm launcher, gpus=0, an external cluster). Across joblib's worker processes:
+tests/sweeps/test_gpu_pool_integration.py."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from distexp.config import resolved
+from distexp.sweeps import gpu_pool
+from helpers import JOBLIB_LAUNCHER, fake_driver
+
+
+@pytest.fixture
+def four_gpus(tmp_path, monkeypatch):
+    monkeypatch.setattr(resolved, "NVIDIA_GPUS", str(fake_driver(tmp_path, 4)))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return tmp_path / "sweep"
+
+
+@pytest.mark.parametrize("overrides,held", [
+    (["strategy=one_device", "gpus=1"], 1),
+    (["strategy=mirrored", "gpus=2"], 2),
+    (["strategy=mirrored"], 4),                           # gpus=null: every visible GPU
+    (["strategy=multiworker", "workers=2", "gpus=1"], 2),  # per worker x local workers
+    (["strategy=ps", "workers=3", "gpus=1"], 3),          # the coordinator and servers: none
+    (["strategy=multiworker", "workers=2"], 4),
+    (["strategy=multiworker", "workers=3"], 3),            # 4 over 3 workers: 1 each, one left
+    (["strategy=multiworker", "workers=5"], 0),            # fewer GPUs than workers: CPU
+    (["strategy=mirrored", "gpus=0"], 0),
+    (["strategy=multiworker", "cluster=tf_config", "gpus=1"], 0),  # places its own processes
+])
+def test_what_a_job_holds(compose, four_gpus, overrides, held):
+    assert gpu_pool.need(compose(*overrides), len(gpu_pool.visible_ids())) == held
+
+
+def test_four_jobs_of_one_gpu_hold_four_different_gpus(four_gpus, monkeypatch):
+    ids = gpu_pool.visible_ids()
+    assert ids == ["0", "1", "2", "3"]
+    held = [gpu_pool.acquire(four_gpus, ids, 1) for _ in range(4)]
+    assert sorted(h.ids[0] for h in held) == ids
+    held[2].release()  # a job ended: the next one gets its GPU
+    assert gpu_pool.acquire(four_gpus, ids, 1).ids == [held[2].ids[0]]
+    # CUDA_VISIBLE_DEVICES set by the user: the pool hands out those GPUs only
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    assert gpu_pool.visible_ids() == ["3", "1"]
+
+
+def test_a_job_waits_for_a_free_gpu_and_says_so_once(four_gpus, monkeypatch):
+    monkeypatch.setattr(gpu_pool, "POLL_S", 0.01)
+    ids = gpu_pool.visible_ids()
+    first = gpu_pool.acquire(four_gpus, ids, 3)
+    waits, got = [], []
+    waiter = threading.Thread(target=lambda: got.append(
+        gpu_pool.acquire(four_gpus, ids, 2, on_wait=lambda: waits.append(1))))
+    waiter.start()
+    time.sleep(0.3)
+    assert got == [] and waits == [1]  # 1 free, 2 needed: all or none, it waits
+    first.release()
+    waiter.join(10)
+    assert got and len(got[0].ids) == 2 and waits == [1]
+
+
+def test_a_job_is_pinned_to_what_it_holds_and_the_environment_given_back(compose, four_gpus,
+                                                                          capsys):
+    cfg = compose("strategy=mirrored", "gpus=2")
+    other = gpu_pool.acquire(four_gpus / gpu_pool.POOL_DIR, gpu_pool.visible_ids(), 1)
+    with gpu_pool.pinned(cfg, four_gpus, JOBLIB_LAUNCHER) as ids:
+        assert ids == ["1", "2"]  # GPU 0 is another job's
+        assert resolved.visible_gpus() == 2
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == "1,2"
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ
+    assert capsys.readouterr().out == (
+        "distexp: this job trains on GPU(s) 1,2 (CUDA_VISIBLE_DEVICES), held from the sweep's 4 "
+        "until it ends\n")
+    other.release()
+
+
+@pytest.mark.parametrize("overrides,launcher", [
+    (["gpus=1", "sweep.share_gpus=true"], JOBLIB_LAUNCHER),
+    (["gpus=1"], "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"),
+    (["gpus=0"], JOBLIB_LAUNCHER),
+    (["gpus=5"], JOBLIB_LAUNCHER),  # more than visible: the job's own check refuses it
+])
+def test_where_the_pool_stands_aside(compose, four_gpus, overrides, launcher, capsys):
+    with gpu_pool.pinned(compose("strategy=mirrored", *overrides), four_gpus, launcher) as ids:
+        assert ids is None
+        assert "CUDA_VISIBLE_DEVICES" not in os.environ
+    assert capsys.readouterr().out == ""
