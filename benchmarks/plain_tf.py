@@ -29,9 +29,9 @@ def main() -> None:
     p.add_argument("--lr", type=float, default=0.003)
     a = p.parse_args()
 
+    import keras
     import numpy as np
     import tensorflow as tf
-    import keras
 
     if a.strategy == "mirrored":
         cpu = tf.config.list_physical_devices("CPU")[0]

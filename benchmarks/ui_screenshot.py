@@ -18,9 +18,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from helpers.browser import (chromium_page, close_assistant, expand_parent_runs,  # noqa: E402
-                             toggle_columns)
 from servers import MlflowServer, Rest  # noqa: E402
+
+from helpers.browser import chromium_page, close_assistant, expand_parent_runs, toggle_columns  # noqa: E402
 
 
 def main() -> int:

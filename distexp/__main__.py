@@ -110,8 +110,7 @@ def cli() -> None:
 
     # no console line shows a URI's credentials, whoever prints it (distexp.tracking.store)
     sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
-    from distexp import library_logs
-    from distexp import stops
+    from distexp import library_logs, stops
 
     stops.install()  # also when called in-process (not `python -m distexp`)
     library_logs.quiet_env()

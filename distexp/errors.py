@@ -15,6 +15,7 @@ from typing import Optional
 
 from distexp import env
 
+
 class UserError(Exception):
     """A problem with what the user asked for: reported as one line, exit code 2, no traceback."""
 

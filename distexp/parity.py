@@ -30,12 +30,11 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from distexp.config import checks
-from distexp.config import schema
 from distexp import env as distexp_env
 from distexp import errors
-from distexp.config import resolved
-from distexp.strategies import baseline, of as strategy_of
+from distexp.config import checks, resolved, schema
+from distexp.strategies import baseline
+from distexp.strategies import of as strategy_of
 
 BASELINE = baseline().name  # the reference strategy
 FIXED = ["epochs=1", "warmup_steps=0", "steps_per_execution=1", "tracking.enabled=false", "checkpoint.every_steps=0",
@@ -50,7 +49,8 @@ OWN_KEYS = ("strategy", "global_batch_size", "batch_size_per_replica", "epochs",
 
 
 def compose(overrides: List[str]):
-    from hydra import compose as hcompose, initialize_config_dir
+    from hydra import compose as hcompose
+    from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     schema.register()

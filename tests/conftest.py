@@ -40,7 +40,8 @@ def clock(monkeypatch):
 
 @pytest.fixture
 def compose():
-    from hydra import compose as hcompose, initialize_config_dir
+    from hydra import compose as hcompose
+    from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     from distexp.config import schema

@@ -10,4 +10,4 @@
 - ``slurm_env``: Slurm's step variables read as SlurmClusterResolver reads them (a leaf)
 - ``liveness``: watches that end or fail a ps task whose peer is gone
 """
-from distexp.cluster import local, tf_config, slurm, ray  # noqa: F401  (the built-ins register)
+from distexp.cluster import local, tf_config, slurm, ray  # noqa: F401  # isort: skip  (the built-ins register, in order)

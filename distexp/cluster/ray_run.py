@@ -26,9 +26,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from omegaconf import DictConfig
 
+from distexp import env
 from distexp.cluster import ray_plan as plan_of
 from distexp.cluster.processes import Plan
-from distexp import env
 from distexp.env import TASK
 from distexp.errors import BAD_INPUT, FAILED, UserError
 

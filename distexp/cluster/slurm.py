@@ -14,8 +14,7 @@ from omegaconf import DictConfig
 
 from distexp.cluster.kinds import ClusterConfig, External, peer_start_timeout, port, register
 from distexp.cluster.processes import Plan
-from distexp.cluster.slurm_env import (check_placement, slurm_addresses, slurm_jobs, slurm_port_base,
-                                       slurm_step)
+from distexp.cluster.slurm_env import check_placement, slurm_addresses, slurm_jobs, slurm_port_base, slurm_step
 from distexp.errors import UserError
 
 

@@ -9,7 +9,6 @@ from omegaconf import DictConfig
 
 from distexp.errors import UserError
 
-
 # Slurm's per-step variables: set inside `srun` (and submitit's tasks), absent in a batch script.
 SLURM_STEP_VARS = ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST",
                    "SLURM_STEP_TASKS_PER_NODE")

@@ -20,15 +20,14 @@ from omegaconf import DictConfig, OmegaConf
 from distexp import strategies
 from distexp.cluster import kinds
 from distexp.cluster.processes import split_gpus
+from distexp.config.mode import in_multirun
+from distexp.config.resolved import resolve, strategy_record, visible_gpus, worker_gpus
 from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS
+from distexp.errors import UserError, unknown_key
 from distexp.options import datasets, loops, models, optimizers
 from distexp.options import groups as option_groups
 from distexp.options import tasks as task_options
-from distexp.errors import UserError, unknown_key
 from distexp.user_code import check_factory
-from distexp.config.mode import in_multirun
-from distexp.config.resolved import resolve, strategy_record, visible_gpus, worker_gpus
-
 
 # The options distexp itself registers, per group: a `<group>.record` names the module that
 # registers an option of one's own, so with one of these it would do nothing (refused).

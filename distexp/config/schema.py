@@ -12,7 +12,6 @@ global batch, objective) in distexp.config.resolved; `flatten` here gives the ru
 """
 from __future__ import annotations
 
-from distexp.figures import perf_keys
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
@@ -22,9 +21,10 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from distexp.cluster.kinds import ClusterConfig
 from distexp.config.resolved import ResolvedConfig  # the facts' type lives with the facts
+from distexp.fields import key
+from distexp.figures import perf_keys
 from distexp.options import groups
 from distexp.options.datasets import DatasetConfig
-from distexp.fields import key
 from distexp.options.models import ModelConfig
 from distexp.strategies.record import StrategyConfig
 

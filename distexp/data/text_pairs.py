@@ -27,6 +27,7 @@ import numpy as np
 
 from distexp.errors import UserError
 from distexp.options.datasets import TOKENS as MODES  # the keys' values, one home
+
 # Scripts written without spaces between words: a line in them with no whitespace votes "char".
 _NO_SPACE_SCRIPTS = ("CJK", "HIRAGANA", "KATAKANA", "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN")
 _KEEP_INSIDE_WORD = "'-"  # an apostrophe or hyphen between letters stays in the word: don't, x-ray

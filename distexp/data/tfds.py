@@ -8,8 +8,8 @@ import os
 
 from omegaconf import DictConfig
 
-from distexp.data.loaded import Data
 from distexp import env
+from distexp.data.loaded import Data
 from distexp.errors import UserError
 
 

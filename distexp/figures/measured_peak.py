@@ -14,7 +14,6 @@ console says so in one line (`line`). No TensorFlow here except in the probe.
 """
 from __future__ import annotations
 
-from distexp.figures import perf_keys
 import datetime
 import fcntl
 import json
@@ -22,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from distexp.figures import peaks
+from distexp.figures import peaks, perf_keys
 
 CACHE_FILE = "gpu_peaks.json"
 PROBE_N = 8192     # square matmul side: large enough to fill a data-centre GPU's Tensor Cores

@@ -19,9 +19,9 @@ import time
 from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence
 
 from distexp import stops
+from distexp.cluster.processes import Proc
 from distexp.job import console as live
 from distexp.library_logs import LOG_ONLY_PREFIX
-from distexp.cluster.processes import Proc
 
 KILL_GRACE_S = 3.0
 # starts `python -m MODULE ARGS` (a command as trainer_cmd builds it) with env in a directory;

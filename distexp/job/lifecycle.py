@@ -24,17 +24,13 @@ from typing import Callable, List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from distexp.config import checks
-from distexp.config import schema
-from distexp import errors, tracking
-from distexp import stops
+from distexp import errors, progress_feed, stops, tracking
+from distexp.config import checks, mode, resolved, schema
 from distexp.job import console, launch, startup, summary, warm_client
-from distexp import progress_feed
+from distexp.sweeps import seat  # the job's one door into its sweep
 from distexp.tracking import tags as tag
 from distexp.tracking.node_metrics import NodeMetrics
-from distexp.config import mode
-from distexp.sweeps import seat  # the job's one door into its sweep
-from distexp.config import resolved
+
 
 class JobError(Exception):
     """A job of a multirun failed. Raised (not sys.exit) so that Hydra records the job as failed

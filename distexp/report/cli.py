@@ -31,16 +31,15 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from distexp import errors
-from distexp.figures import meaning
-from distexp.report.plots import plots
-from distexp.report import conclusions, decided, wording
-from distexp.report.decided import apply
-from distexp.report.columns import bottleneck_text, shown_mfu, write_csv
-from distexp.report.scaling import NO_BASELINE, Row, Significance, add_scaling, aggregate, row_from_run
+from distexp.figures import meaning, perf_keys
 from distexp.figures.outcomes import Decision, from_json, section_lines
+from distexp.report import conclusions, decided, wording
+from distexp.report.columns import bottleneck_text, shown_mfu, write_csv
+from distexp.report.decided import apply
+from distexp.report.plots import plots
+from distexp.report.scaling import NO_BASELINE, Row, Significance, add_scaling, aggregate, row_from_run
 from distexp.tracking import lookup
 from distexp.tracking import tags as tag
-from distexp.figures import perf_keys
 
 
 class ReportError(lookup.LookupFailed):

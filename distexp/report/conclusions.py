@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from distexp.figures import stats
-from distexp.report.diagnosis import end_to_end_gap
 from distexp.report import wording
+from distexp.report.diagnosis import end_to_end_gap
 from distexp.report.scaling import Row, Significance
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from distexp.report.scaling import Comparison, Row, Significance
 from distexp.figures import outcomes as O
+from distexp.report.scaling import Comparison, Row, Significance
 
 
 def _comparison(rec: O.Record, mode: str, rows_by_setup: dict) -> Comparison:

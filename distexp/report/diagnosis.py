@@ -11,8 +11,7 @@ from __future__ import annotations
 import math
 from typing import Optional, Tuple
 
-from distexp.figures import breakdown
-from distexp.figures import stats
+from distexp.figures import breakdown, stats
 from distexp.options import loops
 from distexp.report.scaling import PARTS, Row
 

@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from distexp.figures import stats
+from distexp.figures import perf_keys, stats
 from distexp.tracking import tags as tag
-from distexp.figures import perf_keys
 
 NO_BASELINE = "no 1-replica baseline"
 

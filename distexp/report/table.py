@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import List, Optional, Sequence
 
-from distexp.report import wording
 from distexp.figures.outcomes import short_word
+from distexp.report import wording
 
 WIDTH = 120
 

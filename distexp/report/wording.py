@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Optional
 
 from distexp.figures import text as figures_text
-from distexp.report.scaling import NO_BASELINE, Significance
 from distexp.figures.outcomes import short_word
+from distexp.report.scaling import NO_BASELINE, Significance
 
 # The verdict in the console's short words (report.md and report.csv keep Significance's own).
 WORDS = {Significance.SIGNIFICANT: "significant", Significance.NOT_SIGNIFICANT: "not significant",

@@ -99,4 +99,4 @@ def is_chief(strategy, record: Record) -> bool:
 
 
 # The records register themselves, in the contract's order.
-from distexp.strategies import one_device, mirrored, central, multiworker, ps, tpu  # noqa: E402,F401
+from distexp.strategies import one_device, mirrored, central, multiworker, ps, tpu  # noqa: E402,F401  # isort: skip

@@ -9,10 +9,9 @@ from __future__ import annotations
 import glob
 import os
 import socket
-from urllib.parse import urlsplit
-
 from dataclasses import dataclass
 from typing import Optional
+from urllib.parse import urlsplit
 
 from distexp.errors import UserError
 from distexp.fields import key

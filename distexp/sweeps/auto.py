@@ -30,8 +30,7 @@ from typing import Callable, List, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from distexp.figures import perf_keys, sequential
-from distexp.figures import outcomes
+from distexp.figures import outcomes, perf_keys, sequential
 from distexp.sweeps import planning
 from distexp.sweeps.records import AUTO_FILE
 

@@ -40,8 +40,7 @@ from typing import Any, Dict, Optional
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from distexp import errors
-from distexp import stops
+from distexp import errors, stops
 from distexp.sweeps import ending, interrupted, parent
 from distexp.sweeps.records import SWEEP_FILE, swept_keys, write_record
 

@@ -22,8 +22,8 @@ from distexp.tracking import tags as tag
 
 def reopen_parent(config: DictConfig, resume: str, sweep_dir: Path, info: Dict[str, Any]):
     """Reopen the resumed sweep's parent run; (sweep id, run, its status before), info updated."""
-    from distexp.sweeps import planning
     from distexp import tracking
+    from distexp.sweeps import planning
 
     parent = planning.find_parent(config, resume)
     sweep_id = resume

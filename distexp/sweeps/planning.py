@@ -30,9 +30,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from distexp.figures import perf_keys
 from distexp import strategies
 from distexp.errors import UserError
+from distexp.figures import perf_keys
 from distexp.tracking import tags as tag
 
 # Keys that may differ between a job's first run and its re-run: not part of its identity.

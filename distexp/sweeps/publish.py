@@ -64,9 +64,9 @@ def scaling_metrics(rows: Sequence) -> List[tuple]:
 def preload() -> None:
     """Import what `summarise` needs (the report, matplotlib's pyplot: ~0.35-0.5 s here) ahead of
     the sweep's end (distexp.sweeps.ending.Sweeps.using_the_wait)."""
-    from distexp.report import cli  # noqa: F401
-
     import matplotlib
+
+    from distexp.report import cli  # noqa: F401
 
     matplotlib.use("Agg")
     import matplotlib.pyplot
@@ -84,8 +84,8 @@ def summarise(run, sweep_id: str, uri: str, experiment: str) -> Optional[str]:
         print(f"distexp: the sweep's report was not made ({first_line(ex, 200)}); its runs are in "
               "MLflow", file=sys.stderr, flush=True)
         return None
-    from distexp.report.decided import of_rows
     from distexp.figures.outcomes import description_line
+    from distexp.report.decided import of_rows
 
     decision = of_rows(rows)  # the sweep's records: its answer, rendered
     line = description_line(decision) if decision is not None else headline(rows)
@@ -103,9 +103,8 @@ def setups(rows: Sequence) -> Dict[str, str]:
     control"); else "mirrored x2 batch 128", and the overrides that
     tell two set-ups apart where those read the same ("[optimizer.lr=0.1]"). A set-up is the
     report's job config (Row.key), its failed runs included."""
-    from distexp.report.decided import of_rows, setup_of
-
     from distexp.figures.outcomes import setup_answer
+    from distexp.report.decided import of_rows, setup_of
 
     decision = of_rows(rows)
     if decision is not None:

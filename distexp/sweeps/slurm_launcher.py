@@ -96,9 +96,8 @@ def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
     from hydra.core.utils import filter_overrides
     from omegaconf import OmegaConf
 
-    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
-
     from distexp.tracking.redaction import redact_text
+    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 
     params = dict(self.params)
     sweep_dir = Path(str(self.config.hydra.sweep.dir))

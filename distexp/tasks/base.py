@@ -26,7 +26,6 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 
-
 class Task:
     name: str = "task"
     # Metric names (without the train/ or eval/ prefix) logged from the training step and
@@ -87,7 +86,7 @@ class Task:
         outputs = self.eval_outputs(model, x)
         out = self.loss(y, outputs)
         if not isinstance(out, (tuple, list)):  # a task that reduced its loss itself: as in
-            import tensorflow as tf            # training, the replicas' values are summed per
+            import tensorflow as tf  # training, the replicas' values are summed per
             #                                    batch; eval/loss is their mean over batches
             replicas = tf.distribute.get_replica_context().num_replicas_in_sync
             empty = tf.equal(tf.shape(tf.nest.flatten(y)[0])[0], 0)

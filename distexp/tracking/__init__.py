@@ -32,11 +32,10 @@ from distexp.tracking.faults import said as store_fault
 from distexp.tracking.forward import Forwarder
 from distexp.tracking.offline import OFFLINE_FILE, Offline, import_command, import_dir, offline_summary
 from distexp.tracking.owner import end_dead_runs, owner_tags
+from distexp.tracking.redaction import redact, redact_text
 from distexp.tracking.run import JobRun, run_name
 from distexp.tracking.sink import RunLogger
-from distexp.tracking.redaction import redact, redact_text
 from distexp.tracking.store import client, http_env, probe, reason
-
 
 __all__ = ["Forwarder", "JobRun", "Offline", "RunLogger", "OFFLINE_FILE",
            "client", "store_fault", "http_env", "import_command", "import_dir",

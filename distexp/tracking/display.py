@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 from typing import Dict, Mapping, Optional
 
+from distexp.figures import perf_keys, text
 from distexp.options.groups import workload  # what a run calls a user's model or data
 from distexp.tracking import tags as tag
-from distexp.figures import perf_keys, text
 
 
 def rate_text(rate: Optional[float], ci95: Optional[float]) -> Optional[str]:

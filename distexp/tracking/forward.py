@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 from typing import Callable, List, Optional
 
+from distexp import env
 from distexp.tracking import owner
 from distexp.tracking import tags as tag
-from distexp.tracking.run import JobRun
-from distexp import env
-from distexp.tracking.sink import READY_S
 from distexp.tracking.redaction import redact
+from distexp.tracking.run import JobRun
+from distexp.tracking.sink import READY_S
 from distexp.tracking.store import reason
 
 

@@ -8,7 +8,8 @@ import os
 from typing import List, Optional
 
 from distexp.tracking import tags as tag
-from distexp.tracking.store import client as make_client, not_a_database, sqlite_path
+from distexp.tracking.store import client as make_client
+from distexp.tracking.store import not_a_database, sqlite_path
 
 
 def default_uri() -> str:

@@ -14,7 +14,6 @@ from typing import List, Optional
 from distexp.tracking import tags as tag
 
 
-
 class NodeMetrics:
     POLL_S = 1.0
     FIND_S = 300.0

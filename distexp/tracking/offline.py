@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from distexp.tracking.sink import Kind
 from distexp.tracking.redaction import redact
+from distexp.tracking.sink import Kind
 from distexp.tracking.store import client, reason
 
 OFFLINE_FILE = "mlflow-offline.jsonl"

@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-
 # What counts as a secret: the password of a URI's user-info (user:password@host; the user name
 # goes too), and the value of any query parameter whose name contains one of these words
 # (case-insensitive): password/passwd/pwd/sslpassword, token/access_token, secret/client_secret,

@@ -12,12 +12,10 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from distexp.tracking import store
-from distexp.tracking.redaction import redact_text
 from distexp.tracking import tags as tag
 from distexp.tracking.offline import Offline, offline_summary
+from distexp.tracking.redaction import redact_text
 from distexp.tracking.sink import Kind, clip
-
-
 
 # How a swept key shows in a run name (others: their last component, e.g. optimizer.lr -> lr).
 # JobRun.describe's default: read the run's metrics back from the store (distexp.job passes the

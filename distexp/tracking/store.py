@@ -236,9 +236,9 @@ def _check_scheme(uri: str) -> None:
     """A scheme distexp does not know: ask MLflow's store registry (plugins included), which costs
     an MLflow import (seconds), so only here; a scheme it has no store for is one line now, before
     a training process starts, rather than when the run is created."""
-    from distexp.errors import UserError
-
     from mlflow.tracking._tracking_service.utils import _tracking_store_registry
+
+    from distexp.errors import UserError
 
     try:
         _tracking_store_registry.get_store_builder(uri)
@@ -249,10 +249,10 @@ def _check_scheme(uri: str) -> None:
 def _check_driver(uri: str) -> None:
     """The driver SQLAlchemy picks for this URI imports (SQLAlchemy 2.1 maps postgresql:// to
     psycopg 3, older ones to psycopg2; postgresql+psycopg2:// names it)."""
-    from distexp.errors import UserError
-
     from sqlalchemy.engine.url import make_url
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    from distexp.errors import UserError
 
     try:
         make_url(uri).get_dialect().import_dbapi()

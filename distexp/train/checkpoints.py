@@ -44,13 +44,12 @@ from typing import Optional
 
 from omegaconf import OmegaConf
 
-from distexp.errors import UserError
 from distexp import stops
+from distexp.errors import UserError
 from distexp.options import models
 from distexp.tracking import tags as tag
 from distexp.train import checkpoint_files
 from distexp.train.checkpoint_files import IDENTITY, clear
-
 
 WARNED = threading.Event()  # SIGUSR1 came: the next step saves
 

@@ -2,8 +2,8 @@
 peak FLOP/s and MFU, peak host and GPU memory), so that they cost nothing before the first step."""
 from __future__ import annotations
 
-from distexp.tracking import tags as tag
 from distexp.figures import perf_keys
+from distexp.tracking import tags as tag
 
 
 def after_training(cfg, record, model, input_shape, replica_devices, examples_per_sec, chief,

@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Union
 
 from distexp import progress_feed
-from distexp.figures import text
+from distexp.figures import perf_keys, text
 from distexp.figures.meter import Meter
 from distexp.library_logs import LOG_ONLY_PREFIX
-from distexp.train.live import Feed
 from distexp.tracking import RunLogger
 from distexp.tracking import tags as tag
-from distexp.figures import perf_keys
+from distexp.train.live import Feed
 
 
 class Reporter:

@@ -18,13 +18,10 @@ from typing import Optional
 
 from omegaconf import OmegaConf
 
-from distexp import errors, strategies
-from distexp import stops
-from distexp.errors import PORT_IN_USE_EXIT
-from distexp.errors import UserError, UserFailure
-from distexp.train.loops.custom import Diverged
+from distexp import errors, stops, strategies
+from distexp.errors import PORT_IN_USE_EXIT, UserError, UserFailure
 from distexp.figures import perf_keys
-
+from distexp.train.loops.custom import Diverged
 
 
 def train(cfg, job_dir: Optional[Path] = None) -> dict:
@@ -72,8 +69,8 @@ def _build(cfg, facts, record, resolver, job_dir: Path):
     from distexp.data import loaders
     from distexp.figures.meter import Meter
     from distexp.tracking import RunLogger
-    from distexp.train import step
     from distexp.train import optimizer as optimizers
+    from distexp.train import step
     from distexp.train.loops.context import Context
     from distexp.train.loops.evaluate import make_evaluate
     from distexp.train.progress import Reporter
@@ -182,8 +179,8 @@ def task_params(facts, task) -> dict:
 
 def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
     """The loop, then the figures measured after training, the result (chief: result.json)."""
-    from distexp.train import hardware, loops
     from distexp import env
+    from distexp.train import hardware, loops
     from distexp.train.parity_probe import write_parity
     from distexp.train.progress import write_result
 

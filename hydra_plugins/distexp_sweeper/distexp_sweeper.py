@@ -76,8 +76,7 @@ class DistexpSweeper(BasicSweeper):
         pass: distexp.sweeps.callback.open_sweep), then the jobs, then the sweep's decision."""
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
-        from distexp.sweeps import planning
-        from distexp.sweeps import records
+        from distexp.sweeps import planning, records
 
         assert self.config is not None and self.launcher is not None
         assert self.hydra_context is not None
@@ -169,10 +168,8 @@ class DistexpSweeper(BasicSweeper):
 
     def _auto(self, jobs, compose, sweep_dir: Path, controls) -> Any:
         """repeats=auto: rounds until every comparison is settled (distexp.sweeps.auto)."""
-        from distexp.sweeps import auto
         from distexp.figures import outcomes
-        from distexp.sweeps import planning
-        from distexp.sweeps import records
+        from distexp.sweeps import auto, planning, records
         from distexp.sweeps.ending import SWEEPS
 
         rounds = auto.Rounds(jobs, compose, *auto.settings(self.config), controls=controls,

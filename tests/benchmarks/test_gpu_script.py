@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 
-from helpers import ROOT, sweeper as _sweeper
+from helpers import ROOT
+from helpers import sweeper as _sweeper
+
 
 def _gpu_module():
     spec = importlib.util.spec_from_file_location("gpu_bench", ROOT / "benchmarks" / "gpu.py")

@@ -19,8 +19,9 @@ from __future__ import annotations
 import pytest
 
 from helpers import run_in_process
-from helpers.bad_inputs import (CASES, TRAINER, assert_one_line as _assert_one_line,
-                                case as _case)
+from helpers.bad_inputs import CASES, TRAINER
+from helpers.bad_inputs import assert_one_line as _assert_one_line
+from helpers.bad_inputs import case as _case
 
 IN_PROCESS = [pytest.param(a, e, id=i) for i, a, e in CASES
               if TRAINER not in a and not any(x.startswith("env:PYTHONPATH") for x in a)]

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from helpers import mlflow_runs, processes_mentioning
-from helpers.bad_inputs import (CASES, CLI, TRAINER, assert_one_line as _assert_one_line,
-                                case as _case)
+from helpers.bad_inputs import CASES, CLI, TRAINER
+from helpers.bad_inputs import assert_one_line as _assert_one_line
+from helpers.bad_inputs import case as _case
 
 pytestmark = pytest.mark.integration
 

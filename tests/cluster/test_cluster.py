@@ -7,11 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from distexp.cluster import kinds
+from distexp import errors, strategies
+from distexp.cluster import kinds, liveness, slurm_env
 from distexp.config import checks
-from distexp import errors
-from distexp.cluster import liveness, slurm_env
-from distexp import strategies
 
 
 def _plan(compose, *overrides, tmp=Path("/tmp")):

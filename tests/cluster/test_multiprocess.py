@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from distexp.parity import losses as _losses
-from helpers import (cli_env as _env, mlflow_runs, processes_mentioning, processes_with,
-                     run_cli, run_together)
+from helpers import cli_env as _env
+from helpers import mlflow_runs, processes_mentioning, processes_with, run_cli, run_together
 
 pytestmark = pytest.mark.slow
 # CI's xdist: the tests sharing `base` share a worker, so it runs once

@@ -18,9 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cli_env as _env, db_uri as _uri, distexp_cmd as _cmd, wait_until as _wait
-from helpers.slurm import (SCRIPT, cluster_up, nothing_left as _nothing_left, queue as _queue,
-                           runs as _runs, srun, task_pids as _task_pids, training as _training)
+from helpers import cli_env as _env
+from helpers import db_uri as _uri
+from helpers import distexp_cmd as _cmd
+from helpers import wait_until as _wait
+from helpers.slurm import SCRIPT, cluster_up, srun
+from helpers.slurm import nothing_left as _nothing_left
+from helpers.slurm import queue as _queue
+from helpers.slurm import runs as _runs
+from helpers.slurm import task_pids as _task_pids
+from helpers.slurm import training as _training
 
 # one cluster: under CI's xdist, one worker runs every Slurm test, in file order
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]

@@ -21,10 +21,16 @@ from pathlib import Path
 import pytest
 
 from distexp.parity import losses as _losses
-from helpers import (cli_env as _env, db_uri as _uri, distexp_cmd as _cmd, processes_with,
-                     wait_until as _wait)
-from helpers.slurm import (SCRIPT, cluster_up, in_controller as _ctl, nothing_left, queue,
-                           runs as _runs, srun, task_pids as _task_pids, training as _training)
+from helpers import cli_env as _env
+from helpers import db_uri as _uri
+from helpers import distexp_cmd as _cmd
+from helpers import processes_with
+from helpers import wait_until as _wait
+from helpers.slurm import SCRIPT, cluster_up, nothing_left, queue, srun
+from helpers.slurm import in_controller as _ctl
+from helpers.slurm import runs as _runs
+from helpers.slurm import task_pids as _task_pids
+from helpers.slurm import training as _training
 
 # one cluster: under CI's xdist, one worker runs every Slurm test, in file order
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]

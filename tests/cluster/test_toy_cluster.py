@@ -15,13 +15,13 @@ import sys
 
 import pytest
 
-from helpers import plug_in
 from distexp import errors, strategies
-from distexp.cluster import kinds as cluster_kind
 from distexp.cluster import kinds
+from distexp.cluster import kinds as cluster_kind
 from distexp.config import checks
 from distexp.sweeps import callback
 from distexp.sweeps import slurm_launcher as sweep_slurm
+from helpers import plug_in
 
 RECORD = '''
 import os

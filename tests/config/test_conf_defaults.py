@@ -19,7 +19,6 @@ from distexp.config import schema
 from distexp.options import groups
 from helpers import ROOT
 
-
 CONF = ROOT / "distexp" / "conf"
 PRESETS = ("experiment", "hparams_search", "hydra")
 

@@ -5,11 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CONF
-from distexp.config import schema as C
-from distexp.config import checks
 from distexp import errors
-from distexp.config import resolved
+from distexp.config import checks, resolved
+from distexp.config import schema as C
+from helpers import CONF
 
 GROUPS = {g.name: sorted(p.stem for p in g.glob("*.yaml")) for g in CONF.iterdir() if g.is_dir()}
 
@@ -242,10 +241,9 @@ def test_every_option_record_names_an_implementation_that_exists():
 def test_help_describes_each_key_once_from_the_schema():
     """--help's descriptions are the schema fields' own (no comments read): every key a user sets
     has one, no key repeats its neighbour's, and the job's internal `resolved` has none."""
+    from distexp.cluster import kinds
     from distexp.config import help as config_help
     from distexp.config.schema import Config
-
-    from distexp.cluster import kinds
 
     docs = {k: m["help"] for k, m in config_help.descriptions(Config).items()}
     assert "resolved" not in docs

@@ -7,6 +7,7 @@ import pytest
 from distexp.config import help as config_help
 from distexp.config import schema
 
+
 @pytest.mark.parametrize("cols", [60, 80, 160])
 def test_help_wraps_every_description_to_the_width_and_cuts_none(compose, cols):
     root = compose()

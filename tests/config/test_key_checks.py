@@ -127,10 +127,10 @@ AUTO_EDGE = {"sweep.alpha": ["sweep.alpha=1.0"], "sweep.margin": ["sweep.margin=
 @pytest.fixture(scope="module")
 def compose():
     """Hydra initialised once for the module's ~100 compositions (each then ~0.05 s)."""
-    from hydra import compose as hcompose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
     from conftest import CONF
+    from hydra import compose as hcompose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
 
     schema.register()
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):

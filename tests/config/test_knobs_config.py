@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from distexp.config import checks
 from distexp import errors
+from distexp.config import checks
 
 
 def test_knob_defaults(compose):

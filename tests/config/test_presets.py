@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import CONF, run_in_process
-from distexp.config import checks
 from distexp import errors
+from distexp.config import checks
+from helpers import CONF, run_in_process
 
 PRESETS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
 def test_the_issue_presets_exist():

@@ -5,9 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from distexp.data.text_pairs import (
+    PairData,
+    Vocab,
+    build_pairs,
+    load_text_pairs,
+    number_words,
+    read_pairs,
+    resolve_mode,
+    synthetic_pairs,
+    tokenize,
+)
 from distexp.errors import UserError
-from distexp.data.text_pairs import (PairData, Vocab, build_pairs, load_text_pairs, number_words, read_pairs,
-                               resolve_mode, synthetic_pairs, tokenize)
 
 # Tatoeba/ManyThings format: English<TAB>Chinese<TAB>attribution (extra columns ignored).
 CORPUS = (

@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, child_env, mlflow_runs, processes_mentioning
-from helpers.browser import (chromium_page, close_assistant, expand_parent_runs, need_chromium,
-                             toggle_columns)
+from helpers.browser import chromium_page, close_assistant, expand_parent_runs, need_chromium, toggle_columns
 from helpers.servers import MlflowServer, Rest, metrics, tags
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("load"), pytest.mark.extended]  # one `sweeps` per worker

@@ -7,8 +7,8 @@ import csv
 import pytest
 
 from distexp.figures import meter as perf
-from distexp.train import progress
 from distexp.tracking import RunLogger
+from distexp.train import progress
 
 
 def test_input_wait_share_counts_only_timed_steps(clock):

@@ -14,13 +14,26 @@ file). No TensorFlow here. Every name is also importable from `helpers` itself.
 - `helpers.gpus`: a faked NVIDIA driver directory (`fake_driver`), a sweep job that only holds
   its GPUs from the sweep's pool (`pool_job`)
 """
-from helpers.cli import (CONF, FAST, PROBES, ROOT, TESTS, USER_CODE, NoProcess, Result,  # noqa: F401
-                         child_env, cli_env, distexp_cmd, finished_job, finished_sweep, no_process,
-                         run_cli, run_in_process, run_probe)
+from helpers.cli import (  # noqa: F401
+                         CONF,
+                         FAST,
+                         PROBES,
+                         ROOT,
+                         TESTS,
+                         USER_CODE,
+                         NoProcess,
+                         Result,
+                         child_env,
+                         cli_env,
+                         distexp_cmd,
+                         finished_job,
+                         finished_sweep,
+                         no_process,
+                         run_cli,
+                         run_in_process,
+                         run_probe,
+)
+from helpers.fakes import TOY_OPTIONS, Clock, RecordingLauncher, launched, plug_in, sweeper  # noqa: F401
 from helpers.gpus import JOBLIB_LAUNCHER, fake_driver, pool_job  # noqa: F401
-from helpers.fakes import (TOY_OPTIONS, Clock, RecordingLauncher, launched, plug_in,  # noqa: F401
-                           sweeper)
-from helpers.processes import (processes_mentioning, processes_with, run_together,  # noqa: F401
-                               wait_until)
-from helpers.store import (db_uri, job_params, mlflow_runs, new_store, perf_metrics,  # noqa: F401
-                           report_store, store_run)
+from helpers.processes import processes_mentioning, processes_with, run_together, wait_until  # noqa: F401
+from helpers.store import db_uri, job_params, mlflow_runs, new_store, perf_metrics, report_store, store_run  # noqa: F401

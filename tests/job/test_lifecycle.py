@@ -10,8 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers import child_env, mlflow_runs, processes_mentioning
-from helpers import processes_with  # noqa: F401  (tests/cluster/test_slurm.py imports both from here)
+from helpers import (
+    child_env,
+    mlflow_runs,
+    processes_mentioning,
+    processes_with,  # noqa: F401  (tests/cluster/test_slurm.py imports both from here)
+)
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,6 @@ independence from how a batch is split (small sizes; the whole file runs in well
 The same model inside MirroredStrategy.run: tests/parity/test_parity.py."""
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
@@ -19,6 +18,7 @@ def setup_module():
     global tf, keras, END, GruSeq2Seq, build_gru_seq2seq, greedy_decode
     tf = pytest.importorskip("tensorflow")
     import keras
+
     from distexp.models.gru_seq2seq import END, GruSeq2Seq, build_gru_seq2seq, greedy_decode
 
 

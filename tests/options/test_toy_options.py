@@ -14,12 +14,13 @@ import sys
 import numpy as np
 import pytest
 
-from helpers import TOY_OPTIONS as RECORD, plug_in
 from distexp import errors
 from distexp.config import checks, schema
 from distexp.config import help as config_help
 from distexp.data import loaders
 from distexp.options import datasets, models
+from helpers import TOY_OPTIONS as RECORD
+from helpers import plug_in
 
 
 @pytest.fixture

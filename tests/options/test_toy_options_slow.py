@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from helpers import CONF, TOY_OPTIONS as RECORD, child_env, plug_in
+from helpers import CONF, child_env, plug_in
+from helpers import TOY_OPTIONS as RECORD
 from helpers.cli import TRAIN_SCRIPT
 
 pytestmark = pytest.mark.slow

@@ -17,6 +17,7 @@ import ast
 import re
 from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
+
 from helpers import ROOT
 
 PKG = ROOT / "distexp"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterator, List, Tuple
 
 import pytest
+
 from helpers import ROOT
 
 CONF = ROOT / "distexp" / "conf"
@@ -75,7 +76,8 @@ COMMANDS = [c for page in PAGES for c in commands(page)]
 def compose():
     """compose(overrides) -> the config with its hydra node, as `--cfg all` would print it; a
     list composed once is not composed again (many commands share their jobs)."""
-    from hydra import compose as hcompose, initialize_config_dir
+    from hydra import compose as hcompose
+    from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     from distexp.config import schema

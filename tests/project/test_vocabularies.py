@@ -8,6 +8,7 @@ import ast
 import re
 
 import pytest
+
 from helpers import ROOT
 
 pytestmark = pytest.mark.unit

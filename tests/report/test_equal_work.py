@@ -15,8 +15,9 @@ from distexp.report import cli as report
 from distexp.report import conclusions
 from distexp.report.columns import CSV_FIELDS
 from distexp.report.scaling import Significance
-from helpers import launched as _launched, report_store, store_run as _run
-
+from helpers import launched as _launched
+from helpers import report_store
+from helpers import store_run as _run
 
 # --- the controls the sweeper plans ------------------------------------------------------------
 

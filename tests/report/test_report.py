@@ -7,7 +7,10 @@ import csv
 import pytest
 
 from distexp.report import cli as report
-from helpers import job_params as _job, perf_metrics as _perf, report_store, store_run as _run
+from helpers import job_params as _job
+from helpers import perf_metrics as _perf
+from helpers import report_store
+from helpers import store_run as _run
 
 
 @pytest.fixture

@@ -61,9 +61,9 @@ def test_the_rate_and_the_verdict_long_and_short():
 def _decided_rows():
     """The README sweep's three set-ups, 3 runs each, and a decision on them (as the sweeper
     stores it): the report's rows carry the records' speed-ups, nothing computed again."""
+    from distexp.figures import outcomes as O
     from distexp.report import decided
     from distexp.report.scaling import Row, add_scaling, aggregate
-    from distexp.figures import outcomes as O
 
     def run(strategy, replicas, batch, rate, job):
         return Row(run_id=f"id{job}", run_name="", status="FINISHED", strategy=strategy,
@@ -97,11 +97,11 @@ def test_a_decision_is_the_reports_one_answer(tmp_path):
     both with their words, the run tag the equal-work one."""
     import csv
 
+    from distexp.figures import outcomes as O
     from distexp.report.cli import markdown
     from distexp.report.columns import write_csv
     from distexp.report.table import table
     from distexp.report.wording import speed_tag
-    from distexp.figures import outcomes as O
 
     rows, d = _decided_rows()
     md = markdown(rows, "Sweep s", d)

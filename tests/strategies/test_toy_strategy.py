@@ -13,12 +13,11 @@ import sys
 
 import pytest
 
-from helpers import plug_in
 from distexp import errors, strategies
-from distexp.cluster import kinds
-from distexp.cluster import slurm_env
+from distexp.cluster import kinds, slurm_env
 from distexp.config import checks, resolved
 from distexp.sweeps import slurm_launcher as sweep_slurm
+from helpers import plug_in
 
 # A chief that trains (as MultiWorkerMirroredStrategy's explicit chief task does) + `workers`
 # workers + one "monitor" server that only serves: a layout no built-in strategy has.

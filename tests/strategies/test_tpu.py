@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from distexp.strategies.tpu import local_tpu
 from distexp import errors
+from distexp.strategies.tpu import local_tpu
 from helpers import run_in_process
 
 HAS_TPU = bool(os.environ.get("TPU_NAME")) or local_tpu()

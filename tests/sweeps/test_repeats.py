@@ -9,11 +9,14 @@ import math
 
 import pytest
 
-from helpers import job_params as _job, new_store, perf_metrics as _perf, report_store
-from helpers import store_run as _run, sweeper as _sweeper
 from distexp.figures import meaning, peaks, stats
 from distexp.report import cli as report
 from distexp.report.scaling import Significance
+from helpers import job_params as _job
+from helpers import new_store, report_store
+from helpers import perf_metrics as _perf
+from helpers import store_run as _run
+from helpers import sweeper as _sweeper
 
 
 def test_repeats_run_interleaved_round_robin(tmp_path):

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import sweeper as _sweeper
 from distexp.errors import UserError
 from distexp.figures import sequential as seq
+from helpers import sweeper as _sweeper
 
 
 class RateLauncher:
@@ -108,12 +108,12 @@ def test_a_a_pair_is_never_faster_or_slower(tmp_path, capsys):
     (["repeats=twice"], "repeats: received 'twice'; valid: auto or an integer >= 1"),
 ])
 def test_bad_auto_keys_one_line(args, line):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf, open_dict
 
     from distexp.config import checks
     from helpers.cli import CONF
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
 
     try:
         with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):

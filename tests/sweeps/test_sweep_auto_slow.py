@@ -5,7 +5,6 @@ closing lines print (sweep.resume=<id> sweep.max_repeats=4), it replays its 3 ro
 runs (no job of them runs again), keeps its plan (horizon 3) and runs at most one round more."""
 from __future__ import annotations
 
-
 import pytest
 
 from helpers import mlflow_runs

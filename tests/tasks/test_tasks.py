@@ -4,10 +4,9 @@ included), a diverging run ends FAILED. Parity (seq2seq per-token exactness, the
 mistakes): tests/parity/test_parity.py. Before TensorFlow: tests/tasks/test_tasks_unit.py."""
 from __future__ import annotations
 
-import re
-
 import csv
 import json
+import re
 
 import pytest
 

@@ -6,7 +6,6 @@ import pytest
 
 from helpers import run_in_process
 
-
 # the probe phase (perf/step_*_ms, tests/train/test_breakdown.py) traces seq2seq for several s: off here
 SEQ = ["model=gru_seq2seq", "dataset=synthetic_pairs", "measure_step_split=false"]
 
@@ -94,12 +93,13 @@ USER_TASK = "task.factory=factories:mse_task"  # its objective, eval/mae, is kno
 def test_trainer_job_and_resumed_sweep_read_one_objective(compose, overrides, expected):
     """The job's facts name the objective (a user's task's: completed by the trainer); the
     trainer's param, the job's exit value and a resumed sweep's value all read that name."""
+    from factories import mse_task
+
     from distexp import tasks
     from distexp.config import resolved
     from distexp.job import lifecycle
     from distexp.sweeps import planning
     from distexp.train import trainer
-    from factories import mse_task
 
     cfg = compose(*overrides)
     facts = resolved.facts_of(resolved.attach(cfg, resolved.resolve(cfg, gpus=0)))

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import mlflow_runs, run_cli
+from helpers import child_env, mlflow_runs, processes_mentioning, run_cli
+from helpers import wait_until as _wait
 from helpers.servers import Rest, params, tags
-from helpers import child_env, processes_mentioning, wait_until as _wait
 
 pytestmark = [pytest.mark.slow, pytest.mark.extended]
 

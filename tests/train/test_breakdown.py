@@ -16,9 +16,8 @@ import math
 
 import pytest
 
-from helpers import mlflow_runs
 from distexp.figures import breakdown
-
+from helpers import mlflow_runs
 
 # -- arithmetic ----------------------------------------------------------------------------------
 
@@ -100,7 +99,8 @@ def test_bottleneck_names_the_largest_part_and_its_share():
 ])
 def test_learning_rate_scaling_arithmetic(compose, rule, per_replica, global_batch, replicas,
                                           expected):
-    from distexp.config.resolved import global_batch as G, learning_rate
+    from distexp.config.resolved import global_batch as G
+    from distexp.config.resolved import learning_rate
 
     over = [f"learning_rate_scaling={rule}", f"batch_size_per_replica={per_replica}",
             "learning_rate=0.001"]

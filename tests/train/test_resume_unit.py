@@ -8,9 +8,9 @@ import json
 
 from distexp.figures import meter as perf
 from distexp.job import summary
-from distexp.train import progress
 from distexp.tracking import RunLogger
 from distexp.tracking import tags as tag
+from distexp.train import progress
 
 
 class _Logger(RunLogger):

@@ -7,10 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-
 from distexp import strategies
 from helpers import ROOT
-
 
 TRAIN = ROOT / "distexp" / "train"
 

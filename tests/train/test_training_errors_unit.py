@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf
 
-
 KERAS_CALL = ("Exception encountered when calling Sequential.call().\n\n\x1b[1mInput 0 of layer "
               "\"dense\" is incompatible with the layer: expected axis -1 of input shape to have "
               "value 64, but received input with shape (None, 8, 8, 1)\x1b[0m\n\nArguments "

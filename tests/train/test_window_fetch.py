@@ -26,13 +26,13 @@ def tensorflow_imported():
 def _context(compose, tmp_path, delay_s=0.0, k="1"):
     """A one-device Context as the trainer builds it: a tiny MLP, batches of 8 that each take
     `delay_s` to produce (a known per-step cost: the pipeline is the bottleneck)."""
+    from distexp import strategies
     from distexp.figures.meter import Meter
     from distexp.tasks.classification import Classification
     from distexp.tracking import RunLogger
     from distexp.train.loops.context import Context
     from distexp.train.progress import Reporter
     from distexp.train.step import dispatcher
-    from distexp import strategies
 
     tmp_path.mkdir(parents=True, exist_ok=True)
     cfg = compose("strategy=one_device", "gpus=0", f"steps_per_execution={k}",

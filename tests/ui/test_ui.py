@@ -261,8 +261,8 @@ def test_sweep_run_names_differ_where_the_ui_shows_them():
 
 
 def test_report_console_table_fits_120_columns_and_tells_rows_apart():
-    from distexp.report.table import table
     from distexp.report.scaling import Row, add_scaling, aggregate
+    from distexp.report.table import table
 
     def run(strategy, replicas, cpu, rate, job):
         return Row(run_id=f"id{job}", run_name="", status="FINISHED", strategy=strategy,

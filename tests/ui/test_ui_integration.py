@@ -159,7 +159,6 @@ class _CountingClient:
 
 def test_closing_a_run_shows_the_chiefs_figures_without_reading_the_run_back(tmp_path):
     from distexp import tracking
-
     from helpers import new_store
 
     _, uri = new_store(tmp_path)

@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import time
 
-from distexp import stops
+from distexp import stops, strategies
+from distexp.figures.stats import first_non_finite
 from distexp.train import autotune
-from distexp import strategies
 from distexp.train.checkpoints import Checkpoints
 from distexp.train.loops.context import Context
-from distexp.figures.stats import first_non_finite
 from distexp.train.step import Step, metric_figures
 
 

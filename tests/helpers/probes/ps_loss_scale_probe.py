@@ -26,9 +26,9 @@ def main() -> None:
     from omegaconf import OmegaConf
 
     from distexp.data.loaded import Data
+    from distexp.tasks import Classification
     from distexp.train.autotune import Schedule
     from distexp.train.step import PSDispatch, Step
-    from distexp.tasks import Classification
 
     spec = tf.train.ClusterSpec({"worker": [f"127.0.0.1:{port()}"], "ps": [f"127.0.0.1:{port()}"]})
     threads = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=3)
