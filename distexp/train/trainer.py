@@ -230,10 +230,11 @@ def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
     return result
 
 
-# The trained job's objects (strategy, datasets and their iterators, model): never freed in this
-# process. Freeing them when train() returns joins TensorFlow's input threads and device state,
-# seconds after the job's last line (seen: 5-8 s on a loaded 2-core machine); the process exits
-# right after (errors.exit_now) or tears TensorFlow down as a whole.
+# The trained job's objects, one (ctx, the loop's dispatcher) pair per job (strategy, datasets and
+# their iterators, model): never freed in this process. Freeing them when train() returns joins
+# TensorFlow's input threads and device state, seconds after the job's last line (seen: 5-8 s on a
+# loaded 2-core machine); the process exits right after (errors.exit_now) or tears TensorFlow down
+# as a whole.
 _FINISHED: list = []
 
 

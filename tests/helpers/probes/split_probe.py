@@ -130,7 +130,8 @@ def train(job_dir: str, delay_ms: float, overrides) -> dict:
     if delay_ms:
         step.Step.host = slow_host
     final = trainer.train(cfg, Path(job_dir))
-    timed = trainer._FINISHED[-1].reporter.meter.timed
+    ctx, _ = trainer._FINISHED[-1]  # (ctx, the loop's dispatcher)
+    timed = ctx.reporter.meter.timed
     return {**{k: v for k, v in final.items() if k.startswith("perf/step_")},
             "mean_step_ms": 1000.0 * sum(timed) / len(timed)}
 
