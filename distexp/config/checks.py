@@ -4,15 +4,14 @@ distexp.config.schema holds the schema (OmegaConf already refuses a wrong type, 
 missing option); this module refuses what is well typed but makes no sense: out-of-range values,
 combinations a strategy's record or a task refuses, what the GPU count rules out, and sizes this
 machine cannot hold or places it cannot write (`validate`, which finds the facts once: the
-strategy's record, the cluster kind, the GPUs, the resolved figures; `validate_limits` reads
-them). Each is one line, `key: received X; valid/expected Y`, and no TensorFlow is imported.
+strategy's record, the cluster kind, the GPUs, the resolved figures; the machine's limits are
+distexp.config.limits). Each is one line, `key: received X; valid/expected Y`, and no TensorFlow is imported.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 import os
-import tempfile
 from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
@@ -20,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from distexp import strategies
 from distexp.cluster import kinds
 from distexp.cluster.processes import split_gpus
+from distexp.config import limits
 from distexp.config.mode import in_multirun
 from distexp.config.resolved import resolve, strategy_record, visible_gpus, worker_gpus
 from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS
@@ -104,7 +104,7 @@ def validate(cfg: DictConfig) -> None:
         raise UserError(
             f"global_batch_size: received {cfg.global_batch_size}; it must divide evenly over "
             f"{replicas} replicas (try {max(replicas, cfg.global_batch_size // replicas * replicas)})")
-    validate_limits(cfg, rec, kind, facts)
+    _validate_values(cfg, rec, kind, facts)
     _check_factories(cfg)
 
 
@@ -317,18 +317,10 @@ def _validate_task(cfg: DictConfig) -> None:
 SEED_MAX = 2 ** 32 - 1  # keras.utils.set_random_seed seeds NumPy: np.random.seed takes 0..2**32-1
 
 
-CPU_REPLICAS_PER_CORE = 8  # logical CPU devices are cheap, but hundreds of them hang the runtime
-
-
-PROCESSES_PER_CORE = 4     # a local cluster: TF processes (each with its own thread pools) per core
-
-
-TRAINER_MB = 700           # one training process's resident memory (measured: 723 MB, cnn on digits)
-
-
-def validate_limits(cfg: DictConfig, rec, kind, facts: dict) -> None:
-    """Raise UserError for a value no process could run with (one line, before TensorFlow).
-    `rec`, `kind`, `facts`: the strategy's record, the cluster kind, the resolved facts."""
+def _validate_values(cfg: DictConfig, rec, kind, facts: dict) -> None:
+    """Raise UserError for a value no process could run with (one line, before TensorFlow), then
+    for what this machine cannot hold (distexp.config.limits). `rec`, `kind`, `facts`: the
+    strategy's record, the cluster kind, the resolved facts."""
     if not 0 <= cfg.seed <= SEED_MAX:
         raise UserError(f"seed: received {cfg.seed}; expected 0..{SEED_MAX} (2**32-1: the range "
                         "NumPy's and TensorFlow's seeding accept)")
@@ -352,89 +344,4 @@ def validate_limits(cfg: DictConfig, rec, kind, facts: dict) -> None:
         raise UserError(f"cluster.port: received {cfg.cluster.port}; expected "
                         f"1024..{65536 - processes} (the {processes} task(s) take port, port+1, ...; "
                         "at most 65535), or null for free ports")
-    _check_machine(cfg, rec, processes, on_cpu=facts["gpus"] == 0)
-    _check_data_size(cfg, rec, facts["global_batch"])
-    _check_checkpoint_dir(cfg, kind.chief_here(rec))
-
-
-def machine() -> tuple:
-    """(usable cores, available memory in MB or None) of this machine, without TensorFlow."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    try:
-        with open("/proc/meminfo") as f:
-            info = dict(line.split(":", 1) for line in f)
-        return cores, int(info["MemAvailable"].split()[0]) // 1024
-    except (OSError, KeyError, ValueError):
-        return cores, None
-
-
-def _check_machine(cfg: DictConfig, rec, processes: int, on_cpu: bool) -> None:
-    cores, mem_mb = machine()
-    if on_cpu and rec.cpu_replicas:
-        most = CPU_REPLICAS_PER_CORE * cores
-        if cfg.cpu_replicas > most:
-            raise UserError(f"cpu_replicas: received {cfg.cpu_replicas}; this machine has {cores} "
-                            f"core(s): expected 1..{most} ({CPU_REPLICAS_PER_CORE} logical devices "
-                            "per core; more only slow the start-up and the all-reduce)")
-    if processes <= 1:
-        return
-    key = max(rec.count_keys(), key=lambda k: cfg[k])  # the largest: a tie -> workers
-    need_mb = processes * TRAINER_MB
-    said = (f"cluster=local would start {processes} TensorFlow processes (~{TRAINER_MB} MB each, "
-            f"~{need_mb} MB in all) on this machine's {cores} core(s)"
-            + (f" and {mem_mb} MB of available memory" if mem_mb is not None else ""))
-    if processes > PROCESSES_PER_CORE * cores or (mem_mb is not None and need_mb > mem_mb):
-        raise UserError(f"{key}: received {cfg[key]}; {said}; expected at most "
-                        f"{_most_processes(cores, mem_mb)} processes here: fewer workers/ps, or "
-                        "cluster=slurm / cluster=tf_config across machines")
-
-
-def _most_processes(cores: int, mem_mb) -> int:
-    most = PROCESSES_PER_CORE * cores
-    return most if mem_mb is None else min(most, mem_mb // TRAINER_MB)
-
-
-def _check_data_size(cfg: DictConfig, rec, batch: int) -> None:
-    """A training set smaller than one global batch: not one step could be taken."""
-    ds = cfg.dataset
-    known = datasets.of(cfg).train_examples(cfg)
-    if known is None:
-        return
-    n, key = known
-    sharded = rec.coordinated
-    if sharded:
-        n //= cfg.workers  # each ps worker reads its own shard
-    if n < batch:
-        what = f"{n} training examples" + (" per ps worker" if sharded else "")
-        raise UserError(f"{key}: received {cfg[key] if '.' not in key else ds.size}; dataset="
-                        f"{ds.name} has {what}, fewer than one global batch ({batch}); expected a "
-                        "global batch no larger than the training set (lower batch_size_per_"
-                        "replica or global_batch_size" + (", or raise dataset.size)" if
-                                                          key == "dataset.size" else ")"))
-
-
-def _check_checkpoint_dir(cfg: DictConfig, chief_here: bool) -> None:
-    """The chief's checkpoint.dir must be creatable and writable (a probe directory is made in it
-    and removed), when the chief runs here (the cluster kind's answer)."""
-    saves = loops.of(cfg).checkpoints and cfg.checkpoint.every_steps != 0
-    if not saves or not chief_here:
-        return
-    path = os.path.abspath(str(cfg.checkpoint.dir))
-    probe = path
-    while not os.path.lexists(probe):  # the nearest existing ancestor: the one mkdir -p needs
-        probe = os.path.dirname(probe)
-    problem = None
-    if not os.path.isdir(probe):
-        problem = f"{probe} is not a directory"
-    else:
-        try:  # what the chief will do: create a directory there (removed again at once)
-            os.rmdir(tempfile.mkdtemp(prefix=".distexp-check-", dir=probe))
-        except OSError as ex:
-            problem = f"cannot create a directory in {probe} ({ex.strerror})"
-    if problem:
-        raise UserError(f"checkpoint.dir: received {str(cfg.checkpoint.dir)!r}; {problem}; "
-                        "expected a directory this job can create and write, or "
-                        "checkpoint.every_steps=0 (no checkpoints)")
+    limits.check(cfg, rec, kind, facts, processes)
