@@ -35,9 +35,6 @@ from distexp.tracking.view import SETUP_ACCURACY_METRIC, SETUP_RATE_METRIC, SPEE
 
 EXPERIMENT_NOTE_MAX = 5000
 RUN_NOTE_MAX = 8000
-# The description's first line, read uncut above the runs table at 1600 px with MLflow's
-# Assistant panel open (tests/ui/test_ui_slow.py measures it; ~125 characters fit there).
-LINE_MAX = 120
 
 
 def clip(text: str, limit: int) -> str:

@@ -65,9 +65,8 @@ class Step:
         self.names = tuple(task.train_metrics)
         self.counts_units = getattr(task, "units", None) is not None
         # where the replicas' losses and metric sums are summed: the first replica's GPU, so a
-        # call's results stay on the device until fetched (strategy.reduce's default is the host)
-        # (`local_replicas` False, the dispatcher's: ps schedules the step onto remote workers, where
-        # the reduce is the coordinator's business)
+        # call's results stay on the device until fetched (strategy.reduce's default is the host;
+        # `local_replicas` False: ps schedules the step onto remote workers, the coordinator reduces)
         first = (getattr(strategy.extended, "worker_devices", None) or [None])[0]
         self.on_gpu = first if local_replicas and first \
             and tf.DeviceSpec.from_string(first).device_type == "GPU" else None
