@@ -32,9 +32,8 @@ from typing import Dict, List, Optional, Tuple
 
 from distexp import env as distexp_env
 from distexp import errors
-from distexp.config import checks, resolved, schema
+from distexp.config import checks, schema
 from distexp.strategies import baseline
-from distexp.strategies import of as strategy_of
 
 BASELINE = baseline().name  # the reference strategy
 FIXED = ["epochs=1", "warmup_steps=0", "steps_per_execution=1", "tracking.enabled=false", "checkpoint.every_steps=0",
@@ -147,11 +146,11 @@ def strategies(overrides: List[str]) -> List[str]:
 def _plan(a: argparse.Namespace, overrides: List[str]):
     """Compose and check the job; (strategy name, sync replicas, global batch), or UserError."""
     cfg = compose(overrides)
-    checks.validate(cfg)
+    found = checks.validate(cfg)
     if a.steps < 1:
         raise errors.UserError(f"--steps: received {a.steps}; expected >= 1")
     name = cfg.strategy.name
-    rec, reference = strategy_of(cfg), BASELINE
+    rec, reference = found.rec, BASELINE
     if rec.baseline:
         raise errors.UserError(f"strategy: received {name!r}; parity compares a strategy with "
                           f"{reference}: choose another strategy")
@@ -159,8 +158,7 @@ def _plan(a: argparse.Namespace, overrides: List[str]):
         raise errors.UserError(f"workers: received {cfg.workers} with strategy={name}; its steps "
                           "update asynchronously, so per-step losses of several workers are "
                           "not comparable with one device: use workers=1")
-    facts = resolved.resolve(cfg, resolved.check_gpus(cfg.gpus, resolved.visible_gpus(), rec))
-    return name, facts["sync_replicas"], facts["global_batch"]
+    return name, found.layout["sync_replicas"], found.layout["global_batch"]
 
 
 def _parity_info(job: Path) -> dict:

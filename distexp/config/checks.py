@@ -21,7 +21,7 @@ from distexp.cluster import kinds
 from distexp.cluster.processes import split_gpus
 from distexp.config import limits
 from distexp.config.mode import in_multirun
-from distexp.config.resolved import resolve, strategy_record, visible_gpus, worker_gpus
+from distexp.config.resolved import JobFacts, check_gpus, resolve, strategy_record, visible_gpus, worker_gpus
 from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS
 from distexp.errors import UserError, unknown_key
 from distexp.options import datasets, loops, models, optimizers
@@ -75,11 +75,12 @@ def _unknown_keys(node: DictConfig, prefix: str = "") -> None:
             _unknown_keys(child, f"{prefix}{key}.")
 
 
-def validate(cfg: DictConfig) -> None:
+def validate(cfg: DictConfig) -> JobFacts:
     """Raise UserError for values the schema's types accept but that make no sense (the first
-    one found, in this order). The facts they need are found once, here: the strategy's record,
-    the cluster kind, the GPUs (`gpus` if set, else the visible ones; each worker's share:
-    worker_gpus) and the job's resolved figures; the checks below read them."""
+    one found, in this order), else return the job's facts (`JobFacts`). They are found once,
+    here: the strategy's record, the cluster kind, the GPUs it may use and what `gpus` resolves to
+    against them (each worker's share: worker_gpus) and the job's resolved figures; the checks
+    below read them, and the sweep's GPU pool and the job's preparation take them from here."""
     _unknown_keys(cfg)
     _validate_applicability(cfg)
     rec = strategy_record(cfg)
@@ -89,7 +90,7 @@ def validate(cfg: DictConfig) -> None:
     if cfg.gpus is not None and rec.cluster_jobs and kind.starts_processes:
         # N per worker on this machine: N x workers must be visible (the plan's own refusal)
         split_gpus(cfg.gpus, visible, rec.num_workers(cfg))
-    gpus = cfg.gpus if cfg.gpus is not None else visible
+    gpus = check_gpus(cfg.gpus, visible, rec)
     per_worker = worker_gpus(cfg, gpus)
     _validate_knobs(cfg, rec, on_cpu=per_worker == 0 or visible == 0)
     datasets.of(cfg).check(cfg.dataset)
@@ -106,6 +107,7 @@ def validate(cfg: DictConfig) -> None:
             f"{replicas} replicas (try {max(replicas, cfg.global_batch_size // replicas * replicas)})")
     _validate_values(cfg, rec, kind, facts)
     _check_factories(cfg)
+    return JobFacts(rec=rec, kind=kind, visible=visible, gpus=gpus, layout=facts)
 
 
 def _check_factories(cfg: DictConfig) -> None:

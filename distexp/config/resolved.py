@@ -2,17 +2,17 @@
 replicas, the global batch, the job's objective. They ask the strategy's record and the task.
 
 `resolve` is the one place they are computed together. The checks (distexp.config.checks) ask it
-without a plan (the strategy's record answers for the cluster); the job process then asks it once
-with the cluster plan and writes the result into the job's config.yaml as its `resolved:` node (typed by
-`ResolvedConfig`, here: the training processes read it without the schema, which imports
-Hydra); every training process reads them from there
-(`facts_of`), so no fact travels through an environment variable and `train(cfg)` called
-in-process with a resolved config trains what the CLI would."""
+without a plan (the strategy's record answers for the cluster) and return what they found as a
+`JobFacts`; the job process then refines it once with the cluster plan and writes the result into
+the job's config.yaml as its `resolved:` node (typed by `ResolvedConfig`, here: the training
+processes read it without the schema, which imports Hydra); every training process reads them
+from there (`facts_of`), so no fact travels through an environment variable and `train(cfg)`
+called in-process with a resolved config trains what the CLI would."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Dict, Optional
+from dataclasses import dataclass, field, replace
+from typing import Any, Dict, Optional, Sequence
 
 from omegaconf import DictConfig
 
@@ -161,6 +161,39 @@ def resolve(cfg: DictConfig, gpus: Optional[int] = None, plan=None, *, job_dir=N
             "sync_replicas": per * sync, "global_batch": global_batch(cfg, per * sync),
             "objective": objective_name(cfg), "job_dir": None if job_dir is None else str(job_dir),
             "job_start": job_start}
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """One job's facts as its checks found them, once: distexp.config.checks.validate returns
+    this, a sweep's GPU pool (distexp.sweeps.gpu_pool) sizes the job's lease from it and the job's
+    preparation (distexp.job.lifecycle.prepare) plans from it, refined by the lease and then by
+    the plan (`resolve` with it), instead of counting the GPUs again.
+
+    - `rec`, `kind`: the strategy's record and the cluster kind (distexp.cluster.kinds)
+    - `visible`: the GPUs the job may use: this machine's (`visible_gpus`), its lease from a
+      sweep's pool once `leased`, or a remote kind's nodes' (cluster=ray)
+    - `gpus`: what `gpus` resolved to against them (`check_gpus`: null = all of them)
+    - `layout`: `resolve(cfg, gpus)`, the job's facts before the cluster plan"""
+    rec: Any
+    kind: Any
+    visible: int
+    gpus: int
+    layout: dict
+
+    def pool_gpus(self, cfg: DictConfig) -> int:
+        """GPUs a sweep's pool holds for this job on this machine: a one-process job's `gpus`; a
+        cluster=local job's per worker (its `layout`) times its workers; none for a kind that
+        places its processes elsewhere (cluster=tf_config, slurm) or on its own nodes (ray)."""
+        if self.kind.remote or (self.rec.cluster_jobs and not self.kind.starts_processes):
+            return 0
+        return int(self.layout["gpus"]) * (self.rec.num_workers(cfg) if self.rec.cluster_jobs
+                                           else 1)
+
+    def leased(self, cfg: DictConfig, ids: Sequence[str]) -> "JobFacts":
+        """The facts once a sweep's pool leased the job `ids` (its CUDA_VISIBLE_DEVICES): those are
+        the GPUs it may use. The layout is the same: the lease is what `pool_gpus` asked for."""
+        return replace(self, visible=len(ids), gpus=check_gpus(cfg.gpus, len(ids), self.rec))
 
 
 def attach(cfg: DictConfig, facts: dict) -> DictConfig:

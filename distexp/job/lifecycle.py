@@ -87,8 +87,10 @@ def run_job(cfg: DictConfig, executing: Callable[[], None] = lambda: None) -> Ou
     MLflow run FAILED / KILLED and exits non-zero; in a multirun a failed job raises JobError
     instead, so the other jobs still run (Ctrl-C still stops the whole sweep).
     """
-    with seat.gpu_lease(cfg):  # a sweep's parallel jobs: disjoint GPUs (CUDA_VISIBLE_DEVICES)
-        job = prepare(cfg)
+    found = checks.validate(cfg)  # the job's facts, once (the factories' modules too)
+    # a sweep's parallel jobs: disjoint GPUs (CUDA_VISIBLE_DEVICES), as many as `found` needs
+    with seat.gpu_lease(cfg, found) as held:
+        job = prepare(cfg, found if held is None else found.leased(cfg, held))
         executing()
         return conclude(job, execute(job))
 
@@ -107,18 +109,18 @@ def exit_code(out: Outcome) -> int:
 
 # --- prepare: everything that can be checked or written before a training process starts -------
 
-def prepare(cfg: DictConfig) -> Job:
-    """Validate (UserError: one line, exit 2), store the config without credentials, probe the
-    tracking store and set up the run's creation. Starts nothing."""
+def prepare(cfg: DictConfig, found: Optional[resolved.JobFacts] = None) -> Job:
+    """Plan the job from its checked facts (`found`: checks.validate's, leased; default: validate
+    here, UserError: one line, exit 2), store the config without credentials, probe the tracking
+    store and set up the run's creation. Starts nothing."""
     from hydra.core.hydra_config import HydraConfig
 
     from distexp.cluster import kinds
     from distexp.data import loaders
 
     t_start = time.time()
-    checks.validate(cfg)  # the factories' modules and functions too (distexp.user_code)
-    visible = kinds.of(cfg).visible_gpus(cfg, resolved.visible_gpus())  # cluster=ray: its nodes'
-    gpus = resolved.check_gpus(cfg.gpus, visible, resolved.strategy_record(cfg))
+    if found is None:
+        found = checks.validate(cfg)
     os.environ.update(tracking.http_env())  # bounded MLflow retries here and in the trainers
     if os.environ.get("TF_CONFIG") == "":  # means "unset"; TF's resolvers crash on it (json.loads(""))
         del os.environ["TF_CONFIG"]
@@ -126,9 +128,10 @@ def prepare(cfg: DictConfig) -> Job:
     hc = HydraConfig.get()
     job_dir = Path(hc.runtime.output_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
-    plan = kinds.plan(cfg, job_dir, gpus, visible)  # UserError: a bad cluster setting
-    # The job's facts, computed once; the trainers read them from config.yaml's `resolved:`.
-    facts = resolved.resolve(cfg, gpus, plan, job_dir=job_dir, job_start=startup.job_start(t_start))
+    plan = kinds.plan(cfg, job_dir, found.gpus, found.visible)  # UserError: a bad cluster setting
+    # The checks' facts refined with the plan; the trainers read them from config.yaml's `resolved:`.
+    facts = resolved.resolve(cfg, found.gpus, plan, job_dir=job_dir,
+                             job_start=startup.job_start(t_start))
     # What is stored and logged carries no credentials (trainers get the real URI by env).
     stored = OmegaConf.to_container(cfg, resolve=True)
     stored["tracking"]["uri"] = tracking.redact(cfg.tracking.uri)

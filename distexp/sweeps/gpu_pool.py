@@ -9,8 +9,9 @@ pinned to what it holds with `CUDA_VISIBLE_DEVICES`; a job that finds too few GP
 them, and says so once. `sweep.share_gpus=true` turns the pool off: every job then uses the first
 GPUs, as a single run would.
 
-What a job holds (`need`): a one-process job, `gpus` (null = every visible GPU); a multiworker or
-ps job on cluster=local, `gpus` per worker times its local worker processes, and for gpus=null
+What a job holds (distexp.config.resolved.JobFacts.pool_gpus, from the job's checks, which count
+the visible GPUs once): a one-process job, `gpus` (null = every visible GPU); a multiworker or ps
+job on cluster=local, `gpus` per worker times its local worker processes, and for gpus=null
 the visible GPUs split evenly over them (visible // workers each, times the workers: a remainder
 is not held); none for gpus=0, an external cluster (cluster=tf_config or slurm place their own
 processes) or cluster=ray (its nodes' GPUs). Nothing here imports TensorFlow.
@@ -31,33 +32,6 @@ from distexp.config import resolved
 
 POOL_DIR = "gpu_pool"
 POLL_S = 0.2
-
-
-def visible_ids() -> List[str]:
-    """The GPUs this process may hand out: CUDA_VISIBLE_DEVICES's entries, else the driver's
-    0..N-1 (distexp.config.resolved.visible_gpus counts them)."""
-    from distexp.cluster.processes import visible_ids
-
-    return visible_ids(resolved.visible_gpus())
-
-
-def need(cfg: DictConfig, visible: int) -> int:
-    """GPUs a job of `cfg` trains on (0: no GPU, or GPUs this pool does not place)."""
-    from distexp import strategies
-    from distexp.cluster import kinds
-
-    rec = strategies.of(cfg)
-    if "cluster" in cfg and kinds.of(cfg).remote:  # cluster=ray: its nodes' GPUs
-        return 0
-    per_worker = visible if cfg.gpus is None else int(cfg.gpus)
-    if not rec.cluster_jobs:
-        return per_worker
-    if not kinds.of(cfg).starts_processes:
-        return 0
-    # gpus=null on this machine: the workers split the visible GPUs evenly (a remainder, or fewer
-    # GPUs than workers, trains on none of them), so hold only the GPUs they train on
-    from distexp.config.resolved import worker_gpus
-    return worker_gpus(cfg, per_worker) * rec.num_workers(cfg)
 
 
 def places_jobs_elsewhere(target: str) -> bool:
@@ -123,20 +97,20 @@ def acquire(pool: Path, ids: Sequence[str], count: int,
 
 
 @contextlib.contextmanager
-def pinned(cfg: DictConfig, sweep_dir: Path, launcher: str) -> Iterator[Optional[List[str]]]:
+def pinned(cfg: DictConfig, sweep_dir: Path, launcher: str,
+           found: resolved.JobFacts) -> Iterator[Optional[List[str]]]:
     """While a job runs: hold its GPUs from the sweep's pool and set CUDA_VISIBLE_DEVICES to them
-    (restored after). Yields the ids, or None where the pool does not apply."""
-    from distexp.errors import UserError
+    (restored after). `found`: the job's checked facts (distexp.config.checks.validate): how many
+    it needs (`JobFacts.pool_gpus`, within what the checks found visible). Yields the ids, or None
+    where the pool does not apply."""
+    from distexp.cluster.processes import visible_ids
 
-    ids = visible_ids()
-    try:
-        count = need(cfg, len(ids))
-    except UserError:  # a bad strategy or cluster name: the job's checks say it in one line
-        count = 0
+    count = found.pool_gpus(cfg)
     share = bool(OmegaConf.select(cfg, "sweep.share_gpus", default=False))
-    if share or places_jobs_elsewhere(launcher) or not 0 < count <= len(ids):
-        yield None  # too many asked for: the job's own check refuses it (distexp.config)
+    if share or count == 0 or places_jobs_elsewhere(launcher):
+        yield None
         return
+    ids = visible_ids(found.visible)
 
     def say_wait():
         print(f"distexp: waiting for {count} free GPU(s) of the sweep's {len(ids)}: the jobs "
@@ -158,8 +132,9 @@ def pinned(cfg: DictConfig, sweep_dir: Path, launcher: str) -> Iterator[Optional
         held.release()
 
 
-def for_job(cfg: DictConfig):
-    """`pinned` for the job Hydra is running now; nothing outside a multirun."""
+def for_job(cfg: DictConfig, found: resolved.JobFacts):
+    """`pinned` for the job Hydra is running now (its checked facts `found`); nothing outside a
+    multirun."""
     from distexp.config import mode
 
     if not mode.in_multirun():
@@ -168,4 +143,4 @@ def for_job(cfg: DictConfig):
 
     hc = HydraConfig.get()
     return pinned(cfg, Path(str(hc.sweep.dir)).absolute(),
-                  str(OmegaConf.select(hc, "launcher._target_", default="") or ""))
+                  str(OmegaConf.select(hc, "launcher._target_", default="") or ""), found)

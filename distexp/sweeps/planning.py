@@ -97,12 +97,9 @@ def setup(cfg: DictConfig) -> Optional[Setup]:
     with open_dict(job):
         job.pop("hydra", None)
     try:
-        checks.validate(job)
-        gpus = resolved.check_gpus(job.gpus, resolved.visible_gpus(),
-                                   resolved.strategy_record(job))
+        facts = checks.validate(job).layout
     except UserError:
         return None
-    facts = resolved.resolve(job, gpus)
     kept = set(strategies.of(job).count_keys())
     rest = {k: v for k, v in identity(cfg).items() if k not in FACT_INPUTS or k in kept}
     for name in ("replicas_per_worker", "workers", "sync_workers", "global_batch"):

@@ -3,8 +3,9 @@ and its one door into distexp.sweeps (tests/project/test_layout.py refuses any o
 sweep > job > trainer; the outer knows the inner, the inner asks the outer only here, so a change to
 a sweep's files or parent run touches this seam, not the job.
 
-- `gpu_lease(cfg)`: a context; in a sweep whose jobs run side by side, this job's disjoint GPUs
-  (CUDA_VISIBLE_DEVICES) for as long as it runs (distexp.sweeps.gpu_pool)
+- `gpu_lease(cfg, found)`: a context; in a sweep whose jobs run side by side, this job's disjoint
+  GPUs (CUDA_VISIBLE_DEVICES) for as long as it runs, as many as its checked facts `found`
+  (distexp.config.resolved.JobFacts) need; yields their ids or None (distexp.sweeps.gpu_pool)
 - `tags(sweep_dir, uri, experiment, num)`: the child run's tags that tie it to the sweep's parent
   run (distexp.sweeps.parent)
 - `swept_values(sweep_dir)`: what this job's overrides set among the sweep's swept keys, for the
@@ -23,8 +24,8 @@ from distexp.sweeps.records import JOBS_DIR, SWEEP_FILE, swept_values
 __all__ = ["JOBS_DIR", "SWEEP_FILE", "gpu_lease", "swept_values", "tags", "while_waiting"]
 
 
-def gpu_lease(cfg):
-    return gpu_pool.for_job(cfg)
+def gpu_lease(cfg, found):
+    return gpu_pool.for_job(cfg, found)
 
 
 def while_waiting():

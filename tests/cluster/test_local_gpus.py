@@ -31,10 +31,8 @@ def gpus(monkeypatch, tmp_path):
 def _job_plan(compose, tmp_path, *overrides):
     """The plan as the job process makes it (distexp.job.lifecycle.prepare)."""
     cfg = compose(*overrides)
-    checks.validate(cfg)
-    visible = resolved.visible_gpus()
-    gpus = resolved.check_gpus(cfg.gpus, visible, resolved.strategy_record(cfg))
-    return cfg, kinds.plan(cfg, tmp_path, gpus, visible)
+    found = checks.validate(cfg)
+    return cfg, kinds.plan(cfg, tmp_path, found.gpus, found.visible)
 
 
 def _devices(plan) -> dict:
@@ -198,8 +196,11 @@ def test_a_sweep_job_splits_the_gpus_it_holds(compose, tmp_path, gpus, capsys):
     sweep = tmp_path / "sweep"
     other = gpu_pool.acquire(sweep / gpu_pool.POOL_DIR, ["0", "1", "2", "3"], 2)
     overrides = ["strategy=multiworker", "workers=2", "gpus=1"]
-    with gpu_pool.pinned(compose(*overrides), sweep, JOBLIB_LAUNCHER) as held:
-        _, plan = _job_plan(compose, tmp_path, *overrides)
+    cfg = compose(*overrides)
+    found = checks.validate(cfg)  # before the lease, as run_job: the sweep's 4 GPUs
+    with gpu_pool.pinned(cfg, sweep, JOBLIB_LAUNCHER, found) as held:
+        plan = kinds.plan(cfg, tmp_path, found.leased(cfg, held).gpus,
+                          found.leased(cfg, held).visible)
     other.release()
     assert (other.ids, held) == (["0", "1"], ["2", "3"])
     assert _devices(plan) == {"worker-0": "2", "worker-1": "3"}
@@ -234,3 +235,36 @@ def test_the_job_process_gives_each_worker_its_gpus(tmp_path, gpus, monkeypatch)
         "distexp: error: gpus: received 3 per worker; 2 local workers need 6 GPU(s) and 4 are "
         "visible. Use gpus=2, workers=1 or gpus=0 (CPU)\n")), r
     assert started == {}
+
+
+def test_a_job_counts_its_gpus_once_and_resolves_once_more_with_its_plan(tmp_path, gpus,
+                                                                        monkeypatch):
+    """Each fact of a job computed once (distexp.config.resolved.JobFacts): through the CLI's entry
+    point, the visible GPUs are counted by the checks alone, and the job's layout is resolved by
+    the checks and once more with the cluster plan (the refinement written to config.yaml)."""
+    from distexp.job import lifecycle
+
+    gpus(4)
+    counted, resolved_by = [], []
+    count, resolve = resolved.visible_gpus, resolved.resolve
+
+    def counting():
+        counted.append(1)
+        return count()
+
+    def resolving(cfg, gpus=None, plan=None, **kw):
+        resolved_by.append("plan" if plan is not None else "checks")
+        return resolve(cfg, gpus, plan, **kw)
+
+    for module in (resolved, checks):
+        monkeypatch.setattr(module, "visible_gpus", counting)
+    monkeypatch.setattr(resolved, "resolve", resolving)
+    monkeypatch.setattr(checks, "resolve", resolving)
+    monkeypatch.setattr(lifecycle, "execute", lambda job: (_ for _ in ()).throw(
+        errors.UserError("stopped by the test before training")))
+    job = tmp_path / "job"
+    r = run_in_process(["strategy=multiworker", "workers=2", "tracking.enabled=false",
+                        "warm_start=false", f"hydra.run.dir={job}"], tmp_path)
+    assert r.stderr == "distexp: error: stopped by the test before training\n", r
+    assert (len(counted), resolved_by) == (1, ["checks", "plan"])
+    assert OmegaConf.load(job / "config.yaml").resolved.gpus == 2  # 4 split over 2 workers

@@ -12,6 +12,7 @@ import pytest
 from distexp import strategies
 from distexp.cluster import ray_plan as rayk
 from distexp.cluster.processes import tf_config
+from distexp.config import checks
 from distexp.errors import UserError
 from distexp.sweeps import gpu_pool
 from helpers import run_in_process
@@ -104,7 +105,9 @@ def test_the_gpu_pool_asks_the_launcher_whether_it_places_jobs_elsewhere(compose
     assert gpu_pool.places_jobs_elsewhere(SUBMITIT) is True   # submitit's Slurm launcher
     assert gpu_pool.places_jobs_elsewhere(JOBLIB) is False
     assert gpu_pool.places_jobs_elsewhere("") is False
-    assert gpu_pool.need(compose("strategy=mirrored", "gpus=2", "cluster=ray"), 4) == 0
+    cfg = compose("strategy=mirrored", "gpus=2", "cluster=ray")
+    found = checks.validate(cfg)
+    assert (found.visible, found.gpus, found.pool_gpus(cfg)) == (2, 2, 0)  # its nodes' GPUs
 
 
 @pytest.mark.parametrize("arg", ["cluster=ray", "hydra/launcher=ray"])

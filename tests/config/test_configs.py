@@ -42,7 +42,7 @@ def test_every_option_composes(compose, group, option):
     cfg = compose(f"{group}={option}", *EXTRA.get((group, option), []))
     if group != "tracking":
         assert cfg[group].name == option
-    assert checks.validate(cfg) is None
+    assert checks.validate(cfg).rec.name == cfg.strategy.name  # accepted: its facts back
 
 
 def test_defaults_are_the_contract(compose):

@@ -52,7 +52,8 @@ def test_good_knobs_validate(compose):
     cfg = compose("steps_per_execution=10", "jit_compile=true", "strategy=one_device",
                   "cpu_replicas=2", "gpus=0", "precision=mixed_bfloat16", "target_accuracy=0.9",
                   "dataset.threadpool=2", "dataset.on_device=true")
-    assert checks.validate(cfg) is None
+    found = checks.validate(cfg)
+    assert (found.gpus, found.layout["replicas"]) == (0, 1)  # one_device: one replica
     assert (cfg.steps_per_execution, cfg.jit_compile, cfg.cpu_replicas, cfg.precision,
             cfg.target_accuracy, cfg.dataset.threadpool, cfg.dataset.on_device) == \
         (10, True, 2, "mixed_bfloat16", 0.9, 2, True)

@@ -22,6 +22,8 @@ def pool_job(driver: str, sweep_dir: str, gpus: int, seen: str, jobs: int) -> st
     """One sweep job in a worker process: hold its GPUs from the pool (the driver faked), write
     the CUDA_VISIBLE_DEVICES it got into `seen`, and keep them until all `jobs` jobs hold
     theirs (so they are held at the same time). Returns what it got."""
+    from types import SimpleNamespace
+
     from omegaconf import OmegaConf
 
     from distexp.config import resolved
@@ -31,7 +33,11 @@ def pool_job(driver: str, sweep_dir: str, gpus: int, seen: str, jobs: int) -> st
     os.environ.pop("CUDA_VISIBLE_DEVICES", None)
     cfg = OmegaConf.create({"gpus": gpus, "strategy": {"name": "one_device"},
                             "sweep": {"share_gpus": False}})
-    with gpu_pool.pinned(cfg, Path(sweep_dir), JOBLIB_LAUNCHER) as ids:
+    # what checks.validate finds for a one-process job of `gpus` GPUs (no Hydra in this worker)
+    found = resolved.JobFacts(rec=SimpleNamespace(cluster_jobs=False),
+                              kind=SimpleNamespace(remote=False, starts_processes=True),
+                              visible=resolved.visible_gpus(), gpus=gpus, layout={"gpus": gpus})
+    with gpu_pool.pinned(cfg, Path(sweep_dir), JOBLIB_LAUNCHER, found) as ids:
         got = os.environ["CUDA_VISIBLE_DEVICES"]
         assert ids is not None and got == ",".join(ids)
         (Path(seen) / f"{os.getpid()}-{time.monotonic_ns()}").write_text(got)

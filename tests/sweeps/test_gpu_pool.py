@@ -11,9 +11,15 @@ import time
 
 import pytest
 
-from distexp.config import resolved
+from distexp.cluster.processes import visible_ids
+from distexp.config import checks, resolved
 from distexp.sweeps import gpu_pool
 from helpers import JOBLIB_LAUNCHER, fake_driver
+
+
+def pinned(cfg, sweep_dir, launcher):
+    """The pool's lease as the job asks for it: with the facts its checks found."""
+    return gpu_pool.pinned(cfg, sweep_dir, launcher, checks.validate(cfg))
 
 
 @pytest.fixture
@@ -36,11 +42,13 @@ def four_gpus(tmp_path, monkeypatch):
     (["strategy=multiworker", "cluster=tf_config", "gpus=1"], 0),  # places its own processes
 ])
 def test_what_a_job_holds(compose, four_gpus, overrides, held):
-    assert gpu_pool.need(compose(*overrides), len(gpu_pool.visible_ids())) == held
+    cfg = compose(*overrides)
+    found = checks.validate(cfg)
+    assert found.visible == 4 and found.pool_gpus(cfg) == held
 
 
 def test_four_jobs_of_one_gpu_hold_four_different_gpus(four_gpus, monkeypatch):
-    ids = gpu_pool.visible_ids()
+    ids = visible_ids(resolved.visible_gpus())
     assert ids == ["0", "1", "2", "3"]
     held = [gpu_pool.acquire(four_gpus, ids, 1) for _ in range(4)]
     assert sorted(h.ids[0] for h in held) == ids
@@ -48,12 +56,12 @@ def test_four_jobs_of_one_gpu_hold_four_different_gpus(four_gpus, monkeypatch):
     assert gpu_pool.acquire(four_gpus, ids, 1).ids == [held[2].ids[0]]
     # CUDA_VISIBLE_DEVICES set by the user: the pool hands out those GPUs only
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
-    assert gpu_pool.visible_ids() == ["3", "1"]
+    assert visible_ids(resolved.visible_gpus()) == ["3", "1"]
 
 
 def test_a_job_waits_for_a_free_gpu_and_says_so_once(four_gpus, monkeypatch):
     monkeypatch.setattr(gpu_pool, "POLL_S", 0.01)
-    ids = gpu_pool.visible_ids()
+    ids = visible_ids(resolved.visible_gpus())
     first = gpu_pool.acquire(four_gpus, ids, 3)
     waits, got = [], []
     waiter = threading.Thread(target=lambda: got.append(
@@ -69,8 +77,8 @@ def test_a_job_waits_for_a_free_gpu_and_says_so_once(four_gpus, monkeypatch):
 def test_a_job_is_pinned_to_what_it_holds_and_the_environment_given_back(compose, four_gpus,
                                                                           capsys):
     cfg = compose("strategy=mirrored", "gpus=2")
-    other = gpu_pool.acquire(four_gpus / gpu_pool.POOL_DIR, gpu_pool.visible_ids(), 1)
-    with gpu_pool.pinned(cfg, four_gpus, JOBLIB_LAUNCHER) as ids:
+    other = gpu_pool.acquire(four_gpus / gpu_pool.POOL_DIR, visible_ids(resolved.visible_gpus()), 1)
+    with pinned(cfg, four_gpus, JOBLIB_LAUNCHER) as ids:
         assert ids == ["1", "2"]  # GPU 0 is another job's
         assert resolved.visible_gpus() == 2
         assert os.environ["CUDA_VISIBLE_DEVICES"] == "1,2"
@@ -85,10 +93,35 @@ def test_a_job_is_pinned_to_what_it_holds_and_the_environment_given_back(compose
     (["gpus=1", "sweep.share_gpus=true"], JOBLIB_LAUNCHER),
     (["gpus=1"], "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"),
     (["gpus=0"], JOBLIB_LAUNCHER),
-    (["gpus=5"], JOBLIB_LAUNCHER),  # more than visible: the job's own check refuses it
 ])
 def test_where_the_pool_stands_aside(compose, four_gpus, overrides, launcher, capsys):
-    with gpu_pool.pinned(compose("strategy=mirrored", *overrides), four_gpus, launcher) as ids:
+    with pinned(compose("strategy=mirrored", *overrides), four_gpus, launcher) as ids:
         assert ids is None
         assert "CUDA_VISIBLE_DEVICES" not in os.environ
     assert capsys.readouterr().out == ""
+
+
+def test_more_gpus_than_visible_is_refused_by_the_checks_before_the_pool(compose, four_gpus):
+    """The job's checks run before its lease (distexp.job.lifecycle.run_job): a job asking for
+    more GPUs than the sweep's machine shows is refused in one line and never waits for them."""
+    from distexp.errors import UserError
+
+    with pytest.raises(UserError, match=r"^gpus: received 5; 4 GPU\(s\) visible on this machine"):
+        checks.validate(compose("strategy=mirrored", "gpus=5"))
+
+
+@pytest.mark.parametrize("overrides,lease,visible,gpus", [
+    (["strategy=mirrored"], ["3", "1", "0", "2"], 4, 4),       # null: all it holds
+    (["strategy=mirrored", "gpus=2"], ["1", "2"], 2, 2),
+    (["strategy=multiworker", "workers=3"], ["0", "1", "2"], 3, 3),  # one each, one left free
+    (["strategy=multiworker", "workers=2", "gpus=1"], ["2", "3"], 2, 1),  # per worker
+])
+def test_the_lease_refines_the_checked_facts_and_leaves_the_layout(compose, four_gpus, overrides,
+                                                                   lease, visible, gpus):
+    """What the job plans from after its lease (JobFacts.leased): the GPUs it holds are the ones
+    it may use; the per-worker layout the checks resolved does not change."""
+    cfg = compose(*overrides)
+    found = checks.validate(cfg)
+    assert found.pool_gpus(cfg) == len(lease)
+    after = found.leased(cfg, lease)
+    assert (after.visible, after.gpus, after.layout) == (visible, gpus, found.layout)
