@@ -50,9 +50,7 @@ class Probes:
         self.one_step = one_step if self.replicas == 1 else None
         self.empty = tf.function(_empty_fn(strategy), autograph=False)
         self.empty_call = tf.function(lambda x, y: tf.constant(0.0), autograph=False)
-        local = _local_step_fn(task, model, optimizer, global_batch, variables)
-        if jit:
-            local = tf.function(local, jit_compile=True, autograph=False)
+        local = _local_step_fn(task, model, optimizer, global_batch, variables, jit)
         self.compute = tf.function(_compute_fn(strategy, optimizer, local), autograph=False)
         self.sync = tf.function(_sync_fn(strategy, optimizer, variables), autograph=False)
 
@@ -102,15 +100,17 @@ def _wait(result) -> None:
     float(tf.nest.flatten(result)[0])
 
 
-def _local_step_fn(task, model, optimizer, global_batch: int, variables):
+def _local_step_fn(task, model, optimizer, global_batch: int, variables, jit: bool = False):
     """A replica's step with its own gradient: forward, the task's loss over the global batch (as
     the optimizer scales it; no all-reduced weight: no collective), the model's own losses,
-    backward, the optimizer's update and the task's training metrics."""
+    backward, the optimizer's update and the task's training metrics. `jit`: XLA compiles the
+    forward and backward pass and the update runs outside it, as in the trained step
+    (distexp.train.step.Step: TensorFlow refuses the update's merge_call inside a nested function)."""
     import tensorflow as tf
 
     names = tuple(task.train_metrics)
 
-    def local_step(x, y):
+    def forward_backward(x, y):
         with tf.GradientTape() as tape:
             outputs = model(x, training=True)
             out = task.loss(y, outputs)
@@ -120,11 +120,18 @@ def _local_step_fn(task, model, optimizer, global_batch: int, variables):
                 loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
             scaled = optimizer.scale_loss(loss)
         grads = tape.gradient(scaled, variables)
-        optimizer.apply_gradients(zip([tf.zeros_like(v) if g is None else g
-                                       for g, v in zip(grads, variables)], variables))
         stats = task.metrics(y, outputs)
-        return tf.add_n([loss] + [tf.reduce_sum(tf.cast(v, tf.float32))
-                                  for m in names for v in stats[m]])
+        return (tf.add_n([loss] + [tf.reduce_sum(tf.cast(v, tf.float32))
+                                   for m in names for v in stats[m]]),
+                [tf.zeros_like(v) if g is None else g for g, v in zip(grads, variables)])
+
+    compute = tf.function(forward_backward, jit_compile=True, autograph=False) if jit \
+        else forward_backward
+
+    def local_step(x, y):
+        total, grads = compute(x, y)
+        optimizer.apply_gradients(zip(grads, variables))
+        return total
 
     return local_step
 

@@ -72,7 +72,7 @@ class Step:
             and tf.DeviceSpec.from_string(first).device_type == "GPU" else None
         variables = model.trainable_variables
 
-        def replica_step(x, y):
+        def gradients(x, y):
             with tf.GradientTape() as tape:
                 outputs = model(x, training=True)
                 loss = replica_loss(task, y, outputs, global_batch)
@@ -80,13 +80,23 @@ class Step:
                     loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
                 scaled = optimizer.scale_loss(loss)
             grads = tape.gradient(scaled, variables)
-            optimizer.apply_gradients(zip(grads, variables))
             stats = task.metrics(y, outputs)
             flat = [tf.cast(v, tf.float32) for m in self.names for v in stats[m]]
             units = task.units_in(y) if self.counts_units else 0.0
-            return loss, flat, tf.cast(units, tf.float32)
+            return loss, grads, flat, tf.cast(units, tf.float32)
 
-        self.replica_step = traced(replica_step, jit_compile=True) if jit else replica_step
+        # jit_compile: XLA compiles the forward and backward pass, not the update. The update sums
+        # the replicas' gradients and writes mirrored variables (a merge_call), which TensorFlow
+        # refuses inside a nested tf.function: with it inside, every jit_compile=true job of a
+        # strategy with a replica context (mirrored, multiworker) failed at its first step.
+        compute = traced(gradients, jit_compile=True) if jit else gradients
+
+        def replica_step(x, y):
+            loss, grads, flat, units = compute(x, y)
+            optimizer.apply_gradients(zip(grads, variables))
+            return loss, flat, units
+
+        self.replica_step = replica_step
         self.one = traced(self._one_step)
         self.steps = traced(self._steps)
 

@@ -24,17 +24,17 @@ def _data(n=24, seed=0):
     return rng.normal(size=(n, 5)).astype("float32"), rng.integers(0, 3, size=n).astype("int64")
 
 
-def _make_step(task, seed=0):
+def _make_step(task, seed=0, strategy=None, jit=False):
     from distexp.train.step import Step
 
-    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    strategy = strategy or tf.distribute.OneDeviceStrategy("/cpu:0")
     keras.utils.set_random_seed(seed)
     with strategy.scope():
         model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(8, activation="relu"),
                                   keras.layers.Dense(3)])
         opt = keras.optimizers.SGD(0.1)
         opt.build(model.trainable_variables)
-    return Step(strategy, task, model, opt, global_batch=8), strategy
+    return Step(strategy, task, model, opt, global_batch=8, jit=jit), strategy
 
 
 def _iterator(strategy):
@@ -76,6 +76,67 @@ def test_k_steps_in_one_call_equal_k_one_step_calls():
     assert k.losses == pytest.approx([o.losses[0] for o in ones], abs=1e-6)
     assert k.sums == pytest.approx([sum(v) for v in zip(*(o.sums for o in ones))], abs=1e-5)
     assert len(set(k.losses)) == 3  # three different steps, not one repeated
+
+
+@pytest.mark.parametrize("make", [lambda: tf.distribute.MirroredStrategy(["/cpu:0"]),
+                                  lambda: tf.distribute.OneDeviceStrategy("/cpu:0")],
+                         ids=["mirrored", "one_device"])
+def test_jit_compile_trains_the_same_steps_under_a_replica_context(make):
+    """jit_compile=true (XLA) under a strategy whose update is a merge_call (mirrored): the k-step
+    call trains, and its losses are those of the step without XLA. Before, the whole replica step
+    was one XLA function with the optimizer's update inside, and TensorFlow refused the update's
+    merge_call there ("`merge_call` called while defining a new graph"): every mirrored,
+    multiworker or central job with jit_compile=true failed at its first step, on GPUs too."""
+    from distexp.tasks.classification import Classification
+
+    step, strategy = _make_step(Classification(), strategy=make(), jit=True)
+    got = step.host(*step.steps(_iterator(strategy), tf.constant(3)))
+    plain, strategy = _make_step(Classification(), strategy=make())
+    want = plain.host(*plain.steps(_iterator(strategy), tf.constant(3)))
+    assert len(set(got.losses)) == 3 and all(np.isfinite(got.losses))
+    assert got.losses == pytest.approx(want.losses, rel=1e-4)
+
+
+UPDATES = ("AssignSubVariableOp", "AssignAddVariableOp", "AssignVariableOp", "ResourceApply")
+
+
+def _xla_and_rest(graph_def):
+    """(op types inside the XLA-compiled functions, op types everywhere else) of a traced graph."""
+    xla_names = {f.signature.name for f in graph_def.library.function
+                 if f.attr["_XlaMustCompile"].b}
+    inner = {n.op for f in graph_def.library.function if f.signature.name in xla_names
+             for n in f.node_def}
+    rest = {n.op for n in graph_def.node} | {
+        n.op for f in graph_def.library.function if f.signature.name not in xla_names
+        for n in f.node_def}
+    return xla_names, inner, rest
+
+
+def test_the_compute_probe_compiles_with_xla_what_the_trained_step_does():
+    """jit_compile=true: the trained step (distexp.train.step) and the step-time split's compute
+    probe (distexp.train.split_probes) each XLA-compile the forward and backward pass and run the
+    optimizer's update outside it, so the probe times what training runs (before: the probe's
+    XLA function held the update, the step's could not)."""
+    from distexp.tasks.classification import Classification
+    from distexp.train.split_probes import Probes
+
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    keras.utils.set_random_seed(0)
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(3)])
+        opt = keras.optimizers.SGD(0.1)
+        opt.build(model.trainable_variables)
+    probes = Probes(strategy, Classification(), model, opt, 8, jit=True)
+    x, y = (tf.constant(v) for v in _data(8))
+    probe = probes.compute.get_concrete_function(x, y, tf.constant(2)).graph.as_graph_def()
+    step, strategy = _make_step(Classification(), strategy=strategy, jit=True)
+    trained = step.one.get_concrete_function(
+        tf.TensorSpec.from_tensor(x), tf.TensorSpec.from_tensor(y)).graph.as_graph_def()
+    for graph in (probe, trained):
+        xla, inner, rest = _xla_and_rest(graph)
+        assert xla and "MatMul" in inner  # the forward and backward pass: XLA
+        assert not [op for op in inner if op.startswith(UPDATES)], inner
+        assert [op for op in rest if op.startswith(UPDATES)]  # the update: outside it
 
 
 def test_a_task_that_branches_on_a_tensor_in_python_still_trains():
