@@ -10,12 +10,15 @@ On a machine with NVIDIA GPUs, run from the directory the results should go to (
      counts that divide it; skipped where its jobs are the weak sweep's (one GPU);
 3. the anchor: the same model, data and batch in a hand-written Keras fit on one GPU at both
    precisions (benchmarks/keras_anchor.py), what distexp's 1-GPU figures compare with;
+   both sides at the same `jit_compile`: false (distexp's default), and with `--xla` true as well
+   (Keras fit's own default, "auto", is XLA on one GPU without a strategy: left at it, the anchor
+   measured XLA against distexp without it);
 4. one table read back from MLflow: per job examples/s (+/- its 95 % interval), the scaling
    efficiency (examples/s over N x the 1-GPU job's of the same sweep and precision), MFU (the
    job's `perf/mfu` over `perf/peak_flops`: datasheet or measured, docs/gpus.md) and the step-time
    split (input/compute/sync/other ms); the anchor's rows beside them (its MFU: distexp's 1-GPU
    job's, scaled by the two rates: same model, same peak), and distexp over Keras fit per
-   precision.
+   precision and jit_compile.
 
 With one GPU and the defaults (60 steps, 10 of them warm-up) it takes ~3-4 minutes: the tier,
 two ~35 s jobs, the anchor. `--smoke`: tiny sizes on the CPU (no GPU needed, no test tier): the
@@ -53,6 +56,7 @@ class Sizes(NamedTuple):
     global_batch: Optional[int] = None
     steps: int = 60
     warmup: int = 10
+    xla: Tuple[str, ...] = ("false",)  # jit_compile of both sides (--xla: false and true)
 
 
 SMOKE = Sizes(shape=(32, 32, 3), classes=10, batch=4, steps=2, warmup=1)
@@ -100,7 +104,8 @@ def sweep_args(mode: str, gpus: int, batch: int = 64, global_batch: Optional[int
             f"dataset.shape=[{','.join(map(str, z.shape))}]", f"dataset.num_classes={z.classes}",
             f"dataset.size={2 * largest}",  # two global batches in memory, repeated
             f"gpus={','.join(str(n) for n, _ in jobs)}", batch_key,
-            f"precision={','.join(PRECISIONS)}", "epochs=1", f"steps_per_epoch={z.steps}",
+            f"precision={','.join(PRECISIONS)}", f"jit_compile={','.join(z.xla)}",
+            "epochs=1", f"steps_per_epoch={z.steps}",
             f"warmup_steps={z.warmup}", f"tracking.experiment={EXPERIMENT}"]
 
 
@@ -109,7 +114,7 @@ def anchor_args(sizes: Sizes) -> List[str]:
     return [str(ROOT / "benchmarks" / "keras_anchor.py"), f"--precisions={','.join(PRECISIONS)}",
             f"--batch={sizes.batch}", f"--shape={','.join(map(str, sizes.shape))}",
             f"--classes={sizes.classes}", f"--size={2 * sizes.batch}", f"--steps={sizes.steps}",
-            f"--warmup={sizes.warmup}"]
+            f"--warmup={sizes.warmup}", f"--jit-compile={','.join(sizes.xla)}"]
 
 
 def no_gpu_line() -> Optional[str]:
@@ -162,6 +167,7 @@ def sweep_runs(sweep_id: str, uri: str, what: str = "distexp") -> List[dict]:
     runs = client.search_runs([exp.experiment_id], f"tags.`distexp.sweep_id` = '{sweep_id}' "
                               "and tags.`distexp.run_kind` = 'job'", max_results=1000)
     return [{"what": what, "precision": r.data.params.get("precision"),
+             "xla": str(r.data.params.get("jit_compile")).lower() == "true",
              "gpus": int(r.data.params.get("num_replicas", 0)),
              "global_batch": r.data.params.get("global_batch_size"), "status": r.info.status,
              "rate": r.data.metrics.get("perf/examples_per_sec"),
@@ -174,13 +180,14 @@ def sweep_runs(sweep_id: str, uri: str, what: str = "distexp") -> List[dict]:
 def anchor_rows(anchor: Sequence[dict], runs: Sequence[dict]) -> List[dict]:
     """The anchor's table rows: its MFU is the 1-GPU distexp job's of the same precision scaled
     by the two rates (same model, same peak); none without that job."""
-    ones = {r["precision"]: r for r in runs
+    ones = {(r["precision"], r["xla"]): r for r in runs
             if r["gpus"] == 1 and r["status"] == "FINISHED" and r["rate"] and r["what"] == "distexp weak"}
     rows = []
     for a in anchor:
-        one = ones.get(a["precision"], {})
+        xla = bool(a.get("jit_compile", False))
+        one = ones.get((a["precision"], xla), {})
         mfu = one["mfu"] * a["examples_per_sec"] / one["rate"] if one.get("mfu") else None
-        rows.append({"what": ANCHOR, "precision": a["precision"], "gpus": 1,
+        rows.append({"what": ANCHOR, "precision": a["precision"], "xla": xla, "gpus": 1,
                      "global_batch": str(a["batch"]), "status": "FINISHED",
                      "rate": a["examples_per_sec"], "ci95": None, "mfu": mfu,
                      "peak": one.get("peak"), "split": [None] * 4, "peak_source": None})
@@ -195,26 +202,31 @@ def _split(parts) -> str:
 def table(runs: Sequence[dict]) -> List[str]:
     """One line per (what, precision, GPUs): examples/s, efficiency over 1 GPU of the same sweep,
     MFU, peak, split; then distexp's 1-GPU rate over the anchor's, per precision."""
-    ones: Dict[tuple, float] = {(r["what"], r["precision"]): r["rate"] for r in runs
+    ones: Dict[tuple, float] = {(r["what"], r["precision"], r["xla"]): r["rate"] for r in runs
                                 if r["gpus"] == 1 and r["status"] == "FINISHED" and r["rate"]}
-    out = [f"{'what':<24} {'precision':<14} {'gpus':>4} {'global batch':>12} {'examples/s':>18} "
-           f"{'efficiency':>10} {'MFU':>7} {'peak TFLOP/s':>12}  split in/compute/sync/other ms"]
+    out = [f"{'what':<24} {'precision':<14} {'xla':<3} {'gpus':>4} {'global batch':>12} "
+           f"{'examples/s':>18} {'efficiency':>10} {'MFU':>7} {'peak TFLOP/s':>12}  "
+           "split in/compute/sync/other ms"]
     order = {"distexp weak": 0, "distexp strong": 1, ANCHOR: 2}
-    for r in sorted(runs, key=lambda r: (order.get(r["what"], 3), r["precision"] or "", r["gpus"])):
-        head = f"{r['what']:<24} {r['precision'] or '?':<14} {r['gpus']:>4} {r['global_batch'] or '?':>12}"
+    for r in sorted(runs, key=lambda r: (order.get(r["what"], 3), r["precision"] or "", r["xla"],
+                                         r["gpus"])):
+        head = (f"{r['what']:<24} {r['precision'] or '?':<14} {'yes' if r['xla'] else 'no':<3} "
+                f"{r['gpus']:>4} {r['global_batch'] or '?':>12}")
         if r["status"] != "FINISHED" or not r["rate"]:
             out.append(f"{head} {r['status']:>18}")
             continue
         rate = f"{r['rate']:.1f}" + (f" +/- {r['ci95']:.1f}" if r["ci95"] else "")
-        one = ones.get((r["what"], r["precision"]))
+        one = ones.get((r["what"], r["precision"], r["xla"]))
         eff = "-" if r["what"] == ANCHOR else f"{r['rate'] / (r['gpus'] * one):.0%}" if one else "n/a"
         mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "n/a"
         peak = f"{r['peak'] / 1e12:.3g}" if r["peak"] else "n/a"
         out.append(f"{head} {rate:>18} {eff:>10} {mfu:>7} {peak:>12}  {_split(r['split'])}")
-    ratios = [f"{p} {ones[('distexp weak', p)] / ones[(ANCHOR, p)]:.2f}x" for p in PRECISIONS
-              if ("distexp weak", p) in ones and (ANCHOR, p) in ones]
+    ratios = [f"{p}{' xla' if x else ''} {ones[('distexp weak', p, x)] / ones[(ANCHOR, p, x)]:.2f}x"
+              for p in PRECISIONS for x in (False, True)
+              if ("distexp weak", p, x) in ones and (ANCHOR, p, x) in ones]
     if ratios:
-        out.append(f"distexp (1 GPU) / {ANCHOR}, same model and batch: {', '.join(ratios)}")
+        out.append(f"distexp (1 GPU) / {ANCHOR}, same model, batch and jit_compile: "
+                   f"{', '.join(ratios)}")
     sources = sorted({r["peak_source"] for r in runs if r["peak_source"]})
     out += [f"peak: {s}" for s in sources] or ["peak: none known for these GPUs: no MFU"]
     return out
@@ -228,6 +240,9 @@ def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=60, help="training steps per job")
     p.add_argument("--warmup", type=int, default=10, help="warm-up steps (not timed)")
     p.add_argument("--skip-tests", action="store_true", help="only the benchmark")
+    p.add_argument("--xla", action="store_true",
+                   help="both sides also at jit_compile=true (XLA; Keras fit's own default on one "
+                        "GPU without a strategy): twice the jobs, each with XLA's compile time")
     p.add_argument("--smoke", action="store_true",
                    help="tiny sizes on the CPU, no test tier: checks the script, measures nothing")
     return p.parse_args(argv)
@@ -248,6 +263,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         gpus = visible_gpus()
         sizes = Sizes(batch=args.batch, global_batch=args.global_batch, steps=args.steps,
                       warmup=args.warmup)
+    if args.xla:
+        sizes = sizes._replace(xla=("false", "true"))
     failed, runs = [], []
     if not (args.skip_tests or args.smoke):
         print(f"== GPU test tier: python -m pytest -m gpu ({gpus} GPU(s))", flush=True)
@@ -268,7 +285,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         runs += got
     print(f"== {ANCHOR}: python {' '.join(anchor_args(sizes))}", flush=True)
     anchor = run_anchor(sizes)
-    if len(anchor) != len(PRECISIONS):
+    if len(anchor) != len(PRECISIONS) * len(sizes.xla):
         failed.append("the Keras fit anchor")
     print(f"== mirrored ResNet-50, synthetic {'x'.join(map(str, sizes.shape))}, "
           f"{sizes.classes} classes, batch {sizes.batch} per replica, {sizes.steps} steps "

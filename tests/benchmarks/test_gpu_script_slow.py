@@ -25,7 +25,8 @@ def test_the_smoke_run_answers_in_one_table(tmp_path):
     assert "== strong scaling: skipped, its jobs are the weak sweep's (one GPU)" in out
     head = [i for i, line in enumerate(out) if line.startswith("what ")]
     assert len(head) == 1, out[-20:]
-    rows = [re.match(r"(distexp weak|Keras fit \(hand-written\)) +(\S+) +1 +4 +([\d.]+) ", line)
+    rows = [re.match(r"(distexp weak|Keras fit \(hand-written\)) +(\S+) +no +1 +4 +([\d.]+) ",
+                     line)
             for line in out[head[0] + 1:head[0] + 5]]
     assert all(rows), out[head[0]:]
     assert [m.group(1, 2) for m in rows] == [
@@ -33,6 +34,6 @@ def test_the_smoke_run_answers_in_one_table(tmp_path):
         ("Keras fit (hand-written)", "float32"), ("Keras fit (hand-written)", "mixed_float16")]
     assert all(float(m.group(3)) > 0 for m in rows)  # examples/s
     ratio = out[head[0] + 5]
-    assert ratio.startswith("distexp (1 GPU) / Keras fit (hand-written), same model and batch: "
-                            "float32 ") and "mixed_float16 " in ratio
+    assert ratio.startswith("distexp (1 GPU) / Keras fit (hand-written), same model, batch and "
+                            "jit_compile: float32 ") and "mixed_float16 " in ratio
     assert out[head[0] + 6].startswith("peak: theoretical: ")
