@@ -11,7 +11,8 @@ figure reads the same wherever it is shown (tests/figures/test_figures_text.py c
 - ``throughput``: the run's line, with its timed steps and end-to-end figure;
 - ``step_split``: "step 6.22 ms = input 0.81 + compute 5.10 + sync 0.00 + other 0.31; bottleneck: ..."
   (the parts to two decimals, the step as their sum: the line adds up as printed);
-- ``mfu``: "MFU: 2.31 % of the devices' peak (1,234.5 GFLOP/s)";
+- ``mfu``: "MFU: 2.31 % of the devices' peak (1,234.5 GFLOP/s)"; ``mfu_percent``: "2.31" (the
+  report's column);
 - ``final``: the final evaluation and the time to first step.
 
 Every figure's definition: docs/tasks-and-figures.md.
@@ -92,11 +93,18 @@ def step_split(result: Mapping) -> Optional[str]:
     return f"step {sum(rounded.values()):.2f} ms = {sums}{scaled}{why}"
 
 
+def mfu_percent(value: float) -> str:
+    """An MFU (a fraction of the peak) in percent, without the sign: two decimals; below 0.1 %,
+    two significant digits (a small model on a big GPU is never "0.00")."""
+    pct = 100 * value
+    return f"{pct:.2f}" if pct >= 0.1 or pct == 0 else f"{pct:.2g}"
+
+
 def mfu(result: Mapping) -> Optional[str]:
     value, peak = _num(result, perf_keys.MFU), _num(result, perf_keys.PEAK_FLOPS)
     if value is None or peak is None:
         return None
-    return f"MFU: {100 * value:.2f} % of the devices' peak ({peak / 1e9:,.1f} GFLOP/s)"
+    return f"MFU: {mfu_percent(value)} % of the devices' peak ({peak / 1e9:,.1f} GFLOP/s)"
 
 
 def final(result: Mapping) -> str:

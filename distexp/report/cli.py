@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from distexp import errors
-from distexp.figures import meaning, perf_keys
+from distexp.figures import meaning, perf_keys, text
 from distexp.figures.outcomes import Decision, from_json, section_lines
 from distexp.report import conclusions, decided, wording
 from distexp.report.columns import bottleneck_text, shown_mfu, write_csv
@@ -162,7 +162,7 @@ def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
             str(len(r.rates) or 1), wording.rate(r), wording.speedup(r),
             wording.significance(r) if r.speedup is not None else "-", eff, r.baseline, _strong(r),
             _fmt(r.optimizer_steps, "d"), _accuracy(r),
-            "-" if shown_mfu(r) is None else f"{100 * shown_mfu(r):.2f}%",
+            "-" if shown_mfu(r) is None else f"{text.mfu_percent(shown_mfu(r))}%",
             bottleneck_text(r) or "-",
             _fmt(r.time_to_first_step, ".1f"), r.shown_status])
     return head, body

@@ -87,3 +87,12 @@ def test_the_log_carries_the_summarys_lines_and_its_own():
     (15.27, 0.41, "15.3 [14.9, 15.7]"), (0.8421, None, "0.842")])
 def test_a_rate_is_whole_from_100_up_and_three_digits_below(value, ci, shown):
     assert text.rate(value, ci) == shown
+
+
+@pytest.mark.parametrize("value,shown", [(0.0231, "2.31"), (0.5, "50.00"), (0.001, "0.10"),
+                                         (0.00031, "0.031"), (0.0000123, "0.0012"), (0.0, "0.00")])
+def test_a_small_mfu_keeps_two_significant_digits(value, shown):
+    """A small model on a big GPU (a CNN on an H200: 3e-5 of its peak) printed "MFU: 0.00 %",
+    which reads as nothing measured; below 0.1 % the figure keeps two significant digits."""
+    line = text.mfu({"perf/mfu": value, "perf/peak_flops": 989.5e12})
+    assert line == f"MFU: {shown} % of the devices' peak (989,500.0 GFLOP/s)"
