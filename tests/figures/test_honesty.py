@@ -67,7 +67,8 @@ def test_default_job_resolves_auto_and_keeps_every_step(cli):
             "dataset=synthetic", "dataset.size=512", "measure_peak_flops=false")
     assert r.returncode == 0, r
     log = (job / "chief.log").read_text()  # the console leaves it to the log and the run
-    lines = [ln for ln in log.splitlines() if ln.startswith("steps_per_execution: ")]
+    lines = [ln.removeprefix("distexp: detail: ") for ln in log.splitlines()]
+    lines = [ln for ln in lines if ln.startswith("steps_per_execution: ")]
     assert len(lines) == 1, log
     _, runs = mlflow_runs(cli.uri)
     k = int(runs[0].data.params["steps_per_execution_resolved"])
