@@ -20,9 +20,10 @@ On a machine with NVIDIA GPUs, run from the directory the results should go to (
    job's, scaled by the two rates: same model, same peak), and distexp over Keras fit per
    precision and jit_compile.
 
-With one GPU and the defaults (60 steps, 10 of them warm-up) it takes ~3-4 minutes: the tier,
-two ~35 s jobs, the anchor. `--smoke`: tiny sizes on the CPU (no GPU needed, no test tier): the
-same sweeps, anchor and table, to check the script itself (tests/benchmarks/test_gpu_script_slow.py).
+With one GPU and the defaults (60 steps, 10 of them warm-up) it takes ~4.5 minutes (267 s on an
+H200, 2026-11-28): the tier, two ~35 s jobs, the anchor. `--smoke`: tiny sizes on the CPU (no GPU
+needed, no test tier): the same sweeps, anchor and table, to check the script itself
+(tests/benchmarks/test_gpu_script_slow.py).
 
 Exit status: 0 when the tier, the sweeps and the anchor passed, else 1. Without an NVIDIA GPU
 (none under /proc/driver/nvidia/gpus, or CUDA_VISIBLE_DEVICES hides them) and without --smoke:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU readiness in one command (~3-4 min on one GPU): the GPU test tier, then a mirrored
+# GPU readiness in one command (~4.5 min on one GPU; --xla: more): the GPU test tier, then a mirrored
 # ResNet-50 scaling benchmark (gpus=1..N; batch per replica fixed, then global batch fixed unless
 # that repeats it; float32 and mixed_float16) and the same model in a hand-written Keras fit (the
 # anchor), in one table: examples/s, scaling efficiency, MFU, the step-time split, distexp over
