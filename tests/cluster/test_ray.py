@@ -169,17 +169,18 @@ def test_a_repeats_auto_sweep_on_hydra_launcher_ray_ends_and_resumes(ray_cluster
     assert r.returncode == 0, r
     rounds = [ln for ln in r.stdout.splitlines() if ln.startswith("round ")]
     assert 1 <= len(rounds) <= 2 and rounds[0].startswith("round 1: mirrored x2"), r
-    saved = json.loads((tmp_path / "sweep" / "auto.json").read_text())["outcomes"]
-    assert saved[0].startswith(f"repeats=auto: {len(rounds)} round(s)")
+    saved = json.loads((tmp_path / "sweep" / "auto.json").read_text())  # the decision record
+    assert (saved["repeats"], saved["rounds"]) == ("auto", len(rounds))
+    assert saved["comparisons"] and saved["comparisons"][0]["rounds"] == len(rounds)
     runs = mlflow_runs(db_uri(tmp_path))[1]
     parent = next(p for p in runs if p.data.tags.get("distexp.run_kind") == "sweep")
-    assert parent.data.tags["distexp.outcomes"].splitlines() == saved
+    assert json.loads(parent.data.tags["distexp.outcomes"]) == saved  # one record, both places
     jobs = [c for c in runs if c.data.tags.get("distexp.run_kind") == "job"]
     assert jobs and {c.info.status for c in jobs} == {"FINISHED"}
     again = run_cli([*args, f"sweep.resume={parent.data.tags['distexp.sweep_id']}",
                      "hydra.sweep.dir=again"], tmp_path, env=env, timeout=900)
     assert again.returncode == 0, again
-    assert json.loads((tmp_path / "again" / "auto.json").read_text())["outcomes"] == saved
+    assert json.loads((tmp_path / "again" / "auto.json").read_text()) == saved
     after = mlflow_runs(db_uri(tmp_path))[1]
     assert len([c for c in after if c.data.tags.get("distexp.run_kind") == "job"]) == len(jobs)
     assert ray_cluster.left() == NOTHING
