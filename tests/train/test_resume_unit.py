@@ -32,9 +32,11 @@ def test_a_job_with_nothing_left_to_train_closes_with_its_figures_not_measured(t
                             steps_per_epoch=4, log_every=0,
                             evaluate=lambda: {"eval/loss": 2.15, "eval/accuracy": 0.425})
     rep.start_epoch(2)  # what the custom loop does when the checkpoint is at the last step
-    rep.end_epoch({"train/loss": float("nan")})
+    rep.end_epoch({"train/loss": None})
     final = rep.finish()
     out = capsys.readouterr().out
+    epoch = next(ln for ln in out.splitlines() if ln.startswith("epoch 2/2"))
+    assert epoch.startswith("epoch 2/2  eval_loss 2.1500  eval_accuracy 0.4250  ")  # no "loss nan"
     timing = ["perf/time_to_first_step_s", "perf/examples_per_sec", "perf/step_time_ms_p50",
               "perf/step_time_ms_p90", "perf/examples_per_sec_end_to_end"]
     assert logger.tags == {tag.NOT_MEASURED: ", ".join(timing)}
@@ -43,6 +45,7 @@ def test_a_job_with_nothing_left_to_train_closes_with_its_figures_not_measured(t
     assert "final: eval_loss 2.1500  eval_accuracy 0.4250  time to first step not measured" in out
     assert final["eval/accuracy"] == 0.425 and final["perf/time_to_first_step_s"] is None
     progress.write_result(tmp_path, final)
+    assert json.loads((tmp_path / "result.json").read_text())["train/loss"] is None  # not NaN
     lines = summary.lines(json.loads((tmp_path / "result.json").read_text()))
     assert lines[0] == "throughput: not measured (no step was trained: resumed at the last step)"
     assert lines[-1] == "final: eval_loss 2.1500  eval_accuracy 0.4250  time to first step not measured"

@@ -105,7 +105,7 @@ def _epochs(ctx, step, dispatch, schedule, ckpts, start: int, every: int) -> Non
     if start >= total:
         rep.print(f"resume: the checkpoint is at the last step ({total}); nothing left to train")
         rep.start_epoch(ctx.epochs)
-        rep.end_epoch({"train/loss": float("nan")})
+        rep.end_epoch({"train/loss": None})  # no step trained: no training loss (not "nan")
 
 
 def _announce(rep, k: int, why: str) -> None:
