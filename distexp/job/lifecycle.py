@@ -109,18 +109,16 @@ def exit_code(out: Outcome) -> int:
 
 # --- prepare: everything that can be checked or written before a training process starts -------
 
-def prepare(cfg: DictConfig, found: Optional[resolved.JobFacts] = None) -> Job:
-    """Plan the job from its checked facts (`found`: checks.validate's, leased; default: validate
-    here, UserError: one line, exit 2), store the config without credentials, probe the tracking
-    store and set up the run's creation. Starts nothing."""
+def prepare(cfg: DictConfig, found: resolved.JobFacts) -> Job:
+    """Plan the job from its checked facts (`found`: checks.validate's, after the GPU lease),
+    store the config without credentials, probe the tracking store and set up the run's
+    creation. Starts nothing."""
     from hydra.core.hydra_config import HydraConfig
 
     from distexp.cluster import kinds
     from distexp.data import loaders
 
     t_start = time.time()
-    if found is None:
-        found = checks.validate(cfg)
     os.environ.update(tracking.http_env())  # bounded MLflow retries here and in the trainers
     if os.environ.get("TF_CONFIG") == "":  # means "unset"; TF's resolvers crash on it (json.loads(""))
         del os.environ["TF_CONFIG"]

@@ -3,7 +3,8 @@
 - `replica_step` (one per job): forward, the task's loss divided by the *global* weight
   (see distexp.tasks.base), `optimizer.scale_loss` (identity unless mixed_float16's
   LossScaleOptimizer, which unscales in apply_gradients and skips non-finite steps), gradients
-  summed over replicas by the optimizer, the task's training metrics as (sum, count).
+  summed over replicas by the optimizer, the task's training metrics as (sum, count); with
+  jit_compile, XLA compiles all but the optimizer's update.
 - `steps(iterator, n)`: n replica steps in one `tf.function` call, in a `tf.while_loop`
   (Orbit's standard_runner), returning the n per-step losses stacked, so every step's loss still
   reaches steps.csv; metric sums and units (tokens) summed over the n steps.
@@ -85,10 +86,8 @@ class Step:
             units = task.units_in(y) if self.counts_units else 0.0
             return loss, grads, flat, tf.cast(units, tf.float32)
 
-        # jit_compile: XLA compiles the forward and backward pass, not the update. The update sums
-        # the replicas' gradients and writes mirrored variables (a merge_call), which TensorFlow
-        # refuses inside a nested tf.function: with it inside, every jit_compile=true job of a
-        # strategy with a replica context (mirrored, multiworker) failed at its first step.
+        # jit_compile: XLA compiles forward and backward, not the update: it sums the replicas'
+        # gradients (a merge_call), which TensorFlow refuses inside a nested tf.function.
         compute = traced(gradients, jit_compile=True) if jit else gradients
 
         def replica_step(x, y):
