@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from distexp import strategies
 from distexp.cluster import kinds
 from distexp.cluster.processes import split_gpus
-from distexp.config import limits
+from distexp.config import limits, trained_with
 from distexp.config.mode import in_multirun
 from distexp.config.resolved import JobFacts, check_gpus, resolve, strategy_record, visible_gpus, worker_gpus
 from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS
@@ -106,6 +106,7 @@ def validate(cfg: DictConfig) -> JobFacts:
             f"global_batch_size: received {cfg.global_batch_size}; it must divide evenly over "
             f"{replicas} replicas (try {max(replicas, cfg.global_batch_size // replicas * replicas)})")
     _validate_values(cfg, rec, kind, facts)
+    trained_with.check(cfg, kind, rec, facts, in_sweep=in_multirun(outside_hydra=True))
     _check_factories(cfg)
     return JobFacts(rec=rec, kind=kind, visible=visible, gpus=gpus, layout=facts)
 

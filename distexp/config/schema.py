@@ -64,7 +64,10 @@ class CheckpointConfig:
     dir: str = key("${distexp.checkpoint_dir:${strategy.name}-${distexp.workload:model}-"
                    "${distexp.workload:dataset}}",
                    "where the chief writes (stable across runs, so resume=true finds it)")
-    keep: int = key(3, "checkpoints kept (tf.train.CheckpointManager max_to_keep)")
+    keep: int = key(3, "checkpoints kept: the newest N (tf.train.CheckpointManager max_to_keep)")
+    keep_in_sweeps: bool = key(False, "in a sweep (-m): keep a job's checkpoints once it FINISHED "
+                               "(false: its <job dir>/checkpoints is removed; a sweep never "
+                               "resumes a finished job)")
 
 
 @dataclass

@@ -360,6 +360,10 @@ def conclude(job: Job, out: Outcome) -> Outcome:
     sweep goes on)."""
     cfg = job.cfg
     code = exit_code(out)
+    if job.plan.logs_to_mlflow:  # the chief's job process: a finished sweep job's checkpoints
+        from distexp.job import resume
+
+        resume.tidy(cfg, out.status, job.job_dir, job.multirun)
     if out.lost:
         name, value = objective(out.result)
         what = f"training {out.status}" + (f" ({name} {value:.4f})" if value is not None else "")

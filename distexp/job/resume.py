@@ -1,5 +1,9 @@
 """What an interrupted job says about continuing it (the job process: no TensorFlow).
 
+After a sweep's job FINISHED, `tidy` removes its checkpoints (its own `<job dir>/checkpoints`; a
+checkpoint.dir set by the user stays), unless `checkpoint.keep_in_sweeps=true`: a sweep measures,
+and never resumes a finished job.
+
 The checkpoint kept is the one `resume=true` starts from: the newest that `checkpoint.dir`'s
 state file (tf.train.CheckpointManager's `checkpoint`, a text protobuf) names and whose index is
 on disk. distexp.train.checkpoints reads the checkpoints themselves (and falls back to an older
@@ -9,6 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 from pathlib import Path
 from typing import List, Optional, Tuple
 
@@ -70,3 +75,16 @@ def stopped_line(line: str, status: str, signal_name: str, cfg,
     if status == "FINISHED":  # the stop came as the run was closed: the job is complete
         return line + "; the job had finished: its run and figures are kept"
     return line + hint(cfg, overrides)
+
+
+def tidy(cfg, status: str, job_dir, multirun: bool) -> bool:
+    """After a job ended: remove a FINISHED sweep job's own checkpoints (`<job dir>/checkpoints`,
+    the default in a sweep) unless checkpoint.keep_in_sweeps; whether it removed them. Called by
+    the job process that logs the run (the chief's)."""
+    if not multirun or status != "FINISHED" or cfg.checkpoint.keep_in_sweeps:
+        return False
+    own = Path(job_dir).absolute() / "checkpoints"
+    if Path(str(cfg.checkpoint.dir)).absolute() != own or not own.is_dir():
+        return False
+    shutil.rmtree(own, ignore_errors=True)
+    return not own.exists()

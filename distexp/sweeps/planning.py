@@ -37,7 +37,8 @@ from distexp.tracking import tags as tag
 
 # Keys that may differ between a job's first run and its re-run: not part of its identity.
 # sweep.max_repeats: a continued auto sweep (a bigger budget) finds its earlier runs
-NOT_IDENTITY = ("resume", "sweep.resume", "tracking.uri", "checkpoint.dir", "sweep.max_repeats")
+NOT_IDENTITY = ("resume", "sweep.resume", "tracking.uri", "checkpoint.dir", "sweep.max_repeats",
+                "checkpoint.keep_in_sweeps")
 # Params the job logs with the value it computed when the config leaves them null.
 COMPUTED = ("global_batch_size",)
 

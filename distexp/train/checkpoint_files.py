@@ -19,7 +19,8 @@ import shutil
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-IDENTITY = "distexp-model.json"  # whose checkpoints these are (written by the chief)
+from distexp.config.trained_with import IDENTITY  # whose checkpoints these are (the chief's)
+
 _NUMBER = re.compile(r"ckpt-(\d+)$")
 
 
@@ -113,11 +114,13 @@ def variable_bytes(variables) -> int:
     return sum(math.prod(v.shape) * tf.as_dtype(v.dtype).size for v in variables)
 
 
-def clear(directory: Path) -> None:
+def clear(directory: Path) -> List[int]:
     """Remove what tf.train.CheckpointManager (and the identity file) wrote in `directory` (and
-    nothing else)."""
+    nothing else); the steps of the checkpoints removed (those with an index), oldest first."""
     if not Path(directory).is_dir():
-        return
+        return []
+    steps = sorted(number(str(p)[: -len(".index")]) for p in Path(directory).glob("ckpt-*.index"))
     for p in Path(directory).iterdir():
         if p.name in ("checkpoint", IDENTITY) or p.name.startswith(("ckpt-", "checkpoint.tmp")):
             _remove(p)
+    return steps

@@ -12,10 +12,14 @@
   multi-worker tutorial's pattern). Under ps only the coordinator saves.
 - When: every `checkpoint.every_steps` steps (null = at every epoch's end, 0 = never) and at the end.
 - A fresh job (resume=false) deletes the checkpoints a previous job left in `checkpoint.dir`, so a
-  later resume can never continue someone else's training.
+  later resume can never continue someone else's training, and says so in one line (the steps
+  removed, and the keys that job's configuration differed in).
 - Whose: beside the checkpoints the chief writes `distexp-model.json` (the model's name, its
-  parameter count and variable shapes); `resume=true` with another model is one line naming both
-  (a checkpoint without that file that does not fit is one line too, not TensorFlow's traceback).
+  parameter count and variable shapes, and the configuration it trains with:
+  distexp.config.trained_with); `resume=true` with another configuration (but the length of
+  training) is one line naming the keys (the job process says it before TensorFlow where the
+  chief runs beside it), with another model one line naming both (a checkpoint without that file
+  that does not fit is one line too, not TensorFlow's traceback).
 - One job at a time: the chief holds an exclusive lock on `checkpoint.dir` while it trains (the
   kernel drops it when the process dies, so a crashed job's directory is free for its resume).
   Concurrent jobs of the same strategy/model/dataset (parallel or concurrent sweeps) would
@@ -45,6 +49,7 @@ from typing import Optional
 from omegaconf import OmegaConf
 
 from distexp import stops
+from distexp.config import trained_with
 from distexp.errors import UserError
 from distexp.options import models
 from distexp.tracking import tags as tag
@@ -108,7 +113,10 @@ class Checkpoints:
             if self.resume:
                 checkpoint_files.remove_temporary(self.real)
             else:
-                clear(self.real)
+                theirs = trained_with.recorded(self.real)
+                removed = clear(self.real)
+                if removed:
+                    self.say(_removed_line(self.real, removed, theirs, self.identity.get("config")))
                 self._write_identity()
         except OSError as ex:
             raise UserError(f"checkpoint.dir: received {str(self.real)!r}; it cannot be written "
@@ -128,7 +136,7 @@ class Checkpoints:
             if self.manager is not None and self.chief:
                 self._write_identity()
             return 0
-        self._check_identity()
+        self._check_identity(found[0])
         path, skipped = self._newest_whole(found)
         self._restore(path)
         step = int(self.step.numpy())
@@ -178,12 +186,18 @@ class Checkpoints:
         if self.chief and self.saves:
             (self.real / IDENTITY).write_text(json.dumps(self.identity) + "\n")
 
-    def _check_identity(self) -> None:
-        """resume=true: the checkpoint's model must be this job's (one line naming both)."""
+    def _check_identity(self, newest: str) -> None:
+        """resume=true: the checkpoint's configuration must be this job's but the length of
+        training (one line naming the keys), its model this job's (one line naming both)."""
         try:
             theirs = json.loads((self.real / IDENTITY).read_text())
         except (OSError, ValueError):
             return  # an older checkpoint: restore() says it when it does not fit
+        recorded = trained_with.recorded(self.real)
+        if recorded is not None and self.identity.get("config") is not None:
+            diffs = trained_with.differences(self.identity["config"], recorded)
+            if diffs:
+                raise trained_with.refusal(diffs, newest)
         mine = self.identity
         if theirs.get("model") == mine["model"] and theirs.get("shapes") == mine["shapes"]:
             return
@@ -294,9 +308,24 @@ def _take(directory: Path):
 
 
 def identity(cfg, model) -> dict:
-    """Whose checkpoint: the model's name (a user's factory named), parameters, variable shapes."""
+    """Whose checkpoint: the model's name (a user's factory named), parameters, variable shapes,
+    and the configuration it trains with (distexp.config.trained_with; from the job's facts)."""
     name = cfg.model.name
     if models.of(cfg).factory:
         name = f"custom ({cfg.model.factory})"
+    facts = OmegaConf.select(cfg, "resolved")
     return {"model": name, "parameters": sum(math.prod(v.shape) for v in model.weights),
-            "shapes": [list(v.shape) for v in model.weights]}
+            "shapes": [list(v.shape) for v in model.weights],
+            "config": trained_with.record(cfg, facts) if facts is not None else None}
+
+
+def _removed_line(directory: Path, steps: list, theirs, mine) -> str:
+    """A fresh start's line: the checkpoints it removed, and how their job's configuration
+    differed from this one's (or that resume=true would have continued it)."""
+    diffs = trained_with.differences(mine, theirs) if theirs and mine else None
+    whose = ("" if diffs is None else
+             f"; that job had another {', '.join(k for k, _, _ in diffs[:trained_with.SHOWN])}"
+             if diffs else "; that job had this configuration: resume=true would have continued it")
+    which = f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]}"
+    return (f"checkpoint: a fresh start (resume=false) removed {len(steps)} checkpoint"
+            f"{'s' * (len(steps) > 1)} ({which}) of an earlier job from {directory}{whose}")

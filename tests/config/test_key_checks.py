@@ -21,6 +21,7 @@ EDGE = {
     "checkpoint.dir": (["checkpoint.dir=/proc/distexp/ck"],),
     "checkpoint.every_steps": (["checkpoint.every_steps=-1"],),
     "checkpoint.keep": (["checkpoint.keep=0"],),
+    "checkpoint.keep_in_sweeps": (["checkpoint.keep_in_sweeps=true"],),
     "cluster.address": (["cluster=ray", "cluster.address=nohostport"],),
     "cluster.cpus": (["cluster=ray", "cluster.cpus=0"],),
     "cluster.placement": (["cluster=ray", "cluster.placement=scatter"],),
