@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from distexp.parity import losses
 from helpers import child_env, processes_mentioning, wait_until
+from helpers.sessions import run_reaped
 
 pytestmark = pytest.mark.slow
 
@@ -209,19 +211,28 @@ def test_sigusr1_saves_a_checkpoint_now_and_the_job_trains_on(tmp_path):
 # runs the stop while the run closes (the checkpoint is at the last step: nothing left to train, the
 # case that crashed); the others are `extended`.
 RESUMED_IN_GATE = ("close",)
+# The step each stop leaves a checkpoint of (SHORT: 2 epochs of 4 steps, a checkpoint every 2):
+# none before the first save (start-up, fork, the first step, the first save itself held before it
+# wrote); the first epoch's end (4: evaluation follows its save); the last step (probe, close).
+RESTORED = {"start-up": 0, "fork": 0, "training": 0, "checkpoint": 0, "evaluation": 4,
+            "probe": 8, "close": 8}
+STEPS = 8
 
 
 @pytest.mark.parametrize("phase", [pytest.param(p, marks=() if p in RESUMED_IN_GATE else
                                                 pytest.mark.extended) for p in PHASES])
 def test_a_job_stopped_at_any_phase_and_resumed_finishes(tmp_path, phase):
+    """The resumed job restores the step its phase's stop kept (tag, line, and only the steps
+    after it trained), ends FINISHED, and leaves no process: none of its session or process
+    group, and no descendant, wherever it went (helpers.sessions)."""
     r = stop_at(tmp_path, phase, "INT")
     assert r["code"] == 130, r
-    job = tmp_path / "job2"
+    job, ck = tmp_path / "job2", tmp_path / "ck"
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    p = subprocess.run([sys.executable, "-m", "distexp", f"hydra.run.dir={job}",
-                        f"tracking.uri={uri}", f"checkpoint.dir={tmp_path / 'ck'}", *SHORT,
-                        "resume=true"], cwd=tmp_path, env=child_env(), capture_output=True,
-                       text=True, timeout=300)
+    p, left = run_reaped([sys.executable, "-m", "distexp", f"hydra.run.dir={job}",
+                          f"tracking.uri={uri}", f"checkpoint.dir={ck}", *SHORT, "resume=true"],
+                         tmp_path, cwd=tmp_path, env=child_env(), capture_output=True, text=True,
+                         timeout=300)
     said = f"{phase}: {p.stdout}{p.stderr}"
     assert p.returncode == 0, said
     assert "Traceback" not in p.stdout + p.stderr, said
@@ -232,9 +243,18 @@ def test_a_job_stopped_at_any_phase_and_resumed_finishes(tmp_path, phase):
     assert runs == ([] if phase == "start-up" else ["KILLED"]) + ["FINISHED"], said
     result = json.loads((job / "result.json").read_text())
     assert result["eval/accuracy"] is not None, said
-    restored = int(tags.get("distexp.resumed_from_step", 0))
+    restored = RESTORED[phase]
+    assert tags["distexp.resumed_from_step"] == str(restored), said
+    if restored:
+        assert tags["distexp.resume"] == "restored", said
+        assert f"resume: restored {ck}/ckpt-{restored} (step {restored})" in p.stdout, said
+    else:
+        assert tags["distexp.resume"] == "no checkpoint: fresh start", said
+        assert f"resume: no checkpoint in {ck}; starting fresh" in p.stdout, said
+    trained = len(losses(job)) if (job / "steps.csv").exists() else 0
+    assert trained == STEPS - restored, said  # the steps after the checkpoint, no more
     first = result["perf/time_to_first_step_s"]
-    if restored == 8:  # the last step: nothing trained, the timings not measured
+    if restored == STEPS:  # the last step: nothing trained, the timings not measured
         assert first is None and "time to first step not measured" in p.stdout, said
         assert "loss nan" not in p.stdout and result["train/loss"] is None, said  # none trained
         assert "perf/time_to_first_step_s" in tags["distexp.not_measured"], said
@@ -242,7 +262,20 @@ def test_a_job_stopped_at_any_phase_and_resumed_finishes(tmp_path, phase):
         assert first is not None and first > 0, said
         assert "distexp.not_measured" not in tags, said
     assert r["left"] == [] and r["broken"] == [], said
-    print(f"RESUMED {phase} -> runs={runs} resumed_from_step={restored} "
+    assert left == [], said  # the resumed run's processes: none left
+    print(f"RESUMED {phase} -> runs={runs} resumed_from_step={restored} trained={trained} "
           f"eval/accuracy={result['eval/accuracy']:.4f} time_to_first_step={first} "
           f"examples_per_sec={result['perf/examples_per_sec']} "
           f"not_measured={tags.get('distexp.not_measured')!r}")
+
+
+def test_the_leftover_check_finds_a_process_that_left_the_session(tmp_path):
+    """helpers.sessions itself: a child left in the command's session and one that started its
+    own (as the trainers do) are both named, and killed; a command that leaves none, none."""
+    r, left = run_reaped(["sh", "-c", "setsid sleep 60 & sleep 61 & exit 3"], tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3
+    assert sorted(ln.split(" ", 1)[1] for ln in left) == ["sleep 60", "sleep 61"], left
+    assert all(not Path(f"/proc/{ln.split()[0]}").exists() or
+               Path(f"/proc/{ln.split()[0]}/stat").read_text().split()[2] == "Z" for ln in left)
+    assert run_reaped(["sh", "-c", "exit 0"], tmp_path, timeout=60)[1] == []
