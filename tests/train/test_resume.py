@@ -236,3 +236,67 @@ def test_ctrl_c_names_the_checkpoint_kept_and_the_resume_command(cli):
     assert shlex.split(command) == ["python", "-m", "distexp", *args, "resume=true"]
     assert _run_of(cli, "job").info.status == "KILLED"
     assert processes_mentioning(str(job)) == []
+
+
+TINY = ["strategy=one_device", "epochs=1", "steps_per_epoch=2", "warmup_steps=0",
+        "steps_per_execution=1", "measure_peak_flops=false", "measure_step_split=false"]
+
+
+def test_a_resume_of_another_configuration_is_one_line_and_a_fresh_start_says_what_it_removed(cli):
+    """After a job, `learning_rate=0.1 resume=true` is one line naming learning_rate, the
+    checkpoint's value and path, exit 2, before TensorFlow: no training process, no run, the
+    checkpoint untouched. A longer resume of the same configuration continues it. A fresh start
+    with another seed replaces the checkpoints and says so, naming what that job had."""
+    ck = cli.cwd / "ck"
+    job = [*TINY, f"checkpoint.dir={ck}"]
+    assert cli(*job).returncode == 0
+    written = {p.name: p.read_bytes() for p in ck.iterdir() if p.name.startswith("ckpt-")}
+    assert sorted(written) == ["ckpt-2.data-00000-of-00001", "ckpt-2.index"]
+
+    refused = cli.cwd / "refused"
+    r = cli(*job, "learning_rate=0.1", "resume=true", f"hydra.run.dir={refused}")
+    assert r.returncode == 2, r
+    assert [ln for ln in r.stderr.splitlines() if ln.strip()] == [
+        f"distexp: error: learning_rate: received 0.1 with resume=true; the checkpoint {ck}/ckpt-2 "
+        "was trained with learning_rate=0.003 (a resume continues the same configuration: only "
+        "epochs and steps_per_epoch may differ); valid: learning_rate=0.003, another "
+        "checkpoint.dir, or resume=false (a fresh start, which replaces it)"], r
+    assert "Traceback" not in r.out
+    assert not list(refused.glob("*.log")), sorted(os.listdir(refused))  # no process trained
+    assert len(mlflow_runs(cli.uri)[1]) == 1  # the first job's run only
+    assert {p.name: p.read_bytes() for p in ck.iterdir() if p.name.startswith("ckpt-")} == written
+
+    longer = cli.cwd / "longer"
+    r = cli(*job, "epochs=2", "resume=true", f"hydra.run.dir={longer}")
+    assert r.returncode == 0, r
+    assert f"resume: restored {ck}/ckpt-2 (step 2)" in r.stdout, r
+    assert len(losses(longer)) == 2  # steps 3-4
+
+    r = cli(*job, "seed=1", OFF)
+    assert r.returncode == 0, r
+    assert (f"checkpoint: a fresh start (resume=false) removed 2 checkpoints (steps 2-4) of an "
+            f"earlier job from {ck}; that job had another seed") in r.stdout.splitlines(), r
+    assert sorted(p.name for p in ck.glob("ckpt-*.index")) == ["ckpt-2.index"]  # this job's
+
+
+@pytest.mark.extended
+def test_a_sweep_keeps_no_finished_jobs_checkpoints_and_its_trainer_refuses_another_configuration(cli):
+    """A sweep's FINISHED jobs leave no `<job dir>/checkpoints` (checkpoint.keep_in_sweeps=false);
+    in a sweep, where only the job knows its checkpoint.dir, the chief trainer refuses a resume of
+    another configuration with the same line."""
+    jobs, _ = finished_sweep(cli.cwd, "sweep", *TINY, "seed=1,2")
+    assert len(jobs) == 2 and all((j / "result.json").is_file() for j in jobs.values())
+    assert [j for j in jobs.values() if (j / "checkpoints").exists()] == []
+
+    ck = cli.cwd / "ck"
+    assert cli(*TINY, f"checkpoint.dir={ck}", OFF).returncode == 0
+    r = cli("-m", f"hydra.sweep.dir={cli.cwd / 'resumed'}", OFF, *TINY, f"checkpoint.dir={ck}",
+            "learning_rate=0.1", "resume=true")
+    assert r.returncode != 0, r  # the sweep's own code for a failed job; the line is the point
+    said = [ln for ln in r.stderr.splitlines() if "learning_rate: received 0.1" in ln]
+    assert said and said[0].endswith(
+        f"learning_rate: received 0.1 with resume=true; the checkpoint {ck}/ckpt-2 was trained "
+        "with learning_rate=0.003 (a resume continues the same configuration: only epochs and "
+        "steps_per_epoch may differ); valid: learning_rate=0.003, another checkpoint.dir, or "
+        "resume=false (a fresh start, which replaces it)"), r
+    assert sorted(p.name for p in ck.glob("ckpt-*.index")) == ["ckpt-2.index"]
