@@ -77,7 +77,10 @@ def _override(key: str, value: str) -> str:
 
 
 def refusal(diffs: List[Tuple[str, str, str]], checkpoint: str) -> UserError:
-    """The one line: the keys that differ, received vs the checkpoint's, and its path."""
+    """The one line: the keys that differ, received vs the checkpoint's, and its path. Another
+    option of a group (`model.name`) speaks for the group's other keys, which follow from it."""
+    options = {k.partition(".")[0] for k, _, _ in diffs if _override(k, "") != f"{k}="}
+    diffs = [d for d in diffs if d[0].partition(".")[0] not in options or d[0].endswith(".name")]
     shown, more = diffs[:SHOWN], len(diffs) - SHOWN
     extra = f" (and {more} more key{'s' * (more > 1)})" if more > 0 else ""
     names = ", ".join(k for k, _, _ in shown)

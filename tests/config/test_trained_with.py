@@ -102,3 +102,11 @@ def test_keep_in_sweeps_applies_to_a_sweep_only(compose, tmp_path, monkeypatch):
         checks.validate(compose("checkpoint.keep_in_sweeps=true"))
     monkeypatch.setattr(checks, "in_multirun", lambda *a, **k: True)
     checks.validate(compose("checkpoint.keep_in_sweeps=true"))
+
+
+def test_another_model_is_named_by_its_option_not_by_the_keys_that_follow_from_it(job):
+    assert _line(job, "model=mlp", "resume=true") == (  # mlp's min_size differs too: not named
+        f"model.name: received mlp with resume=true; the checkpoint {job.ck}/ckpt-6 was trained "
+        "with model.name=cnn (a resume continues the same configuration: only epochs and "
+        "steps_per_epoch may differ); valid: model=cnn, another checkpoint.dir, or resume=false "
+        "(a fresh start, which replaces it)")

@@ -91,9 +91,13 @@ def _trainer_started(job: Path) -> bool:
 
 @pytest.mark.extended
 def test_resume_with_another_models_checkpoint_is_one_line(cli):
-    """model=mlp resume=true on a cnn's checkpoint dir: one line naming both models, exit 2, the
-    run FAILED, no process left, the cnn's checkpoint untouched. Then the same without the
-    identity file (a checkpoint written before it existed): still one line, not a traceback."""
+    """model=mlp resume=true on a cnn's checkpoint dir: one line naming both models, exit 2, no
+    process left, the cnn's checkpoint untouched: before TensorFlow from the configuration the
+    checkpoint records (no run at all), by the trainer from the model's identity for a checkpoint
+    that records none (the run FAILED). Then without the identity file (a checkpoint written
+    before it existed): still one line, not a traceback."""
+    import json
+
     ck = cli.cwd / "ck"
     tiny = ["epochs=1", "steps_per_epoch=2", "warmup_steps=0", "steps_per_execution=1",
             "measure_peak_flops=false", f"checkpoint.dir={ck}", "strategy=one_device"]
@@ -102,6 +106,20 @@ def test_resume_with_another_models_checkpoint_is_one_line(cli):
     written = sorted(p.name for p in ck.iterdir())
     assert "distexp-model.json" in written and "checkpoint" in written, written
 
+    r = cli("model=mlp", "resume=true", f"hydra.run.dir={cli.cwd / 'early'}", *tiny)
+    assert r.returncode == 2, r
+    assert [ln for ln in r.stderr.splitlines() if ln.strip()] == [
+        f"distexp: error: model.name: received mlp with resume=true; the checkpoint {ck}/ckpt-2 "
+        "was trained with model.name=cnn (a resume continues the same configuration: only epochs "
+        "and steps_per_epoch may differ); valid: model=cnn, another checkpoint.dir, or "
+        "resume=false (a fresh start, which replaces it)"], r
+    assert mlflow_runs(cli.uri)[1] == []  # refused before the run was created
+    assert sorted(p.name for p in ck.iterdir()) == written
+
+    identity = ck / "distexp-model.json"
+    older = json.loads(identity.read_text())
+    del older["config"]  # as a distexp that did not record it wrote it
+    identity.write_text(json.dumps(older))
     job = cli.cwd / "job"
     r = cli("model=mlp", "resume=true", f"hydra.run.dir={job}", *tiny)
     assert r.returncode == 2, r
@@ -116,7 +134,7 @@ def test_resume_with_another_models_checkpoint_is_one_line(cli):
     assert processes_mentioning(str(job)) == []
     assert sorted(p.name for p in ck.iterdir()) == written  # nothing removed, nothing added
 
-    (ck / "distexp-model.json").unlink()
+    identity.unlink()
     r = cli("model=mlp", "resume=true", "tracking.enabled=false", *tiny)
     assert r.returncode == 2, r
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
