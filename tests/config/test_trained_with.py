@@ -36,14 +36,14 @@ def job(compose, tmp_path, monkeypatch):
     return validate
 
 
-def _line(validate, *overrides) -> str:
+def _refused(validate, *overrides) -> str:
     with pytest.raises(UserError) as ex:
         validate(*overrides)
     return str(ex.value)
 
 
 def test_another_learning_rate_is_one_line_naming_it_and_the_checkpoint(job):
-    assert _line(job, "learning_rate=0.1", "resume=true") == (
+    assert _refused(job, "learning_rate=0.1", "resume=true") == (
         f"learning_rate: received 0.1 with resume=true; the checkpoint {job.ck}/ckpt-6 was "
         "trained with learning_rate=0.003 (a resume continues the same configuration: only epochs "
         "and steps_per_epoch may differ); valid: learning_rate=0.003, another checkpoint.dir, or "
@@ -51,7 +51,7 @@ def test_another_learning_rate_is_one_line_naming_it_and_the_checkpoint(job):
 
 
 def test_several_keys_are_named_each_with_both_values(job):
-    line = _line(job, "seed=7", "model.optimizer=sgd", "cpu_replicas=2", "strategy=mirrored",
+    line = _refused(job, "seed=7", "model.optimizer=sgd", "cpu_replicas=2", "strategy=mirrored",
                  "resume=true")
     assert line.startswith("cpu_replicas, model.optimizer, seed, strategy.name: received "
                            "cpu_replicas=2, model.optimizer=sgd, seed=7, strategy.name=mirrored "
@@ -63,7 +63,7 @@ def test_several_keys_are_named_each_with_both_values(job):
                          "another checkpoint.dir, or resume=false (a fresh start, which replaces "
                          "it)"), line
     # the facts they resolve to come after the keys; alone, they are named too
-    assert _line(job, "global_batch_size=128", "resume=true").startswith(
+    assert _refused(job, "global_batch_size=128", "resume=true").startswith(
         "global_batch_size, resolved.global_batch: received global_batch_size=128, "
         "resolved.global_batch=128 with resume=true")
 
@@ -105,7 +105,7 @@ def test_keep_in_sweeps_applies_to_a_sweep_only(compose, tmp_path, monkeypatch):
 
 
 def test_another_model_is_named_by_its_option_not_by_the_keys_that_follow_from_it(job):
-    assert _line(job, "model=mlp", "resume=true") == (  # mlp's min_size differs too: not named
+    assert _refused(job, "model=mlp", "resume=true") == (  # mlp's min_size differs too: not named
         f"model.name: received mlp with resume=true; the checkpoint {job.ck}/ckpt-6 was trained "
         "with model.name=cnn (a resume continues the same configuration: only epochs and "
         "steps_per_epoch may differ); valid: model=cnn, another checkpoint.dir, or resume=false "
