@@ -71,6 +71,24 @@ sys.exit(code)
 """
 
 
+def in_session(pid: int) -> List[str]:
+    """The live processes whose session or process group is `pid` (a command started with
+    start_new_session=True: everything it started that stayed in its session), as "pid command"."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+            line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        state, _, pgrp, sid = text[text.rindex(")") + 2:].split()[:4]
+        if state != "Z" and pid in (int(pgrp), int(sid)):
+            found.append(f"{entry.name} {line.strip()}")
+    return found
+
+
 def run_reaped(argv: Sequence[str], tmp: Path, **kw) -> Tuple[subprocess.CompletedProcess, List[str]]:
     """Run `argv` (keywords as subprocess.run's); (its result, the processes it left behind as
     "pid command line")."""

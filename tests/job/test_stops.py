@@ -23,7 +23,7 @@ import pytest
 
 from distexp.parity import losses
 from helpers import child_env, processes_mentioning, wait_until
-from helpers.sessions import run_reaped
+from helpers.sessions import in_session, run_reaped
 
 pytestmark = pytest.mark.slow
 
@@ -80,7 +80,7 @@ def stop_at(tmp: Path, phase: str, sig: str, *args: str) -> dict:
                 runs = [r[0] for r in db.execute("select status from runs")]
             except sqlite3.OperationalError:  # the store was being created: no table yet
                 runs = []
-    left = processes_mentioning(str(job)) + _warm_trainers_of(p.pid)
+    left = processes_mentioning(str(job)) + _warm_trainers_of(p.pid) + in_session(p.pid)
     return {"code": p.returncode, "out": out, "err": err, "runs": runs, "left": left,
             "after_s": after, "broken": _broken_checkpoints(tmp / "ck")}
 
@@ -279,3 +279,10 @@ def test_the_leftover_check_finds_a_process_that_left_the_session(tmp_path):
     assert all(not Path(f"/proc/{ln.split()[0]}").exists() or
                Path(f"/proc/{ln.split()[0]}/stat").read_text().split()[2] == "Z" for ln in left)
     assert run_reaped(["sh", "-c", "exit 0"], tmp_path, timeout=60)[1] == []
+    p = subprocess.Popen(["sh", "-c", "sleep 62 & exec sleep 63"], start_new_session=True)
+    try:
+        wait_until(lambda: len(in_session(p.pid)) == 2, 10, "both sleeps", every=0.02)
+        assert sorted(ln.split(" ", 1)[1] for ln in in_session(p.pid)) == ["sleep 62", "sleep 63"]
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
