@@ -70,17 +70,22 @@ def differences(mine: Dict[str, str], theirs: Dict[str, str]) -> List[Tuple[str,
     return [(k, mine[k], theirs[k]) for k in keys if k not in LENGTH and mine[k] != theirs[k]]
 
 
+def _option_of(key: str) -> Optional[str]:
+    """The group whose chosen option `key` is (`model.name` -> model), else None."""
+    group, _, rest = key.partition(".")
+    return group if rest == "name" and group in groups.GROUPS else None
+
+
 def _override(key: str, value: str) -> str:
     """The override that sets `key` back: an option by its group (`strategy=one_device`)."""
-    group, _, rest = key.partition(".")
-    return f"{group}={value}" if rest == "name" and group in groups.GROUPS else f"{key}={value}"
+    return f"{_option_of(key) or key}={value}"
 
 
 def refusal(diffs: List[Tuple[str, str, str]], checkpoint: str) -> UserError:
     """The one line: the keys that differ, received vs the checkpoint's, and its path. Another
     option of a group (`model.name`) speaks for the group's other keys, which follow from it."""
-    options = {k.partition(".")[0] for k, _, _ in diffs if _override(k, "") != f"{k}="}
-    diffs = [d for d in diffs if d[0].partition(".")[0] not in options or d[0].endswith(".name")]
+    options = {_option_of(k) for k, _, _ in diffs} - {None}
+    diffs = [d for d in diffs if d[0].partition(".")[0] not in options or _option_of(d[0])]
     shown, more = diffs[:SHOWN], len(diffs) - SHOWN
     extra = f" (and {more} more key{'s' * (more > 1)})" if more > 0 else ""
     names = ", ".join(k for k, _, _ in shown)

@@ -245,8 +245,9 @@ TINY = ["strategy=one_device", "epochs=1", "steps_per_epoch=2", "warmup_steps=0"
 def test_a_resume_of_another_configuration_is_one_line_and_a_fresh_start_says_what_it_removed(cli):
     """After a job, `learning_rate=0.1 resume=true` is one line naming learning_rate, the
     checkpoint's value and path, exit 2, before TensorFlow: no training process, no run, the
-    checkpoint untouched. A longer resume of the same configuration continues it. A fresh start
-    with another seed replaces the checkpoints and says so, naming what that job had."""
+    checkpoint untouched. A longer resume of the same configuration continues it, keeping only
+    checkpoint.keep checkpoints. A fresh start with another seed replaces the checkpoints and
+    says so, naming what that job had."""
     ck = cli.cwd / "ck"
     job = [*TINY, f"checkpoint.dir={ck}"]
     assert cli(*job).returncode == 0
@@ -266,15 +267,17 @@ def test_a_resume_of_another_configuration_is_one_line_and_a_fresh_start_says_wh
     assert len(mlflow_runs(cli.uri)[1]) == 1  # the first job's run only
     assert {p.name: p.read_bytes() for p in ck.iterdir() if p.name.startswith("ckpt-")} == written
 
-    longer = cli.cwd / "longer"
-    r = cli(*job, "epochs=2", "resume=true", f"hydra.run.dir={longer}")
+    longer = cli.cwd / "longer"  # keeping 1 checkpoint (a key that trains nothing may differ)
+    r = cli(*job, "epochs=2", "checkpoint.keep=1", "resume=true", f"hydra.run.dir={longer}")
     assert r.returncode == 0, r
     assert f"resume: restored {ck}/ckpt-2 (step 2)" in r.stdout, r
     assert len(losses(longer)) == 2  # steps 3-4
+    # bounded across the resume: the earlier job's ckpt-2 went when ckpt-4 was saved
+    assert sorted(p.name for p in ck.glob("ckpt-*.index")) == ["ckpt-4.index"]
 
     r = cli(*job, "seed=1", OFF)
     assert r.returncode == 0, r
-    assert (f"checkpoint: a fresh start (resume=false) removed 2 checkpoints (steps 2-4) of an "
+    assert (f"checkpoint: a fresh start (resume=false) removed 1 checkpoint (step 4) of an "
             f"earlier job from {ck}; that job had another seed") in r.stdout.splitlines(), r
     assert sorted(p.name for p in ck.glob("ckpt-*.index")) == ["ckpt-2.index"]  # this job's
 
