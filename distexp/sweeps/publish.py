@@ -13,7 +13,9 @@ UI shows it without a click (distexp.ui opens the view, distexp.tracking.view):
   examples/s as ``scaling/examples_per_sec_setup`` (the median of its measured runs, rounded to
   a whole number) and its eval figure as ``scaling/eval_accuracy_setup`` (the median, 3
   decimals); all on the set-up's first measured run only (MLflow's group average over ten equal
-  floats reads 0.9160000000000001; over one it is the figure);
+  floats reads 0.9160000000000001; over one it is the figure); and its place among its set-up's
+  runs, ``distexp.setup_rank`` (`ranks`: the view's order, so that MLflow's first page of 100
+  runs holds every set-up). A set-up is the report's row: its runs' tag ``distexp.setup_key``;
 - the parent's metrics, keyed by replica count as the step, so that MLflow's automatic charts draw
   the scaling curve: ``scaling/<strategy>/examples_per_sec``, ``.../speedup``, ``.../efficiency``;
 - the report's PNGs as images of the parent (``log_image``: the run page's image grid) besides

@@ -82,3 +82,15 @@ def test_an_untagged_run_gets_no_guessed_set_up():
     assert decided.setup_of(_run(0, 5, 1, tagged=False), d) is None  # the baseline numbered 5
     assert decided.setup_of(_run(1, 1, 0), _decision(keys=KEYS[:2] + ["other"])) == 1
     assert decided.setup_of(_run(2, 2, 0), _decision(keys=KEYS[:2] + ["other"])) is None
+
+
+def test_a_decision_stored_before_the_set_up_keys_still_loads():
+    """auto.json / distexp.outcomes written before `setup_keys`: it loads, lists no keys, and its
+    sweep's untagged runs keep their set-up by job number where the name agrees."""
+    import json
+
+    old = json.loads(_decision().to_json())
+    del old["setup_keys"]
+    d = O.from_json(json.dumps(old))
+    assert d is not None and d.setup_keys == [] and d.setups == NAMES
+    assert decided.setup_of(_run(2, 5, 1, tagged=False), d) == 2

@@ -180,3 +180,22 @@ def test_repeats_n_jobs_get_their_set_up_whatever_their_number(tmp_path):
     assert setups.child_tags(info, 4) == {tag.SETUP_INDEX: "2", tag.SETUP_KEY: "k2"}
     assert setups.child_tags(info, 9) == {tag.SETUP_INDEX: "0", tag.SETUP_KEY: "k0"}
     assert setups.child_tags(info, 2) == {}  # a job the sweeper did not list: no guess
+
+
+def test_each_set_ups_runs_are_ranked_for_the_view():
+    """distexp.sweeps.publish.ranks: a set-up's measured runs first (by job number: the first
+    carries the set-up's figures), then its failed ones; zero-padded, as MLflow sorts tags as
+    text (the view's order: round by round, every set-up in each)."""
+    from distexp.report.scaling import Row, aggregate
+    from distexp.sweeps.publish import ranks
+
+    def run(num, key, status="FINISHED"):
+        return Row(run_id=f"id{num}", run_name="", status=status, strategy="mirrored",
+                   model="cnn", dataset="digits", loop="custom", workers=1, replicas=2,
+                   global_batch=128, rate=1000.0 + num, ci95=None, eval_accuracy=0.9,
+                   time_to_first_step=1.0, job_num=num, rates=[1000.0 + num],
+                   run_ids=[f"id{num}"], overrides="strategy=mirrored", setup_key=key)
+
+    rows = aggregate([run(12, "a"), run(0, "a", "FAILED"), run(3, "a"), run(1, "b"), run(4, "b")])
+    assert ranks(rows) == {"id3": "000000", "id12": "000001", "id0": "000002",
+                           "id1": "000000", "id4": "000001"}
