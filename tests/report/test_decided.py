@@ -12,7 +12,7 @@ SETUPS = [("one_device", 1, 64, 1000.0), ("mirrored", 2, 128, 1100.0), ("one_dev
 KEYS = ["0a0a0a0a0a0a", "1b1b1b1b1b1b", "2c2c2c2c2c2c"]
 
 
-def _run(i: int, num: int, k: int, extra: str = "", tagged: bool = True) -> Row:
+def _setup_run(i: int, num: int, k: int, extra: str = "", tagged: bool = True) -> Row:
     strategy, replicas, batch, rate = SETUPS[i]
     return Row(run_id=f"id{num}", run_name="", status="FINISHED", strategy=strategy, model="cnn",
                dataset="digits", loop="custom", workers=1, replicas=replicas, global_batch=batch,
@@ -22,7 +22,7 @@ def _run(i: int, num: int, k: int, extra: str = "", tagged: bool = True) -> Row:
                setup_key=KEYS[i] if tagged else None, setup_index=i if tagged else None)
 
 
-def _decision(keys=KEYS) -> O.Decision:
+def _decided(keys=KEYS) -> O.Decision:
     m = "repeated confidence intervals"
     return O.Decision("auto", m, 0.05, 0.05, 3, 10, NAMES, [
         O.Record(1, 2, [NAMES[1], NAMES[2]], O.EQUAL_WORK, 0.72, 0.45, 1.14, "not settled", 3, m),
@@ -41,13 +41,13 @@ def test_a_runs_set_up_tag_decides_its_row_whatever_its_job_number():
     """Job numbers that are not round x set-ups + set-up (here mirrored's are 0, 3, 6: a modulo
     would make it the baseline): each row gets its own set-up's records, one row a set-up."""
     nums = {0: [1, 4, 7], 1: [0, 3, 6], 2: [2, 5, 8]}
-    rows = aggregate([_run(i, nums[i][k], k) for k in range(3) for i in range(3)])
+    rows = aggregate([_setup_run(i, nums[i][k], k) for k in range(3) for i in range(3)])
     add_scaling(rows)
-    decided.apply(rows, _decision())
+    decided.apply(rows, _decided())
     assert _answers(rows) == {("one_device", 64): (3, 1.0, None),
                               ("mirrored", 128): (3, 1.18, 0.72),
                               ("one_device", 128): (3, 1.61, 1.0)}
-    assert [decided.setup_of(r, _decision(KEYS[::-1])) for r in rows] == [
+    assert [decided.setup_of(r, _decided(KEYS[::-1])) for r in rows] == [
         2 - KEYS.index(r.setup_key) for r in rows]  # the decision's list, not the tag's index
 
 
@@ -56,18 +56,18 @@ def test_a_continued_sweep_is_one_row_per_set_up_old_runs_and_new():
     continued with `sweep.max_repeats=4` (tagged): each untagged run takes its config's tag, one
     row per set-up with its 4 runs; without any tagged run the key of then holds (one row too:
     the continuation's budget is no part of a job's config)."""
-    old = [_run(i, 3 * k + i, k, " sweep.max_repeats=2", tagged=False)
+    old = [_setup_run(i, 3 * k + i, k, " sweep.max_repeats=2", tagged=False)
            for k in range(2) for i in range(3)]
-    new = [_run(i, 3 * k + i, k, " sweep.resume=s1 sweep.max_repeats=4") for k in (2, 3)
+    new = [_setup_run(i, 3 * k + i, k, " sweep.resume=s1 sweep.max_repeats=4") for k in (2, 3)
            for i in range(3)]
     rows = aggregate(old + new)
     add_scaling(rows)
-    decided.apply(rows, _decision())
+    decided.apply(rows, _decided())
     assert _answers(rows) == {("one_device", 64): (4, 1.0, None),
                               ("mirrored", 128): (4, 1.18, 0.72),
                               ("one_device", 128): (4, 1.61, 1.0)}
     assert sorted(r.setup_key for r in rows) == KEYS
-    untagged = aggregate([_run(i, 3 * k + i, k, f" sweep.max_repeats={2 + k}", tagged=False)
+    untagged = aggregate([_setup_run(i, 3 * k + i, k, f" sweep.max_repeats={2 + k}", tagged=False)
                           for k in range(4) for i in range(3)])
     assert sorted(len(r.run_ids) for r in untagged) == [4, 4, 4]
 
@@ -75,13 +75,13 @@ def test_a_continued_sweep_is_one_row_per_set_up_old_runs_and_new():
 def test_an_untagged_run_gets_no_guessed_set_up():
     """An older sweep's run (no tag) is set-up job_num % len(setups) only where that set-up's
     name agrees with it: a resumed sweep whose new jobs took the next free numbers gets none."""
-    d = _decision(keys=[])
-    assert [decided.setup_of(_run(i, i, 0, tagged=False), d) for i in range(3)] == [0, 1, 2]
-    assert decided.setup_of(_run(1, 4, 1, tagged=False), d) == 1  # mirrored, 4 % 3 = 1: agrees
-    assert decided.setup_of(_run(2, 4, 1, tagged=False), d) is None  # the control numbered 4
-    assert decided.setup_of(_run(0, 5, 1, tagged=False), d) is None  # the baseline numbered 5
-    assert decided.setup_of(_run(1, 1, 0), _decision(keys=KEYS[:2] + ["other"])) == 1
-    assert decided.setup_of(_run(2, 2, 0), _decision(keys=KEYS[:2] + ["other"])) is None
+    d = _decided(keys=[])
+    assert [decided.setup_of(_setup_run(i, i, 0, tagged=False), d) for i in range(3)] == [0, 1, 2]
+    assert decided.setup_of(_setup_run(1, 4, 1, tagged=False), d) == 1  # mirrored, 4 % 3 = 1: agrees
+    assert decided.setup_of(_setup_run(2, 4, 1, tagged=False), d) is None  # the control numbered 4
+    assert decided.setup_of(_setup_run(0, 5, 1, tagged=False), d) is None  # the baseline numbered 5
+    assert decided.setup_of(_setup_run(1, 1, 0), _decided(keys=KEYS[:2] + ["other"])) == 1
+    assert decided.setup_of(_setup_run(2, 2, 0), _decided(keys=KEYS[:2] + ["other"])) is None
 
 
 def test_a_decision_stored_before_the_set_up_keys_still_loads():
@@ -89,8 +89,8 @@ def test_a_decision_stored_before_the_set_up_keys_still_loads():
     sweep's untagged runs keep their set-up by job number where the name agrees."""
     import json
 
-    old = json.loads(_decision().to_json())
+    old = json.loads(_decided().to_json())
     del old["setup_keys"]
     d = O.from_json(json.dumps(old))
     assert d is not None and d.setup_keys == [] and d.setups == NAMES
-    assert decided.setup_of(_run(2, 5, 1, tagged=False), d) == 2
+    assert decided.setup_of(_setup_run(2, 5, 1, tagged=False), d) == 2

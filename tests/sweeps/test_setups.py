@@ -82,7 +82,7 @@ class StoreLauncher:
         return out
 
 
-def _sweep(sweep_dir: Path, uri: str, parent_id: str, seed: int, *args):
+def _store_sweep(sweep_dir: Path, uri: str, parent_id: str, seed: int, *args):
     """The real sweeper over `args`, in `sweep_dir`, its jobs' runs children of `parent_id`
     (sweep.json as distexp.sweeps.callback writes it); the (num, overrides) it launched."""
     from hydra.core.global_hydra import GlobalHydra
@@ -119,9 +119,9 @@ def test_a_continued_sweep_is_one_row_per_set_up_with_all_its_runs(tmp_path):
         tag.SWEEP_ID: "s1", tag.RUN_KIND: "sweep", tag.SWEEP_DIR: str(tmp_path / "first")}).info.run_id
     command = ["strategy=one_device,mirrored", "cpu_replicas=2", "sweep.controls=true",
                "repeats=auto"]
-    first = _sweep(tmp_path / "first", uri, pid, 0, *command, "sweep.max_repeats=2")
+    first = _store_sweep(tmp_path / "first", uri, pid, 0, *command, "sweep.max_repeats=2")
     client.set_tag(pid, tag.OUTCOMES, (tmp_path / "first" / "auto.json").read_text())
-    more = _sweep(tmp_path / "more", uri, pid, 1, *command, "sweep.resume=s1",
+    more = _store_sweep(tmp_path / "more", uri, pid, 1, *command, "sweep.resume=s1",
                   "sweep.max_repeats=4")
     assert len(first) == 6 and len(more) == 6  # 3 set-ups x 2 rounds, then rounds 3 and 4
     decision = outcomes.from_json((tmp_path / "more" / "auto.json").read_text())
