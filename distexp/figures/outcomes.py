@@ -62,6 +62,9 @@ class Decision:
     next_command: Optional[str] = None      # continues the sweep (an auto sweep not settled)
     next_rounds: Optional[int] = None
     controls: List[int] = field(default_factory=list)  # the set-ups sweep.controls added
+    # each set-up's key, by index (its runs' tag distexp.setup_key: the report's and the UI's
+    # rows); empty in a decision stored before runs were tagged
+    setup_keys: List[str] = field(default_factory=list)
 
     @property
     def fixed(self) -> bool:

@@ -2,9 +2,14 @@
 put on the report's rows, so that the table, report.csv, the verdict and the run tags show the
 decision's speed-ups and nothing computed again (docs/report.md). No MLflow, no TensorFlow.
 
-A row is set-up `job_num % len(setups)` of the sweep (a sweep numbers its jobs round x set-ups +
-set-up). Its `main` comparison (speedup*, the verdict) becomes its record against the baseline,
-its `strong` one (speedup_strong*, "at equal global batch") its record against its equal-work
+A row is the set-up its runs are tagged with (distexp.setup_key, listed in the decision's
+`setup_keys`; distexp.sweeps.setups), whatever their job numbers. A run of a sweep older than
+the tag (and not adopted by a tagged run of its config: scaling.adopt) falls back to what the
+report did then, checked: set-up `job_num % len(setups)` (such a sweep numbered its jobs round x
+set-ups + set-up) where that set-up's name agrees with the row.
+
+A row's `main` comparison (speedup*, the verdict) becomes its record against the baseline, its
+`strong` one (speedup_strong*, "at equal global batch") its record against its equal-work
 control; `weak` and the split into batch and replica effects (ratios of medians) are dropped.
 """
 from __future__ import annotations
@@ -34,7 +39,22 @@ def _itself(mode: str, r: Row) -> Comparison:
 
 
 def setup_of(r: Row, d: O.Decision) -> Optional[int]:
-    return r.job_num % len(d.setups) if r.job_num is not None and d.setups else None
+    """Row `r`'s set-up in decision `d` (module docstring), or None."""
+    if r.setup_key:
+        return d.setup_keys.index(r.setup_key) if r.setup_key in d.setup_keys else None
+    return _untagged(r, d)
+
+
+def _untagged(r: Row, d: O.Decision) -> Optional[int]:
+    """A run from before the set-up tags: set-up `job_num % len(setups)`, where that set-up's name
+    says the row's strategy and replicas (and its batch, where the name has one): a continued
+    sweep whose list of set-ups changed gets no guess."""
+    if r.job_num is None or not d.setups:
+        return None
+    i = r.job_num % len(d.setups)
+    name = d.setups[i].split(" [", 1)[0].removesuffix(" (control)")
+    mine = f"{r.strategy} x{r.replicas}"
+    return i if name in (mine, f"{mine} batch {r.global_batch}") else None
 
 
 def apply(rows: Sequence[Row], d: O.Decision) -> None:

@@ -3,8 +3,10 @@ speed-up with its interval and verdict (docs/report.md). No MLflow calls, no
 TensorFlow: distexp.report reads the runs and writes what this computes.
 
 - `row_from_run`: one MLflow run -> a Row (a failed or diverged run keeps no throughput).
-- `aggregate`: the measured runs of one job config (differing only in `repeat`, or resumed)
-  -> one Row with the median examples/s and every run's figure; other runs stay rows of their own.
+- `aggregate`: the measured runs of one set-up (its runs' tag ``distexp.setup_key``, which the
+  sweeper gives each job; a run without it, of a sweep older than the tag: the job config, its
+  overrides without those that differ between runs of it, `Row.config_key`) -> one Row with the
+  median examples/s and every run's figure; other runs stay rows of their own.
 - `add_scaling`: for each row two equal-work comparisons, each a `Comparison` (speed-up, its 95 %
   interval: between runs, distexp.figures.stats; one run a side: within-run only; its verdict):
   *weak* over the 1-replica runs at the same per-replica batch, *strong* over the 1-replica runs
@@ -43,8 +45,9 @@ SCALING_KEYS = ("strategy", "cpu_replicas", "gpus", "workers", "ps", "cluster",
                 "batch_size_per_replica", "global_batch_size")
 # The scaling keys that set up devices and processes (a baseline with the same is preferred).
 DEVICE_KEYS = ("cpu_replicas", "gpus", "workers", "ps", "cluster")
-# Override keys that differ between runs of one job config (repeats, a resumed re-run).
-RUN_KEYS = ("repeat", "resume", "sweep.resume", "checkpoint.dir")
+# Override keys that differ between runs of one job config (repeats, a resumed re-run, a
+# continued sweep's bigger budget).
+RUN_KEYS = ("repeat", "resume", "sweep.resume", "sweep.max_repeats", "checkpoint.dir")
 E2E = perf_keys.EXAMPLES_PER_SEC_END_TO_END
 # The step-time split (perf/step_<part>_ms); "other" is the unattributed rest.
 PARTS = ("input", "compute", "sync", "other")
@@ -78,6 +81,8 @@ class Row:
     eval_accuracy: Optional[float]   # the task's eval figure (eval_metric), accuracy by default
     time_to_first_step: Optional[float]
     job_num: Optional[int] = None
+    setup_key: Optional[str] = None    # tag distexp.setup_key (distexp.sweeps.setups), if any
+    setup_index: Optional[int] = None  # tag distexp.setup_index: its place in the sweep's list
     efficiency: Optional[float] = None
     baseline: str = ""
     overrides: str = ""
@@ -145,9 +150,19 @@ class Row:
 
     @property
     def key(self) -> tuple:
+        """The set-up: its tag (distexp.setup_key); a run without one, its job config."""
+        return ("set-up", self.setup_key) if self.setup_key else self.config_key
+
+    @property
+    def config_key(self) -> tuple:
         """The job config: runs with the same key differ only in `repeat` (or were resumed)."""
         return (self.strategy, self.model, self.dataset, self.loop, self.workers, self.replicas,
-                self.global_batch, _without(self.overrides, RUN_KEYS))
+                self.global_batch, self.job_overrides)
+
+    @property
+    def job_overrides(self) -> str:
+        """The job's overrides, sorted, without those that differ between its runs (RUN_KEYS)."""
+        return _without(self.overrides, RUN_KEYS)
 
     @property
     def device_setup(self) -> str:
@@ -228,7 +243,8 @@ def row_from_run(run) -> Row:
                eval_accuracy=m.get(p.get("task.eval_metric") or "eval/accuracy"),
                eval_metric=p.get("task.eval_metric") or "eval/accuracy",
                time_to_first_step=m.get(perf_keys.TIME_TO_FIRST_STEP_S),
-               job_num=_int(t.get(tag.JOB_NUM)),
+               job_num=_int(t.get(tag.JOB_NUM)), setup_key=t.get(tag.SETUP_KEY) or None,
+               setup_index=_int(t.get(tag.SETUP_INDEX)),
                overrides=t.get(tag.OVERRIDES, ""), diverged=diverged,
                mfu=m.get(perf_keys.MFU) if finished else None,
                peak_source=t.get(tag.PEAK_SOURCE),
@@ -243,9 +259,22 @@ def row_from_run(run) -> Row:
                time_to_target=m.get(perf_keys.TIME_TO_ACCURACY_S))
 
 
+def adopt(rows: Sequence[Row]) -> None:
+    """A run without a set-up tag (an older sweep's, continued since by `sweep.resume`) takes the
+    tag of the tagged runs of its job config, where that config has exactly one."""
+    found: Dict[tuple, set] = {}
+    for r in rows:
+        if r.setup_key:
+            found.setdefault(r.config_key, set()).add((r.setup_key, r.setup_index))
+    for r in rows:
+        if not r.setup_key and len(found.get(r.config_key, ())) == 1:
+            r.setup_key, r.setup_index = next(iter(found[r.config_key]))
+
+
 def aggregate(rows: Sequence[Row]) -> List[Row]:
-    """One row per job config for the measured runs (median over repeats); every other run
-    (failed, killed, diverged, no throughput) stays a row of its own."""
+    """One row per set-up (Row.key; `adopt` first) for the measured runs (median over repeats);
+    every other run (failed, killed, diverged, no throughput) stays a row of its own."""
+    adopt(rows)
     groups: Dict[tuple, List[Row]] = {}
     out: List[Row] = []
     for r in rows:

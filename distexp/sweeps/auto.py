@@ -33,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from distexp.figures import outcomes, perf_keys, sequential
 from distexp.sweeps import planning
 from distexp.sweeps.records import AUTO_FILE
+from distexp.sweeps.setups import key_of
 
 AUTO = "auto"
 RATE = perf_keys.EXAMPLES_PER_SEC
@@ -102,6 +103,7 @@ class Rounds:
         cfgs, setups = zip(*(planning.setup_of(j, compose) for j in jobs)) if jobs else ((), ())
         self.jobs = [list(j) for j in jobs]
         self.names = names(jobs, cfgs, setups, controls)
+        self.keys = [key_of(s, j) for s, j in zip(setups, jobs)]  # the runs' set-up tags
         self.pairs = comparisons(setups)
         self.alpha, self.margin, self.max_repeats = alpha, margin, max_repeats
         self.repeats = repeats
@@ -163,7 +165,7 @@ class Rounds:
         return outcomes.Decision(
             str(self.repeats), self.rule.method, self.alpha, self.margin, self.done, self.horizon,
             list(self.names), recs, next_command(n) if n and next_command else None, n,
-            self.controls)
+            self.controls, setup_keys=list(self.keys))
 
 
 def rate_of(record: dict) -> Optional[float]:

@@ -74,13 +74,16 @@ def _target(config: DictConfig, what: str) -> str:
 
 
 def child_tags(cfg_sweep_dir: str, uri: str, experiment: str, job_num: int) -> Dict[str, str]:
-    """Tags that make a job's run a child of its sweep (called by distexp.job.lifecycle in the job process)."""
+    """Tags that make a job's run a child of its sweep, and its set-up's index and key
+    (distexp.sweeps.setups; called by distexp.job.lifecycle in the job process)."""
     try:
         info = json.loads((Path(cfg_sweep_dir).absolute() / SWEEP_FILE).read_text())
     except (OSError, ValueError):
         return {}
+    from distexp.sweeps import setups
+
     tags = {tag.SWEEP_ID: info["sweep_id"], tag.RUN_KIND: "job", tag.JOB_NUM: str(job_num),
-            tag.REPEAT: _repeat()}
+            tag.REPEAT: _repeat(), **setups.child_tags(info, job_num)}
     from distexp.tracking.redaction import redact
 
     if info.get("parent_run_id") and info.get("tracking_uri") == redact(uri) and \

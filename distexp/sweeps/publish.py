@@ -13,7 +13,9 @@ UI shows it without a click (distexp.ui opens the view, distexp.tracking.view):
   examples/s as ``scaling/examples_per_sec_setup`` (the median of its measured runs, rounded to
   a whole number) and its eval figure as ``scaling/eval_accuracy_setup`` (the median, 3
   decimals); all on the set-up's first measured run only (MLflow's group average over ten equal
-  floats reads 0.9160000000000001; over one it is the figure);
+  floats reads 0.9160000000000001; over one it is the figure); and its place among its set-up's
+  runs, ``distexp.setup_rank`` (`ranks`: the view's order, so that MLflow's first page of 100
+  runs holds every set-up). A set-up is the report's row: its runs' tag ``distexp.setup_key``;
 - the parent's metrics, keyed by replica count as the step, so that MLflow's automatic charts draw
   the scaling curve: ``scaling/<strategy>/examples_per_sec``, ``.../speedup``, ``.../efficiency``;
 - the report's PNGs as images of the parent (``log_image``: the run page's image grid) besides
@@ -99,24 +101,34 @@ def setups(rows: Sequence) -> Dict[str, str]:
     (distexp.figures.outcomes.setup_answer: "mirrored x2: 0.72x [0.45, 1.14] not settled vs
     control"); else "mirrored x2 batch 128", and the overrides that
     tell two set-ups apart where those read the same ("[optimizer.lr=0.1]"). A set-up is the
-    report's job config (Row.key), its failed runs included."""
+    report's (Row.key: the runs' set-up tag, else their job config), its failed runs included."""
     from distexp.figures.outcomes import setup_answer
     from distexp.report.decided import of_rows, setup_of
 
     decision = of_rows(rows)
     if decision is not None:
-        by_key = {r.key: setup_answer(decision, setup_of(r, decision)) for r in rows
-                  if setup_of(r, decision) is not None}
-        if all(r.key in by_key for r in rows):
-            return {rid: by_key[r.key] for r in rows for rid in r.run_ids}
-    keys = {r.key for r in rows}
-    base = {k: f"{k[0]} x{k[5]} batch {k[6]}" for k in keys}
+        found = [setup_of(r, decision) for r in rows]
+        if None not in found:
+            return {rid: setup_answer(decision, i) for r, i in zip(rows, found) for rid in r.run_ids}
+    base, own = {}, {}
+    for r in rows:
+        base.setdefault(r.key, f"{r.strategy} x{r.replicas} batch {r.global_batch}")
+        own.setdefault(r.key, set(r.job_overrides.split()))
     name = dict(base)
-    for k in keys:
-        same = [set(j[7].split()) for j in keys if base[j] == base[k]]
-        own = sorted(set(k[7].split()) - set.intersection(*same))
-        name[k] += f" [{' '.join(own)}]" if own else ""
+    for k in base:
+        told = sorted(own[k] - set.intersection(*(own[j] for j in base if base[j] == base[k])))
+        name[k] += f" [{' '.join(told)}]" if told else ""
     return {rid: name[r.key] for r in rows for rid in r.run_ids}
+
+
+def ranks(rows: Sequence) -> Dict[str, str]:
+    """{run id: its place among its set-up's runs, zero-padded (tag distexp.setup_rank)}: its
+    measured runs first, by job number, then its other runs. The UI's view lists runs by it
+    (distexp.tracking.view), so that a page of runs holds every set-up, not the first one's."""
+    by_setup: Dict[tuple, List[str]] = {}
+    for r in sorted(rows, key=lambda r: not r.measured):
+        by_setup.setdefault(r.key, []).extend(r.run_ids)
+    return {rid: f"{k:06d}" for ids in by_setup.values() for k, rid in enumerate(ids)}
 
 
 def _publish(run, sweep_id: str, rows, md: str, line: str, out) -> None:
@@ -130,7 +142,7 @@ def _publish(run, sweep_id: str, rows, md: str, line: str, out) -> None:
     from mlflow.entities import Metric, RunTag
 
     ts = int(time.time() * 1000)
-    names = setups(rows)
+    names, rank = setups(rows), ranks(rows)
     for r in rows:
         text, c = speed_tag(r), r.strong
         metrics = []
@@ -143,8 +155,9 @@ def _publish(run, sweep_id: str, rows, md: str, line: str, out) -> None:
                                       ts, 0))
         for k, rid in enumerate(r.run_ids):  # the set-up's figures on its first run only: the
             # grouped row's average is then that figure exactly (not 0.9160000000000001)
-            client.log_batch(rid, tags=[RunTag(tag.SETUP, names[rid])] + (
-                [RunTag(tag.SPEED_UP, text)] if text else []), metrics=metrics if k == 0 else [])
+            client.log_batch(rid, tags=[RunTag(tag.SETUP, names[rid]), RunTag(tag.SETUP_RANK, rank[rid])]
+                             + ([RunTag(tag.SPEED_UP, text)] if text else []),
+                             metrics=metrics if k == 0 else [])
     items = scaling_metrics(rows)
     if items:
         run.log_metric_items([[k, v, ts, step] for k, v, step in items])

@@ -46,7 +46,12 @@ NAME_COLUMN = "attributes.`Run Name`"  # the group's name ("Group: one_device x1
 # whole and the speed-up and examples/s columns are in view (tests/ui/test_ui_slow.py).
 WIDTHS = {NAME_COLUMN: 480, COLUMNS[0]: 110, RATE_METRIC: 100, COLUMNS[2]: 100,
           f"tags.`{tag.SPEED_UP}`": 190, f"tags.`{tag.EXAMPLES_PER_SEC}`": 170}
-SORT = "tags.`mlflow.runName`"  # in a sweep a run's name starts with what varies (docs/sweeps.md)
+# The runs in the order of their place among their set-up's runs (distexp.sweeps.publish.ranks:
+# the first run of every set-up, then the second of every set-up, ...): MLflow's UI loads 100
+# runs a page ("Load more" the next) and groups the runs it has loaded, so sorted by name a sweep
+# of 300 runs showed its first set-up's runs only. Runs without the tag (the parent, a sweep not
+# yet summarised) come after them (MLflow sorts a missing tag last).
+SORT = f"tags.`{tag.SETUP_RANK}`"
 GROUP = "tag." + tag.SETUP      # MLflow's id of the group of runs without a set-up tag
 TAG_MAX = 5000                  # MLflow's limit on an experiment tag's value
 
@@ -70,8 +75,9 @@ def view_key(sweep_id: str) -> str:
 def view_state(sweep_id: str, parent_run_id: Optional[str], setups: Sequence[str] = ()) -> dict:
     """The shared view of one sweep: its runs only, grouped by set-up (tag set-up: one row per
     set-up, its runs' average of each metric; `setups` start collapsed, a click shows the runs),
-    the figures as columns. Runs without a set-up (the sweep's parent, and every job of a sweep
-    still running or summarised before set-ups were tagged) are one group, open."""
+    the figures as columns, the runs listed round by round (SORT: each page of MLflow's holds
+    every set-up). Runs without a set-up (the sweep's parent, and every job of a sweep still
+    running or summarised before set-ups were tagged) are one group, open."""
     return {
         "searchFilter": f"tags.`{tag.SWEEP_ID}` = '{sweep_id}'",
         "orderByKey": SORT,

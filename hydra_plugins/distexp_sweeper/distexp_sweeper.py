@@ -76,7 +76,7 @@ class DistexpSweeper(BasicSweeper):
         pass: distexp.sweeps.callback.open_sweep), then the jobs, then the sweep's decision."""
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
-        from distexp.sweeps import planning, records
+        from distexp.sweeps import planning, records, setups
 
         assert self.config is not None and self.launcher is not None
         assert self.hydra_context is not None
@@ -107,6 +107,8 @@ class DistexpSweeper(BasicSweeper):
             return self._auto(jobs, compose, sweep_dir, controls)
         records.write_records(sweep_dir, launches.skipped)
         records.write_plan(sweep_dir, [num for num, _ in launches.launch])
+        setups.hand_out(sweep_dir, setups.keys(jobs, compose),  # each run's set-up tags
+                        setups.positions(jobs, repeats, launches.launch))
         self.overrides = [[job for _, job in launches.launch]]
         self.batch_index = 1
         returns: List[Any] = []
@@ -169,7 +171,7 @@ class DistexpSweeper(BasicSweeper):
     def _auto(self, jobs, compose, sweep_dir: Path, controls) -> Any:
         """repeats=auto: rounds until every comparison is settled (distexp.sweeps.auto)."""
         from distexp.figures import outcomes
-        from distexp.sweeps import auto, planning, records
+        from distexp.sweeps import auto, planning, records, setups
         from distexp.sweeps.ending import SWEEPS
 
         rounds = auto.Rounds(jobs, compose, *auto.settings(self.config), controls=controls,
@@ -195,6 +197,7 @@ class DistexpSweeper(BasicSweeper):
                 records.write_plan(sweep_dir, launched, at_most=len(launched) + len(launch) * (
                     rounds.max_repeats - rounds.done - 1), names={n: rounds.names[i]
                                                                   for n, i in index.items()})
+                setups.hand_out(sweep_dir, rounds.keys, index)  # each run's set-up tags
                 first_failure = self._launch(launch, returns, first_failure)
                 done = {int(r["num"]): r for r in records.records(sweep_dir)}
                 rounds.record({i: auto.rate_of(done.get(num, {})) for num, i in index.items()})
