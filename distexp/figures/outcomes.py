@@ -18,7 +18,8 @@ from typing import List, Optional, Sequence
 
 EQUAL_WORK, BASELINE = "equal work", "baseline"
 OPEN_WORD = "not settled"
-MOST_ROUNDS = 200  # a continuation suggested up to this many rounds in all
+AT_MARGIN = "at the margin"  # distexp.figures.sequential.at_margin: settled, not worth more rounds
+CONTINUE_CAP = 5  # a continuation suggested up to this many times the planned rounds, in all
 OPEN_SHORT = "open"  # where a line must be short (a round line, the console's table)
 
 
@@ -42,6 +43,7 @@ class Record:
     method: str                 # repeated confidence intervals | fixed-sample paired t | ...
     spread: Optional[float] = None          # sd of the paired log ratios (the noise)
     rounds_needed: Optional[int] = None     # not settled: rounds that would likely settle it
+    primary: bool = True        # the sweep's question: it decides when the sweep stops
 
     @property
     def settled(self) -> bool:
@@ -65,6 +67,8 @@ class Decision:
     # each set-up's key, by index (its runs' tag distexp.setup_key: the report's and the UI's
     # rows); empty in a decision stored before runs were tagged
     setup_keys: List[str] = field(default_factory=list)
+    disturbed: List[dict] = field(default_factory=list)  # runs left out of the pairs: setup,
+    # name, slot, round, job, reason (distexp.sweeps.auto.Rounds: CPU/wall starved, or the job's own)
 
     @property
     def fixed(self) -> bool:
@@ -103,6 +107,8 @@ def word(r: Record, margin: float, rounds: bool = True) -> str:
     """faster | slower | equal within +-5% | not settled after 10 rounds"""
     if r.outcome == "equal":
         return f"equal within +-{100 * margin:g}%"
+    if r.outcome == AT_MARGIN:
+        return f"at the +-{100 * margin:g}% margin" + (", not worth more rounds" * rounds)
     if r.outcome == OPEN_WORD and rounds:
         return f"{OPEN_WORD} after {r.rounds} round{'s' * (r.rounds != 1)}"
     return r.outcome
@@ -116,8 +122,23 @@ def cell(r: Optional[Record], margin: float) -> str:
 
 
 def text(r: Record, margin: float) -> str:
-    """mirrored x2 vs one_device x1 batch 128 (control), equal work: 0.72x [0.45, 1.14] slower"""
-    return f"{r.names[0]} vs {r.names[1]}, {r.kind}: {interval(r)} {word(r, margin)}"
+    """mirrored x2 vs one_device x1 batch 128 (control), equal work: 0.72x [0.45, 1.14] slower;
+    at the margin: 'about 1.04x [0.99, 1.10]: at the +-5% margin, not worth more rounds'."""
+    if r.outcome == AT_MARGIN and r.ratio is not None:
+        what = f"about {interval(r)}: {word(r, margin)}"
+    else:
+        what = f"{interval(r)} {word(r, margin)}"
+    return f"{r.names[0]} vs {r.names[1]}, {r.kind}: {what}"
+
+
+def cap(d: "Decision") -> int:
+    """The most rounds in all a `Continue:` line suggests: CONTINUE_CAP x the planned rounds."""
+    return CONTINUE_CAP * max(d.horizon, 1)
+
+
+def ordered(d: "Decision") -> List[Record]:
+    """The primary comparisons (the sweep's question) first, equal work first among each."""
+    return sorted(d.comparisons, key=lambda r: (not r.primary, r.kind != EQUAL_WORK))
 
 
 def heading(d: Decision) -> str:
@@ -138,7 +159,7 @@ def heading(d: Decision) -> str:
 def next_lines(d: Decision) -> List[str]:
     """What to do about the comparisons not settled: the noise, the rounds that would likely
     settle each, the command that continues the sweep (to the fewest of those rounds)."""
-    open_ = [r for r in d.comparisons if not r.settled and r.spread is not None]
+    open_ = [r for r in d.comparisons if r.primary and not r.settled and r.spread is not None]
     if not open_:
         return []
     noise = max(r.spread for r in open_)
@@ -151,8 +172,9 @@ def next_lines(d: Decision) -> List[str]:
     head += "; likely settled after ~" + ", ~".join(
         f"{r.rounds_needed} rounds ({r.ratio:.2f}x)" for r in likely)
     if d.next_rounds is None:
-        return [head, f"More than {MOST_ROUNDS} rounds: quiet the machine (or accept that the "
-                "difference is smaller than it can show), then run the sweep again"]
+        return [head, f"More than {cap(d)} rounds (the cap: {CONTINUE_CAP}x the planned "
+                f"{d.horizon}): quiet the machine (or accept that the difference is smaller than "
+                "it can show), then run the sweep again"]
     if d.fixed:
         return [head + f": run it again with repeats={d.next_rounds}"]
     return [head, f"Continue: {d.next_command}" if d.next_command else ""]
@@ -160,9 +182,21 @@ def next_lines(d: Decision) -> List[str]:
 
 def closing_lines(d: Decision) -> List[str]:
     """The sweep's last lines before the report and UI commands: the heading, one line per
-    comparison (equal work first), what next."""
-    ordered = sorted(d.comparisons, key=lambda r: r.kind != EQUAL_WORK)
-    return [x for x in [heading(d)] + [text(r, d.margin) for r in ordered] + next_lines(d) if x]
+    comparison (the sweep's question first, equal work first; the others marked as standing
+    where the sweep stopped), what next (the question's comparisons only)."""
+    asked = any(r.primary for r in d.comparisons)
+    lines = [text(r, d.margin) if r.primary or not asked else
+             f"as it stands: {text(r, d.margin)}" for r in ordered(d)]
+    return [x for x in [heading(d)] + lines + [disturbed_line(d)] + next_lines(d) if x]
+
+
+def disturbed_line(d: Decision) -> str:
+    """Disturbed, left out of the pairs: one_device x1 batch 64 round 3 (job 7: CPU/wall 0.40,
+    under 0.6x its set-up's median 1.25); ... ('' when none)."""
+    if not d.disturbed:
+        return ""
+    return "Disturbed, left out of the pairs: " + "; ".join(
+        f"{f['name']} round {f['round']} (job {f['job']}: {f['reason']})" for f in d.disturbed)
 
 
 def section_lines(d: Decision) -> List[str]:
@@ -188,7 +222,7 @@ def round_line(d: Decision, width: int = WIDTH) -> str:
     head = f"round {d.rounds}"  # of at most d.horizon: the console's job line says it
     if not d.comparisons:
         return f"{head}: one set-up, nothing to compare"
-    rs = sorted(d.comparisons, key=lambda r: r.kind != EQUAL_WORK)
+    rs = ordered(d)
     line = ""
     for with_iv, full_b, shown in ((True, True, rs), (True, False, rs), (False, False, rs),
                                    (False, False, [r for r in rs if not r.settled] or rs)):
@@ -203,7 +237,7 @@ def round_line(d: Decision, width: int = WIDTH) -> str:
 def description_line(d: Decision, width: int = WIDTH) -> str:
     """The parent run's and the experiment's description, first line (read uncut above MLflow's
     runs table): the equal-work comparisons first, as many as fit, the rest counted."""
-    rs = sorted(d.comparisons, key=lambda r: r.kind != EQUAL_WORK)
+    rs = ordered(d)
     if not rs:
         return f"Outcome: one set-up, nothing to compare ({d.rounds} rounds)"
     rounds = f"{d.rounds} round{'s' * (d.rounds != 1)}" + (", fixed-sample" if d.fixed else "")

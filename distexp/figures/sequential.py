@@ -34,9 +34,11 @@ The boundary (docs/report.md, "repeats=auto"):
 - `mixing_g`: g chosen to make the boundary tightest at n = `target` rounds (the same paper's
   rho = sqrt((-2 log alpha + log(-2 log alpha + 1)) / target), var = 1).
 
-`outcome` turns an interval into one of four outcomes with margin m on the ratio:
+`outcome` turns an interval into one of five outcomes with margin m on the ratio:
 *faster* (the ratio's interval above 1), *slower* (below 1), *equal* (inside [1/(1+m), 1+m]),
-else *open* (not settled). Pure Python: the sweeper and the report import it.
+*at the margin* (in the band around the margin's edge, `at_margin`: more rounds would not tell
+equal from different at a cost worth paying), else *open* (not settled). Pure Python: the
+sweeper and the report import it.
 """
 from __future__ import annotations
 
@@ -46,7 +48,8 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 FASTER, SLOWER, EQUAL, OPEN = "faster", "slower", "equal", "not settled"
-SETTLED = (FASTER, SLOWER, EQUAL)
+AT_MARGIN = "at the margin"
+SETTLED = (FASTER, SLOWER, EQUAL, AT_MARGIN)
 
 
 def mixing_g(alpha: float, target: int) -> float:
@@ -242,9 +245,21 @@ def outcome(a: Sequence[Optional[float]], b: Sequence[Optional[float]], margin: 
         kind = SLOWER
     elif -edge <= lo and hi <= edge:
         kind = EQUAL
+    elif at_margin(mean, lo, hi, margin):
+        kind = AT_MARGIN
     else:
         kind = OPEN
     return Outcome(kind, math.exp(mean), _exp(lo), _exp(hi), len(diffs), sd)
+
+
+def at_margin(mean: float, lo: float, hi: float, margin: float) -> bool:
+    """The band around the margin's edge e = log(1 + margin), on the log ratio: the estimate
+    nearer the edge than 1 or twice the edge (e/2 <= |mean| <= 3e/2) and the whole interval
+    inside twice the margin (-2e <= lo, hi <= 2e). Then the ratio is within about one margin of
+    the edge: 1.04x [0.99, 1.10] at +-5 % (a true ratio at the edge settles neither as equal
+    nor as different, however many rounds: the README sweep's baseline comparison ran 171)."""
+    edge = math.log1p(margin)
+    return edge / 2 <= abs(mean) <= 1.5 * edge and -2 * edge <= lo and hi <= 2 * edge
 
 
 def rounds_to_settle(mean: float, sd: Optional[float], margin: float, rule, start: int,
@@ -252,10 +267,14 @@ def rounds_to_settle(mean: float, sd: Optional[float], margin: float, rule, star
     """The rounds after which `rule` would settle a mean log ratio `mean` with spread `sd` if
     both stayed as measured (about an even chance: the next rounds' mean is as likely above as
     below): the least n >= start whose half-width c(n) sd / sqrt(n) is under |mean| (faster or
-    slower) or under log(1 + margin) - |mean| (equal); None past `most` or without a spread."""
+    slower), under log(1 + margin) - |mean| (equal) or, with the estimate in the band around the
+    margin's edge (`at_margin`), under 2 log(1 + margin) - |mean| (at the margin); None past
+    `most` or without a spread."""
     if sd is None or sd <= 0:
         return None
-    room = max(abs(mean), math.log1p(margin) - abs(mean))
+    edge = math.log1p(margin)
+    room = max(abs(mean), edge - abs(mean),
+               2 * edge - abs(mean) if edge / 2 <= abs(mean) <= 1.5 * edge else 0.0)
     for n in range(max(start, 2), most + 1):
         if rule.multiplier(n) * sd / math.sqrt(n) < room:
             return n

@@ -11,11 +11,16 @@ paired by round (distexp.figures.sequential):
 - each N-replica set-up against its equal-work control (the 1-replica set-up at its global batch,
   the same model, data and knobs: `sweep.controls=true` adds it).
 
-The family's error rate is `sweep.alpha`, split equally over the comparisons (Bonferroni).
+The **primary** comparisons are the sweep's question: a set-up's equal-work comparison where it
+has one, else its comparison with the baseline (a control added by `sweep.controls` is never
+asked about). The family's error rate is `sweep.alpha`, split equally over every comparison that
+gets an interval (Bonferroni: `Rounds.alpha_each`), primary or not.
 `repeats=auto`: repeated confidence intervals over the planned `sweep.max_repeats` rounds
-(sequential.planned); a comparison keeps its outcome from the round it settles; a set-up leaves
-the rounds when every comparison it is part of is settled; the sweep stops when none is open or
-after `sweep.max_repeats` rounds. `sweep.resume` replays the original sweep's rounds from its
+(sequential.planned); a comparison keeps its outcome from the round it settles (*at the margin*
+included); a set-up leaves the rounds when every comparison it is part of is settled; the sweep
+stops when no primary comparison is open or after `sweep.max_repeats` rounds, the others reported
+as they stand. A **disturbed** run (`disturbed`) is left out of the pairs, and in repeats=auto its
+round runs once more. `sweep.resume` replays the original sweep's rounds from its
 runs (identity as in distexp.sweeps.planning), keeps its plan (`planned_horizon`) and continues
 where it stopped. `repeats=N`: the same comparisons, one fixed-sample look after the N rounds
 (sequential.Fixed). No TensorFlow here.
@@ -24,9 +29,10 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -39,6 +45,7 @@ AUTO = "auto"
 RATE = perf_keys.EXAMPLES_PER_SEC
 EQUAL_WORK, BASELINE = outcomes.EQUAL_WORK, outcomes.BASELINE
 TAG_MAX = 8000  # MLflow's limit on a run tag's value
+STARVED = 0.6  # a run's CPU/wall under this x the median of its set-up's other runs: disturbed
 
 
 @dataclass
@@ -47,6 +54,7 @@ class Comparison:
     b: int      # the set-up it is compared with
     kind: str   # EQUAL_WORK | BASELINE
     outcome: Optional[sequential.Outcome] = None
+    primary: bool = True  # the sweep's question (module docstring)
 
     @property
     def settled(self) -> bool:
@@ -60,9 +68,10 @@ def _family(s: planning.Setup) -> tuple:
                  and k not in planning.FACT_INPUTS and k != "strategy")
 
 
-def comparisons(setups: Sequence[Optional[planning.Setup]]) -> List[Comparison]:
-    """The comparisons of a sweep of these set-ups (module docstring); a set-up that failed its
-    checks (None) is compared with nothing."""
+def comparisons(setups: Sequence[Optional[planning.Setup]],
+                controls: Sequence[int] = ()) -> List[Comparison]:
+    """The comparisons of a sweep of these set-ups (module docstring), each marked primary or
+    not; a set-up that failed its checks (None) is compared with nothing."""
     known = [i for i, s in enumerate(setups) if s is not None]
     if len(known) < 2:
         return []
@@ -78,6 +87,9 @@ def comparisons(setups: Sequence[Optional[planning.Setup]]) -> List[Comparison]:
                 out.append(Comparison(i, control, EQUAL_WORK))
         if i != base:
             out.append(Comparison(i, base, BASELINE))
+    work = {c.a for c in out if c.kind == EQUAL_WORK}
+    for c in out:
+        c.primary = c.a not in controls and (c.kind == EQUAL_WORK or c.a not in work)
     return out
 
 
@@ -104,7 +116,7 @@ class Rounds:
         self.jobs = [list(j) for j in jobs]
         self.names = names(jobs, cfgs, setups, controls)
         self.keys = [key_of(s, j) for s, j in zip(setups, jobs)]  # the runs' set-up tags
-        self.pairs = comparisons(setups)
+        self.pairs = comparisons(setups, controls)
         self.alpha, self.margin, self.max_repeats = alpha, margin, max_repeats
         self.repeats = repeats
         self.alpha_each = alpha / max(len(self.pairs), 1)
@@ -114,7 +126,17 @@ class Rounds:
                      else sequential.Fixed(self.alpha_each))
         self.controls = list(controls)
         self.rates: List[List[Optional[float]]] = [[] for _ in jobs]
-        self.done = 0  # rounds run
+        self.windows: List[List[Optional[float]]] = [[] for _ in jobs]  # CPU/wall of each run
+        self.nums: List[List[Optional[int]]] = [[] for _ in jobs]
+        self.done = 0  # rounds run, re-runs included (a job's number and `repeat`)
+        self.reruns: List[int] = []  # the rounds (0-based, of `done`) that re-ran the one before
+        self.rerun_next = False
+        self.disturbed: List[dict] = []  # outcomes.Decision.disturbed
+
+    @property
+    def rounds(self) -> int:
+        """Rounds run, a re-run of a disturbed round not counted again."""
+        return self.done - len(self.reruns)
 
     def open_setups(self) -> List[int]:
         """Set-ups in at least one open comparison (every set-up in round 0, and when the sweep
@@ -132,18 +154,76 @@ class Rounds:
         return [(r * len(self.jobs) + i, [*self.jobs[i], f"repeat={r}"])
                 for i in open_[k:] + open_[:k]]
 
-    def record(self, rates: dict) -> None:
-        """One round done: {set-up index: examples/s or None (failed)}; update the outcomes."""
+    def record(self, rates: dict, windows: Optional[Dict[int, tuple]] = None,
+               nums: Optional[Dict[int, int]] = None) -> List[str]:
+        """One round done: {set-up index: examples/s or None (failed)}, `windows` {set-up index:
+        (CPU/wall, the job's own disturbed reason): `window_of`}, `nums` {set-up: job number};
+        flag its disturbed runs (left out of the pairs), update the outcomes. The lines that say
+        which runs were disturbed and whether the round runs again."""
+        slot, windows, nums = self.done, windows or {}, nums or {}
+        again = self.rerun_next
+        if again:
+            self.reruns.append(slot)
         for i, runs in enumerate(self.rates):
             runs.append(rates.get(i))
+            self.windows[i].append((windows.get(i) or (None, None))[0])
+            self.nums[i].append(nums.get(i))
+        found = self._flag(slot, {i: w[1] for i, w in windows.items() if w and w[1]})
         self.done += 1
+        self.rerun_next = self.repeats == AUTO and not again and any(
+            f["slot"] == slot for f in found)
         for c in self.pairs:
             if not c.settled or self.repeats != AUTO:  # repeats=N: one look, the last round's
                 c.outcome = sequential.outcome(self.rates[c.a], self.rates[c.b], self.margin,
                                                self.rule)
+        return [self._said(f, slot, again) for f in found]
+
+    def _flag(self, slot: int, own: Dict[int, str]) -> List[dict]:
+        """Flag this round's runs that say they were disturbed (`own`) and every run so far whose
+        CPU/wall is under STARVED x the median of its set-up's other unflagged runs (2 at least):
+        its rate leaves the pairs (None). The new flags."""
+        found = []
+        for i in range(len(self.rates)):
+            for j in range(slot + 1):
+                why = own.get(i) if j == slot else None
+                why = why or self._starved(i, j)
+                if why and self.rates[i][j] is not None:
+                    self.rates[i][j] = None
+                    found.append({"setup": i, "name": self.names[i], "slot": j,
+                                  "round": j + 1 - sum(r <= j for r in self.reruns),
+                                  "job": self.nums[i][j], "reason": why})
+        self.disturbed += found
+        return found
+
+    def _starved(self, i: int, j: int) -> Optional[str]:
+        x = self.windows[i][j]
+        others = [w for k, w in enumerate(self.windows[i])
+                  if k != j and w is not None and self.rates[i][k] is not None]
+        if x is None or len(others) < 2:
+            return None
+        median = statistics.median(others)
+        if x >= STARVED * median:
+            return None
+        return f"CPU/wall {x:.2f}, under {STARVED:g}x its set-up's median {median:.2f}"
+
+    def _said(self, f: dict, slot: int, again: bool) -> str:
+        """round 3: one_device x1 batch 64 (job 7) disturbed (CPU/wall 0.40, ...): left out of
+        the pairs; round 3 runs again"""
+        what = f"round {f['round']}: {f['name']} (job {f['job']}) disturbed ({f['reason']})"
+        if f["slot"] != slot:
+            return f"{what}: left out of the pairs (seen beside the later rounds)"
+        if again:
+            return f"{what} again: left out of the pairs"
+        if self.repeats != AUTO:
+            return f"{what}: left out of the pairs"
+        return f"{what}: left out of the pairs; round {f['round']} runs again"
 
     def finished(self) -> bool:
-        return self.done >= self.max_repeats or (self.done > 0 and not self.open_setups())
+        """After `sweep.max_repeats` rounds (a disturbed round's re-run done), or when no primary
+        comparison is open (the others stand as they are)."""
+        if self.done > 0 and not any(c.primary and not c.settled for c in self.pairs):
+            return True
+        return self.rounds >= self.max_repeats and not self.rerun_next
 
     def decision(self, next_command: Optional[Callable[[int], str]] = None) -> outcomes.Decision:
         """The records of every comparison as it stands (distexp.figures.outcomes)."""
@@ -151,21 +231,63 @@ class Rounds:
         for c in self.pairs:
             o = c.outcome or sequential.Outcome(sequential.OPEN, None, 0.0, math.inf, 0)
             need = None
-            if not o.settled and o.ratio is not None:
+            if c.primary and not o.settled and o.ratio is not None:
                 need = sequential.rounds_to_settle(math.log(o.ratio), o.spread, self.margin,
                                                    self.rule, o.rounds + 1)
             recs.append(outcomes.Record(
                 c.a, c.b, [self.names[c.a], self.names[c.b]], c.kind, o.ratio,
                 o.low or None, None if math.isinf(o.high) else o.high, o.kind, o.rounds,
-                self.rule.method, o.spread, need))
+                self.rule.method, o.spread, need, c.primary))
         likely = [r for r in recs if not r.settled and r.rounds_needed]
-        # the next step: the rounds that would likely settle the first of them
-        n = min((r.rounds_needed + self.done - r.rounds for r in likely), default=None)
-        n = n if n is not None and n <= outcomes.MOST_ROUNDS else None
+        # the next step: the rounds that would likely settle the first of them, within the cap
+        n = min((r.rounds_needed + self.rounds - r.rounds for r in likely), default=None)
+        n = n if n is not None and n <= outcomes.CONTINUE_CAP * self.horizon else None
         return outcomes.Decision(
-            str(self.repeats), self.rule.method, self.alpha, self.margin, self.done, self.horizon,
-            list(self.names), recs, next_command(n) if n and next_command else None, n,
-            self.controls, setup_keys=list(self.keys))
+            str(self.repeats), self.rule.method, self.alpha, self.margin, self.rounds,
+            self.horizon, list(self.names), recs, next_command(n) if n and next_command else None,
+            n, self.controls, disturbed=[dict(f) for f in self.disturbed],
+            setup_keys=list(self.keys))
+
+
+def window_of(record: dict) -> Tuple[Optional[float], Optional[str]]:
+    """(CPU/wall of a job's timed window: result.json's cpu_seconds_timed / timed_seconds, the
+    job's own `disturbed` reason, else the one its run was tagged with: a replayed run's record)
+    read defensively: a key absent or not a number is (None, None), not flagged."""
+    reason = record.get("disturbed")
+    try:
+        result = json.loads((Path(record["job_dir"]) / "result.json").read_text())
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, reason if isinstance(reason, str) and reason else None
+    if not isinstance(result, dict):
+        return None, None
+    own = result.get("disturbed")
+    reason = own if isinstance(own, str) and own else reason if isinstance(reason, str) else None
+    cpu, wall = result.get("cpu_seconds_timed"), result.get("timed_seconds")
+    try:
+        ratio = float(cpu) / float(wall) if float(wall) > 0 else None
+    except (TypeError, ValueError):
+        ratio = None
+    return ratio, reason or None
+
+
+def tag_disturbed(sweep_id: Optional[str], flags: Sequence[dict]) -> None:
+    """Tag each flagged run (tags.DISTURBED: the reason) through the sweep's MLflow client: the
+    job's run with that sweep id and job number. Never fails the sweep."""
+    from distexp.sweeps.ending import SWEEPS
+    from distexp.tracking import tags as tag
+
+    run = SWEEPS.open_run()
+    if run is None or getattr(run, "offline", None) is not None or not sweep_id:
+        return
+    for f in flags:
+        try:
+            query = (f"tags.`{tag.SWEEP_ID}` = '{sweep_id}' and tags.`{tag.JOB_NUM}` = "
+                     f"'{f['job']}' and tags.`{tag.RUN_KIND}` = 'job'")
+            for job in run.client.search_runs([run.experiment_id], query, max_results=5):
+                run.client.set_tag(job.info.run_id, tag.DISTURBED, f["reason"])
+        except Exception as ex:  # noqa: BLE001
+            print(f"distexp: job {f['job']}'s run not tagged disturbed: "
+                  f"{type(ex).__name__}", flush=True)
 
 
 def rate_of(record: dict) -> Optional[float]:
@@ -222,15 +344,20 @@ def planned_horizon(config: DictConfig) -> Optional[int]:
 
 
 def continue_command(config: DictConfig, sweep_id: Optional[str], rounds: int) -> Optional[str]:
-    """python -m distexp -m <the sweep's overrides> sweep.resume=<id> sweep.max_repeats=<n>"""
+    """python -m distexp -m <the sweep's overrides, Hydra's own included: hydra/launcher=...>
+    sweep.resume=<id> sweep.max_repeats=<n>"""
     if not sweep_id:
         return None
+    import shlex
+
     from distexp.tracking.redaction import redact_text
 
-    kept = [o for o in config.hydra.overrides.task
-            if o.split("=", 1)[0].lstrip("+~") not in ("sweep.resume", "sweep.max_repeats")]
-    return redact_text(" ".join(["python -m distexp -m", *kept, f"sweep.resume={sweep_id}",
-                                 f"sweep.max_repeats={rounds}"]))
+    given = [*(OmegaConf.select(config, "hydra.overrides.hydra") or []),
+             *config.hydra.overrides.task]
+    kept = [o for o in given if o.split("=", 1)[0].lstrip("+~")
+            not in ("sweep.resume", "sweep.max_repeats", "hydra.mode")]
+    return redact_text(" ".join(["python -m distexp -m", *map(shlex.quote, kept),
+                                 f"sweep.resume={sweep_id}", f"sweep.max_repeats={rounds}"]))
 
 
 def resume_runs(config: DictConfig) -> Optional[List[dict]]:

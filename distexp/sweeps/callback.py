@@ -145,13 +145,21 @@ def _refuse_before_any_job(config: DictConfig) -> None:
             from distexp.sweeps import planning
 
             planning.find_parent(config, str(config.sweep.resume))
-        if config.tracking.enabled:  # milliseconds: a store that is plainly not there
-            from distexp import tracking
-
-            tracking.probe(config.tracking.uri)
+        if not _distexp_sweeper(config):  # distexp's: after every job's checks (open_sweep)
+            probe_store(config)
     except UserError as ex:  # before any job: the sweep stops once, not once per job
         print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
         raise SystemExit(errors.BAD_INPUT) from None
+
+
+def probe_store(config: DictConfig) -> None:
+    """Milliseconds: a store that is plainly not there is one line (UserError). It creates a
+    sqlite store's folder, so distexp's sweeper calls it once every job has passed its checks:
+    a sweep refused on a job's value leaves nothing (no `outputs/`)."""
+    if config.tracking.enabled:
+        from distexp import tracking
+
+        tracking.probe(config.tracking.uri)
 
 
 def _check_sweeper(config: DictConfig) -> None:

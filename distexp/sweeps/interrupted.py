@@ -32,13 +32,29 @@ def command(argv: Sequence[str], sweep_id: str) -> str:
     return " ".join(["python -m distexp", *map(shlex.quote, keep), f"{RESUME_KEY}={sweep_id}"])
 
 
+def measures(argv: Sequence[str], sweep_dir: Path) -> bool:
+    """Whether the sweep measures (repeats=auto or repeats=N >= 2: its decision, auto.json, or
+    the command's repeats): then a job it stopped runs again from the start when resumed
+    (distexp.sweeps.planning.place), its checkpoint not used."""
+    from distexp.sweeps.records import AUTO_FILE
+
+    given = [a.partition("=")[2].strip().lower() for a in argv
+             if a.lstrip("+~").partition("=")[0] == "repeats"]
+    return (Path(sweep_dir) / AUTO_FILE).exists() or any(
+        v == "auto" or (v.isdigit() and int(v) >= 2) for v in given)
+
+
 def stopped_line(sweep_id: str, sweep_dir: Path, argv: Sequence[str], signal_name: str) -> str:
     """The line a stopped sweep ends with (without the "distexp: " prefix)."""
     jobs = records(Path(sweep_dir))
     done = sum(1 for j in jobs if j.get("status") == "COMPLETED")
-    return (f"interrupted by {signal_name}: sweep {sweep_id} stopped; kept: {done} finished "
-            f"job{'' if done == 1 else 's'} (skipped when resumed) and each job's checkpoints in "
-            f"{sweep_dir}; continue with: {command(argv, sweep_id)}")
+    kept = (f"{done} finished job{'' if done == 1 else 's'} (skipped when resumed) and each "
+            f"job's checkpoints in {sweep_dir}")
+    if measures(argv, sweep_dir):  # a measurement: a stopped job's checkpoint is not resumed
+        kept = (f"{done} finished job{'' if done == 1 else 's'} (skipped when resumed; a job "
+                f"stopped before its figures runs again from the start) in {sweep_dir}")
+    return (f"interrupted by {signal_name}: sweep {sweep_id} stopped; kept: {kept}; continue "
+            f"with: {command(argv, sweep_id)}")
 
 
 def _same(a: str, b: str) -> bool:

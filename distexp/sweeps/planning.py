@@ -19,7 +19,10 @@ It is Hydra's BasicSweeper (cartesian product of ``key=a,b`` overrides) plus:
   the job logs it) with the runs of that sweep in MLflow: a job with a FINISHED run is skipped
   (its record keeps that run's objective), one whose runs FAILED or were KILLED re-runs with
   ``resume=true`` from its own checkpoint dir under its original job number, a job the sweep
-  never ran runs fresh. The sweep keeps its id and its one parent run (distexp.sweeps reopens it).
+  never ran runs fresh. A sweep that measures (`repeats=auto`, `repeats=N` with N >= 2) re-runs
+  an unfinished job from the start instead: its figures are a measurement, which a resumed
+  training would lose (a checkpoint is for a user's job). The sweep keeps its id and its one
+  parent run (distexp.sweeps reopens it).
 
 No TensorFlow here; MLflow only with sweep.resume.
 """
@@ -223,10 +226,12 @@ class Launches:
     reruns: int = 0
 
 
-def place(job: Sequence[str], job_cfg: DictConfig, runs: List[dict], used: set):
+def place(job: Sequence[str], job_cfg: DictConfig, runs: List[dict], used: set,
+          measure: bool = False):
     """What a resumed sweep does with one job, given the original sweep's runs (`used`: run ids
     already matched, updated): ("skip", num, its record) for a FINISHED run, ("rerun", num,
-    overrides + resume=true) for a FAILED/KILLED one, ("new", None, overrides) otherwise."""
+    overrides + resume=true) for a FAILED/KILLED one (`measure`: the overrides as they are, a
+    run from the start), ("new", None, overrides) otherwise."""
     ident = identity(job_cfg)
     mine = [r for r in runs if r["run_id"] not in used and _matches(ident, r["params"])]
     done = [r for r in mine if r["status"] == "FINISHED"]
@@ -237,11 +242,14 @@ def place(job: Sequence[str], job_cfg: DictConfig, runs: List[dict], used: set):
             "num": r["num"], "overrides": list(job), "status": "COMPLETED",
             "value": run_objective(r, job_cfg), "error": None, "job_dir": r["job_dir"],
             "examples_per_sec": r["metrics"].get(perf_keys.EXAMPLES_PER_SEC),
+            "disturbed": r.get("tags", {}).get(tag.DISTURBED),
             "skipped": f"FINISHED in run {r['run_id']}"}
     tried = [r for r in mine if r["status"] in ("FAILED", "KILLED") and r["num"] is not None]
     if tried:
         r = tried[-1]  # the latest attempt (runs come oldest first)
         used.update(x["run_id"] for x in mine)
+        if measure:
+            return "rerun", r["num"], list(job)
         extra = ["resume=true"]
         if r["params"].get("checkpoint.dir"):
             extra.append(f"checkpoint.dir={_quote(r['params']['checkpoint.dir'])}")
@@ -250,8 +258,9 @@ def place(job: Sequence[str], job_cfg: DictConfig, runs: List[dict], used: set):
 
 
 def plan(jobs: Sequence[Sequence[str]], config: DictConfig,
-         compose: Callable[[List[str]], DictConfig]) -> Launches:
-    """Job numbers and overrides to launch (everything, unless sweep.resume is set)."""
+         compose: Callable[[List[str]], DictConfig], measure: bool = False) -> Launches:
+    """Job numbers and overrides to launch (everything, unless sweep.resume is set); `measure`
+    (repeats=N >= 2): an unfinished job re-runs from the start (`place`)."""
     sweep_id = OmegaConf.select(config, "sweep.resume")
     if not sweep_id:
         return Launches(launch=[(n, list(j)) for n, j in enumerate(jobs)])
@@ -261,7 +270,7 @@ def plan(jobs: Sequence[Sequence[str]], config: DictConfig,
     next_num = max(taken, default=-1) + 1
     used = set()
     for job in jobs:
-        what, num, got = place(job, compose(list(job)), runs, used)
+        what, num, got = place(job, compose(list(job)), runs, used, measure)
         if what == "skip":
             out.skipped.append(got)
             continue
@@ -278,31 +287,27 @@ def plan(jobs: Sequence[Sequence[str]], config: DictConfig,
                         f"{len(jobs)} jobs matches a run of that sweep (run the sweep's own "
                         f"command again, plus sweep.resume=...: {_original_command(config, sweep_id)})")
     out.launch.sort()
+    how = ("from the start (a measurement: its checkpoint not used)" if measure
+           else "with resume=true")
     print(f"Resuming sweep {sweep_id}: {len(out.skipped)} job(s) FINISHED there (skipped), "
-          f"{out.reruns} re-run with resume=true, {len(out.launch) - out.reruns} new", flush=True)
+          f"{out.reruns} re-run {how}, {len(out.launch) - out.reruns} new", flush=True)
     return out
 
 
 def check_jobs(jobs: Sequence[Sequence[str]],
                compose: Callable[[List[str]], DictConfig]) -> None:
-    """Before the first job starts: every job's config composes (an unknown option would stop
-    the launcher mid-sweep), and not every job fails distexp.config.checks: if all do, the
-    sweep is refused once with the first job's line instead of failing once per job.
-    Composing is Hydra's own (~0.05-0.2 s a job here); a job failing alone still runs (and fails)."""
+    """Before the first job starts (nothing written, no parent run): every job's config composes
+    and passes distexp.config.checks; the first job that does not refuses the sweep, in its one
+    line (`-m epochs=1,0`: job 2's `epochs: received 0`, before job 1 trains). A job that fails
+    later, as it runs (its data, its model, the machine), fails alone and the sweep goes on.
+    Composing is Hydra's own (~0.05-0.2 s a job here)."""
     from distexp.config import checks
 
-    configs = [compose(list(job)) for job in jobs]  # Hydra's exception: one line (__main__)
-    first: Optional[UserError] = None
-    for cfg in configs:
+    for job in jobs:
+        cfg = compose(list(job))  # Hydra's exception: one line (__main__)
         with open_dict(cfg):
             del cfg["hydra"]  # a job's config, as the job sees it
-        try:
-            checks.validate(cfg)
-            return
-        except UserError as ex:
-            first = first or ex
-    if first is not None:
-        raise first
+        checks.validate(cfg)
 
 
 def _quote(value: str) -> str:
@@ -346,7 +351,8 @@ def sweep_runs(config: DictConfig, sweep_id: str) -> List[dict]:
         out.append({"run_id": r.info.run_id, "status": r.info.status,
                     "num": int(num) if num is not None and num.isdigit() else None,
                     "params": dict(r.data.params), "job_dir": r.data.tags.get(tag.JOB_DIR),
-                    "metrics": dict(r.data.metrics)})
+                    "metrics": dict(r.data.metrics),
+                    "tags": {tag.DISTURBED: r.data.tags.get(tag.DISTURBED)}})
     return out
 
 

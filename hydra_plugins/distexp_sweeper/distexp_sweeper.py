@@ -100,7 +100,8 @@ class DistexpSweeper(BasicSweeper):
         if repeats == "auto":
             planning.check_jobs([[*j, "repeat=0"] for j in jobs], compose)
         else:
-            launches = planning.plan(planning.interleave(jobs, repeats), self.config, compose)
+            launches = planning.plan(planning.interleave(jobs, repeats), self.config, compose,
+                                     measure=repeats >= 2)
             planning.check_jobs([job for _, job in launches.launch], compose)
         sweep_dir = self._open(lines)
         if repeats == "auto":
@@ -128,6 +129,7 @@ class DistexpSweeper(BasicSweeper):
 
         hooks = getattr(self.hydra_context.callbacks, "callbacks", None) or []
         if any(isinstance(h, callback.SweepCallback) for h in hooks):  # it deferred to here
+            callback.probe_store(self.config)
             callback.open_sweep(self.config)
         for line in lines:
             print(line, flush=True)
@@ -140,6 +142,7 @@ class DistexpSweeper(BasicSweeper):
         """repeats=N (N >= 2): the same comparisons as repeats=auto, one fixed-sample look at
         the end (distexp.sweeps.auto.Rounds), published as auto.json and the parent's tag."""
         from distexp.sweeps import auto, planning, records
+        from distexp.sweeps.ending import SWEEPS
 
         if repeats < 2 or len(jobs) < 2:
             return
@@ -150,9 +153,15 @@ class DistexpSweeper(BasicSweeper):
         for rec in records.records(sweep_dir):
             p = where.get(tuple(rec.get("overrides") or ()))
             if p is not None:
-                rates.setdefault(p // len(jobs), {})[p % len(jobs)] = auto.rate_of(rec)
+                got = rates.setdefault(p // len(jobs), ({}, {}, {}))
+                i = p % len(jobs)
+                got[0][i], got[1][i], got[2][i] = auto.rate_of(rec), auto.window_of(rec), rec["num"]
         for r in range(repeats):
-            rounds.record(rates.get(r, {}))
+            lines = rounds.record(*rates.get(r, ({}, {}, {})))
+            for line in lines:
+                print(line, flush=True)
+        sweep_id = SWEEPS.open.sweep_id if SWEEPS.open is not None else None
+        auto.tag_disturbed(sweep_id, rounds.disturbed)
         auto.publish(rounds.decision(), sweep_dir)
 
     def _launch(self, launch, returns: List[Any], first_failure):
@@ -169,9 +178,8 @@ class DistexpSweeper(BasicSweeper):
         return first_failure
 
     def _auto(self, jobs, compose, sweep_dir: Path, controls) -> Any:
-        """repeats=auto: rounds until every comparison is settled (distexp.sweeps.auto)."""
-        from distexp.figures import outcomes
-        from distexp.sweeps import auto, planning, records, setups
+        """repeats=auto: rounds until the sweep's question is answered (distexp.sweeps.auto)."""
+        from distexp.sweeps import auto
         from distexp.sweeps.ending import SWEEPS
 
         rounds = auto.Rounds(jobs, compose, *auto.settings(self.config), controls=controls,
@@ -183,29 +191,48 @@ class DistexpSweeper(BasicSweeper):
         with _composed_once(self.launcher, self.hydra_context.config_loader, self.config,
                             compose):
             while not rounds.finished():
-                launch, index, skipped = [], {}, []
-                for num, job in rounds.round_jobs():
-                    index[num] = num % len(rounds.jobs)
-                    what, old, got = ("new", None, job) if runs is None else \
-                        planning.place(job, compose(list(job)), runs, used)
-                    if what == "skip":
-                        skipped.append({**got, "num": num})
-                    else:
-                        launch.append((num, got))
-                records.write_records(sweep_dir, skipped)
-                launched += [num for num, _ in launch]  # the console's "job k of at most N"
-                records.write_plan(sweep_dir, launched, at_most=len(launched) + len(launch) * (
-                    rounds.max_repeats - rounds.done - 1), names={n: rounds.names[i]
-                                                                  for n, i in index.items()})
-                setups.hand_out(sweep_dir, rounds.keys, index)  # each run's set-up tags
-                first_failure = self._launch(launch, returns, first_failure)
-                done = {int(r["num"]): r for r in records.records(sweep_dir)}
-                rounds.record({i: auto.rate_of(done.get(num, {})) for num, i in index.items()})
-                decision = rounds.decision(
-                    lambda n: auto.continue_command(self.config, sweep_id, n))
-                print(outcomes.round_line(decision), flush=True)
-                auto.publish(decision, sweep_dir)
+                first_failure = self._round(rounds, compose, sweep_dir, (runs, used), launched,
+                                            (returns, first_failure), sweep_id)
         if first_failure is not None:
             raise first_failure._return_value
         return returns
 
+    def _round(self, rounds, compose, sweep_dir: Path, replay, launched, returned, sweep_id):
+        """One round of `_auto`: replay what a resumed sweep has (a job interrupted before its
+        figures runs again from the start: said in one line), launch the rest, record it."""
+        from distexp.figures import outcomes
+        from distexp.sweeps import auto, planning, records, setups
+
+        (runs, used), (returns, first_failure) = replay, returned
+        launch, index, skipped = [], {}, []
+        for num, job in rounds.round_jobs():
+            index[num] = num % len(rounds.jobs)
+            what, old, got = ("new", None, job) if runs is None else \
+                planning.place(job, compose(list(job)), runs, used, measure=True)
+            if what == "skip":
+                skipped.append({**got, "num": num})
+                continue
+            if what == "rerun":
+                print(f"Resuming sweep {self.config.sweep.resume}: round {rounds.rounds + 1}, "
+                      f"{rounds.names[index[num]]} (job {old}) did not finish there: it runs "
+                      f"again from the start as job {num} (a measurement: its checkpoint not "
+                      "used)", flush=True)
+            launch.append((num, got))
+        records.write_records(sweep_dir, skipped)
+        launched += [num for num, _ in launch]  # the console's "job k of at most N"
+        records.write_plan(sweep_dir, launched, at_most=len(launched) + len(launch) * max(
+            rounds.max_repeats - rounds.rounds - 1, 0), names={n: rounds.names[i]
+                                                                for n, i in index.items()})
+        setups.hand_out(sweep_dir, rounds.keys, index)  # each run's set-up tags
+        first_failure = self._launch(launch, returns, first_failure)
+        done = {int(r["num"]): r for r in records.records(sweep_dir)}
+        mine = {i: done.get(num, {}) for num, i in index.items()}
+        said = rounds.record({i: auto.rate_of(r) for i, r in mine.items()},
+                             {i: auto.window_of(r) for i, r in mine.items()},
+                             {i: num for num, i in index.items()})
+        decision = rounds.decision(lambda n: auto.continue_command(self.config, sweep_id, n))
+        for line in [outcomes.round_line(decision), *said]:
+            print(line, flush=True)
+        auto.tag_disturbed(sweep_id, rounds.disturbed[len(rounds.disturbed) - len(said):])
+        auto.publish(decision, sweep_dir)
+        return first_failure

@@ -316,3 +316,31 @@ def test_the_planned_boundary_is_crossed_at_its_alpha_in_many_sequences():
     planned_alpha = alpha * (1 - S.RESERVE)
     assert missed / n_seq <= planned_alpha + 3 * math.sqrt(planned_alpha / n_seq)
     assert missed / n_seq >= planned_alpha / 2  # not needlessly wide either
+
+
+def test_a_ratio_at_the_margins_edge_is_settled_as_such():
+    """1.04x at noise ~0.04 (10 rounds, alpha 0.05/3): the interval [0.99, 1.09] says neither
+    equal within +-5 % nor faster, and no affordable number of rounds would: it lies in the band
+    around the margin's edge, *at the margin* (settled). The same noise around 1.00x is not at
+    the margin (it goes on towards *equal*); a clear difference stays *faster*. The rounds its
+    rule expects count the band."""
+    import math
+
+    from distexp.figures import sequential as seq
+
+    rule = seq.planned(0.05 / 3, 10)
+    noise = [n ** 0.6 for n in (0.9, 1.1, 0.95, 1.05, 1.0, 0.92, 1.08, 0.97, 1.03, 1.0)]
+    got = seq.outcome([1.04 * n for n in noise], [1.0] * 10, 0.05, rule)
+    assert got.kind == seq.AT_MARGIN == "at the margin" and got.settled
+    assert (round(got.ratio, 3), round(got.low, 2), round(got.high, 2)) == (1.039, 0.99, 1.09)
+    assert seq.outcome([0.96 * n for n in noise], [1.0] * 10, 0.05, rule).kind == seq.AT_MARGIN
+    assert seq.outcome([1.0 * n for n in noise], [1.0] * 10, 0.05, rule).kind == seq.OPEN
+    assert seq.outcome([1.3 * n for n in noise], [1.0] * 10, 0.05, rule).kind == seq.FASTER
+    edge = math.log(1.05)
+    assert seq.at_margin(math.log(1.04), math.log(0.99), math.log(1.10), 0.05)
+    assert not seq.at_margin(math.log(1.04), math.log(0.99), math.log(1.11), 0.05)  # > 2 edges
+    assert not seq.at_margin(0.4 * edge, -edge, 1.8 * edge, 0.05)  # nearer 1 than the edge
+    # at noise 0.1: 54 rounds to the band (half-width under 2 edges - 0.039); without the band
+    # (under the 0.039 to 1) it would be more than the 76 that 1.00x needs to be *equal*
+    assert seq.rounds_to_settle(math.log(1.04), 0.1, 0.05, rule, 3) == 54
+    assert seq.rounds_to_settle(math.log(1.0), 0.1, 0.05, rule, 3) == 76

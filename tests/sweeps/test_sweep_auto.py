@@ -18,10 +18,13 @@ from helpers import sweeper as _sweeper
 class RateLauncher:
     """Writes what the callback and the trainer would: sweep_jobs/<num>.json and result.json."""
 
-    def __init__(self, sweep_dir: Path, speed, sd=0.03, seed=0):
+    def __init__(self, sweep_dir: Path, speed, sd=0.03, seed=0, starve=None):
         self.sweep_dir, self.speed, self.sd = sweep_dir, speed, sd
         self.rng = random.Random(seed)
         self.launched = []
+        # {job number: (rate factor, CPU/wall, the job's own `disturbed` reason or None)}: a run
+        # starved by a competing process (the others' CPU/wall: 1.25)
+        self.starve = starve or {}
 
     def launch(self, job_overrides, initial_job_idx):
         from hydra.core.utils import JobReturn, JobStatus
@@ -34,7 +37,10 @@ class RateLauncher:
             job_dir = self.sweep_dir / str(num)
             job_dir.mkdir(parents=True, exist_ok=True)
             rate = 1000 * self.speed(overrides) * math.exp(drift + self.rng.gauss(0, self.sd))
-            (job_dir / "result.json").write_text(json.dumps({"perf/examples_per_sec": rate}))
+            factor, cpu_wall, reason = self.starve.get(num, (1.0, 1.25, None))
+            (job_dir / "result.json").write_text(json.dumps(
+                {"perf/examples_per_sec": rate * factor, "cpu_seconds_timed": 2.0 * cpu_wall,
+                 "timed_seconds": 2.0, "timed_steps": 100, "disturbed": reason}))
             (self.sweep_dir / "sweep_jobs").mkdir(exist_ok=True)
             (self.sweep_dir / "sweep_jobs" / f"{num}.json").write_text(json.dumps(
                 {"num": num, "overrides": overrides, "status": "COMPLETED", "value": 0.9,
@@ -45,12 +51,12 @@ class RateLauncher:
         return out
 
 
-def _auto_sweep(tmp_path, speed, *args, sd=0.03):
+def _auto_sweep(tmp_path, speed, *args, sd=0.03, starve=None):
     from hydra.core.global_hydra import GlobalHydra
 
     try:
         sweeper = _sweeper(tmp_path, *(a for a in args if "," not in a))
-        sweeper.launcher = RateLauncher(tmp_path, speed, sd)
+        sweeper.launcher = RateLauncher(tmp_path, speed, sd, starve=starve)
         # Hydra's check composes every job again (the real launcher's run reuses the sweeper's
         # configs, distexp_sweeper._composed_once): seconds a round here, nothing to learn
         sweeper.validate_batch_is_legal = lambda batch: None
@@ -221,13 +227,15 @@ def test_repeats_n_ends_with_the_same_comparisons_fixed_sample(tmp_path, capsys)
 
 def test_not_settled_says_what_next():
     """The noise, the rounds that would likely settle each open comparison, the command to the
-    fewest of them; past 200 rounds no command (quiet the machine); no difference visible: say
+    fewest of them; past the cap (5x the planned rounds) no command (quiet the machine); no
+    difference visible: say
     so; repeats=N: run again with more repeats."""
     from distexp.figures import outcomes as O
 
     d = _decision()
     d.next_rounds, d.comparisons[0].rounds_needed = None, 792
-    assert O.next_lines(d)[1].startswith("More than 200 rounds: quiet the machine")
+    assert O.next_lines(d)[1].startswith("More than 50 rounds (the cap: 5x the planned 10): "
+                                         "quiet the machine")
     d.comparisons[0].rounds_needed = None
     assert O.next_lines(d)[0].endswith("no difference visible at this noise: more rounds would "
                                        "likely not settle it")
@@ -236,3 +244,253 @@ def test_not_settled_says_what_next():
     assert O.next_lines(fixed) == ["Not settled: the noise is 0.31 (sd of the paired log ratios, "
                                    "36% a round); likely settled after ~14 rounds (0.72x): run "
                                    "it again with repeats=14"]
+
+
+def _readme(overrides):
+    """The README sweep as measured here: mirrored x2 0.63x its equal-work control, the control
+    (batch 128) 1.65x one_device at batch 64, so mirrored x2 vs the baseline is ~1.04x: at the
+    +-5 % margin, where no number of rounds settles it."""
+    if "strategy=mirrored" in overrides:
+        return 1.65 * 0.63
+    return 1.65 if "global_batch_size=128" in overrides else 1.0
+
+
+README = ("strategy=one_device,mirrored", "cpu_replicas=2", "sweep.controls=true", "repeats=auto")
+
+
+def test_the_sweep_stops_when_its_question_is_answered(tmp_path, capsys):
+    """The equal-work comparison is the question (primary): the sweep stops at the round it
+    settles, though mirrored x2 vs the baseline (~1.04x, the bigger batch mixed in) is not settled;
+    that one is reported as it stands, not the headline, and no Continue is offered for it."""
+    from distexp.figures import outcomes
+
+    _auto_sweep(tmp_path, _readme, *README, "sweep.max_repeats=20", sd=0.06)
+    out = capsys.readouterr().out
+    d = outcomes.from_json((tmp_path / "auto.json").read_text())
+    work, base = d.of(1, outcomes.EQUAL_WORK), d.of(1, outcomes.BASELINE)
+    assert [r.primary for r in d.comparisons] == [True, False, False]
+    assert work.outcome == "slower" and 0.55 < work.ratio < 0.72
+    assert d.rounds == work.rounds < 20  # stopped at the round the question settled
+    assert base.outcome == "not settled" and base.rounds_needed is None
+    assert d.next_command is None and d.next_rounds is None and "Continue:" not in out
+    closing = outcomes.closing_lines(d)
+    assert closing[1].startswith("mirrored x2 vs one_device x1 batch 128 (control), equal work: ")
+    assert closing[2].startswith("as it stands: mirrored x2 vs one_device x1 batch 64, baseline: ")
+    assert closing[2].endswith(f"not settled after {d.rounds} rounds")
+    assert len(closing) == 4  # nothing next: the question is answered
+
+
+def test_continue_only_for_the_question_within_the_cap():
+    """Not settled: Continue is offered for a primary comparison with the rounds its own rule
+    expects to settle it, and only up to CONTINUE_CAP x the planned rounds (50 at 10); an open
+    comparison that is not the question gets no rounds and no command."""
+    from distexp.figures import outcomes
+    from distexp.sweeps import auto
+    from distexp.sweeps.planning import Setup
+
+    rounds = auto.Rounds([], lambda o: None, 0.05, 0.05, 10)
+    setups = [Setup(1, 64, (("m", "a"),)), Setup(2, 128, (("m", "a"), ("strategy.name", "m"))),
+              Setup(1, 128, (("m", "a"),))]
+    rounds.pairs = auto.comparisons(setups, controls=[2])
+    rounds.jobs, rounds.names = [["a"], ["b"], ["c"]], ["one", "mirrored x2", "control"]
+    rounds.alpha_each = 0.05 / 3
+    rounds.rule = seq.planned(rounds.alpha_each, 10)
+    rounds.rates, rounds.windows, rounds.nums = [[], [], []], [[], [], []], [[], [], []]
+    noise = [0.9, 1.1, 0.95, 1.05, 1.0, 0.92, 1.08, 0.97, 1.03, 1.0]
+    for n in noise:  # mirrored 0.9x its control (log noise ~0.12), 1.17x the baseline (~0.24)
+        rounds.record({0: 100.0 * (2 - n) / n ** 2, 1: 117.0 * n * n * (2 - n),
+                       2: 130.0 * (2 - n)})
+    d = rounds.decision(lambda n: f"... sweep.max_repeats={n}")
+    work, base = d.of(1, "equal work"), d.of(1, "baseline")
+    assert work.primary and not base.primary
+    assert work.outcome == base.outcome == "not settled" and base.rounds_needed is None
+    assert work.rounds_needed == d.next_rounds == 30  # its rule: ~30 rounds at this noise
+    assert d.next_command == "... sweep.max_repeats=30"
+    rounds.horizon = 5  # the cap is 5 x 5 = 25 rounds now: under the 30 it needs
+    d = rounds.decision(lambda n: f"... sweep.max_repeats={n}")
+    assert d.next_command is None and d.next_rounds is None
+    assert outcomes.next_lines(d)[1].startswith("More than 25 rounds (the cap: 5x the planned 5)")
+
+
+def test_continue_keeps_every_override_hydras_included():
+    """The command that continues a sweep: the task's overrides and Hydra's own (a launcher,
+    its options), not hydra.mode (Hydra adds it for -m), sweep.resume and sweep.max_repeats
+    replaced."""
+    from omegaconf import OmegaConf
+
+    from distexp.sweeps import auto
+
+    cfg = OmegaConf.create({"hydra": {"overrides": {
+        "hydra": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "hydra.mode=MULTIRUN"],
+        "task": ["strategy=one_device,mirrored", "repeats=auto", "sweep.max_repeats=10",
+                 "sweep.resume=old"]}}})
+    assert auto.continue_command(cfg, "S1", 24) == (
+        "python -m distexp -m hydra/launcher=joblib hydra.launcher.n_jobs=2 "
+        "strategy=one_device,mirrored repeats=auto sweep.resume=S1 sweep.max_repeats=24")
+
+
+MIRRORED_FASTER = ("strategy=one_device,mirrored", "cpu_replicas=2", "sweep.controls=true",
+                   "repeats=auto", "sweep.max_repeats=10")
+
+
+def test_a_starved_run_is_caught_and_the_verdict_does_not_move(tmp_path, capsys):
+    """Job 10 (mirrored x2, round 4) starved by a competing process: a quarter of its rate, CPU/wall
+    0.40 against its set-up's 1.25. It is flagged in its line, left out of the pairs and its
+    round runs again; the verdict is the undisturbed sweep's (paired, that one run would pull the
+    ratio down by ~25 % and the comparison open)."""
+    from distexp.figures import outcomes
+
+    _auto_sweep(tmp_path / "clean", _mirrored_faster, *MIRRORED_FASTER, sd=0.08)
+    clean = outcomes.from_json((tmp_path / "clean" / "auto.json").read_text())
+    capsys.readouterr()
+    launched = _auto_sweep(tmp_path / "starved", _mirrored_faster, *MIRRORED_FASTER, sd=0.08,
+                           starve={10: (0.25, 0.40, None)})
+    out = capsys.readouterr().out
+    d = outcomes.from_json((tmp_path / "starved" / "auto.json").read_text())
+    said = ("round 4: mirrored x2 (job 10) disturbed (CPU/wall 0.40, under 0.6x its set-up's "
+            "median 1.25): left out of the pairs; round 4 runs again")
+    assert said in out.splitlines()
+    assert d.disturbed == [{"setup": 1, "name": "mirrored x2", "slot": 3, "round": 4, "job": 10,
+                            "reason": "CPU/wall 0.40, under 0.6x its set-up's median 1.25"}]
+    assert [o[-1] for n, o in launched if n in (12, 13, 14)] == ["repeat=4"] * 3  # the re-run
+    work, before = d.of(1, outcomes.EQUAL_WORK), clean.of(1, outcomes.EQUAL_WORK)
+    assert work.outcome == before.outcome == "faster"
+    assert abs(math.log(work.ratio / before.ratio)) < 0.1
+    assert outcomes.disturbed_line(d) in outcomes.closing_lines(d)
+    assert outcomes.disturbed_line(d) == (
+        "Disturbed, left out of the pairs: mirrored x2 round 4 (job 10: CPU/wall 0.40, under 0.6x "
+        "its set-up's median 1.25)")
+
+
+def test_a_run_disturbed_twice_is_left_out_not_rerun_again(tmp_path, capsys):
+    """The job's own `disturbed` (its window under the floor, result.json) flags it from round
+    1 on, before its set-up has runs to compare with; its round runs once more, and disturbed
+    again there it is left out of the pairs: round 2 comes next, no second re-run."""
+    from distexp.figures import outcomes
+
+    why = "CPU/wall 0.50 under the floor 0.8"
+    launched = _auto_sweep(tmp_path, _mirrored_faster, *MIRRORED_FASTER, sd=0.08,
+                           starve={1: (0.25, 0.5, why), 4: (0.25, 0.5, why)})
+    lines = capsys.readouterr().out.splitlines()
+    assert ("round 1: mirrored x2 (job 1) disturbed (CPU/wall 0.50 under the floor 0.8): left "
+            "out of the pairs; round 1 runs again") in lines
+    assert ("round 1: mirrored x2 (job 4) disturbed (CPU/wall 0.50 under the floor 0.8) again: "
+            "left out of the pairs") in lines
+    assert not any("runs again" in ln for ln in lines if "(job 4)" in ln)
+    d = outcomes.from_json((tmp_path / "auto.json").read_text())
+    assert [(f["job"], f["round"]) for f in d.disturbed] == [(1, 1), (4, 1)]
+    assert [n for n, _ in launched][6:9] == [8, 6, 7]  # the next round: round 2, as job 6-8
+    assert d.of(1, outcomes.EQUAL_WORK).rounds == d.rounds - 1  # round 1 has no pair
+
+
+def test_repeats_n_leaves_a_disturbed_run_out(tmp_path, capsys):
+    """repeats=3: no re-run (the rounds are fixed), the disturbed run is flagged and left out."""
+    from distexp.figures import outcomes
+
+    _auto_sweep(tmp_path, _mirrored_faster, "strategy=one_device,mirrored", "cpu_replicas=2",
+                "sweep.controls=true", "repeats=3", starve={4: (0.25, 0.5, "starved")})
+    assert "round 2: mirrored x2 (job 4) disturbed (starved): left out of the pairs" in \
+        capsys.readouterr().out.splitlines()
+    d = outcomes.from_json((tmp_path / "auto.json").read_text())
+    assert d.of(1, outcomes.EQUAL_WORK).rounds == 2 and d.rounds == 3
+
+
+def test_result_json_read_defensively(tmp_path):
+    """A job before the window keys (no cpu_seconds_timed / timed_seconds / disturbed): not
+    flagged; a replayed run: the reason its run was tagged with."""
+    from distexp.sweeps import auto
+
+    (tmp_path / "result.json").write_text(json.dumps({"perf/examples_per_sec": 10.0}))
+    assert auto.window_of({"job_dir": str(tmp_path)}) == (None, None)
+    (tmp_path / "result.json").write_text(json.dumps(
+        {"cpu_seconds_timed": 0.6, "timed_seconds": 1.5, "disturbed": None}))
+    assert auto.window_of({"job_dir": str(tmp_path)}) == (pytest.approx(0.4), None)
+    (tmp_path / "result.json").write_text(json.dumps({"cpu_seconds_timed": "x", "timed_seconds": 0}))
+    assert auto.window_of({"job_dir": str(tmp_path)}) == (None, None)
+    assert auto.window_of({"job_dir": str(tmp_path / "gone"), "disturbed": "tagged"}) == \
+        (None, "tagged")
+
+
+def test_a_disturbed_run_is_tagged_through_the_sweeps_client(monkeypatch):
+    from types import SimpleNamespace
+
+    from distexp.sweeps import auto
+    from distexp.sweeps.ending import SWEEPS
+    from distexp.tracking import tags
+
+    calls = []
+
+    class Client:
+        def search_runs(self, ids, query, max_results):
+            calls.append((ids, query))
+            return [SimpleNamespace(info=SimpleNamespace(run_id="R10"))]
+
+        def set_tag(self, run_id, key, value):
+            calls.append((run_id, key, value))
+
+    run = SimpleNamespace(client=Client(), experiment_id="E", offline=None)
+    monkeypatch.setattr(SWEEPS, "open_run", lambda: run)
+    auto.tag_disturbed("S", [{"job": 10, "reason": "CPU/wall 0.40"}])
+    assert tags.DISTURBED == "distexp.disturbed"
+    assert calls == [(["E"], "tags.`distexp.sweep_id` = 'S' and tags.`distexp.job_num` = '10' "
+                             "and tags.`distexp.run_kind` = 'job'"),
+                     ("R10", "distexp.disturbed", "CPU/wall 0.40")]
+
+
+def test_a_resumed_sweep_measures_an_interrupted_job_again(tmp_path, capsys, monkeypatch):
+    """sweep.resume of an auto sweep whose round-1 mirrored job was KILLED (interrupted, its
+    training maybe done): the job runs again from the start under its number, without
+    resume=true (a resumed training would have nothing to time: 'examples/s not measured'), said
+    in one line; the finished runs are replayed, and no round loses its pair."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    from distexp.figures import outcomes
+    from distexp.sweeps import auto, planning
+    from distexp.tracking.sink import clip
+
+    args = [*MIRRORED_FASTER[:-1], "sweep.max_repeats=3"]
+    first = _auto_sweep(tmp_path / "first", _mirrored_faster, *args, sd=0.08)
+    try:
+        sweeper = _sweeper(tmp_path / "first", *(a for a in args if "," not in a))
+        loader = sweeper.hydra_context.config_loader
+        runs = []
+        for num, overrides in first:
+            ident = planning.identity(type(loader).load_sweep_config(loader, sweeper.config,
+                                                                     overrides))
+            job_dir = tmp_path / "first" / str(num)
+            rate = json.loads((job_dir / "result.json").read_text())["perf/examples_per_sec"]
+            runs.append({"run_id": f"r{num}", "num": num, "job_dir": str(job_dir),
+                         "status": "KILLED" if num == 1 else "FINISHED",
+                         "params": {k: clip(v) for k, v in ident.items()},
+                         "metrics": {"perf/examples_per_sec": rate}, "tags": {}})
+    finally:
+        GlobalHydra.instance().clear()
+    monkeypatch.setattr(auto, "resume_runs", lambda config: runs)
+    monkeypatch.setattr(auto, "planned_horizon", lambda config: None)
+    capsys.readouterr()
+    again = _auto_sweep(tmp_path / "again", _mirrored_faster, *args, "sweep.resume=S", sd=0.08)
+    out = capsys.readouterr().out.splitlines()
+    assert again[0] == (1, ["strategy=mirrored", "cpu_replicas=2", "sweep.controls=True",
+                            "repeats=auto", "sweep.max_repeats=3", "sweep.resume=S", "repeat=0"])
+    assert not any("resume=true" in o for _, o in again)
+    assert ("Resuming sweep S: round 1, mirrored x2 (job 1) did not finish there: it runs again "
+            "from the start as job 1 (a measurement: its checkpoint not used)") in out
+    assert [n for n, _ in again] == [1]  # the other runs replayed, none again
+    before = outcomes.from_json((tmp_path / "first" / "auto.json").read_text())
+    d = outcomes.from_json((tmp_path / "again" / "auto.json").read_text())
+    assert d.rounds == before.rounds == d.of(1, outcomes.EQUAL_WORK).rounds  # every round paired
+
+
+def test_a_measuring_sweep_reruns_an_unfinished_job_from_the_start():
+    """planning.place: a user's sweep (repeats=1) re-runs a FAILED/KILLED job from its
+    checkpoint (resume=true); a measuring one (repeats=auto, repeats=N >= 2) from the start."""
+    from omegaconf import OmegaConf
+
+    from distexp.sweeps import planning
+
+    cfg = OmegaConf.create({"seed": 1})
+    run = {"run_id": "r", "num": 4, "status": "KILLED", "params": {"seed": "1"},
+           "job_dir": "/x", "metrics": {}, "tags": {}}
+    job = ["seed=1"]
+    assert planning.place(job, cfg, [run], set()) == ("rerun", 4, ["seed=1", "resume=true"])
+    assert planning.place(job, cfg, [run], set(), measure=True) == ("rerun", 4, ["seed=1"])

@@ -1,5 +1,5 @@
 """repeats=auto through the CLI, as a user runs it (slow: real tiny jobs): the README's sweep with
-a budget of 3 rounds ends with every comparison in one of the four outcomes, the same records on
+a budget of 3 rounds ends with every comparison in one of the five outcomes, the same records on
 the console, in auto.json, on the parent run and in the report; continued with the command its
 closing lines print (sweep.resume=<id> sweep.max_repeats=4), it replays its 3 rounds from the
 runs (no job of them runs again), keeps its plan (horizon 3) and runs at most one round more."""
@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 TINY = ["model=mlp", "epochs=1", "steps_per_epoch=5", "warmup_steps=1",
         "measure_peak_flops=false", "measure_step_split=false"]
-OUTCOMES = {"faster", "slower", "equal", "not settled"}
+OUTCOMES = {"faster", "slower", "equal", "at the margin", "not settled"}
 
 
 def test_auto_sweep_ends_settled_or_not_and_continues(cli):
@@ -47,7 +47,8 @@ def test_auto_sweep_ends_settled_or_not_and_continues(cli):
     assert more.horizon == 3  # the first sweep's plan: past it, the alpha kept for it
     _, after = mlflow_runs(cli.uri)
     new = len([c for c in after if c.data.tags.get("distexp.run_kind") == "job"]) - len(jobs)
-    if saved.next_rounds is None and all(c.settled for c in saved.comparisons):
+    if all(c.settled for c in saved.comparisons if c.primary):  # the question answered
         assert new == 0 and more.rounds == saved.rounds
     else:  # one more round of the open set-ups, the 3 before replayed from their runs
-        assert more.rounds == saved.rounds + 1 and 0 < new <= 3
+        # (a disturbed run's round runs once more: up to 3 jobs again)
+        assert more.rounds == saved.rounds + 1 and 0 < new <= 3 * (1 + bool(more.disturbed))

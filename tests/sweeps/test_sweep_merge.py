@@ -3,6 +3,9 @@ are merged into the first of them, with one line naming them. The real DistexpSw
 configs, its launcher recording the jobs: no TensorFlow, no process."""
 from __future__ import annotations
 
+import pytest
+
+from distexp.errors import UserError
 from helpers import launched as _launched
 
 
@@ -52,12 +55,15 @@ def test_different_work_is_never_merged(tmp_path, capsys):
         # batch_size_per_replica as the reference (x2 at 32, x1 at 64)
         ("strategy=one_device", "learning_rate_scaling=linear", "global_batch_size=64",
          "batch_size_per_replica=32,64"),
-        # cpu_replicas=0 fails the checks: a failing job is not hidden behind a good one
-        ("strategy=one_device", "cpu_replicas=1,0"),
     ]
     for i, case in enumerate(cases):
         assert len(_launched(tmp_path / str(i), *case)) == 2, case
         assert _merged_line(capsys.readouterr().out) is None, case
+    # cpu_replicas=0 fails the checks: not merged into the good job (hidden behind it), the
+    # sweep refused in its line before any job runs (planning.check_jobs)
+    with pytest.raises(UserError, match=r"^cpu_replicas: received 0; expected >= 1$"):
+        _launched(tmp_path / "bad", "strategy=one_device", "cpu_replicas=1,0")
+    assert _merged_line(capsys.readouterr().out) is None
 
 
 def test_the_basic_launcher_gets_the_configs_the_sweeper_composed(tmp_path, monkeypatch):

@@ -78,3 +78,14 @@ def test_a_refused_sweep_leaves_no_folder_and_no_parent_run(cli, bad, line):
 
         _, runs = mlflow_runs(cli.uri)
         assert not [x for x in runs if x.data.tags.get("distexp.run_kind") == "sweep"]
+
+
+def test_a_bad_value_in_one_job_refuses_the_sweep_before_the_first_job(cli):
+    """`-m epochs=1,0`: job 2's value is refused before job 1 trains (every job is checked, not
+    only until one passes): its one line, exit 2, and nothing left: no sweep folder, no store,
+    no parent run (the store's folder is made once every job has passed)."""
+    r = cli("-m", "epochs=1,0", timeout=300, store=False)
+    assert r.returncode == 2, r
+    assert r.stderr.strip().splitlines() == ["distexp: error: epochs: received 0; expected >= 1"]
+    assert "job 1 of 2" not in r.stdout and "Sweep " not in r.stdout, r.stdout
+    assert list(cli.cwd.iterdir()) == []
