@@ -78,13 +78,74 @@ def _loopback_here() -> None:
     ray_constants.ENABLE_RAY_CLUSTER = False
 
 
+def quiet() -> None:
+    """A Ray distexp starts (for a job or a sweep) sends no usage statistics (Ray's default does,
+    for a cluster `ray start` starts); set before Ray reads it, the user's own value kept."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+
+def token_auth() -> None:
+    """Token authentication as the `ray` CLI decides it for `ray start` (Ray 2.60): RAY_AUTH_MODE
+    as the user set it; unset, token mode when a token is where Ray looks (RAY_AUTH_TOKEN,
+    RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token: a cluster started there with one requires it)."""
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:  # a Ray without token authentication
+        return
+    said = logging.getLogger(maybe_enable_token_auth_if_token_available.__module__)
+    level = said.level
+    said.setLevel(logging.ERROR)  # "Token authentication is enabled ...": the job says what matters
+    try:
+        maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    finally:
+        said.setLevel(level)
+
+
+def _token_said() -> str:
+    """What the cluster refused: the token from where Ray found it, or no token at all."""
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+        return "requires a token and none was found (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token)"
+    where = next((f"${k}" for k in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH") if os.environ.get(k)),
+                 "~/.ray/auth_token")
+    return f"refused the token in {where}"
+
+
+def _node_addresses(address: str) -> List[str]:
+    """The addresses the cluster's live nodes registered with (its GCS, in a second); a refused
+    token is one line naming what to set. Ray's C++ client warns on stderr first: kept out of
+    the console (it goes to a temporary file, shown only if the query itself fails otherwise)."""
+    from ray._raylet import GcsClient
+    from ray.exceptions import AuthenticationError
+
+    err = os.dup(2)
+    with open(os.devnull, "wb") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            info = GcsClient(address=address).get_all_node_info(timeout=PROBE_S)
+        except AuthenticationError:
+            raise UserError(f"cluster.address: received {address!r}; the Ray cluster there "
+                            f"{_token_said()}: set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to its "
+                            "token (`ray get-auth-token` on its head prints it)") from None
+        except Exception:  # noqa: BLE001  (ray.init below says what is wrong, in its words)
+            return []
+        finally:
+            os.dup2(err, 2)
+            os.close(err)
+    return [n.node_manager_address for n in info.values() if n.state == 0]  # 0: ALIVE
+
+
 def connect(cfg: DictConfig, need_cpus: float) -> tuple:
     """(where, whether this call connected): join the cluster `cluster.address` names (auto:
     RAY_ADDRESS, else start a Ray on this machine, bound to 127.0.0.1). Inside a Ray task
-    (hydra/launcher=ray) the job uses the connection it runs in."""
+    (hydra/launcher=ray) the job uses the connection it runs in. A cluster `ray start` started at
+    a loopback address registers its node at the machine's interface address (Ray rewrites
+    127.0.0.1): joined as any cluster; one whose nodes are on 127.0.0.1 (the tests'), as 127.0.0.1."""
     address = str(cfg.cluster.address)
     if address == "auto":
         address = os.environ.get("RAY_ADDRESS", "")
+    quiet()
     import ray
 
     if ray.is_initialized():
@@ -92,12 +153,17 @@ def connect(cfg: DictConfig, need_cpus: float) -> tuple:
     host = address.removeprefix("ray://").rpartition(":")[0]
     kw: Dict[str, Any] = dict(logging_level=logging.WARNING, log_to_driver=False,
                               configure_logging=False)
-    if not address or host in LOOPBACK:
+    nodes: List[str] = []
+    if address:
+        token_auth()
+        _probe(address)
+        if not address.startswith("ray://"):
+            nodes = _node_addresses(address)
+    if not address or (host in LOOPBACK and all(n in LOOPBACK for n in nodes)):
         _loopback_here()
         if not address.startswith("ray://"):
             kw["_node_ip_address"] = "127.0.0.1"
     if address:
-        _probe(address)
         try:
             ray.init(address=address, **kw)
         except (ConnectionError, RuntimeError, ValueError) as ex:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cli_env, wait_until
-from helpers.sockets import Listener, descendants, listeners
+from helpers import cli_env, descendants, still_running, wait_until
+from helpers.sockets import Listener, listeners
 
 pytestmark = pytest.mark.slow
 
@@ -62,27 +62,7 @@ def held(tmp: Path, *args: str, wrap=(), plant: bool = False):
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
-    return found, p.pid, out, p.returncode, _left(pids)
-
-
-def _left(pids, within: float = 10.0) -> list:
-    """The command lines of `pids` still running `within` s after the job ended (its last act
-    SIGKILLs the warm trainer without waiting: distexp.job.warm_client.Server.stop)."""
-    def running():
-        cmds = []
-        for q in pids:
-            try:
-                stat = Path(f"/proc/{q}/stat").read_text()
-                if stat.rpartition(")")[2].split()[0] != "Z":
-                    cmds.append(Path(f"/proc/{q}/cmdline").read_bytes().replace(b"\0", b" ").decode())
-            except OSError:
-                continue
-        return cmds
-    try:
-        wait_until(lambda: not running(), within, "the job's processes to go", every=0.1)
-    except AssertionError:
-        pass
-    return running()
+    return found, p.pid, out, p.returncode, still_running(pids)
 
 
 def _trainers(found, job_pid) -> list:

@@ -1,8 +1,6 @@
 """The kernel's socket table for a job's processes (no TensorFlow here): which of them listen, on
 what address, in which network namespace, and whether that is reachable from another machine.
 
-- `descendants(pid)`: the process and every process below it (the job process, its warm trainer,
-  the trainers forked from it or started fresh, the namespace's holder)
 - `listeners(pids)`: every TCP socket in LISTEN state that one of `pids` holds (its inode is among
   the process's file descriptors), read from `/proc/<pid>/net/tcp{,6}` of that process's own
   network namespace, with the interfaces of that namespace (`/proc/<pid>/net/dev`)
@@ -15,7 +13,7 @@ import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, FrozenSet, Iterable, List, Set
+from typing import FrozenSet, Iterable, List, Set
 
 LISTEN = "0A"
 
@@ -34,26 +32,6 @@ class Listener:
         if ip.is_loopback or (ip.version == 6 and ip.ipv4_mapped and ip.ipv4_mapped.is_loopback):
             return False
         return not ip.is_unspecified or bool(self.interfaces - {"lo"})
-
-
-def descendants(root: int) -> List[int]:
-    """`root` and every live process below it."""
-    children: Dict[int, List[int]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rpartition(")")[2].split()[1])
-        children.setdefault(ppid, []).append(int(d.name))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, []))
-    return out
 
 
 def _inodes(pid: int) -> Set[str]:
