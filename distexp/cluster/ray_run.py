@@ -78,10 +78,15 @@ def _loopback_here() -> None:
     ray_constants.ENABLE_RAY_CLUSTER = False
 
 
+AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
 def quiet() -> None:
     """A Ray distexp starts (for a job or a sweep) sends no usage statistics (Ray's default does,
-    for a cluster `ray start` starts); set before Ray reads it, the user's own value kept."""
+    for a cluster `ray start` starts); set before Ray reads it, the user's own value kept. Ray's
+    notice that token authentication is on (a warning on every start) stays off the console."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    logging.getLogger(AUTH_LOGGER).setLevel(logging.ERROR)
 
 
 def token_auth() -> None:
@@ -94,18 +99,16 @@ def token_auth() -> None:
         )
     except ImportError:  # a Ray without token authentication
         return
-    said = logging.getLogger(maybe_enable_token_auth_if_token_available.__module__)
-    level = said.level
-    said.setLevel(logging.ERROR)  # "Token authentication is enabled ...": the job says what matters
-    try:
-        maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
-    finally:
-        said.setLevel(level)
+    quiet()  # its "Token authentication is enabled ..." notice: not on the console
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
 def _token_said() -> str:
     """What the cluster refused: the token from where Ray found it, or no token at all."""
-    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+    mode = os.environ.get("RAY_AUTH_MODE", "")
+    if mode and mode.lower() != "token":
+        return f"requires a token, and RAY_AUTH_MODE={mode} here: set RAY_AUTH_MODE=token and"
+    if mode.lower() != "token":
         return "requires a token and none was found (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token)"
     where = next((f"${k}" for k in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH") if os.environ.get(k)),
                  "~/.ray/auth_token")
@@ -136,6 +139,19 @@ def _node_addresses(address: str) -> List[str]:
     return [n.node_manager_address for n in info.values() if n.state == 0]  # 0: ALIVE
 
 
+def as_loopback(address: str) -> bool:
+    """Token authentication set (token_auth), whether a driver joins `address` as 127.0.0.1: a Ray
+    started here (no address), or a loopback address whose live nodes all registered on loopback
+    (asked of its GCS: a refused token is one line here)."""
+    if not address:
+        return True
+    token_auth()
+    if address.removeprefix("ray://").rpartition(":")[0] not in LOOPBACK:
+        return False
+    nodes = [] if address.startswith("ray://") else _node_addresses(address)
+    return all(n in LOOPBACK for n in nodes)
+
+
 def connect(cfg: DictConfig, need_cpus: float) -> tuple:
     """(where, whether this call connected): join the cluster `cluster.address` names (auto:
     RAY_ADDRESS, else start a Ray on this machine, bound to 127.0.0.1). Inside a Ray task
@@ -150,16 +166,11 @@ def connect(cfg: DictConfig, need_cpus: float) -> tuple:
 
     if ray.is_initialized():
         return "the Ray cluster this job runs in", False
-    host = address.removeprefix("ray://").rpartition(":")[0]
     kw: Dict[str, Any] = dict(logging_level=logging.WARNING, log_to_driver=False,
                               configure_logging=False)
-    nodes: List[str] = []
     if address:
-        token_auth()
         _probe(address)
-        if not address.startswith("ray://"):
-            nodes = _node_addresses(address)
-    if not address or (host in LOOPBACK and all(n in LOOPBACK for n in nodes)):
+    if as_loopback(address):
         _loopback_here()
         if not address.startswith("ray://"):
             kw["_node_ip_address"] = "127.0.0.1"

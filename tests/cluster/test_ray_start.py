@@ -19,7 +19,16 @@ from pathlib import Path
 
 import pytest
 
-from helpers import FAST, cli_env, descendants, distexp_cmd, processes_mentioning, still_running, wait_until
+from helpers import (
+    FAST,
+    cli_env,
+    descendants,
+    distexp_cmd,
+    mlflow_runs,
+    processes_mentioning,
+    still_running,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
@@ -125,7 +134,33 @@ def test_address_auto_starts_a_ray_and_leaves_nothing(tmp_path):
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
     assert p.returncode == 0, out
-    assert "epoch 2/2" in out
+    assert "epoch 2/2" in out and "Token authentication" not in out  # Ray's notice: not shown
     t0 = time.monotonic()
     assert still_running(below, within=30) == []
     print(f"the job's Ray and trainers gone {time.monotonic() - t0:.1f} s after its exit")
+
+
+def test_a_sweep_on_one_node_runs_its_jobs_one_after_another(ray_start, tmp_path):
+    """hydra/launcher=ray on the 1-node cluster: the line says so, the jobs' runs do not overlap
+    in time, and the piped console has no colour codes and each job's lines after its own
+    `[ray] #i` line, before the next one's."""
+    address, home, _ = ray_start
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    r = subprocess.run(distexp_cmd("-m", "strategy=one_device,mirrored", "cpu_replicas=2",
+                                   "hydra/launcher=ray", f"tracking.uri={uri}", "epochs=1",
+                                   "warmup_steps=2", "hydra.sweep.dir=sweep"),
+                       cwd=tmp_path, env=_user_env(home, RAY_ADDRESS=address), capture_output=True,
+                       text=True, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout  # piped, as a CI log or `| tee` has it
+    assert "\x1b[" not in out + r.stderr
+    assert out.count("distexp: hydra/launcher=ray: the jobs run one after another (1 Ray node: "
+                     "at once they would share it)") == 1, out
+    lines = out.splitlines()
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("[ray] #")]
+    assert len(starts) == 2, out
+    assert [ln[:10] for ln in lines[starts[0] + 1:starts[1]]] == ["job 1 of 2"], out
+    assert lines[starts[1] + 1].startswith("job 2 of 2"), out
+    runs = sorted((x for x in mlflow_runs(uri)[1] if x.data.tags.get("distexp.run_kind") == "job"),
+                  key=lambda x: x.info.start_time)
+    assert len(runs) == 2 and runs[0].info.end_time <= runs[1].info.start_time, runs
