@@ -140,6 +140,7 @@ def test_address_auto_starts_a_ray_and_leaves_nothing(tmp_path):
     print(f"the job's Ray and trainers gone {time.monotonic() - t0:.1f} s after its exit")
 
 
+@pytest.mark.extended  # ~100 s; the gate keeps the line (tests/cluster/test_ray_unit.py)
 def test_a_sweep_on_one_node_runs_its_jobs_one_after_another(ray_start, tmp_path):
     """hydra/launcher=ray on the 1-node cluster: the line says so, the jobs' runs do not overlap
     in time, and the piped console has no colour codes and each job's lines after its own
