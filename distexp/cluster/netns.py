@@ -108,19 +108,25 @@ def open_namespace() -> Union[Namespace, str]:
 _libc = None
 
 
+def _loaded():
+    """libc's handle, resolved once (in the parent before a fork: the child only calls it)."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
 def join(spec: Optional[str]) -> None:
     """In a new process, before it runs anything (single-threaded: a user namespace needs it):
     join the namespaces `spec` names (env.NETNS's value: paths joined by ':'). Raises OSError."""
-    global _libc
     if not spec:
         return
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
+    libc = _loaded()
     for path in spec.split(":"):
         kind = CLONE_NEWUSER if path.endswith("/user") else CLONE_NEWNET
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            if _libc.setns(fd, kind) != 0:
+            if libc.setns(fd, kind) != 0:
                 e = ctypes.get_errno()
                 raise OSError(e, f"setns({path}): {os.strerror(e)}")
         finally:
@@ -132,8 +138,7 @@ def preexec(spec: Optional[str]):
     joins the job's namespace (`spec`) when there is one."""
     if not spec:
         return stops.die_with_parent
-    if _libc is None:  # resolved here, in the parent: the child only calls it
-        join.__globals__["_libc"] = ctypes.CDLL(None, use_errno=True)
+    _loaded()
 
     def _pre() -> None:
         stops.die_with_parent()

@@ -89,18 +89,20 @@ def quiet() -> None:
     logging.getLogger(AUTH_LOGGER).setLevel(logging.ERROR)
 
 
-def token_auth() -> None:
+def token_auth() -> bool:
     """Token authentication as the `ray` CLI decides it for `ray start` (Ray 2.60): RAY_AUTH_MODE
     as the user set it; unset, token mode when a token is where Ray looks (RAY_AUTH_TOKEN,
-    RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token: a cluster started there with one requires it)."""
+    RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token). Asked only once a cluster refused a driver without
+    one: a driver in token mode on a cluster without authentication gets no actor started. Whether
+    token mode is on."""
     try:
         from ray._private.authentication.authentication_token_setup import (
             maybe_enable_token_auth_if_token_available,
         )
     except ImportError:  # a Ray without token authentication
-        return
+        return False
     quiet()  # its "Token authentication is enabled ..." notice: not on the console
-    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    return maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
 def _token_said() -> str:
@@ -116,9 +118,28 @@ def _token_said() -> str:
 
 
 def _node_addresses(address: str) -> List[str]:
-    """The addresses the cluster's live nodes registered with (its GCS, in a second); a refused
-    token is one line naming what to set. Ray's C++ client warns on stderr first: kept out of
-    the console (it goes to a temporary file, shown only if the query itself fails otherwise)."""
+    """The addresses the cluster's live nodes registered with (its GCS, in a second), token mode
+    set if the cluster asks for a token (token_auth); a refused token is one line naming what to
+    set. Ray's C++ client warns on stderr first: kept off the console."""
+    from ray.exceptions import AuthenticationError
+
+    try:
+        return _ask_gcs(address)
+    except AuthenticationError:
+        pass
+    try:
+        if token_auth():
+            return _ask_gcs(address)
+    except AuthenticationError:
+        pass
+    raise UserError(f"cluster.address: received {address!r}; the Ray cluster there "
+                    f"{_token_said()}: set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to its "
+                    "token (`ray get-auth-token` on its head prints it)")
+
+
+def _ask_gcs(address: str) -> List[str]:
+    """The live nodes' addresses from the GCS at `address`; [] when it does not say (ray.init
+    below says what is wrong, in its words); raises ray.exceptions.AuthenticationError."""
     from ray._raylet import GcsClient
     from ray.exceptions import AuthenticationError
 
@@ -128,10 +149,8 @@ def _node_addresses(address: str) -> List[str]:
         try:
             info = GcsClient(address=address).get_all_node_info(timeout=PROBE_S)
         except AuthenticationError:
-            raise UserError(f"cluster.address: received {address!r}; the Ray cluster there "
-                            f"{_token_said()}: set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to its "
-                            "token (`ray get-auth-token` on its head prints it)") from None
-        except Exception:  # noqa: BLE001  (ray.init below says what is wrong, in its words)
+            raise
+        except Exception:  # noqa: BLE001  (ray.init says it)
             return []
         finally:
             os.dup2(err, 2)
@@ -140,16 +159,14 @@ def _node_addresses(address: str) -> List[str]:
 
 
 def as_loopback(address: str) -> bool:
-    """Token authentication set (token_auth), whether a driver joins `address` as 127.0.0.1: a Ray
-    started here (no address), or a loopback address whose live nodes all registered on loopback
-    (asked of its GCS: a refused token is one line here)."""
+    """Whether a driver joins `address` as 127.0.0.1 (token mode set first if the cluster asks for
+    a token): a Ray started here (no address), or a loopback address whose live nodes all
+    registered on loopback (asked of its GCS: a refused token is one line here)."""
     if not address:
         return True
-    token_auth()
-    if address.removeprefix("ray://").rpartition(":")[0] not in LOOPBACK:
-        return False
     nodes = [] if address.startswith("ray://") else _node_addresses(address)
-    return all(n in LOOPBACK for n in nodes)
+    host = address.removeprefix("ray://").rpartition(":")[0]
+    return host in LOOPBACK and all(n in LOOPBACK for n in nodes)
 
 
 def connect(cfg: DictConfig, need_cpus: float) -> tuple:
