@@ -1,8 +1,10 @@
-"""cluster=local: this job process starts every process of the job on this machine, bound to
-127.0.0.1, each told its TF_CONFIG (multiworker: worker-0..N-1, worker-0 the chief, as
-MultiWorkerMirroredStrategy names a cluster without a chief task; ps: the chief (the coordinator),
-worker-0..N-1 and ps-0..P-1 servers, stopped at the end). The visible GPUs are split between the
-workers (CUDA_VISIBLE_DEVICES); `gpus` is per worker."""
+"""cluster=local: this job process starts every process of the job on this machine, addressed as
+127.0.0.1 and, where the kernel allows, in a network namespace of the job's own with loopback only
+(distexp.cluster.netns: TensorFlow's servers bind every interface), each told its TF_CONFIG
+(multiworker: worker-0..N-1, worker-0 the chief, as MultiWorkerMirroredStrategy names a cluster
+without a chief task; ps: the chief (the coordinator), worker-0..N-1 and ps-0..P-1 servers,
+stopped at the end). The visible GPUs are split between the workers (CUDA_VISIBLE_DEVICES); `gpus`
+is per worker."""
 from __future__ import annotations
 
 import os
@@ -20,8 +22,10 @@ from distexp.fields import key
 
 @dataclass
 class LocalConfig(ClusterConfig):
-    host: str = key("127.0.0.1", "the address a local cluster's tasks bind to (127.0.0.1 or "
-                    "localhost only)")
+    host: str = key("127.0.0.1", "the address in a local cluster's TF_CONFIG (127.0.0.1 or "
+                    "localhost only); TensorFlow's servers bind every interface, so the job's "
+                    "processes run in a network namespace with loopback only, where the kernel "
+                    "allows it (else a warning names the open ports)")
     port: Optional[int] = port()
 
 
@@ -35,7 +39,7 @@ class Local(Kind):
         """`gpus`: the GPUs this machine shows (distexp.cluster.kinds.plan), split here."""
         n, host = rec.num_workers(cfg), str(cfg.cluster.host)
         if host not in ("127.0.0.1", "localhost"):
-            raise UserError(f"cluster.host: received {host!r}; a local cluster binds to 127.0.0.1 "
+            raise UserError(f"cluster.host: received {host!r}; a local cluster is addressed as 127.0.0.1 "
                             "only (for several hosts use cluster=tf_config or cluster=slurm)")
         names, jobs = rec.task_names(cfg), rec.jobs(cfg)
         per_worker, visible_ids = split_gpus(cfg.gpus, gpus, n)
@@ -57,9 +61,13 @@ class Local(Kind):
             if gpus == 0 and "CUDA_VISIBLE_DEVICES" not in os.environ:
                 env.pop("CUDA_VISIBLE_DEVICES")  # CPU machine: leave the environment alone
             extra[name] = env
+        # TensorFlow's servers bind every interface: the processes get a network of their own
+        # (distexp.cluster.netns), unless the trainers must download the data
+        download = bool(cfg.dataset.get("download"))
         return Plan(names=names, replica_workers=n, sync_workers=rec.sync_of(n),
                     gpus_per_worker=per_worker, task_gpus=task_gpus, extra_env=extra,
-                    servers=rec.servers(cfg), job_dir=job_dir, cluster=cluster, retry_ports=True)
+                    servers=rec.servers(cfg), job_dir=job_dir, cluster=cluster, retry_ports=True,
+                    isolate=not download, netns="dataset.download=true" if download else None)
 
 
 def gpu_note(strategy: str, workers: int, visible: int, per_worker: int,

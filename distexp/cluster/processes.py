@@ -9,7 +9,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from distexp.env import TASK
 from distexp.errors import UserError
@@ -64,6 +64,11 @@ class Plan:
     cluster_id: Optional[str] = None
     # the first task on a node without the chief: samples that node's system metrics into the run
     samples_node: bool = False
+    # cluster=local with TensorFlow servers: the processes share a network namespace of their own
+    # (distexp.cluster.netns), opened by the first `isolation`, closed by `release`; a string says
+    # why the machine's network is used instead (a refusal, or dataset.download=true)
+    isolate: bool = False
+    netns: Any = field(default=None, repr=False)
 
     def spawner(self) -> Optional[Callable]:
         """What starts each process elsewhere (cluster=ray: through its task's actor), as
@@ -71,7 +76,28 @@ class Plan:
         return None
 
     def release(self) -> None:
-        """Free what the job holds outside its processes (cluster=ray: actors, placement group)."""
+        """Free what the job holds outside its processes (cluster=ray: actors, placement group;
+        cluster=local: the network namespace's holder)."""
+        if self.netns is not None and not isinstance(self.netns, str):
+            self.netns.close()
+            self.netns = None
+
+    def isolation(self) -> Dict[str, str]:
+        """What each process's environment gets to join the job's network namespace, opened now if
+        it is not yet; {} where there is none (the line naming the open ports printed, each
+        attempt: a retry moves them)."""
+        from distexp.cluster import netns
+
+        if self.isolate and self.netns is None:
+            self.netns = netns.open_namespace()
+        if isinstance(self.netns, str):
+            print(netns.refused(self.ports(), self.netns, self.isolate), flush=True)
+            return {}
+        # a holder gone since: each process fails to join (never the machine's network instead)
+        return {} if self.netns is None else self.netns.env()
+
+    def ports(self) -> List[int]:
+        return [int(a.rsplit(":", 1)[1]) for addrs in self.cluster.values() for a in addrs]
 
     def several_hosts(self) -> bool:
         return len(set(self.hosts.values())) > 1

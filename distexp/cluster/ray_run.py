@@ -78,26 +78,120 @@ def _loopback_here() -> None:
     ray_constants.ENABLE_RAY_CLUSTER = False
 
 
+AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+def quiet() -> None:
+    """A Ray distexp starts (for a job or a sweep) sends no usage statistics (Ray's default does,
+    for a cluster `ray start` starts); set before Ray reads it, the user's own value kept. Ray's
+    notice that token authentication is on (a warning on every start) stays off the console."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    logging.getLogger(AUTH_LOGGER).setLevel(logging.ERROR)
+
+
+def token_auth() -> bool:
+    """Token authentication as the `ray` CLI decides it for `ray start` (Ray 2.60): RAY_AUTH_MODE
+    as the user set it; unset, token mode when a token is where Ray looks (RAY_AUTH_TOKEN,
+    RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token). Asked only once a cluster refused a driver without
+    one: a driver in token mode on a cluster without authentication gets no actor started. Whether
+    token mode is on."""
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:  # a Ray without token authentication
+        return False
+    quiet()  # its "Token authentication is enabled ..." notice: not on the console
+    return maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
+def _token_said() -> str:
+    """What the cluster refused: the token from where Ray found it, or no token at all."""
+    mode = os.environ.get("RAY_AUTH_MODE", "")
+    if mode and mode.lower() != "token":
+        return f"requires a token, and RAY_AUTH_MODE={mode} here: set RAY_AUTH_MODE=token and"
+    if mode.lower() != "token":
+        return "requires a token and none was found (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token)"
+    where = next((f"${k}" for k in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH") if os.environ.get(k)),
+                 "~/.ray/auth_token")
+    return f"refused the token in {where}"
+
+
+def _node_addresses(address: str) -> List[str]:
+    """The addresses the cluster's live nodes registered with (its GCS, in a second), token mode
+    set if the cluster asks for a token (token_auth); a refused token is one line naming what to
+    set. Ray's C++ client warns on stderr first: kept off the console."""
+    from ray.exceptions import AuthenticationError
+
+    try:
+        return _ask_gcs(address)
+    except AuthenticationError:
+        pass
+    try:
+        if token_auth():
+            return _ask_gcs(address)
+    except AuthenticationError:
+        pass
+    raise UserError(f"cluster.address: received {address!r}; the Ray cluster there "
+                    f"{_token_said()}: set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to its "
+                    "token (`ray get-auth-token` on its head prints it)")
+
+
+def _ask_gcs(address: str) -> List[str]:
+    """The live nodes' addresses from the GCS at `address`; [] when it does not say (ray.init
+    below says what is wrong, in its words); raises ray.exceptions.AuthenticationError."""
+    from ray._raylet import GcsClient
+    from ray.exceptions import AuthenticationError
+
+    err = os.dup(2)
+    with open(os.devnull, "wb") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            info = GcsClient(address=address).get_all_node_info(timeout=PROBE_S)
+        except AuthenticationError:
+            raise
+        except Exception:  # noqa: BLE001  (ray.init says it)
+            return []
+        finally:
+            os.dup2(err, 2)
+            os.close(err)
+    return [n.node_manager_address for n in info.values() if n.state == 0]  # 0: ALIVE
+
+
+def as_loopback(address: str) -> bool:
+    """Whether a driver joins `address` as 127.0.0.1 (token mode set first if the cluster asks for
+    a token): a Ray started here (no address), or a loopback address whose live nodes all
+    registered on loopback (asked of its GCS: a refused token is one line here)."""
+    if not address:
+        return True
+    nodes = [] if address.startswith("ray://") else _node_addresses(address)
+    host = address.removeprefix("ray://").rpartition(":")[0]
+    return host in LOOPBACK and all(n in LOOPBACK for n in nodes)
+
+
 def connect(cfg: DictConfig, need_cpus: float) -> tuple:
     """(where, whether this call connected): join the cluster `cluster.address` names (auto:
     RAY_ADDRESS, else start a Ray on this machine, bound to 127.0.0.1). Inside a Ray task
-    (hydra/launcher=ray) the job uses the connection it runs in."""
+    (hydra/launcher=ray) the job uses the connection it runs in. A cluster `ray start` started at
+    a loopback address registers its node at the machine's interface address (Ray rewrites
+    127.0.0.1): joined as any cluster; one whose nodes are on 127.0.0.1 (the tests'), as 127.0.0.1."""
     address = str(cfg.cluster.address)
     if address == "auto":
         address = os.environ.get("RAY_ADDRESS", "")
+    quiet()
     import ray
 
     if ray.is_initialized():
         return "the Ray cluster this job runs in", False
-    host = address.removeprefix("ray://").rpartition(":")[0]
     kw: Dict[str, Any] = dict(logging_level=logging.WARNING, log_to_driver=False,
                               configure_logging=False)
-    if not address or host in LOOPBACK:
+    if address:
+        _probe(address)
+    if as_loopback(address):
         _loopback_here()
         if not address.startswith("ray://"):
             kw["_node_ip_address"] = "127.0.0.1"
     if address:
-        _probe(address)
         try:
             ray.init(address=address, **kw)
         except (ConnectionError, RuntimeError, ValueError) as ex:

@@ -14,16 +14,20 @@ cluster refuses, facebookresearch/hydra#3363).
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from distexp import env
+from distexp.cluster import ray_run
 
 SENT_PREFIXES = (env.PREFIX, "MLFLOW_", "TF_", "HYDRA_")
 CANCEL_WAIT_S = 60.0
+_SAID: set = set()
 
 
 def job_resources(cfg: DictConfig, base: Dict[str, Any]) -> Dict[str, Any]:
@@ -48,13 +52,12 @@ def job_resources(cfg: DictConfig, base: Dict[str, Any]) -> Dict[str, Any]:
 
 def _init_args(init: DictConfig) -> Dict[str, Any]:
     """ray.init's arguments: the launcher's, less a forced object_store_memory; a Ray on this
-    machine or at a loopback address is joined as 127.0.0.1 (distexp.cluster.ray_run)."""
-    from distexp.cluster import ray_run
-
+    machine or at a loopback address whose nodes are on loopback is joined as 127.0.0.1, after
+    token authentication is set as the `ray` CLI sets it (distexp.cluster.ray_run)."""
     args = OmegaConf.to_container(init, resolve=True) or {}
     args = {k: v for k, v in args.items() if v is not None or k == "address"}
     address = args.get("address") or os.environ.get("RAY_ADDRESS", "")
-    if not address or address.removeprefix("ray://").rpartition(":")[0] in ray_run.LOOPBACK:
+    if ray_run.as_loopback(address):  # `ray start`'s cluster: its node's own address (ray_run)
         ray_run._loopback_here()
         if not address.startswith("ray://"):
             args.setdefault("_node_ip_address", "127.0.0.1")
@@ -65,23 +68,65 @@ def _init_args(init: DictConfig) -> Dict[str, Any]:
 
 
 def _run(cwd: str, env: Dict[str, str], *args):
-    """The job, in the sweep's directory and environment (restored after: Ray reuses workers)."""
+    """The job, in the sweep's directory and environment (restored after: Ray reuses workers);
+    (its output, its result): what it printed goes back whole with its result, so the sweep's
+    console shows each job's lines in order and without Ray's (coloured) prefix."""
     from hydra_plugins.hydra_ray_launcher._launcher_util import _run_job
 
     before_env, before_cwd = dict(os.environ), os.getcwd()
     os.environ.update(env)
     if os.path.isdir(cwd):
         os.chdir(cwd)
-    try:
-        return _run_job(*args)
-    finally:
-        os.chdir(before_cwd)
-        os.environ.clear()
-        os.environ.update(before_env)
+    saved = [os.dup(1), os.dup(2)]
+    with tempfile.TemporaryFile() as out:
+        sys.stdout.flush(), sys.stderr.flush()
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+        try:
+            result = _run_job(*args)
+        finally:
+            sys.stdout.flush(), sys.stderr.flush()
+            for fd, old in zip((1, 2), saved):
+                os.dup2(old, fd)
+                os.close(old)
+            os.chdir(before_cwd)
+            os.environ.clear()
+            os.environ.update(before_env)
+        out.seek(0)
+        return out.read().decode("utf-8", "replace"), result
+
+
+def _shown(got: tuple):
+    """A job's result, once its output is on the console."""
+    text, result = got
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    return result
+
+
+def spread_line(nodes: int, remote: bool) -> str:
+    """The one line a sweep on hydra/launcher=ray prints: how its jobs share the cluster (every job
+    measures throughput, and jobs sharing a node would measure their sharing)."""
+    head = "distexp: hydra/launcher=ray:"
+    if remote or nodes < 2:
+        why = "each job spans the cluster" if remote else "1 Ray node"
+        return f"{head} the jobs run one after another ({why}: at once they would share it)"
+    return f"{head} each job runs on a Ray node of its own ({nodes} nodes: up to {nodes} at once)"
+
+
+def _nodes_for(need: Dict[str, Any]) -> List[str]:
+    """The ids of the live nodes whose resources hold one job's request."""
+    import ray
+
+    cpus, gpus = float(need.get("num_cpus") or 0), float(need.get("num_gpus") or 0)
+    return [n["NodeID"] for n in ray.nodes() if n.get("Alive")
+            and n["Resources"].get("CPU", 0) >= cpus and n["Resources"].get("GPU", 0) >= gpus]
 
 
 def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
-    """hydra-ray-launcher's `_core.launch`, one Ray task per job with its own resources."""
+    """hydra-ray-launcher's `_core.launch`, one Ray task per job with its own resources, each on a
+    node of its own (NodeAffinitySchedulingStrategy), one after another where the cluster has one
+    node that holds a job (or each job is a cluster=ray job, placed by its own actors)."""
     import ray
     from hydra.core.singleton import Singleton
     from hydra.core.utils import filter_overrides, setup_globals
@@ -89,26 +134,77 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     setup_globals()
     cfg = launcher.config
     Path(str(cfg.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+    if not sys.stdout.isatty():  # what Ray itself forwards: no colour codes in a file or pipe
+        os.environ.setdefault("RAY_COLOR_PREFIX", "0")
     if not ray.is_initialized():
+        ray_run.quiet()
         ray.init(**_init_args(launcher.ray_cfg.init))
         # a Ray started here stops at the sweep's exit (Ray's atexit; distexp.__main__ lets it run)
     base = OmegaConf.to_container(launcher.ray_cfg.remote, resolve=True) or {}
     env = {k: v for k, v in os.environ.items() if k.startswith(SENT_PREFIXES)}
-    refs = []
+    jobs = []
     for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
         sweep_config = launcher.hydra_context.config_loader.load_sweep_config(cfg, list(overrides))
         with open_dict(sweep_config):
             sweep_config.hydra.job.id = f"job_id_for_{idx}"
             sweep_config.hydra.job.num = idx
-        print(f"[ray] #{idx} : {' '.join(filter_overrides(overrides))}", flush=True)
-        task = ray.remote(**job_resources(sweep_config, base))(_run)
-        refs.append(task.remote(os.getcwd(), env, launcher.hydra_context, sweep_config,
-                                launcher.task_function, Singleton.get_state()))
+        jobs.append((idx, overrides, sweep_config, job_resources(sweep_config, base)))
+    remote = any(_spans_cluster(j[2]) for j in jobs)
+    nodes = _nodes_for(jobs[0][3]) if jobs and not remote else []
+    line = spread_line(len(nodes), remote)
+    if line not in _SAID:  # once per sweep, not per round
+        _SAID.add(line)
+        print(line, flush=True)
+    slots: List[Optional[str]] = nodes if len(nodes) >= 2 else [None]
+    args = (os.getcwd(), env, launcher.hydra_context)
+    rest = (launcher.task_function, Singleton.get_state())
+    refs, running, results = {}, {}, {}
     try:
-        return [ray.get(r) for r in refs]
+        for idx, overrides, sweep_config, resources in jobs:
+            slot = _free_slot(running, slots, results)
+            print(f"[ray] #{idx} : {' '.join(filter_overrides(overrides))}", flush=True)
+            task = ray.remote(**_on(resources, slot))(_run)
+            refs[idx] = task.remote(*args, sweep_config, *rest)
+            running[idx] = (refs[idx], slot)
+        return [results[i] if i in results else _shown(ray.get(refs[i])) for i, *_ in jobs]
     except KeyboardInterrupt:
-        _cancel(refs)
+        _cancel(list(refs.values()))
         raise
+
+
+def _spans_cluster(cfg: DictConfig) -> bool:
+    """A cluster=ray job: its tasks are placed by its own actors, anywhere on the cluster."""
+    from distexp.cluster import kinds
+    from distexp.errors import UserError
+
+    try:
+        return bool(kinds.of(cfg).remote)
+    except UserError:
+        return False
+
+
+def _on(resources: Dict[str, Any], node: Optional[str]) -> Dict[str, Any]:
+    """The task's options, pinned to `node` (a node's id) when the sweep gives it one."""
+    if not node:
+        return resources
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return {**resources, "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)}
+
+
+def _free_slot(running: Dict[int, tuple], slots: List[Optional[str]], results: dict):
+    """A node no job of the sweep runs on now, waiting for a job to end (a slot None: anywhere,
+    one job at a time)."""
+    import ray
+
+    while True:
+        busy = {slot for _, slot in running.values()}
+        free = [s for s in slots if s not in busy]
+        if free:
+            return free[0]
+        ready, _ = ray.wait([ref for ref, _ in running.values()], num_returns=1)
+        for idx in [i for i, (ref, _) in running.items() if ref in ready]:
+            results[idx] = _shown(ray.get(running.pop(idx)[0]))
 
 
 def _cancel(refs) -> None:

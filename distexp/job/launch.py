@@ -19,7 +19,9 @@ import time
 from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence
 
 from distexp import stops
+from distexp.cluster import netns
 from distexp.cluster.processes import Proc
+from distexp.env import NETNS
 from distexp.job import console as live
 from distexp.library_logs import LOG_ONLY_PREFIX
 
@@ -221,10 +223,14 @@ def _start(pr: Proc, logs: List[IO[bytes]], tails: Dict[str, List[str]],
     env.update(pr.env)
     if spawn is not None:
         pr.popen = spawn(list(pr.cmd), env, os.getcwd())
-    else:
-        pr.popen = subprocess.Popen(
-            list(pr.cmd), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=stops.die_with_parent)
+    else:  # the job's network namespace joined between fork and exec (distexp.cluster.netns)
+        try:
+            pr.popen = subprocess.Popen(
+                list(pr.cmd), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=netns.preexec(pr.env.get(NETNS)))
+        except subprocess.SubprocessError as ex:  # never on the machine's network instead
+            raise JobFailed(f"{pr.name} could not join the job's network namespace ({ex})", [pr]) from None
     tails[pr.name] = []
     on_end = None if ended is None else (lambda: ended.add(pr.name))
     t = threading.Thread(target=_pump, args=(pr.popen.stdout, log, pr.console, tails[pr.name],

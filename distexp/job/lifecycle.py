@@ -319,7 +319,8 @@ def _launch(job: Job, attempts: List[list], display=True) -> None:
     spawn = plan.spawner() or _spawner(cfg)  # cluster=ray: through each task's actor
     startup.over()  # the first training process is about to start
     for attempt in range(1, PORT_ATTEMPTS + 1):
-        procs = plan.processes(job.config_path, job.env)
+        # cluster=local: the processes' network namespace (distexp.cluster.netns), or the line why not
+        procs = plan.processes(job.config_path, {**job.env, **plan.isolation()})
         if job.forwarder is not None:
             procs[0].env = {**procs[0].env, **job.forwarder.env()}  # the chief only
         if procs[0].console:

@@ -38,6 +38,7 @@ import threading
 import time
 
 from distexp import env, errors, stops
+from distexp.cluster import netns
 
 # What a training process imports (the train side is imported whole by distexp.train.trainer's
 # lazy imports as it runs; these are the ones that cost seconds).
@@ -187,6 +188,11 @@ def _become(req: dict, out_fd: int, server: int, own_fds) -> None:
     os.environ.clear()  # memory on its first call, and finds no title space once environ moved
     os.environ.update(req["env"])
     sys.argv = [req["module"], *req["argv"]]
+    try:  # cluster=local: the job's network namespace (this process is single-threaded, as it needs)
+        netns.join(req["env"].get(env.NETNS))
+    except OSError as ex:  # never on the machine's network instead
+        print(f"distexp: could not join the job's network namespace ({ex})", flush=True)
+        os._exit(errors.FAILED)
 
 
 def _set_title(req: dict) -> None:

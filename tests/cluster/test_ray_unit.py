@@ -121,3 +121,37 @@ def test_ray_without_its_extra_is_one_line(tmp_path, monkeypatch, arg):
         "the extra first: pip install -e \".[ray]\" (from a clone) or pip install "
         "\"distexp[ray]\""], r
     assert not (tmp_path / "outputs").exists()
+
+
+def test_a_sweep_says_in_one_line_how_its_jobs_share_the_cluster():
+    from distexp.cluster import ray_sweep
+
+    head = "distexp: hydra/launcher=ray: "
+    assert ray_sweep.spread_line(1, remote=False) == (
+        head + "the jobs run one after another (1 Ray node: at once they would share it)")
+    assert ray_sweep.spread_line(0, remote=False) == ray_sweep.spread_line(1, remote=False)
+    assert ray_sweep.spread_line(3, remote=False) == (
+        head + "each job runs on a Ray node of its own (3 nodes: up to 3 at once)")
+    assert ray_sweep.spread_line(3, remote=True) == (
+        head + "the jobs run one after another (each job spans the cluster: at once they would "
+        "share it)")
+
+
+@pytest.mark.parametrize("env, said", [
+    ({}, "requires a token and none was found (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, "
+         "~/.ray/auth_token)"),
+    ({"RAY_AUTH_MODE": "disabled"}, "requires a token, and RAY_AUTH_MODE=disabled here: set "
+                                    "RAY_AUTH_MODE=token and"),
+    ({"RAY_AUTH_MODE": "token"}, "refused the token in ~/.ray/auth_token"),
+    ({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/t"}, "refused the token in $RAY_AUTH_TOKEN_PATH"),
+    ({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "x", "RAY_AUTH_TOKEN_PATH": "/t"},
+     "refused the token in $RAY_AUTH_TOKEN"),
+])
+def test_a_refused_token_names_where_it_came_from(monkeypatch, env, said):
+    from distexp.cluster import ray_run
+
+    for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert ray_run._token_said() == said

@@ -6,7 +6,7 @@ file). No TensorFlow here. Every name is also importable from `helpers` itself.
 - `helpers.store`: read an MLflow store (`mlflow_runs`, `db_uri`), or write runs straight into a
   new one (`new_store`, `store_run`, `report_store`, ...: the report's tests)
 - `helpers.processes`: what is still running for a job (`processes_mentioning`,
-  `processes_with`); `wait_until`; commands started together (`run_together`)
+  `processes_with`, `descendants`); `wait_until`; commands started together (`run_together`)
 - `helpers.slurm`: the Slurm tests' commands, queue and checks that nothing is left
 - `helpers.browser`: headless Chromium on an MLflow UI page (the UI's tests, the screenshot)
 - `helpers.fakes`: a clock moved by hand, the real sweeper with a launcher that records its jobs,
@@ -35,5 +35,12 @@ from helpers.cli import (  # noqa: F401
 )
 from helpers.fakes import TOY_OPTIONS, Clock, RecordingLauncher, launched, plug_in, sweeper  # noqa: F401
 from helpers.gpus import JOBLIB_LAUNCHER, fake_driver, pool_job  # noqa: F401
-from helpers.processes import processes_mentioning, processes_with, run_together, wait_until  # noqa: F401
+from helpers.processes import (  # noqa: F401
+    descendants,
+    processes_mentioning,
+    processes_with,
+    run_together,
+    still_running,
+    wait_until,
+)
 from helpers.store import db_uri, job_params, mlflow_runs, new_store, perf_metrics, report_store, store_run  # noqa: F401

@@ -1,6 +1,9 @@
 """What is still running, and waiting for something to happen (no TensorFlow here).
 
 - `processes_mentioning`, `processes_with`: what is still running for a job (nothing may be left)
+- `descendants`: a process and every process below it (a job's warm trainer, its trainers, the
+  namespace's holder; a Ray this job started, its workers and their trainers)
+- `still_running`: which of some processes have not gone within a bound
 - `wait_until`: a condition's first true value within a bound, else an AssertionError naming it
 - `run_together`: several commands started at once (a cluster's tasks by hand), their outputs
 """
@@ -10,6 +13,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from typing import Dict, List
 
 
 def processes_mentioning(text: str):
@@ -43,6 +47,46 @@ def processes_with(text: str, cmd_part: bytes, env_part: bytes = b""):
         if cmd_part in cmd and (env_part in env or in_title):
             pids.append(pid)
     return pids
+
+
+def descendants(root: int) -> List[int]:
+    """`root` and every live process below it."""
+    children: Dict[int, List[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rpartition(")")[2].split()[1])
+        children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def still_running(pids, within: float = 10.0) -> list:
+    """The command lines of `pids` (zombies aside) still running `within` s from now (a job's last
+    act SIGKILLs its warm trainer without waiting: distexp.job.warm_client.Server.stop)."""
+    def running():
+        cmds = []
+        for q in pids:
+            try:
+                stat = Path(f"/proc/{q}/stat").read_text()
+                if stat.rpartition(")")[2].split()[0] != "Z":
+                    cmds.append(Path(f"/proc/{q}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+            except OSError:
+                continue
+        return cmds
+    try:
+        wait_until(lambda: not running(), within, "the job's processes to go", every=0.1)
+    except AssertionError:
+        pass
+    return running()
 
 
 def wait_until(cond, timeout: float, what: str, every: float = 0.2):
