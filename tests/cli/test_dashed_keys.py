@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+
 @pytest.mark.parametrize("argv, expected", [
     (["--epochs", "3"], "--epochs: received '--epochs 3'; keys are set as key=value (Hydra's "
                         "override syntax): epochs=3"),

@@ -8,7 +8,7 @@ from distexp.tracking import RunLogger
 from distexp.train import progress
 
 
-def _reporter(tmp_path, epochs, steps_per_epoch, warmup=2):
+def _job_reporter(tmp_path, epochs, steps_per_epoch, warmup=2):
     meter = perf.Meter(global_batch=4, replicas=1, warmup_steps=warmup, job_start=0.0)
     return progress.Reporter(meter=meter, logger=RunLogger(sink="", gate=""), chief=True,
                              job_dir=tmp_path, epochs=epochs, steps_per_epoch=steps_per_epoch,
@@ -22,7 +22,7 @@ def _steps(rep, clock, n, seconds):
 
 
 def test_a_long_job_says_its_expected_duration_once_after_ten_timed_steps(tmp_path, clock, capsys):
-    rep = _reporter(tmp_path, epochs=3, steps_per_epoch=100)
+    rep = _job_reporter(tmp_path, epochs=3, steps_per_epoch=100)
     rep.start_epoch(1)
     _steps(rep, clock, 11, 0.5)  # 2 warm-up + 9 timed: not yet
     assert "expected" not in capsys.readouterr().out
@@ -35,7 +35,7 @@ def test_a_long_job_says_its_expected_duration_once_after_ten_timed_steps(tmp_pa
 
 
 def test_slow_steps_are_said_after_ten_seconds_of_them(tmp_path, clock, capsys):
-    rep = _reporter(tmp_path, epochs=1, steps_per_epoch=50, warmup=1)
+    rep = _job_reporter(tmp_path, epochs=1, steps_per_epoch=50, warmup=1)
     rep.start_epoch(1)
     _steps(rep, clock, 4, 4.0)  # 3 timed steps, 12 s
     assert capsys.readouterr().out.splitlines() == [
@@ -43,7 +43,7 @@ def test_slow_steps_are_said_after_ten_seconds_of_them(tmp_path, clock, capsys):
 
 
 def test_a_job_of_under_a_minute_says_nothing(tmp_path, clock, capsys):
-    rep = _reporter(tmp_path, epochs=5, steps_per_epoch=22)
+    rep = _job_reporter(tmp_path, epochs=5, steps_per_epoch=22)
     rep.start_epoch(1)
     _steps(rep, clock, 22, 0.4)  # 98 steps left at 0.4 s: 39 s
     assert "expected" not in capsys.readouterr().out

@@ -1,0 +1,42 @@
+"""A stopped sweep's lines (distexp.sweeps.interrupted.stopped_line), as distexp.__main__ prints
+them: the sweep's directory and the command that continues it on lines of their own, every line
+within 120 columns for the README's sweep (it was one line of 355 characters)."""
+from __future__ import annotations
+
+import json
+
+from distexp.sweeps import interrupted
+from distexp.sweeps.seat import JOBS_DIR
+
+README_SWEEP = ["-m", "strategy=one_device,mirrored", "cpu_replicas=2", "repeats=auto",
+                "sweep.controls=true"]
+
+
+def test_the_readme_sweep_stopped_reads_in_lines_of_120_columns(tmp_path):
+    sweep_dir = tmp_path / "home" / "me" / "outputs" / "multirun" / "2026-11-28" / "12-00-00"
+    (sweep_dir / JOBS_DIR).mkdir(parents=True)
+    (sweep_dir / JOBS_DIR / "0.json").write_text(json.dumps({"num": 0, "status": "COMPLETED"}))
+    said = "distexp: " + interrupted.stopped_line("20261128-120000-a1b2c3", sweep_dir, README_SWEEP,
+                                                   "SIGINT")
+    assert said.splitlines() == [
+        "distexp: interrupted by SIGINT: sweep 20261128-120000-a1b2c3 stopped",
+        "kept: 1 finished job (skipped when resumed) and each job's checkpoints, in",
+        f"  {sweep_dir}",
+        "continue with:",
+        "  python -m distexp -m strategy=one_device,mirrored cpu_replicas=2 repeats=auto "
+        "sweep.controls=true \\",
+        "    sweep.resume=20261128-120000-a1b2c3"]  # the shell joins them again
+    assert max(len(ln) for ln in said.splitlines()) <= 120
+
+
+def test_a_command_is_cut_between_words_and_the_shell_joins_it_again():
+    import shlex
+
+    from distexp.console_lines import command_lines
+
+    words = ["python", "-m", "distexp", "-m", "model.name=a b", *[f"key{i}=value{i}" for i in range(30)]]
+    cmd = shlex.join(words)
+    lines = command_lines(cmd).splitlines()
+    assert len(lines) > 3 and max(len(ln) for ln in lines) <= 120
+    assert all(ln.endswith(" \\") for ln in lines[:-1]) and lines[0].startswith("  python -m")
+    assert shlex.split(" ".join(ln.removesuffix(" \\") for ln in lines)) == words  # as bash reads it
