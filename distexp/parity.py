@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from distexp import env as distexp_env
 from distexp import console_lines, errors
+from distexp import env as distexp_env
 from distexp.config import checks, schema
 from distexp.strategies import baseline
 
