@@ -25,12 +25,14 @@ No TensorFlow here; MLflow only with sweep.resume.
 """
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from distexp import strategies
+from distexp.console_lines import WIDTH
 from distexp.errors import UserError
 from distexp.figures import perf_keys
 from distexp.tracking import tags as tag
@@ -167,8 +169,11 @@ def with_controls(jobs: Sequence[Sequence[str]],
         controls[work.key] = (control, [name])
     for control, names in controls.values():
         out.append(control)
-    lines = [f"sweep.controls: + {base} at global batch {c[-1].split('=', 1)[1]} "
-             f"[{' '.join(c)}] (equal work for {', '.join(n)})" for c, n in controls.values()]
+    lines = [f"sweep.controls: + {base} at global batch {c[-1].split('=', 1)[1]} (equal work for "
+             f"{', '.join(n)}):\n" + textwrap.fill(" ".join(c), WIDTH, initial_indent="  ",
+                                                   subsequent_indent="  ", break_long_words=False,
+                                                   break_on_hyphens=False)
+             for c, n in controls.values()]
     return out, lines
 
 

@@ -1,4 +1,4 @@
-"""A stopped sweep's lines (distexp.sweeps.interrupted.stopped_line), as distexp.__main__ prints
+"""A sweep's console lines within 120 columns: a stopped sweep's lines (distexp.sweeps.interrupted.stopped_line), as distexp.__main__ prints
 them: the sweep's directory and the command that continues it on lines of their own, every line
 within 120 columns for the README's sweep (it was one line of 355 characters)."""
 from __future__ import annotations
@@ -40,3 +40,18 @@ def test_a_command_is_cut_between_words_and_the_shell_joins_it_again():
     assert len(lines) > 3 and max(len(ln) for ln in lines) <= 120
     assert all(ln.endswith(" \\") for ln in lines[:-1]) and lines[0].startswith("  python -m")
     assert shlex.split(" ".join(ln.removesuffix(" \\") for ln in lines)) == words  # as bash reads it
+
+
+def test_the_readme_sweep_starts_with_lines_within_120_columns(tmp_path, capsys):
+    """Its first lines: the parent run, the store and the jobs' directory (on lines of their
+    own), the control it adds with its overrides (cut between words)."""
+    from helpers import launched
+
+    launched(tmp_path, *README_SWEEP[1:], "epochs=1")
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("sweep.controls: "))
+    assert lines[at:at + 2] == [
+        "sweep.controls: + one_device at global batch 128 (equal work for mirrored x2):",
+        "  strategy=one_device cpu_replicas=2 repeats=auto sweep.controls=True epochs=1 "
+        "global_batch_size=128"]
+    assert [ln for ln in lines if len(ln) > 120] == []
