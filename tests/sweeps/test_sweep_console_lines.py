@@ -1,6 +1,6 @@
-"""A sweep's console lines within 120 columns: a stopped sweep's lines (distexp.sweeps.interrupted.stopped_line), as distexp.__main__ prints
-them: the sweep's directory and the command that continues it on lines of their own, every line
-within 120 columns for the README's sweep (it was one line of 355 characters)."""
+"""A sweep's console lines within 120 columns (the README's sweep): a stopped sweep's lines
+(distexp.sweeps.interrupted.stopped_line, one line of 355 characters before) with its directory
+and the command that continues it on lines of their own; the control's overrides at the start."""
 from __future__ import annotations
 
 import json
