@@ -140,9 +140,9 @@ def merge(jobs: Sequence[Sequence[str]],
     def shown(job):
         return " ".join(o for o in job if o not in common)
 
-    pairs = "; ".join(f"[{shown(job)}] -> [{shown(kept)}]" for job, kept in merged)
+    pairs = "".join(f"\n  [{shown(job)}] -> [{shown(kept)}]" for job, kept in merged)  # a line each
     return out, (f"sweep: {len(merged)} job(s) merged into an earlier job of the same set-up "
-                 f"(strategy, replicas, global batch, model, data, knobs), run once: {pairs}")
+                 f"(strategy, replicas, global batch, model, data, knobs):{pairs}")
 
 
 def with_controls(jobs: Sequence[Sequence[str]],
