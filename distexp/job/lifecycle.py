@@ -216,8 +216,8 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
         return run
 
     def announce(run):  # in a sweep: the job's log only (distexp.job.console.say)
-        console.say(f"MLflow run {run.run_id} ({tracking.redact(cfg.tracking.uri)}, experiment "
-                    f"{cfg.tracking.experiment!r})")
+        console.say(f"MLflow run {run.run_id} (experiment {cfg.tracking.experiment!r}) in\n"
+                    f"  {tracking.redact(cfg.tracking.uri)}")  # the store on a line of its own
 
     interval = cfg.tracking.system_metrics_interval if cfg.tracking.system_metrics else None
     # several hosts: the chief's system metrics are system/<its host>/... (MLflow's node_id)
