@@ -6,6 +6,7 @@ words with a trailing backslash (`command_lines`), so that the shell reads it wh
 from __future__ import annotations
 
 import shlex
+import textwrap
 
 WIDTH = 120  # every console line of distexp's within this many columns (paths on lines of their own)
 
@@ -22,3 +23,12 @@ def command_lines(command: str, indent: str = "  ", width: int = WIDTH) -> str:
         else:
             line = f"{line} {word}" if line.strip() else line + word
     return "\n".join(lines + [line])
+
+
+def fit(line: str, width: int = WIDTH) -> str:
+    """A line of prose within `width` columns: cut between words where longer, the rest indented
+    two columns; a word longer than a line (a path) stays whole."""
+    if len(line) <= width:
+        return line
+    return textwrap.fill(line, width, subsequent_indent="  ", break_long_words=False,
+                         break_on_hyphens=False)

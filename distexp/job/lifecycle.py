@@ -24,7 +24,7 @@ from typing import Callable, List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from distexp import errors, progress_feed, stops, tracking
+from distexp import console_lines, errors, progress_feed, stops, tracking
 from distexp.config import checks, mode, resolved, schema
 from distexp.job import console, launch, startup, summary, warm_client
 from distexp.sweeps import seat  # the job's one door into its sweep
@@ -376,7 +376,7 @@ def conclude(job: Job, out: Outcome) -> Outcome:
             return out
     if code == 0:
         for line in summary.lines(out.result, job.sweep_position):  # as the run logged them
-            print(line, flush=True)
+            print(console_lines.fit(line), flush=True)  # within 120 columns
         if not job.multirun:  # a sweep prints its own ending (distexp.sweeps.ending)
             from distexp.tracking import view
 

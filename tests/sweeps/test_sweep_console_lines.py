@@ -29,19 +29,6 @@ def test_the_readme_sweep_stopped_reads_in_lines_of_120_columns(tmp_path):
     assert max(len(ln) for ln in said.splitlines()) <= 120
 
 
-def test_a_command_is_cut_between_words_and_the_shell_joins_it_again():
-    import shlex
-
-    from distexp.console_lines import command_lines
-
-    words = ["python", "-m", "distexp", "-m", "model.name=a b", *[f"key{i}=value{i}" for i in range(30)]]
-    cmd = shlex.join(words)
-    lines = command_lines(cmd).splitlines()
-    assert len(lines) > 3 and max(len(ln) for ln in lines) <= 120
-    assert all(ln.endswith(" \\") for ln in lines[:-1]) and lines[0].startswith("  python -m")
-    assert shlex.split(" ".join(ln.removesuffix(" \\") for ln in lines)) == words  # as bash reads it
-
-
 def test_the_readme_sweep_starts_with_lines_within_120_columns(tmp_path, capsys):
     """Its first lines: the parent run, the store and the jobs' directory (on lines of their
     own), the control it adds with its overrides (cut between words)."""
