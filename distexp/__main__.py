@@ -13,8 +13,8 @@ import sys
 if __name__ == "__main__":  # first: TensorFlow's import (seconds) runs while Hydra composes
     from distexp import errors, extras
 
-    if (_missing := extras.missing(sys.argv[1:])) is not None:  # no trainer for a refused command
-        print(f"distexp: error: {_missing}", file=sys.stderr)
+    if (_refused := extras.refused(sys.argv[1:])) is not None:  # no trainer for a refused command
+        print(f"distexp: error: {_refused}", file=sys.stderr)
         sys.exit(errors.BAD_INPUT)
     from distexp.job import startup
 
@@ -104,8 +104,8 @@ def cli() -> None:
     from distexp import extras
     from distexp.tracking.redaction import RedactingStream
 
-    if (missing := extras.missing(sys.argv[1:])) is not None:
-        print(f"distexp: error: {missing}", file=sys.stderr)
+    if (refused := extras.refused(sys.argv[1:])) is not None:
+        print(f"distexp: error: {refused}", file=sys.stderr)
         sys.exit(errors.BAD_INPUT)
 
     # no console line shows a URI's credentials, whoever prints it (distexp.tracking.store)

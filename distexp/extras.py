@@ -1,4 +1,5 @@
-"""Features that need a pip extra, and the one line that refuses one whose extra is not installed.
+"""Features that need a pip extra, and the one line that refuses one whose extra is not installed;
+and a key typed the argparse way (`--epochs 3`), refused in one line naming `epochs=3`.
 
 Asked of the command line before Hydra composes and before a trainer (TensorFlow) starts; a leaf:
 it imports nothing of distexp.
@@ -35,3 +36,32 @@ def missing(argv: Sequence[str]) -> Optional[str]:
                         f"valid: install the extra first: pip install -e \".[{extra}]\" "
                         f"(from a clone) or pip install \"distexp[{extra}]\"")
     return None
+
+
+# Hydra's own flags (hydra/_internal/utils.py get_args_parser); any other `--name` is a key
+# written the argparse way, which Hydra refuses with its usage text only.
+_HYDRA_FLAGS = frozenset((
+    "--help", "--hydra-help", "--version", "--cfg", "--resolve", "--package", "--run",
+    "--multirun", "--shell-completion", "--config-path", "--config-name", "--config-dir",
+    "--experimental-rerun", "--info"))
+
+
+def dashed_key(argv: Sequence[str]) -> Optional[str]:
+    """The one line (without "distexp: error: ") for the first `--key value` or `--key=value`
+    argument, which Hydra does not take, with the `key=value` to type instead; else None."""
+    for i, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        if not name.startswith("--") or name in _HYDRA_FLAGS or len(name) < 3:
+            continue
+        key = name[2:].replace("-", "_")
+        following = argv[i + 1] if i + 1 < len(argv) else "-"
+        if not eq and not following.startswith("-") and "=" not in following:
+            value, arg = following, f"{arg} {following}"
+        return (f"{name}: received {arg!r}; keys are set as key=value (Hydra's override syntax): "
+                f"{key}={value or '<value>'}")
+    return None
+
+
+def refused(argv: Sequence[str]) -> Optional[str]:
+    """The one line for the first argument refused before Hydra composes, else None."""
+    return missing(argv) or dashed_key(argv)

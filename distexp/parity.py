@@ -26,12 +26,13 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from distexp import console_lines, errors
 from distexp import env as distexp_env
-from distexp import errors
 from distexp.config import checks, schema
 from distexp.strategies import baseline
 
@@ -98,8 +99,10 @@ def run_jobs(names: List[str], overrides: List[str], out: Path) -> Tuple[Dict[st
     any)."""
     from distexp.sweeps.records import records
 
-    for name in names:
-        print(f"parity: {name}: strategy={name} {' '.join(overrides)}", flush=True)
+    for name in names:  # the overrides cut between words: lines of 120 columns at most
+        print(textwrap.fill(f"parity: {name}: strategy={name} {' '.join(overrides)}",
+                            width=console_lines.WIDTH, subsequent_indent="    ",
+                            break_long_words=False, break_on_hyphens=False), flush=True)
     cmd = [sys.executable, "-m", "distexp", "-m", f"strategy={','.join(names)}", *overrides,
            f"hydra.sweep.dir={out}", "hydra.sweep.subdir=${strategy.name}"]
     env = {**os.environ, distexp_env.PARITY: "1"}
@@ -184,7 +187,7 @@ def _compare(a: argparse.Namespace, name: str, replicas: int, batch: int, one: P
     if ratio is not None:
         print(f"  first-step gradient norm ratio ({name} / one_device): {ratio:.6g}")
     shape = diagnose(diff, ok, ratio, n)
-    print(f"  runs: {one}, {other}")
+    print(f"  runs:\n    {one}\n    {other}")  # paths on lines of their own
     if ok:
         print(f"parity: OK: {name} reproduces one_device within {a.tolerance:g}")
         return errors.OK

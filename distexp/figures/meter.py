@@ -42,6 +42,17 @@ from distexp.figures import perf_keys
 WINDOW = 10
 
 
+def all_warmup_line(steps: int, warmup_steps: int, epochs: int) -> Optional[str]:
+    """Said before training where every one of the `steps` steps is a warm-up step (nothing will
+    be timed): how many steps a measurement with a 95 % interval (2 windows) needs; else None."""
+    if steps <= 0 or steps > warmup_steps:
+        return None
+    per_epoch = -(-(warmup_steps + 2 * WINDOW) // epochs)
+    return (f"Note: all {steps} steps are warm-up (warmup_steps={warmup_steps}): no examples/s; "
+            f"for one with its interval: steps_per_epoch={per_epoch}"
+            + (f" (epochs={epochs})" if epochs > 1 else ""))
+
+
 def percentile(values: List[float], q: float) -> float:
     """Linear-interpolated percentile (numpy's default method), q in [0, 100]."""
     if not values:

@@ -38,7 +38,7 @@ from typing import List, Optional
 
 from distexp.figures import text
 from distexp.library_logs import LOG_ONLY_LOGGER
-from distexp.progress_feed import MIN_INTERVAL_S, PREFIX
+from distexp.progress_feed import MIN_INTERVAL_S, PREFIX, duration
 
 # the trainer's lines a sweep's console still shows (the rest is in the job's chief.log)
 IN_A_SWEEP = ("distexp: warning",)
@@ -54,15 +54,6 @@ def resolve(setting: str, stream=None) -> str:
     except (AttributeError, ValueError):
         tty = False
     return "bar" if tty and os.environ.get("TERM", "") != "dumb" else "lines"
-
-
-def duration(seconds: float) -> str:
-    """~40 s, ~3 min, ~1.5 h."""
-    if seconds < 90:
-        return f"~{max(1, round(seconds))} s"
-    if seconds < 90 * 60:
-        return f"~{round(seconds / 60)} min"
-    return f"~{seconds / 3600:.1f} h"
 
 
 @dataclass

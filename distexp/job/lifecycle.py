@@ -24,7 +24,7 @@ from typing import Callable, List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from distexp import errors, progress_feed, stops, tracking
+from distexp import console_lines, errors, progress_feed, stops, tracking
 from distexp.config import checks, mode, resolved, schema
 from distexp.job import console, launch, startup, summary, warm_client
 from distexp.sweeps import seat  # the job's one door into its sweep
@@ -216,8 +216,8 @@ def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: Lis
         return run
 
     def announce(run):  # in a sweep: the job's log only (distexp.job.console.say)
-        console.say(f"MLflow run {run.run_id} ({tracking.redact(cfg.tracking.uri)}, experiment "
-                    f"{cfg.tracking.experiment!r})")
+        console.say(f"MLflow run {run.run_id} (experiment {cfg.tracking.experiment!r}) in\n"
+                    f"  {tracking.redact(cfg.tracking.uri)}")  # the store on a line of its own
 
     interval = cfg.tracking.system_metrics_interval if cfg.tracking.system_metrics else None
     # several hosts: the chief's system metrics are system/<its host>/... (MLflow's node_id)
@@ -381,7 +381,7 @@ def conclude(job: Job, out: Outcome) -> Outcome:
             return out
     if code == 0:
         for line in summary.lines(out.result, job.sweep_position):  # as the run logged them
-            print(line, flush=True)
+            print(console_lines.fit(line), flush=True)  # within 120 columns
         if not job.multirun:  # a sweep prints its own ending (distexp.sweeps.ending)
             from distexp.tracking import view
 

@@ -26,11 +26,13 @@ import csv
 import math
 import os
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from distexp import errors
+from distexp.console_lines import WIDTH
 from distexp.figures import meaning, perf_keys, text
 from distexp.figures.outcomes import Decision, from_json, section_lines
 from distexp.report import conclusions, decided, wording
@@ -336,12 +338,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         first, *rest = section_lines(decision)
         print("\n".join([f"{first}:"] + rest))
     else:
-        print("\n".join(["Verdict:"] + [f"- {line}" for line in conclusions.verdict_lines(rows)]))
+        print("\n".join(["Verdict:"] + [textwrap.fill(line, WIDTH, initial_indent="- ",
+                                                       subsequent_indent="  ", break_long_words=False,
+                                                       break_on_hyphens=False)
+                                         for line in conclusions.verdict_lines(rows)]))
     print(table(rows))
-    print(f"Written to {out}: report.md, report.csv, throughput.png, efficiency.png, "
-          "speedup.png, loss.png"
-          + ("" if a.no_log else " (also logged to the sweep's parent run under report/)"))
+    print(written_lines(out, logged=not a.no_log))
     return 0
+
+
+def written_lines(out: Path, logged: bool) -> str:
+    """Where the report's files went: the directory on a line of its own (120 columns)."""
+    return ("Written: report.md, report.csv, throughput.png, efficiency.png, speedup.png, "
+            f"loss.png, in\n  {out}"
+            + ("\n(also logged to the sweep's parent run under report/)" if logged else ""))
 
 
 if __name__ == "__main__":

@@ -15,43 +15,74 @@ def _mark(significance: str) -> str:
     return "1 run" if significance == Significance.WITHIN_RUN else Significance.NOT_SIGNIFICANT.value
 
 
-def speedups(plt, series, label, colors, out: Path, title: str) -> Path:
-    """speedup.png: weak (same per-replica batch) and strong (same global batch) speed-up over
-    one replica, against replicas; ideal = replicas; open markers: not significant."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), dpi=100, sharey=True)
+def _open(c) -> bool:
+    """A comparison drawn open: not significant, one run a side, or a decision that is not
+    faster/slower (equal, not settled)."""
+    if c.outcome:
+        return not c.significant and not c.is_base
+    return c.significance in (Significance.NOT_SIGNIFICANT, Significance.WITHIN_RUN)
+
+
+def _open_mark(c) -> str:
+    return c.outcome if c.outcome else _mark(c.significance)
+
+
+# speedup.png's panels: (the Row's comparison, title, what it is over, the text where none is)
+UNDECIDED = (("weak", "weak speed-up (same per-replica batch)",
+              "not measured: no 1-replica job at the same per-replica batch"),
+             ("strong", "strong speed-up (same global batch)",
+              "not measured: no 1-replica job at the same global batch\n"
+              "(sweep.controls=true adds them)"))
+# a decided sweep's: the table's two columns, its decision's records (distexp.report.decided)
+DECIDED = (("main", "vs baseline (paired by round)",
+            "no comparison with the baseline in the sweep's decision"),
+           ("strong", "at equal work (vs its 1-replica control)",
+            "no equal-work control in the sweep's decision\n(sweep.controls=true adds them)"))
+
+
+def _panel(ax, series, label, colors, attr: str) -> tuple:
+    """One panel's lines: each series' comparison `attr` against replicas; (drawn, top, values)."""
+    drawn, top, values = False, 1, []
+    for key, rs in sorted(series.items()):
+        pts = sorted(((r, getattr(r, attr)) for r in rs if getattr(r, attr) is not None
+                      and getattr(r, attr).value == getattr(r, attr).value),
+                     key=lambda p: p[0].replicas or 0)
+        if not pts:
+            continue
+        xs, ys = [r.replicas for r, _ in pts], [c.value for _, c in pts]
+        lo = [c.value - c.low if c.low is not None else 0 for _, c in pts]
+        hi = [c.high - c.value if c.high is not None else 0 for _, c in pts]
+        color = colors[key]
+        ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=label(key), color=color)
+        for (r, c), x, y in zip(pts, xs, ys):
+            if _open(c):
+                ax.scatter([x], [y], s=60, facecolors="white", edgecolors=color, zorder=3)
+                ax.annotate(_open_mark(c), (x, y), textcoords="offset points", xytext=(6, 4),
+                            fontsize=7, color=color)
+        top, values, drawn = max(top, *xs), values + ys, True
+    return drawn, top, values
+
+
+def speedups(plt, series, label, colors, out: Path, title: str, decided: bool = False) -> Path:
+    """speedup.png: the speed-ups the table shows, against replicas. A decided sweep: over its
+    baseline and at equal work (the decision's records, paired by round: the table's columns);
+    else weak (same per-replica batch) and strong (same global batch) over one replica. The
+    ideal (= replicas) where the comparison is at one per-replica or one global batch; open
+    markers: not significant (not settled, equal)."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.4), dpi=100, sharey=True)
     top, values = 1, [1.0]
-    for ax, mode, what in ((axes[0], "weak", "same per-replica batch"),
-                           (axes[1], "strong", "same global batch")):
-        drawn = False
-        for key, rs in sorted(series.items()):
-            pts = sorted(((r, getattr(r, mode)) for r in rs if getattr(r, mode) is not None),
-                         key=lambda p: p[0].replicas or 0)
-            if not pts:
-                continue
-            xs = [r.replicas for r, _ in pts]
-            ys = [c.value for _, c in pts]
-            lo = [c.value - c.low if c.low is not None else 0 for _, c in pts]
-            hi = [c.high - c.value if c.high is not None else 0 for _, c in pts]
-            color = colors[key]
-            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=label(key),
-                        color=color)
-            for (r, c), x, y in zip(pts, xs, ys):
-                if c.significance in (Significance.NOT_SIGNIFICANT, Significance.WITHIN_RUN):
-                    ax.scatter([x], [y], s=60, facecolors="white", edgecolors=color, zorder=3)
-                    ax.annotate(_mark(c.significance), (x, y), textcoords="offset points",
-                                xytext=(6, 4), fontsize=7, color=color)
-            top = max(top, *xs)
-            values += ys
-            drawn = True
-        ax.plot([1, top], [1, top], color="grey", linestyle="--", linewidth=1, label="ideal")
+    for ax, (attr, what, none) in zip(axes, DECIDED if decided else UNDECIDED):
+        drawn, t, vs = _panel(ax, series, label, colors, attr)
+        top, values = max(top, t), values + vs
+        if attr != "main":  # the baseline may be at another batch: no ideal line there
+            ax.plot([1, max(top, 2)], [1, max(top, 2)], color="grey", linestyle="--",
+                    linewidth=1, label="ideal")
         ax.axhline(1, color="grey", linestyle=":", linewidth=1)
         if not drawn:
-            ax.text(0.5, 0.5, "not measured: no 1-replica job at the same " + what.split(" ", 1)[1]
-                    + ("\n(sweep.controls=true adds them)" if mode == "strong" else ""),
-                    ha="center", va="center", transform=ax.transAxes, fontsize=8)
+            ax.text(0.5, 0.5, none, ha="center", va="center", transform=ax.transAxes, fontsize=8)
         ax.set_xlabel("replicas")
         ax.set_xticks(sorted({r.replicas for rs in series.values() for r in rs if r.replicas}))
-        ax.set_title(f"{mode} speed-up ({what})", fontsize=10)
+        ax.set_title(what, fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     # ratios on a log scale (the intervals are symmetric in log); a bar wider than the view
@@ -63,8 +94,8 @@ def speedups(plt, series, label, colors, out: Path, title: str) -> Path:
     plain = FuncFormatter(lambda v, _: f"{v:g}")
     axes[0].yaxis.set_major_formatter(plain)
     axes[0].yaxis.set_minor_formatter(plain)
-    axes[0].set_ylabel("speed-up over 1 replica (log; 95 % CI; open: not significant)")
-    fig.suptitle(title, fontsize=10)
+    axes[0].set_ylabel("speed-up (log scale)\n95 % interval; open: not significant")
+    fig.suptitle(f"{title}: speed-up", fontsize=10)
     fig.tight_layout()
     path = out / "speedup.png"
     fig.savefig(path)
@@ -212,6 +243,7 @@ def plots(rows: Sequence[Row], out: Path, title: str) -> List[Path]:
                lambda r: None if r.efficiency is None else 100 * r.efficiency, _eff_band,
                ideal=100.0, hollow=lambda r: r.significance not in (Significance.SIGNIFICANT, Significance.BASELINE),
                note="\n(bars: speed-up's 95 % interval; open marker: not significant)"),
-        speedups(plt, series, label, colors, out, title),
+        speedups(plt, series, label, colors, out, title,
+                 decided=any(r.decision is not None for r in rows)),
         _loss_figure(plt, rows, out, title),
     ]

@@ -3,8 +3,9 @@ with (what was kept, the command that continues it), and, when the same sweep co
 without `sweep.resume`, the one line naming the interrupted sweep of the same overrides that the
 store holds (the command starts a new sweep all the same: the user decides).
 
-- ``stopped_line``: `interrupted by SIGINT: sweep <id> stopped; kept: ...; continue with:
-  python -m distexp -m ... sweep.resume=<id>` (distexp.__main__ prints it, exit 130)
+- ``stopped_line``: `interrupted by SIGINT: sweep <id> stopped`, then what was kept, the sweep's
+  directory and the command that continues it (`python -m distexp -m ... sweep.resume=<id>`),
+  each path and command on lines of their own (distexp.__main__ prints it, exit 130)
 - ``announce``: called by distexp.sweeps.callback before a new sweep's parent run is opened
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from distexp import console_lines
 from distexp.sweeps.records import records
 from distexp.tracking import tags as tag
 
@@ -45,16 +47,18 @@ def measures(argv: Sequence[str], sweep_dir: Path) -> bool:
 
 
 def stopped_line(sweep_id: str, sweep_dir: Path, argv: Sequence[str], signal_name: str) -> str:
-    """The line a stopped sweep ends with (without the "distexp: " prefix)."""
+    """The lines a stopped sweep ends with (without the "distexp: " prefix): the sweep's
+    directory and the command on lines of their own, so that each line fits 120 columns."""
     jobs = records(Path(sweep_dir))
     done = sum(1 for j in jobs if j.get("status") == "COMPLETED")
     kept = (f"{done} finished job{'' if done == 1 else 's'} (skipped when resumed) and each "
-            f"job's checkpoints in {sweep_dir}")
+            "job's checkpoints, in")
     if measures(argv, sweep_dir):  # a measurement: a stopped job's checkpoint is not resumed
         kept = (f"{done} finished job{'' if done == 1 else 's'} (skipped when resumed; a job "
-                f"stopped before its figures runs again from the start) in {sweep_dir}")
-    return (f"interrupted by {signal_name}: sweep {sweep_id} stopped; kept: {kept}; continue "
-            f"with: {command(argv, sweep_id)}")
+                "stopped before its figures runs again from the start), in")
+    again = console_lines.command_lines(command(argv, sweep_id))
+    return (f"interrupted by {signal_name}: sweep {sweep_id} stopped\nkept: {kept}"
+            f"\n  {sweep_dir}\ncontinue with:\n{again}")
 
 
 def _same(a: str, b: str) -> bool:
@@ -88,6 +92,6 @@ def announce(config) -> Optional[str]:
         return None
     if found:
         print(f"distexp: sweep {found} with these overrides was interrupted; this command starts "
-              f"a new sweep. To continue that one instead: "
-              f"{command(sys.argv[1:], found)}", flush=True)
+              f"a new sweep. To continue that one instead:\n"
+              f"{console_lines.command_lines(command(sys.argv[1:], found))}", flush=True)
     return found

@@ -33,8 +33,8 @@ def reopen_parent(config: DictConfig, resume: str, sweep_dir: Path, info: Dict[s
     info.update(sweep_id=sweep_id, parent_run_id=run.run_id,
                 tracking_uri=tracking.redact(config.tracking.uri),
                 experiment=config.tracking.experiment, resumes=parent.data.tags.get(tag.SWEEP_DIR))
-    print(f"Sweep {sweep_id} (resumed): MLflow parent run {run.run_id} reopened "
-          f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
+    print(f"Sweep {sweep_id} (resumed): MLflow parent run {run.run_id} reopened\n"
+          f"{_where(tracking.redact(config.tracking.uri), sweep_dir)}", flush=True)
     return sweep_id, run, resumed_status
 
 
@@ -63,9 +63,14 @@ def open_parent(config: DictConfig, sweep_id: str, sweep_dir: Path, info: Dict[s
     tracking.end_dead_runs(run.client, [run.experiment_id])
     info.update(parent_run_id=run.run_id, tracking_uri=tracking.redact(config.tracking.uri),
                 experiment=config.tracking.experiment)
-    print(f"Sweep {sweep_id}: MLflow parent run {run.run_id} "
-          f"({tracking.redact(config.tracking.uri)}); jobs in {sweep_dir}", flush=True)
+    print(f"Sweep {sweep_id}: MLflow parent run {run.run_id}\n"
+          f"{_where(tracking.redact(config.tracking.uri), sweep_dir)}", flush=True)
     return run
+
+
+def _where(uri: str, sweep_dir: Path) -> str:
+    """The store and the jobs' directory, each on a line of its own (120 columns)."""
+    return f"  store: {uri}\n  jobs: {sweep_dir}"
 
 
 def _target(config: DictConfig, what: str) -> str:

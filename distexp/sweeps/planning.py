@@ -28,12 +28,14 @@ No TensorFlow here; MLflow only with sweep.resume.
 """
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from distexp import strategies
+from distexp.console_lines import WIDTH
 from distexp.errors import UserError
 from distexp.figures import perf_keys
 from distexp.tracking import tags as tag
@@ -142,9 +144,9 @@ def merge(jobs: Sequence[Sequence[str]],
     def shown(job):
         return " ".join(o for o in job if o not in common)
 
-    pairs = "; ".join(f"[{shown(job)}] -> [{shown(kept)}]" for job, kept in merged)
+    pairs = "".join(f"\n  [{shown(job)}] -> [{shown(kept)}]" for job, kept in merged)  # a line each
     return out, (f"sweep: {len(merged)} job(s) merged into an earlier job of the same set-up "
-                 f"(strategy, replicas, global batch, model, data, knobs), run once: {pairs}")
+                 f"(strategy, replicas, global batch, model, data, knobs):{pairs}")
 
 
 def with_controls(jobs: Sequence[Sequence[str]],
@@ -171,8 +173,11 @@ def with_controls(jobs: Sequence[Sequence[str]],
         controls[work.key] = (control, [name])
     for control, names in controls.values():
         out.append(control)
-    lines = [f"sweep.controls: + {base} at global batch {c[-1].split('=', 1)[1]} "
-             f"[{' '.join(c)}] (equal work for {', '.join(n)})" for c, n in controls.values()]
+    lines = [f"sweep.controls: + {base} at global batch {c[-1].split('=', 1)[1]} (equal work for "
+             f"{', '.join(n)}):\n" + textwrap.fill(" ".join(c), WIDTH, initial_indent="  ",
+                                                   subsequent_indent="  ", break_long_words=False,
+                                                   break_on_hyphens=False)
+             for c, n in controls.values()]
     return out, lines
 
 

@@ -42,9 +42,13 @@ SETUP_ACCURACY_METRIC = "scaling/eval_accuracy_setup"
 COLUMNS = [f"metrics.`{SPEEDUP_METRIC}`", RATE_METRIC, f"metrics.`{SETUP_ACCURACY_METRIC}`",
            *(f"tags.`{t}`" for t in (tag.SPEED_UP, tag.EXAMPLES_PER_SEC, tag.ACCURACY))]
 NAME_COLUMN = "attributes.`Run Name`"  # the group's name ("Group: one_device x1 batch 128") too
-# Pixels, so that at 1600 px (MLflow's Assistant panel open) the set-up's name and answer read
-# whole and the speed-up and examples/s columns are in view (tests/ui/test_ui_slow.py).
-WIDTHS = {NAME_COLUMN: 480, COLUMNS[0]: 110, RATE_METRIC: 100, COLUMNS[2]: 100,
+# MLflow's "Created" column, pinned beside the name in every view (150 px); its width only
+DATE_COLUMN = "runDateAndNestInfo"
+# Pixels, so that at 1600 px with MLflow's Assistant panel open (400 px: MLflow 3.17 opens it on
+# a local server's first load, docs/tracking-and-ui.md) a set-up's name and answer read whole
+# and its speed-up, examples/s and accuracy are in view, left of the panel (~1160 px;
+# tests/ui/test_ui_slow.py).
+WIDTHS = {NAME_COLUMN: 460, DATE_COLUMN: 100, COLUMNS[0]: 100, RATE_METRIC: 95, COLUMNS[2]: 95,
           f"tags.`{tag.SPEED_UP}`": 190, f"tags.`{tag.EXAMPLES_PER_SEC}`": 170}
 # The runs in the order of their place among their set-up's runs (distexp.sweeps.publish.ranks:
 # the first run of every set-up, then the second of every set-up, ...): MLflow's UI loads 100
@@ -87,7 +91,7 @@ def view_state(sweep_id: str, parent_run_id: Optional[str], setups: Sequence[str
         "datasetsFilter": [],
         "modelVersionFilter": "All Runs",
         "selectedColumns": COLUMNS,
-        "columnOrder": [*COLUMNS, NAME_COLUMN],
+        "columnOrder": [*COLUMNS, NAME_COLUMN, DATE_COLUMN],
         "columnWidths": WIDTHS,
         "groupBy": {"aggregateFunction": "average",
                     "groupByKeys": [{"mode": "tag", "groupByData": tag.SETUP}]},

@@ -39,6 +39,7 @@ class Reporter:
         self.target_accuracy, self.target_metric = target_accuracy, target_metric
         self.time_to_accuracy: Optional[float] = None
         self.diverged_at: Optional[tuple] = None
+        self._expected_said = False  # the job's expected duration, said once (expected_line)
         self._csv = open(job_dir / "steps.csv", "w") if chief else None
         # the console's form, resolved by the job process (distexp.job.console): bar, lines, quiet
         self.progress = os.environ.get(progress_feed.ENV, "lines")
@@ -85,7 +86,21 @@ class Reporter:
             for i, value in enumerate(losses):
                 self._csv.write(f"{start + i},{self.epoch},{value!r},{kind},{dt * 1000:.4f}\n")
             self._csv.flush()  # a failed job keeps every step it trained
+        self._expect()
         self._progress(losses[-1], dt, steps)
+
+    def _expect(self) -> None:
+        """Once EXPECT_AFTER_STEPS steps were timed (or EXPECT_AFTER_S seconds of them), the time
+        the steps left will take at their speed, said once where it is a minute or more."""
+        timed = self.meter.timed
+        if self._expected_said or not self.chief or len(timed) < 3 or (
+                len(timed) < EXPECT_AFTER_STEPS and sum(timed) < EXPECT_AFTER_S):
+            return
+        self._expected_said = True
+        left = self.epochs * self.steps_per_epoch - self.step_offset - self.meter.step
+        line = expected_line(left, sum(timed) / len(timed), self.epochs)
+        if line:
+            self.print(f"{LOG_ONLY_PREFIX if self.progress == 'quiet' else ''}{line}")
 
     def diverged(self, epoch: int, step_in_epoch: int, step: int, value: float) -> None:
         """The training loss became non-finite at this step: tag the run, say it once."""
@@ -170,6 +185,22 @@ class Reporter:
         """On failure: keep what was written."""
         if self._csv and not self._csv.closed:
             self._csv.close()
+
+
+# the expected duration is said after this many timed steps, or this many seconds of them
+EXPECT_AFTER_STEPS, EXPECT_AFTER_S = 10, 10.0
+EXPECT_FROM_S = 60.0  # ... where the steps left take at least this long
+
+
+def expected_line(steps_left: int, step_s: float, epochs: int) -> Optional[str]:
+    """"expected: ~12 min more of training (2,990 steps left at 0.240 s each; evaluation not
+    counted)" where the steps left take EXPECT_FROM_S or more at `step_s` each, else None."""
+    left_s = steps_left * step_s
+    if steps_left <= 0 or left_s < EXPECT_FROM_S:
+        return None
+    evals = f"; the {epochs} evaluations not counted" if epochs > 1 else "; evaluation not counted"
+    return (f"expected: {progress_feed.duration(left_s)} more of training ({steps_left:,} steps left at "
+            f"{step_s:.3f} s each{evals})")
 
 
 def log_lines(final: Dict[str, Optional[float]], global_batch: int, warmup_steps: int) -> List[str]:

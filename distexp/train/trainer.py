@@ -143,6 +143,7 @@ def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, l
 
     from distexp.config.resolved import learning_rate
     from distexp.figures import meaning
+    from distexp.figures.meter import all_warmup_line
     from distexp.library_logs import LOG_ONLY_PREFIX as LOG_ONLY
 
     say = print if chief else (lambda *a, **k: None)
@@ -157,6 +158,8 @@ def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, l
         f"{cfg.dataset.name} ({data.describe()})  task: {task.describe()}")
     if note:
         say(note)
+    if warm := all_warmup_line(steps * int(cfg.epochs), int(cfg.warmup_steps), int(cfg.epochs)):
+        say(warm)
     if task.target_metric is not None and not meaning.accuracy_meaningful(cfg.dataset.name):
         say(f"Note: dataset={cfg.dataset.name} has random labels: accuracy is chance level and "
             "not meaningful here (throughput is)")

@@ -150,11 +150,17 @@ def _sweep_stopped_line(err: str):
     assert "distexp: error:" not in err, err
     lines = [ln for ln in err.splitlines() if ln.startswith("distexp: interrupted by ")]
     assert len(lines) == 1, err
-    m = re.fullmatch(r"distexp: interrupted by SIG\w+: sweep (\S+) stopped; kept: \d+ finished "
-                     r"jobs? \(skipped when resumed\) and each job's checkpoints in \S+; "
-                     r"continue with: (python -m distexp -m .* sweep\.resume=\1)", lines[0])
-    assert m, lines[0]
-    return m.groups()
+    said = err[err.index(lines[0]):]  # the directory and the command on lines of their own
+    m = re.match(r"distexp: interrupted by SIG\w+: sweep (\S+) stopped\nkept: \d+ finished "
+                 r"jobs? \(skipped when resumed\) and each job's checkpoints, in\n  \S+\n"
+                 r"continue with:\n((?:  .*\\\n)*  .*sweep\.resume=\1)$", said, re.M)
+    assert m, said
+    return m.group(1), _joined(m.group(2))
+
+
+def _joined(lines: str) -> str:
+    """A command printed on several lines (distexp.console_lines.command_lines), as one."""
+    return " ".join(ln.strip().removesuffix(" \\").strip() for ln in lines.splitlines())
 
 
 @pytest.mark.extended
@@ -166,9 +172,9 @@ def test_a_stopped_sweep_continues_with_its_command_and_a_rerun_names_it(tmp_pat
     assert r["code"] == 130, r
     sweep_id, command = _sweep_stopped_line(r["err"])
     again = stop_at(tmp_path, "start-up", "INT", "-m", "seed=1,2")
-    said = [ln for ln in again["out"].splitlines() if "was interrupted" in ln]
-    assert len(said) == 1 and f"sweep {sweep_id} with these overrides was interrupted" in said[0] \
-        and said[0].endswith(f"sweep.resume={sweep_id}"), again
+    said = re.findall(r"^(.*was interrupted.*)\n((?:  .*\\\n)*  .*)$", again["out"], re.M)
+    assert len(said) == 1 and f"sweep {sweep_id} with these overrides was interrupted" in said[0][0] \
+        and _joined(said[0][1]) == command, again
     argv = shlex.split(command)
     p = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, env=child_env(),
                        capture_output=True, text=True, timeout=400)

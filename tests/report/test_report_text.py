@@ -136,3 +136,40 @@ def test_the_ui_names_each_set_up_with_its_answer():
         "one_device x1 batch 64: baseline",
         "mirrored x2: 0.72x [0.45, 1.14] not settled vs control",
         "one_device x1 batch 128 (control): 1.61x [1.32, 1.96] faster"}
+
+
+def test_speedup_png_draws_the_speed_ups_the_table_shows(tmp_path, monkeypatch):
+    """speedup.png of a decided sweep: its left panel the records vs the baseline, its right one
+    the equal-work records (the table's two columns; it said "not measured: no 1-replica job at
+    the same per-replica batch" beside a table comparing exactly those), every label inside the
+    figure (the y label was cut)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from distexp.report import plots
+
+    rows, d = _decided_rows()
+    kept = []
+    monkeypatch.setattr(plt, "close", kept.append)  # the figures, not closed: read back
+    plots.plots(rows, tmp_path, "Sweep s")
+    fig = next(f for f in kept if len(f.axes) == 2)
+    left, right = fig.axes
+
+    def points(ax):
+        return sorted((float(x), round(float(y), 2)) for c in ax.containers
+                      for x, y in c.lines[0].get_xydata())
+
+    assert left.get_title() == "vs baseline (paired by round)"
+    assert points(left) == [(1.0, 1.0), (1.0, 1.61), (2.0, 1.18)]  # baseline, control, mirrored
+    assert right.get_title() == "at equal work (vs its 1-replica control)"
+    assert points(right) == [(1.0, 1.0), (2.0, 0.72)]
+    said = [t.get_text() for ax in (left, right) for t in ax.texts]
+    assert said.count("not settled") == 2 and not [t for t in said if "not measured" in t]
+    fig.canvas.draw()
+    renderer, box = fig.canvas.get_renderer(), fig.bbox
+    for label in (left.yaxis.label, left.xaxis.label, right.xaxis.label, fig._suptitle):
+        ext = label.get_window_extent(renderer)
+        assert box.x0 <= ext.x0 and ext.x1 <= box.x1 and box.y0 <= ext.y0 and ext.y1 <= box.y1, \
+            (label.get_text(), ext, box)

@@ -18,13 +18,13 @@ def test_a_measuring_sweep_says_its_stopped_job_runs_again_from_the_start(tmp_pa
     d = _dir(tmp_path)
     argv = ["-m", "strategy=one_device,mirrored", "repeats=auto"]
     assert interrupted.stopped_line("S", d, argv, "SIGINT") == (
-        f"interrupted by SIGINT: sweep S stopped; kept: 1 finished job (skipped when resumed; a "
-        f"job stopped before its figures runs again from the start) in {d}; continue with: "
-        "python -m distexp -m strategy=one_device,mirrored repeats=auto sweep.resume=S")
+        "interrupted by SIGINT: sweep S stopped\nkept: 1 finished job (skipped when resumed; a "
+        f"job stopped before its figures runs again from the start), in\n  {d}\ncontinue with:\n"
+        "  python -m distexp -m strategy=one_device,mirrored repeats=auto sweep.resume=S")
     assert interrupted.measures(["repeats=3"], d) and not interrupted.measures(["repeats=1"], d)
     assert interrupted.stopped_line("S", d, ["-m", "seed=1,2"], "SIGTERM") == (
-        f"interrupted by SIGTERM: sweep S stopped; kept: 1 finished job (skipped when resumed) and "
-        f"each job's checkpoints in {d}; continue with: python -m distexp -m seed=1,2 "
+        "interrupted by SIGTERM: sweep S stopped\nkept: 1 finished job (skipped when resumed) and "
+        f"each job's checkpoints, in\n  {d}\ncontinue with:\n  python -m distexp -m seed=1,2 "
         "sweep.resume=S")
     (d / "auto.json").write_text("{}")  # the decision of a preset's repeats=auto
     assert interrupted.measures(["-m", "experiment=scaling"], d)

@@ -10,9 +10,15 @@ from helpers import launched as _launched
 
 
 def _merged_line(out: str):
-    lines = [x for x in out.splitlines() if x.startswith("sweep: ")]
-    assert len(lines) <= 1, out
-    return lines[0] if lines else None
+    """The merge's lines: its head and the pairs, one a line (each within 120 columns)."""
+    lines = out.splitlines()
+    at = [i for i, x in enumerate(lines) if x.startswith("sweep: ")]
+    assert len(at) <= 1, out
+    if not at:
+        return None
+    said = [lines[at[0]]] + [x for x in lines[at[0] + 1:] if x.startswith("  [")]
+    assert max(map(len, said)) <= 120, said
+    return "\n".join(said)
 
 
 def test_the_readme_sweep_runs_one_device_once(tmp_path, capsys):
@@ -27,8 +33,8 @@ def test_the_readme_sweep_runs_one_device_once(tmp_path, capsys):
                    ["strategy=mirrored", "cpu_replicas=2", "repeats=2", "repeat=1"]]
     assert _merged_line(capsys.readouterr().out) == (
         "sweep: 1 job(s) merged into an earlier job of the same set-up (strategy, replicas, "
-        "global batch, model, data, knobs), run once: "
-        "[strategy=one_device cpu_replicas=2] -> [strategy=one_device cpu_replicas=1]")
+        "global batch, model, data, knobs):\n"
+        "  [strategy=one_device cpu_replicas=2] -> [strategy=one_device cpu_replicas=1]")
 
 
 def test_same_facts_from_other_keys_merge(tmp_path, capsys):

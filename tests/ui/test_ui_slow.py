@@ -122,6 +122,7 @@ FIRST_LINE = """p => { const r = document.createRange(); r.selectNodeContents(p)
           clipRight: c.right, clipBottom: c.bottom}; }"""
 SPEEDUP = '[col-id="metrics.`scaling/speedup_equal_work`"]'
 RATE = '[col-id="metrics.`scaling/examples_per_sec_setup`"]'
+ACCURACY = '[col-id="metrics.`scaling/eval_accuracy_setup`"]'
 
 
 def _look(url: str, jobs, speedup: dict, outcome: str, shot: Path, setups) -> None:
@@ -146,7 +147,7 @@ def _look(url: str, jobs, speedup: dict, outcome: str, shot: Path, setups) -> No
         assert page.get_by_role("link", name=jobs[0].info.run_name).count() == 0
         # the set-up's equal-work speed-up and examples/s: its row's cells, inside the grid
         for name, index in groups.items():
-            for col, value in ((SPEEDUP, speedup[name]), (RATE, None)):
+            for col, value in ((SPEEDUP, speedup[name]), (RATE, None), (ACCURACY, None)):
                 if col == SPEEDUP and value is None:  # the baseline: no equal-work figure
                     continue
                 cell = page.locator(f"[row-index='{index}'] {col}").first
@@ -158,7 +159,7 @@ def _look(url: str, jobs, speedup: dict, outcome: str, shot: Path, setups) -> No
                     assert float(text.split()[0]) == pytest.approx(value, abs=1e-3), text
                 assert cbox["x"] >= grid["x"] and cbox["x"] + cbox["width"] <= \
                     grid["x"] + grid["width"], (name, col, cbox, grid)
-        for col in (SPEEDUP, RATE):  # the header names the figure
+        for col in (SPEEDUP, RATE, ACCURACY):  # the header names the figure
             assert page.locator(f".ag-header-cell{col}").first.is_visible()
         shot.parent.mkdir(exist_ok=True)
         page.screenshot(path=str(shot))
