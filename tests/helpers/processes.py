@@ -1,6 +1,7 @@
 """What is still running, and waiting for something to happen (no TensorFlow here).
 
 - `processes_mentioning`, `processes_with`: what is still running for a job (nothing may be left)
+- `parents_of`: which process started them (the warm trainer, or the job process)
 - `wait_until`: a condition's first true value within a bound, else an AssertionError naming it
 - `run_together`: several commands started at once (a cluster's tasks by hand), their outputs
 """
@@ -43,6 +44,22 @@ def processes_with(text: str, cmd_part: bytes, env_part: bytes = b""):
         if cmd_part in cmd and (env_part in env or in_title):
             pids.append(pid)
     return pids
+
+
+def parents_of(text: str, cmd_part: str) -> dict:
+    """{pid: its parent's command line} of the processes mentioning `text` whose command line
+    holds `cmd_part` (a warm-forked trainer's is its title: the fresh trainer's command line)."""
+    out = {}
+    for pid in processes_mentioning(text):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            ppid = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+            parent = Path(f"/proc/{ppid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, IndexError):
+            continue
+        if cmd_part in cmd:
+            out[pid] = parent
+    return out
 
 
 def wait_until(cond, timeout: float, what: str, every: float = 0.2):
