@@ -107,7 +107,7 @@ def _planned_bound():
     return plan + 3 * seqs.se(plan, MC_N)
 
 
-def _rounds(compose, jobs, max_repeats, controls=()):
+def _sweep_rounds(compose, jobs, max_repeats, controls=()):
     from distexp.sweeps import auto
 
     return auto.Rounds(jobs, lambda o: compose(*o), ALPHA, 0.05, max_repeats, controls=controls)
@@ -126,14 +126,14 @@ def test_a_a_pair_is_called_faster_or_slower_at_the_planned_rate(tmp_path, capsy
     assert out.count("\nround ") + out.startswith("round ") == 4
     jobs = [["seed=0", "repeats=auto", "sweep.max_repeats=4"],
             ["seed=1", "repeats=auto", "sweep.max_repeats=4"]]
-    rule = _rounds(compose, jobs, 4).rule
+    rule = _sweep_rounds(compose, jobs, 4).rule
     logs = seqs.log_rates(8, MC_N, 4, sd=0.05)
     kind, when = seqs.first_settled(logs[:, 1] - logs[:, 0], rule)
     assert seqs.wrong(kind) <= _planned_bound(), seqs.wrong(kind)
     assert seqs.wrong(kind) > 0.02  # the plan spends its alpha: not an interval that never closes
     wrongly = [int(i) for i in (kind == seqs.FASTER).nonzero()[0][:3]]
     for i in [*wrongly, 0, 1, 2]:  # the sweep's record() on those rates: the same outcomes
-        rounds = _rounds(compose, jobs, 4)
+        rounds = _sweep_rounds(compose, jobs, 4)
         for r in range(4):
             rounds.record({0: math.exp(logs[i, 0, r]), 1: math.exp(logs[i, 1, r])})
         o, named = rounds.pairs[0].outcome, {seqs.FASTER: seq.FASTER, seqs.SLOWER: seq.SLOWER,
@@ -165,7 +165,7 @@ def test_the_readme_sweeps_alpha_is_split_over_its_three_comparisons(tmp_path, c
         assert whole.high / whole.low < 0.97 * each.high / each.low
     jobs = [["strategy=one_device", *README_SWEEP[1:]], ["strategy=mirrored", *README_SWEEP[1:]],
             ["strategy=one_device", *README_SWEEP[1:], "global_batch_size=128"]]
-    rounds = _rounds(compose, jobs, 10, controls=[2])
+    rounds = _sweep_rounds(compose, jobs, 10, controls=[2])
     assert len(rounds.pairs) == 3
     logs = seqs.log_rates(9, MC_N, 10, sd=0.15, setups=3)
     claimed = [seqs.first_settled(logs[:, c.a] - logs[:, c.b], rounds.rule)[0] for c in rounds.pairs]
