@@ -1,11 +1,13 @@
 """Fixtures (the helpers they use live in tests/helpers/) and the test tiers. No TensorFlow here."""
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
 
 from helpers import CONF, PROBES, USER_CODE, run_cli
+from helpers import skips as _skips
 from helpers.faults import mounts  # noqa: F401  (a fixture: tmpfs mounts for the store-fault tests)
 
 pytest_plugins = ["helpers.servers"]  # PostgreSQL + MLflow server fixtures (tests/helpers/servers.py)
@@ -167,3 +169,33 @@ def _unit_tier_guard(request):
         yield
     if not had_tf and "tensorflow" in sys.modules:
         pytest.fail("a unit test imported TensorFlow: mark it integration", pytrace=False)
+
+
+# --- skips (docs/testing.md): counted by reason; where `.ci/run` lists the reasons its machine may
+# skip for (helpers.skips.ALLOWED), any other skip fails the session
+SKIPPED = []
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and not hasattr(report, "wasxfail"):
+        SKIPPED.append((report.nodeid, _skips.reason(report.longrepr)))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if hasattr(config, "workerinput") or not SKIPPED:
+        return
+    terminalreporter.section("skips by reason")
+    for n, why in _skips.by_reason(SKIPPED):
+        terminalreporter.line(f"{n:5d}  {why}")
+    refused = _skips.refused(SKIPPED)
+    if refused:
+        terminalreporter.section(f"skips this machine must not have ({_skips.ALLOWED} allows only: "
+                                 f"{os.environ[_skips.ALLOWED]})", red=True)
+        for test, why in refused:
+            terminalreporter.line(f"{test}: {why}", red=True)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not hasattr(session.config, "workerinput") and _skips.refused(SKIPPED) \
+            and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

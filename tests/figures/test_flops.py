@@ -56,5 +56,15 @@ def test_resnet50_flops_match_the_published_figure(counted):
     assert 3.7 <= gmacs <= 4.2, gmacs
 
 
-def test_peak_flops_is_a_sane_number(counted):
-    assert 1e8 < counted["peak"] < 1e14
+def test_peak_flops_is_within_the_cpus_theoretical_peak(counted):
+    """The matmul micro-benchmark cannot beat the processor's theoretical peak (cores x FLOPs a
+    cycle x clock, distexp.figures.cpu_peak): it measured 0.54 of it here (180 of 332 GFLOP/s,
+    2026-11-28, load 9), so a multiply-add counted twice fails here on a machine that is not
+    crowded. Below, a 50th of it: a machine shared with other work (no timing asserted beyond)."""
+    from distexp.figures.cpu_peak import machine_cpu_peak
+
+    theoretical = machine_cpu_peak()
+    if theoretical is None:  # not an x86 core distexp knows: no peak to hold it to
+        assert 1e8 < counted["peak"] < 1e14
+        return
+    assert theoretical[0] / 50 < counted["peak"] <= theoretical[0], (counted, theoretical)

@@ -4,6 +4,7 @@
 - `descendants`: a process and every process below it (a job's warm trainer, its trainers, the
   namespace's holder; a Ray this job started, its workers and their trainers)
 - `still_running`: which of some processes have not gone within a bound
+- `parents_of`: which process started them (the warm trainer, or the job process)
 - `wait_until`: a condition's first true value within a bound, else an AssertionError naming it
 - `run_together`: several commands started at once (a cluster's tasks by hand), their outputs
 """
@@ -87,6 +88,22 @@ def still_running(pids, within: float = 10.0) -> list:
     except AssertionError:
         pass
     return running()
+
+
+def parents_of(text: str, cmd_part: str) -> dict:
+    """{pid: its parent's command line} of the processes mentioning `text` whose command line
+    holds `cmd_part` (a warm-forked trainer's is its title: the fresh trainer's command line)."""
+    out = {}
+    for pid in processes_mentioning(text):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            ppid = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+            parent = Path(f"/proc/{ppid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, IndexError):
+            continue
+        if cmd_part in cmd:
+            out[pid] = parent
+    return out
 
 
 def wait_until(cond, timeout: float, what: str, every: float = 0.2):

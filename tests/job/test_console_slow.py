@@ -89,6 +89,10 @@ def test_a_pipe_gets_plain_lines_and_a_summary_of_the_logged_figures(cli):
     final = dict(re.findall(r"eval_(\w+) ([\d.]+)", tail[-3]))
     assert float(final["accuracy"]) == round(m["eval/accuracy"], 4)
     assert float(final["loss"]) == round(m["eval/loss"], 4)
+    # MFU wherever the processor has a theoretical peak (distexp.figures.cpu_peak), and shown
+    from distexp.figures.cpu_peak import machine_cpu_peak
+
+    assert ("perf/mfu" in m) == (machine_cpu_peak() is not None), sorted(m)
     if "perf/mfu" in m:
         assert f"MFU: {100 * m['perf/mfu']:.2f} %" in r.stdout
 

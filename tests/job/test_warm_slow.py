@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
 from distexp.parity import losses
 from helpers import FAST, child_env, mlflow_runs
+from helpers.processes import parents_of
 
 pytestmark = pytest.mark.slow
 
@@ -20,18 +22,32 @@ pytestmark = pytest.mark.slow
 def test_warm_and_fresh_trainers_train_the_same(cli, strategy):
     """A fixed-seed job forked from the warm trainer and the same job in fresh interpreters: the
     same per-step losses (a fork that carried state, a started runtime or another seed would
-    show here)."""
-    jobs = {}
+    show here). Each job's training processes are watched while it runs: the warm job's every
+    one a child of the warm trainer (a silent fallback to fresh processes would compare fresh
+    with fresh), the fresh job's none."""
+    jobs, parents = {}, {}
+    tasks = 2 if strategy == "multiworker" else 1
     for warm in ("true", "false"):
         jobs[warm] = cli.cwd / f"job-{warm}"
-        r = cli(f"strategy={strategy}", "epochs=1", "steps_per_epoch=12", "seed=3",
-                "steps_per_execution=1", "measure_step_split=false", "tracking.enabled=false",
-                f"warm_start={warm}", f"hydra.run.dir={jobs[warm]}", *FAST[1:])
+        done = []
+        run = threading.Thread(target=lambda: done.append(cli(
+            f"strategy={strategy}", "epochs=1", "steps_per_epoch=12", "seed=3",
+            "steps_per_execution=1", "measure_step_split=false", "tracking.enabled=false",
+            f"warm_start={warm}", f"hydra.run.dir={jobs[warm]}", *FAST[1:])))
+        run.start()
+        seen = parents[warm] = {}
+        while run.is_alive():  # the trainers' parents, while they run
+            seen.update(parents_of(str(jobs[warm]), "distexp.train.trainer"))
+            time.sleep(0.05)
+        r = done[0]
         assert r.returncode == 0, r
+        assert "warm trainer unavailable" not in r.out, r.out
+        assert len(seen) == tasks, seen
+    assert all("-m distexp.train.warm_server" in p for p in parents["true"].values()), parents
+    assert not any("warm_server" in p for p in parents["false"].values()), parents
     warm_losses, fresh_losses = losses(jobs["true"]), losses(jobs["false"])
     assert len(warm_losses) == 12
     assert warm_losses == pytest.approx(fresh_losses, rel=1e-6, abs=1e-7)
-    assert "warm trainer unavailable" not in r.out
 
 
 @pytest.mark.alone

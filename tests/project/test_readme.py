@@ -1,21 +1,29 @@
 """Every command README.md and docs/*.md show runs as shown, checked without running it: each
 `python -m distexp ...` line of their shell blocks is composed by Hydra in this process, as
 `python -m distexp --cfg job ...` would (a multirun: once per swept value, the swept values of a
-preset's `hydra.sweeper.params` included); `python -m distexp.parity` lines are parsed by its
+preset's `hydra.sweeper.params` included), and each composed job passes distexp's own checks
+(distexp.config.checks.validate, what the job process runs before TensorFlow starts) or is refused
+with the very line the page shows under it. A command needs what it names: GPUs (checked with a
+faked driver of 8), the user's package of docs/extending.md (`my_pkg`, made here with the
+documented functions). `python -m distexp.parity` lines are parsed by its
 parser and each strategy's job composed; `distexp.report`, `distexp.ui` and `distexp.tracking`
 lines are parsed by their own argparse parsers, stopped before they do anything. No TensorFlow,
 no process: the unit tier."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
+import sys
+import tempfile
 from pathlib import Path
 from typing import Iterator, List, Tuple
 
 import pytest
 
 from helpers import ROOT
+from helpers.gpus import fake_driver
 
 CONF = ROOT / "distexp" / "conf"
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -72,8 +80,15 @@ def commands(page: Path) -> Iterator[Tuple[str, str, List[str]]]:
 COMMANDS = [c for page in PAGES for c in commands(page)]
 
 
+# docs/extending.md's package: its functions as the page documents them (not called here)
+MY_PKG = {"exp": "def build(input_shape, num_classes):\n    pass\n\n\n"
+                 "def load(seed, n=10000):\n    pass\n",
+          "tasks": "def make():\n    pass\n",
+          "data": "def load(seed):\n    pass\n"}
+
+
 @pytest.fixture(scope="module")
-def compose():
+def compose(tmp_path_factory):
     """compose(overrides) -> the config with its hydra node, as `--cfg all` would print it; a
     list composed once is not composed again (many commands share their jobs)."""
     from hydra import compose as hcompose
@@ -85,6 +100,12 @@ def compose():
     schema.register()
     GlobalHydra.instance().clear()
     done = {}
+    user = tmp_path_factory.mktemp("user")
+    (user / "my_pkg").mkdir()
+    (user / "my_pkg" / "__init__.py").write_text("")
+    for name, text in MY_PKG.items():
+        (user / "my_pkg" / f"{name}.py").write_text(text)
+    sys.path.insert(0, str(user))
 
     def _compose(overrides):
         key = tuple(overrides)
@@ -93,9 +114,14 @@ def compose():
                                  return_hydra_config=True)
         return done[key]
 
-    with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
-        yield _compose
-    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
+            yield _compose
+    finally:
+        GlobalHydra.instance().clear()
+        sys.path.remove(str(user))
+        for name in [m for m in sys.modules if m.split(".")[0] == "my_pkg"]:
+            del sys.modules[name]
 
 
 def jobs(overrides: List[str], multirun: bool, compose) -> Iterator[List[str]]:
@@ -124,8 +150,67 @@ def jobs(overrides: List[str], multirun: bool, compose) -> Iterator[List[str]]:
                 yield [*fixed, *firsts[:k], f"{o.get_key_element()}={value}", *firsts[k + 1:]]
 
 
-def check_distexp(args: List[str], compose) -> int:
-    """`python -m distexp ARGS`: Hydra's flags this CLI documents, then overrides that compose."""
+def refusals() -> dict:
+    """{where: the `distexp: error: ...` line a page shows right under a command}: documented
+    refusals (docs/configuration.md's examples of bad input)."""
+    out = {}
+    for page in PAGES:
+        prev = None
+        for n, line in shell_lines(page.read_text()):
+            if prev and line.startswith("distexp: error: "):
+                out[prev] = line
+            prev = f"{page.relative_to(ROOT)}:{n}" if re.search(r"\bpython3? +-m +distexp\b",
+                                                               line) else None
+    return out
+
+
+REFUSED = refusals()
+GPUS = 8  # the faked driver's for a command that asks for GPUs
+
+
+def _digits(line: str) -> str:
+    return re.sub(r"\d+", "N", line)
+
+
+def distexp_checks(cfg, refusal=None) -> None:
+    """distexp.config.checks.validate on a composed job (its hydra node dropped, as the job sees
+    it): it passes, or refuses with `refusal` (digits and the home directory aside: the machine's
+    cores, memory and user); with a refusal shown, the data's check follows (the job's next);
+    a job that asks for GPUs is checked with GPUS of them (a faked driver)."""
+    from omegaconf import OmegaConf, open_dict
+
+    from distexp.config import checks, resolved
+    from distexp.errors import UserError
+
+    job = OmegaConf.create(OmegaConf.to_container(cfg))
+    with open_dict(job):
+        job.pop("hydra", None)
+    driver, visible = resolved.NVIDIA_GPUS, os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+    try:
+        if job.get("gpus") and refusal is None:
+            resolved.NVIDIA_GPUS = str(fake_driver(Path(tempfile.mkdtemp()), GPUS))
+        checks.validate(job)
+        if refusal is not None:  # the job process's next check, before any training process
+            from distexp.data import loaders
+
+            loaders.check_available(job)
+    except UserError as ex:
+        said = f"distexp: error: {ex}".replace(str(Path.home()), "~")
+        if refusal is None or _digits(said) != _digits(refusal.replace("/root/", "~/")):
+            raise AssertionError(f"distexp refuses it: {said}"
+                                 + (f" (the page shows: {refusal})" if refusal else "")) from None
+        return
+    finally:
+        resolved.NVIDIA_GPUS = driver
+        if visible is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = visible
+    if refusal is not None:
+        raise AssertionError(f"the page shows `{refusal}`, but distexp's checks pass it")
+
+
+def check_distexp(args: List[str], compose, refusal=None) -> int:
+    """`python -m distexp ARGS`: Hydra's flags this CLI documents, then overrides that compose
+    and pass distexp's checks (or are refused with the line the page shows)."""
     multirun, overrides, it = False, [], iter(args)
     for a in it:
         if a in ("-m", "--multirun"):
@@ -138,7 +223,7 @@ def check_distexp(args: List[str], compose) -> int:
             overrides.append(a)
     n = 0
     for job in jobs(overrides, multirun, compose):
-        compose(job)
+        distexp_checks(compose(job), refusal)
         n += 1
     return n
 
@@ -252,7 +337,10 @@ def test_command_runs_as_shown(where, module, args, compose):
     if module not in CHECKS:
         raise AssertionError(f"{where}: `{line}`: no module {module} in distexp")
     try:
-        assert CHECKS[module](args, compose) >= 1
+        if module == "distexp":
+            assert check_distexp(args, compose, REFUSED.get(where)) >= 1
+        else:
+            assert CHECKS[module](args, compose) >= 1
     except Exception as ex:  # noqa: BLE001  (Hydra's errors name the override)
         first = str(ex).strip().splitlines()[0] if str(ex).strip() else type(ex).__name__
         raise AssertionError(f"{where}: `{line}` does not run as shown: {first}") from None

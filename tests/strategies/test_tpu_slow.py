@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -19,4 +20,9 @@ def test_tpu_trains_one_replica_per_core(cli):
     assert r.returncode == 0, r
     result = json.loads((cli.cwd / "job" / "result.json").read_text())
     assert result["eval/accuracy"] >= 0.8
-    assert "Number of devices: 8" in r.stdout or "Number of devices:" in r.stdout
+    # one replica per core: the replicas are the TPU cores TensorFlow lists, TPU:0 .. TPU:n-1
+    m = re.search(r"^Number of devices: (\d+)  \(([^;]*);", r.stdout, flags=re.M)
+    assert m, r.stdout
+    cores = [d.strip() for d in m.group(2).split(",")]
+    assert [re.search(r"TPU:(\d+)$", d) and int(re.search(r"TPU:(\d+)$", d).group(1))
+            for d in cores] == list(range(int(m.group(1)))), m.group(0)

@@ -47,16 +47,29 @@ def test_what_a_job_holds(compose, four_gpus, overrides, held):
     assert found.visible == 4 and found.pool_gpus(cfg) == held
 
 
-def test_four_jobs_of_one_gpu_hold_four_different_gpus(four_gpus, monkeypatch):
+def test_four_jobs_of_one_gpu_hold_four_different_gpus(compose, four_gpus, monkeypatch):
     ids = visible_ids(resolved.visible_gpus())
     assert ids == ["0", "1", "2", "3"]
     held = [gpu_pool.acquire(four_gpus, ids, 1) for _ in range(4)]
     assert sorted(h.ids[0] for h in held) == ids
     held[2].release()  # a job ended: the next one gets its GPU
-    assert gpu_pool.acquire(four_gpus, ids, 1).ids == [held[2].ids[0]]
-    # CUDA_VISIBLE_DEVICES set by the user: the pool hands out those GPUs only
+    again = gpu_pool.acquire(four_gpus, ids, 1)
+    assert again.ids == [held[2].ids[0]]
+    for h in (held[0], held[1], held[3], again):
+        h.release()
+    # CUDA_VISIBLE_DEVICES set by the user: the pool hands out those GPUs only, in that order
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
     assert visible_ids(resolved.visible_gpus()) == ["3", "1"]
+    one = compose("strategy=one_device", "gpus=1")
+    with pinned(one, four_gpus, JOBLIB_LAUNCHER) as first:
+        assert first == ["3"] and os.environ["CUDA_VISIBLE_DEVICES"] == "3"
+    other = gpu_pool.acquire(four_gpus / gpu_pool.POOL_DIR, ["3"], 1)  # GPU 3: another job's
+    with pinned(one, four_gpus, JOBLIB_LAUNCHER) as second:
+        assert second == ["1"] and os.environ["CUDA_VISIBLE_DEVICES"] == "1"
+    other.release()
+    with pinned(compose("strategy=mirrored"), four_gpus, JOBLIB_LAUNCHER) as every:
+        assert every == ["3", "1"]  # gpus=null: every GPU the user left visible
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "3,1"
 
 
 def test_a_job_waits_for_a_free_gpu_and_says_so_once(four_gpus, monkeypatch):

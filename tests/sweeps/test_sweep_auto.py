@@ -12,6 +12,7 @@ import pytest
 
 from distexp.errors import UserError
 from distexp.figures import sequential as seq
+from helpers import sequences as seqs
 from helpers import sweeper as _sweeper
 
 
@@ -99,13 +100,84 @@ def test_rounds_until_settled_then_stop(tmp_path, capsys):
     assert 0 < len(last) <= 3
 
 
-def test_a_a_pair_is_never_faster_or_slower(tmp_path, capsys):
+ALPHA = 0.05
+MC_N = 100_000  # simulated sweeps (helpers.sequences): 3 standard errors at 4 % are 0.19 %
+README_SWEEP = ["strategy=one_device,mirrored", "cpu_replicas=2", "sweep.controls=true",
+                "repeats=auto", "sweep.max_repeats=10"]
+
+
+def _planned_bound():
+    """What a sweep's family of comparisons may claim wrongly within its plan: the planned share
+    of sweep.alpha, (1 - RESERVE) x alpha, plus 3 standard errors of MC_N sweeps."""
+    plan = (1 - seq.RESERVE) * ALPHA
+    return plan + 3 * seqs.se(plan, MC_N)
+
+
+def _sweep_rounds(compose, jobs, max_repeats, controls=()):
+    from distexp.sweeps import auto
+
+    return auto.Rounds(jobs, lambda o: compose(*o), ALPHA, 0.05, max_repeats, controls=controls)
+
+
+def test_a_a_pair_is_called_faster_or_slower_at_the_planned_rate(tmp_path, capsys, compose):
+    """The sweep of two identical set-ups runs its 4 rounds (one comparison, one line a round);
+    over MC_N seeded A/A sweeps under the rule that sweep builds, "faster" or "slower" is claimed
+    in at most (1 - RESERVE) x alpha of them (3 standard errors); and the sweep's own bookkeeping
+    (Rounds.record) settles a few of those sequences exactly as the simulation does."""
     _auto_sweep(tmp_path, lambda o: 1.0, "seed=0,1", "repeats=auto", "sweep.max_repeats=4", sd=0.05)
     out = capsys.readouterr().out
     saved = json.loads((tmp_path / "auto.json").read_text())["comparisons"]
     assert len(saved) == 1 and saved[0]["kind"] == "baseline"
     assert saved[0]["outcome"] in ("not settled", "equal") and saved[0]["rounds"] == 4
     assert out.count("\nround ") + out.startswith("round ") == 4
+    jobs = [["seed=0", "repeats=auto", "sweep.max_repeats=4"],
+            ["seed=1", "repeats=auto", "sweep.max_repeats=4"]]
+    rule = _sweep_rounds(compose, jobs, 4).rule
+    logs = seqs.log_rates(8, MC_N, 4, sd=0.05)
+    kind, when = seqs.first_settled(logs[:, 1] - logs[:, 0], rule)
+    assert seqs.wrong(kind) <= _planned_bound(), seqs.wrong(kind)
+    assert seqs.wrong(kind) > 0.02  # the plan spends its alpha: not an interval that never closes
+    wrongly = [int(i) for i in (kind == seqs.FASTER).nonzero()[0][:3]]
+    for i in [*wrongly, 0, 1, 2]:  # the sweep's record() on those rates: the same outcomes
+        rounds = _sweep_rounds(compose, jobs, 4)
+        for r in range(4):
+            rounds.record({0: math.exp(logs[i, 0, r]), 1: math.exp(logs[i, 1, r])})
+        o, named = rounds.pairs[0].outcome, {seqs.FASTER: seq.FASTER, seqs.SLOWER: seq.SLOWER,
+                                             seqs.EQUAL: seq.EQUAL, seqs.OPEN: seq.OPEN}
+        assert (o.kind, o.rounds) == (named[kind[i]], min(int(when[i]), 4)), i
+
+
+def test_the_readme_sweeps_alpha_is_split_over_its_three_comparisons(tmp_path, compose):
+    """The README sweep (3 comparisons): each interval in auto.json is the planned rule's at
+    alpha / 3 (recomputed here from the runs' rates; at alpha it would be narrower), and over
+    MC_N A/A sweeps of its three set-ups under the rule the sweep builds, any of the three
+    comparisons claims a difference in at most (1 - RESERVE) x alpha of them: the family's error
+    rate is sweep.alpha, not alpha per comparison (without the split it is ~10 %)."""
+    _auto_sweep(tmp_path, lambda o: 1.0, *README_SWEEP, sd=0.05)
+    saved = json.loads((tmp_path / "auto.json").read_text())
+    assert saved["alpha"] == ALPHA and len(saved["comparisons"]) == 3
+    rates = {}
+    for f in (tmp_path / "sweep_jobs").glob("*.json"):
+        num = int(f.stem)
+        rate = json.loads((tmp_path / str(num) / "result.json").read_text())["perf/examples_per_sec"]
+        rates.setdefault(num % 3, {})[num // 3] = rate
+    for rec in saved["comparisons"]:
+        a, b = ([rates[i].get(r) for r in range(rec["rounds"])] for i in (rec["a"], rec["b"]))
+        each = seq.outcome(a, b, 0.05, seq.planned(ALPHA / 3, 10))
+        whole = seq.outcome(a, b, 0.05, seq.planned(ALPHA, 10))
+        assert rec["rounds"] >= 3 and rec["outcome"] == "not settled"
+        assert (rec["low"], rec["high"]) == (pytest.approx(each.low, rel=1e-9),
+                                             pytest.approx(each.high, rel=1e-9))
+        assert whole.high / whole.low < 0.97 * each.high / each.low
+    jobs = [["strategy=one_device", *README_SWEEP[1:]], ["strategy=mirrored", *README_SWEEP[1:]],
+            ["strategy=one_device", *README_SWEEP[1:], "global_batch_size=128"]]
+    rounds = _sweep_rounds(compose, jobs, 10, controls=[2])
+    assert len(rounds.pairs) == 3
+    logs = seqs.log_rates(9, MC_N, 10, sd=0.15, setups=3)
+    claimed = [seqs.first_settled(logs[:, c.a] - logs[:, c.b], rounds.rule)[0] for c in rounds.pairs]
+    family = seqs.wrong(sum(abs(k) == 1 for k in claimed))  # FASTER or SLOWER: +-1
+    assert family <= _planned_bound(), family
+    assert family > _planned_bound() / 2  # spent, not wasted: the split is not done twice
 
 
 @pytest.mark.parametrize("args,line", [
