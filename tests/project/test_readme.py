@@ -155,12 +155,15 @@ def refusals() -> dict:
     refusals (docs/configuration.md's examples of bad input)."""
     out = {}
     for page in PAGES:
-        prev = None
-        for n, line in shell_lines(page.read_text()):
-            if prev and line.startswith("distexp: error: "):
-                out[prev] = line
-            prev = f"{page.relative_to(ROOT)}:{n}" if re.search(r"\bpython3? +-m +distexp\b",
-                                                               line) else None
+        text = page.read_text()
+        raw, prev = text.splitlines(), None
+        for n, line in shell_lines(text):
+            # right under it: every line from the command's first to this one's is the command
+            under = prev is not None and all(raw[k - 1].rstrip().endswith("\\")
+                                             for k in range(prev, n - 1))
+            if under and line.startswith("distexp: error: "):
+                out[f"{page.relative_to(ROOT)}:{prev}"] = line
+            prev = n if re.search(r"\bpython3? +-m +distexp\b", line) else None
     return out
 
 
