@@ -14,8 +14,10 @@ from helpers import finished_sweep, mlflow_runs, run_probe
 pytestmark = pytest.mark.slow
 
 
-# timed steps: 60 - the calls holding any of the 10 warm-up steps (fit auto: k = 15, the
-# largest divisor of 60 <= 16, so the first call of 15 is warm-up; custom auto never crosses it)
+# training's timed steps: 60 - the calls holding any of the 10 warm-up steps (fit auto: k = 15,
+# the largest divisor of 60 <= 16, so the first call of 15 is warm-up; custom auto never crosses
+# it); the custom loop then measures on to 0.5 s (distexp.train.window), in whole calls of k; fit
+# has no window
 @pytest.mark.parametrize("loop,k,timed", [("custom", 1, 50), ("custom", 5, 50), ("fit", 5, 50),
                                           ("custom", "auto", 50), ("fit", "auto", 45)])
 @pytest.mark.extended
@@ -25,7 +27,7 @@ def test_logged_rate_matches_a_stopwatch_outside_the_loop(tmp_path, loop, k, tim
                     f"steps_per_execution={k}", "epochs=1", "steps_per_epoch=60",
                     "warmup_steps=10", f"global_batch_size={G}", "target_accuracy=1.0",
                     "measure_step_split=false",  # the probe phase after training: not checked
-                    TF_CPP_MIN_LOG_LEVEL="2")
+                    "measure_min_seconds=0.5", TF_CPP_MIN_LOG_LEVEL="2")
     final = out["final"]
     # never reached: null, not 0; the peak is the CPU's theoretical one (no benchmark, no load)
     assert final["perf/time_to_accuracy_s"] is None
@@ -35,7 +37,10 @@ def test_logged_rate_matches_a_stopwatch_outside_the_loop(tmp_path, loop, k, tim
     assert math.isfinite(final["perf/flops_per_example"])
     assert final["perf/mfu"] == pytest.approx(
         final["perf/flops_per_example"] * final["perf/examples_per_sec"] / final["perf/peak_flops"])
-    assert out["steps"] == final["perf/timed_steps"] == timed
+    window = out["window_steps"]
+    assert (window > 0) == (loop == "custom") and window % (1 if k == "auto" else k) == 0
+    assert out["steps"] == final["perf/timed_steps"] == timed + window
+    assert final["timed_seconds"] >= 0.5 or loop == "fit"
     outside = G * out["steps"] / out["seconds"]
     assert final["perf/examples_per_sec"] == pytest.approx(outside, rel=0.05)
     assert final["perf/examples_per_sec_per_replica"] == final["perf/examples_per_sec"]
