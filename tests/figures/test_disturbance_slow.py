@@ -22,7 +22,7 @@ JOB = ["strategy=one_device", "epochs=2", "measure_step_split=false", "measure_p
 BUSY = "while True: pass"
 
 
-def _result(cli, name):
+def _job_result(cli, name):
     return json.loads(next((cli.cwd / "outputs").rglob(f"{name}/result.json")).read_text())
 
 
@@ -40,7 +40,7 @@ def test_job_starved_by_busy_processes_on_its_core_is_flagged(cli):
             p.kill()
             p.wait()
     assert r.returncode == 0, r
-    result = _result(cli, "starved")
+    result = _job_result(cli, "starved")
     assert result["cpu_per_wall"] < 0.8, result
     assert result["cpu_per_wall"] == pytest.approx(result["cpu_seconds_timed"] /
                                                    result["timed_seconds"])
@@ -55,7 +55,7 @@ def test_job_starved_by_busy_processes_on_its_core_is_flagged(cli):
 def test_job_with_the_machine_to_itself_is_not_flagged(cli):
     r = cli(*JOB, "hydra.run.dir=outputs/quiet")
     assert r.returncode == 0, r
-    result = _result(cli, "quiet")
+    result = _job_result(cli, "quiet")
     assert result["disturbed"] is None and result["cpu_per_wall"] >= 0.8, result
     assert "disturbed" not in r.stdout
     _, runs = mlflow_runs(cli.uri)
