@@ -5,6 +5,7 @@ without losing the one-line error for an unreachable server. No timed assertions
 from __future__ import annotations
 
 import csv
+import json
 import math
 
 import pytest
@@ -85,14 +86,17 @@ def test_default_job_resolves_auto_and_keeps_every_step(cli):
     assert {r["loss_kind"] for r in rows} == {"step"}
     losses = [float(r["loss"]) for r in rows]
     assert all(math.isfinite(v) for v in losses) and len(set(losses)) > 200  # not repeated
-    assert runs[0].data.metrics["perf/timed_steps"] == 240 - 5
+    # training's timed steps and the measurement window's after it (distexp.train.window)
+    window = json.loads((job / "result.json").read_text())["window_steps"]
+    assert runs[0].data.metrics["perf/timed_steps"] == 240 - 5 + window
 
 
 def test_figures_in_mlflow(cli):
     """Mirrored x2, 3 epochs of 10 steps, 10 warm-up steps: epoch 1 is all warm-up."""
     r = cli("strategy=mirrored", "cpu_replicas=2", "epochs=3", "steps_per_epoch=10",
             "warmup_steps=10", "target_accuracy=0.05", "tracking.system_metrics_interval=1",
-            "steps_per_execution=1")  # the input wait is timed only with one step per call
+            "steps_per_execution=1",  # the input wait is timed only with one step per call
+            "measure_min_seconds=0", "measure_min_steps=0")  # training's timed steps only
     assert r.returncode == 0, r
     client, runs = mlflow_runs(cli.uri)
     run = runs[0]
