@@ -17,6 +17,7 @@ said beside (not judged: a load above the cores does not tell which process wait
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Optional
@@ -66,7 +67,8 @@ def verdict(cpu_per_wall: Optional[float], judged: bool, steal: Optional[float],
     cannot be told)."""
     why = []
     if judged and cpu_per_wall is not None and cpu_per_wall < CPU_PER_WALL_FLOOR:
-        why.append(f"CPU/wall {cpu_per_wall:.2f} < {CPU_PER_WALL_FLOOR}")
+        # rounded down: a ratio just below the floor never reads as the floor itself
+        why.append(f"CPU/wall {math.floor(cpu_per_wall * 100) / 100:.2f} < {CPU_PER_WALL_FLOOR}")
     if steal is not None and steal > STEAL_FLOOR:
         why.append(f"steal {100 * steal:.0f} % > {100 * STEAL_FLOOR:.0f} %")
     if not why:

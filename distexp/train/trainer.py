@@ -251,8 +251,7 @@ def _disturbance(ctx, record, facts) -> dict:
     why = disturbance.verdict(cpu_per_wall, judged, steal, load) if meter.timed else None
     if why is not None:
         reporter.logger.set_tags({tags.DISTURBED: why})
-        reporter.print(f"distexp: warning: disturbed: {why}: the machine starved this run's timed "
-                       f"steps (tag {tags.DISTURBED})")
+        reporter.print(f"distexp: warning: disturbed: {why} (tag {tags.DISTURBED})")
     return {"cpu_per_wall": cpu_per_wall, "disturbed": why, "steal_share": steal,
             "load_average": load}
 

@@ -61,6 +61,9 @@ def extend(ctx, dispatch) -> Optional[int]:
             if not n:
                 break
             if state is None:
+                from distexp.train import live
+
+                ctx.reporter.phase(live.WINDOW)  # the bar says what the process does now
                 state = _snapshot(ctx, dispatch)
                 meter.begin_window()
             _run(ctx.reporter, dispatch, n)

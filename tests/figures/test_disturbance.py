@@ -15,6 +15,7 @@ def test_cpu_per_wall_below_the_floor_is_disturbed_only_where_judged():
         "CPU/wall 0.40 < 0.8, load 6.1 on 2 CPUs"
     assert disturbance.verdict(1.25, True, 0.0, 6.1, cpus=2) is None
     assert disturbance.verdict(0.80, True, None, None) is None          # at the floor: not below
+    assert disturbance.verdict(0.7996, True, None, None) == "CPU/wall 0.79 < 0.8"  # not "0.80 <"
     assert disturbance.verdict(0.40, False, 0.0, 1.0, cpus=2) is None   # a GPU's host, ps, workers
     assert disturbance.verdict(None, True, None, None) is None
 
