@@ -1,9 +1,9 @@
 """A starved job is caught (distexp.figures.disturbance): a real default-sized job run on one core
 beside busy processes pinned to that core is flagged in result.json, its console and its run's
-tag; the same job with the machine to itself is not.
+tag; the same job on a machine at rest is not.
 
-The undisturbed half needs the machine not to starve it (a load far above its cores would, and
-would rightly be flagged): it is the slow tier's, run on a machine at rest."""
+The undisturbed half needs a machine at rest (a load far above the cores starves any job, rightly
+flagged): on a loaded machine it is skipped, saying the load."""
 from __future__ import annotations
 
 import json
@@ -55,9 +55,18 @@ def test_job_starved_by_busy_processes_on_its_core_is_flagged(cli):
 
 
 def test_job_with_the_machine_to_itself_is_not_flagged(cli):
+    """On a machine at rest (load average below its cores) the job's trainer is never off a core
+    for long: CPU/wall at least the floor, no flag. On a loaded one the premise does not hold
+    (a load far above the cores starves the job, rightly flagged): skipped, saying the load."""
+    cpus = os.cpu_count()
+    if os.getloadavg()[0] > cpus:
+        pytest.skip(f"load {os.getloadavg()[0]:.1f} on {cpus} CPUs: not a machine at rest")
     r = cli(*JOB, "hydra.run.dir=outputs/quiet")
     assert r.returncode == 0, r
     result = _job_result(cli, "quiet")
+    if result["disturbed"] is not None and result["load_average"] > cpus:
+        pytest.skip(f"the load rose to {result['load_average']:.1f} during the job: "
+                    f"{result['disturbed']}")
     assert result["disturbed"] is None and result["cpu_per_wall"] >= 0.8, result
     assert "disturbed" not in r.stdout
     _, runs = mlflow_runs(cli.uri)
