@@ -3,10 +3,11 @@
 A trainer whose replicas are this process's CPUs keeps at least one of its threads busy for the
 whole of every timed step (the step computes on the host, or the host thread waits for the input
 threads that do), so over its timed steps its CPU time (all threads) is at least about its wall
-time: CPU/wall measured here 1.2-1.4 for the README sweep's jobs (2 cores, load < 1). Below
-`CPU_PER_WALL_FLOOR` more than a fifth of the window had no thread of the trainer on a core: the
-machine ran something else (another process, the hypervisor). The starved job the floor is
-calibrated on measured 0.40 (a busy process beside it), the same job undisturbed 1.23-1.28.
+time: CPU/wall measured 1.20-1.46 for the README sweep's 15 jobs (2 cores, load 1.3; a starved
+sweep's siblings 1.23-1.28). Below `CPU_PER_WALL_FLOOR` more than a fifth of the window had no
+thread of the trainer on a core: the machine ran something else (another process, the
+hypervisor). Starved jobs measured 0.40 (a busy process beside it) and 0.19 (two busy processes
+pinned to its one core, load 15); at load 11-15 the README sweep's jobs spread over 0.2-1.15.
 
 Judged only where that premise holds: one process holding CPU replicas. A GPU's or TPU's host
 waits for the device; a ps coordinator or a multiworker worker waits for other processes: their
