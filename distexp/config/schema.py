@@ -154,8 +154,8 @@ class Config:
     # model and optimizer restored: what is trained is unchanged)
     measure_min_seconds: float = key(2.0, "the run's figures rest on at least this many seconds of "
                                      "timed steps (measured on after training; 0: training's only)")
-    measure_min_steps: int = key(200, "... and at least this many timed steps (within a window "
-                                 "of measure_min_seconds at most)")
+    measure_min_steps: int = key(200, "and on at least this many timed steps (the window after "
+                                 "training stays within about measure_min_seconds)")
     profile: bool = key(False, "a TensorFlow profiler trace of a few steps after training, as the "
                         "artifact profile/")
     objective: Optional[str] = key(None, "the final figure a job returns to Hydra (what Optuna "
