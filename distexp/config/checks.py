@@ -142,6 +142,8 @@ def _validate_ranges(cfg: DictConfig):
     _at_least("ps", cfg.ps, 0)
     _at_least("warmup_steps", cfg.warmup_steps, 0)
     _at_least("log_every_steps", cfg.log_every_steps, 0)
+    _at_least("measure_min_steps", cfg.measure_min_steps, 0)
+    _at_least("measure_min_seconds", cfg.measure_min_seconds, 0)
     _steps_per_execution(cfg.steps_per_execution)
     _choice("precision", cfg.precision, PRECISIONS)
     _choice("progress", cfg.progress, PROGRESS)
@@ -328,7 +330,7 @@ def _validate_values(cfg: DictConfig, rec, kind, facts: dict) -> None:
         raise UserError(f"seed: received {cfg.seed}; expected 0..{SEED_MAX} (2**32-1: the range "
                         "NumPy's and TensorFlow's seeding accept)")
     for key in ("learning_rate", "model.learning_rate", "timeout", "target_accuracy",
-                "cluster.peer_start_timeout"):
+                "cluster.peer_start_timeout", "measure_min_seconds"):
         value = OmegaConf.select(cfg, key)
         if value is not None and not math.isfinite(value):
             raise UserError(f"{key}: received {value}; expected a finite number")

@@ -153,6 +153,12 @@ class Config:
     # distexp.train.probe_phase: ~1 s for the default job, several s for models that trace slowly.
     measure_step_split: bool = key(True, "the probe phase after training: where a step's time "
                                    "goes (perf/step_*_ms); false skips it")
+    # distexp.train.window: measured on after training where the timed steps fall short (the
+    # model and optimizer restored: what is trained is unchanged)
+    measure_min_seconds: float = key(2.0, "the run's figures rest on at least this many seconds of "
+                                     "timed steps (measured on after training; 0: training's only)")
+    measure_min_steps: int = key(200, "and on at least this many timed steps (the window after "
+                                 "training stays within about measure_min_seconds)")
     profile: bool = key(False, "a TensorFlow profiler trace of a few steps after training, as the "
                         "artifact profile/")
     objective: Optional[str] = key(None, "the final figure a job returns to Hydra (what Optuna "

@@ -10,7 +10,13 @@ Definitions (docs/tasks-and-figures.md repeats them):
 - The first `warmup_steps` steps of the run (tracing, graph optimisation, first allocations) are
   run but not timed; they still count for loss/accuracy and `perf/epoch_time_s`. With several
   steps per call, a call that ran any warm-up step is not timed at all.
-- examples/s = global batch x timed steps / their summed step time (per epoch and for the run).
+- the measurement window (distexp.train.window): where training's timed steps are fewer than
+  `measure_min_steps` or last less than `measure_min_seconds`, the same step runs on after
+  training (the model and optimizer restored afterwards) until they are reached; those steps
+  are timed as training's are (`window_call`) and count for the run's figures only, never for
+  an epoch's, the step count, time to first step or end to end.
+- examples/s = global batch x timed steps / their summed step time (per epoch and for the run:
+  the run's over training's timed steps and the window's).
 - units/s (tasks that count units, e.g. seq2seq's real target tokens: perf/tokens_per_sec) =
   units the timed steps trained on / their summed step time.
 - spread: the timed steps are cut into windows of WINDOW consecutive steps; the 95 % interval is
@@ -21,6 +27,8 @@ Definitions (docs/tasks-and-figures.md repeats them):
 - CPU time: the trainer process's CPU seconds (all threads, `time.process_time`) over the timed
   steps, the same windows as step time (kept in result.json as `cpu_seconds_timed`; the benchmark
   uses it because it is far less sensitive than wall time to other load on the machine).
+  CPU/wall (`cpu_per_wall`) = that over the timed steps' summed step time (`timed_seconds`):
+  distexp.figures.disturbance judges a starved run from it.
 - input wait share: of the timed steps' summed step time, the part spent in the host's
   `next(iterator)` (measured only where the loop takes each batch on the host; else None).
 - time to accuracy: from the start of the first epoch to the end of the first evaluation whose
@@ -37,7 +45,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from distexp.figures import perf_keys
+from distexp.figures import disturbance, perf_keys
 
 WINDOW = 10
 
@@ -86,6 +94,8 @@ class Meter:
     _epoch_units: float = 0.0
 
     train_end: Optional[float] = None   # the last epoch's end (its evaluation and checkpoint done)
+    window_steps: int = 0     # of the timed steps, those the measurement window ran after training
+    machine_start: Optional[disturbance.Sample] = None  # the machine's counters at the first timed step
 
     def start_epoch(self) -> None:
         self._epoch_timed = []
@@ -129,7 +139,37 @@ class Meter:
             if timed:
                 self.timed.append(dt)
                 self._epoch_timed.append(dt)
+        if self.machine_start is None and self.step >= self.warmup_steps:  # timed steps begin
+            self.machine_start = disturbance.sample()
         return dt
+
+    def begin_window(self) -> None:
+        """The measurement window after training starts: its first call is timed from here."""
+        self._last, self._last_cpu = time.perf_counter(), time.process_time()
+        if self.machine_start is None:
+            self.machine_start = disturbance.sample()
+
+    def window_call(self, steps: int, units: Optional[float] = None) -> float:
+        """A call of the measurement window ran `steps` steps: timed as a training call is (the
+        run's figures), but no step of training (step count, epochs, end to end)."""
+        now, cpu = time.perf_counter(), time.process_time()
+        dt = (now - self._last) / steps
+        self.cpu_timed += cpu - self._last_cpu
+        self._last, self._last_cpu = now, cpu
+        if units is not None:
+            self.units_timed += units
+        self.timed.extend([dt] * steps)
+        self.window_steps += steps
+        return dt
+
+    def timed_seconds(self) -> float:
+        """The timed steps' summed step time: what the run's figures rest on."""
+        return sum(self.timed)
+
+    def cpu_per_wall(self) -> Optional[float]:
+        """The trainer's CPU seconds over the timed steps per second of their wall time."""
+        total = self.timed_seconds()
+        return self.cpu_timed / total if self.timed and total > 0 else None
 
     def end_epoch(self) -> None:
         """The epoch is over, its evaluation and checkpoint included (end to end's clock)."""
@@ -147,8 +187,9 @@ class Meter:
         return 1000.0 * sum(self.timed) / len(self.timed) if self.timed else None
 
     def exclude_since_last_step(self) -> None:
-        """What ran since the last step ended (a checkpoint save) is not part of the next step."""
-        self._last = time.perf_counter()
+        """What ran since the last step ended (a checkpoint save) is not part of the next step
+        (neither its wall time nor its CPU time)."""
+        self._last, self._last_cpu = time.perf_counter(), time.process_time()
 
     def epoch_figures(self) -> Dict[str, Optional[float]]:
         """The epoch's own figures, under `perf/epoch_*` keys: the run's figures (final_figures)

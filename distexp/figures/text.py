@@ -8,7 +8,7 @@ figure reads the same wherever it is shown (tests/figures/test_figures_text.py c
 
 - ``rate``: a throughput and its 95 % interval, "20,586 examples/s [19,874, 21,299]" (`number`:
   thousands separated, whole numbers from 100 up, 3 significant digits below);
-- ``throughput``: the run's line, with its timed steps and end-to-end figure;
+- ``throughput``: the run's line, with the timed steps and seconds it rests on and end to end;
 - ``step_split``: "step 6.22 ms = input 0.81 + compute 5.10 + sync 0.00 + other 0.31; bottleneck: ..."
   (the parts to two decimals, the step as their sum: the line adds up as printed);
 - ``mfu``: "MFU: 2.31 % of the devices' peak (1,234.5 GFLOP/s)"; ``mfu_percent``: "2.31" (the
@@ -42,6 +42,11 @@ def number(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
+def seconds(x: float) -> str:
+    """A duration's number: 2.1 / 0.1 / 1,234 (one decimal below 100 s)."""
+    return f"{x:.1f}" if x < 100 else f"{x:,.0f}"
+
+
 def rate(value: float, ci95: Optional[float] = None, unit: str = "") -> str:
     """A throughput with its 95 % interval: "20,586 examples/s [19,874, 21,299]" (`unit` after the
     number; none: "20,586 [19,874, 21,299]"); without an interval the number alone."""
@@ -52,8 +57,9 @@ def rate(value: float, ci95: Optional[float] = None, unit: str = "") -> str:
 
 
 def throughput(result: Mapping) -> str:
-    """throughput: 20,586 examples/s [19,874, 21,299] (95 % interval over 140 timed steps); end to
-    end 15,210 examples/s (and the task's own units per second, e.g. tokens/s)."""
+    """throughput: 41,987 examples/s [41,042, 42,931] (95 %, 1,312 timed steps, 2.0 s); end to end
+    11,376 examples/s: the 95 % interval and the timed steps and seconds it rests on (and the
+    task's own units per second, e.g. tokens/s)."""
     value, ci = _num(result, perf_keys.EXAMPLES_PER_SEC), _num(result, perf_keys.EXAMPLES_PER_SEC_CI95)
     if value is None:
         if perf_keys.TIME_TO_FIRST_STEP_S in result and \
@@ -61,8 +67,10 @@ def throughput(result: Mapping) -> str:
             return "throughput: not measured (no step was trained: resumed at the last step)"
         return "throughput: not measured (every step was a warm-up step: see warmup_steps)"
     steps = int(_num(result, perf_keys.TIMED_STEPS) or 0)
-    why = f"95 % interval over {steps} timed steps" if ci is not None else \
-        f"{steps} timed steps: too few for an interval"
+    batch = _num(result, "global_batch_size")
+    # the timed steps' summed time, exactly: examples/s is global batch x timed steps / it
+    span = f"{steps:,} timed steps" + (f", {seconds(batch * steps / value)} s" if batch else "")
+    why = f"95 %, {span}" if ci is not None else f"{span}: too few for an interval"
     units = next((k for k in result if perf_keys.units_of(k) and _num(result, k) is not None), None)
     extra = f", {rate(_num(result, units), unit=perf_keys.units_of(units) + '/s')}" if units else ""
     e2e = _num(result, perf_keys.EXAMPLES_PER_SEC_END_TO_END)

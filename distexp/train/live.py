@@ -14,6 +14,7 @@ from typing import Optional
 from distexp.progress_feed import MIN_INTERVAL_S, PREFIX
 
 PROBES = "measuring the step split"  # the phase after training (distexp.train.probe_phase)
+WINDOW = "measuring on"  # the measurement window after training (distexp.train.window)
 
 
 class Feed:

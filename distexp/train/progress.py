@@ -102,6 +102,11 @@ class Reporter:
         if line:
             self.print(f"{LOG_ONLY_PREFIX if self.progress == 'quiet' else ''}{line}")
 
+    def window_call(self, steps: int, units: Optional[float] = None) -> None:
+        """A call of the measurement window after training (distexp.train.window) finished: timed
+        for the run's figures; not a step of training (no steps.csv row, no progress line)."""
+        self.meter.window_call(steps, units)
+
     def diverged(self, epoch: int, step_in_epoch: int, step: int, value: float) -> None:
         """The training loss became non-finite at this step: tag the run, say it once."""
         self.diverged_at = (epoch, step_in_epoch, step, value)

@@ -183,7 +183,7 @@ def task_params(facts, task) -> dict:
 def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
     """The loop, then the figures measured after training, the result (chief: result.json)."""
     from distexp import env
-    from distexp.train import hardware, loops
+    from distexp.train import hardware, loops, window
     from distexp.train.parity_probe import write_parity
     from distexp.train.progress import write_result
 
@@ -197,6 +197,9 @@ def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
         logger.close()
         raise UserFailure(reporter.diverged_line(stopped=True)) from None
     meter = reporter.meter
+    # the measurement window: the same step run on until the figures rest on enough (state restored)
+    window.extend(ctx, ran if isinstance(ran, ctx.dispatch_cls) else None)
+    disturbed = _disturbance(ctx, record, facts)
     # The timed training is over and the process ends soon after (errors.exit_now): no cyclic
     # garbage collection from here, whose full pass over TensorFlow's object graph can land in
     # the job's tail.
@@ -222,6 +225,8 @@ def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
     logger.close()
     result = {**final, "first_step_unix": meter.first_step_unix,
               "cpu_seconds_timed": meter.cpu_timed, "diverged": reporter.diverged_at is not None,
+              "timed_seconds": meter.timed_seconds(), "window_steps": meter.window_steps,
+              **disturbed,
               "objective": facts.objective,
               "num_replicas": int(facts.replicas), "num_workers": int(facts.workers),
               "global_batch_size": ctx.global_batch}
@@ -231,6 +236,27 @@ def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
     # its dataset iterator: freeing it at the return joined TensorFlow's input threads, 2.4 s of
     # one default job's tail, seen with benchmarks/tail.py)
     return result
+
+
+def _disturbance(ctx, record, facts) -> dict:
+    """Whether the machine starved the timed steps (distexp.figures.disturbance): result.json's
+    keys; a disturbed run is tagged and said in one warning line."""
+    from distexp.figures import disturbance
+    from distexp.tracking import tags
+    from distexp.train.step import accelerated
+
+    meter, reporter = ctx.reporter.meter, ctx.reporter
+    cpu_per_wall = meter.cpu_per_wall()
+    steal = disturbance.steal_share(meter.machine_start, disturbance.sample())
+    load = disturbance.load_average()
+    # one process holding CPU replicas: its CPU/wall is judged (see distexp.figures.disturbance)
+    judged = not record.coordinated and int(facts.workers) == 1 and not accelerated(ctx.strategy)
+    why = disturbance.verdict(cpu_per_wall, judged, steal, load) if meter.timed else None
+    if why is not None:
+        reporter.logger.set_tags({tags.DISTURBED: why})
+        reporter.print(f"distexp: warning: disturbed: {why} (tag {tags.DISTURBED})")
+    return {"cpu_per_wall": cpu_per_wall, "disturbed": why, "steal_share": steal,
+            "load_average": load}
 
 
 # The trained job's objects, one (ctx, the loop's dispatcher) pair per job (strategy, datasets and

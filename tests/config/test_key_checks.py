@@ -70,6 +70,8 @@ EDGE = {
     "loop.name": (["loop.name=nosuch"], "loop:"),
     "loop.record": (["loop.record=os"],),
     "measure_peak_flops": (["measure_peak_flops=maybe"],),
+    "measure_min_seconds": (["measure_min_seconds=-1"],),
+    "measure_min_steps": (["measure_min_steps=-1"],),
     "measure_step_split": (["measure_step_split=maybe"],),
     "model.embedding_dim": (["dataset=synthetic_pairs", "model=gru_seq2seq", "model.embedding_dim=0"],),
     "model.factory": (["model=custom", "model.factory=nocolon"],),

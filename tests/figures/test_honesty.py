@@ -5,6 +5,7 @@ without losing the one-line error for an unreachable server. No timed assertions
 from __future__ import annotations
 
 import csv
+import json
 import math
 
 import pytest
@@ -14,8 +15,10 @@ from helpers import finished_sweep, mlflow_runs, run_probe
 pytestmark = pytest.mark.slow
 
 
-# timed steps: 60 - the calls holding any of the 10 warm-up steps (fit auto: k = 15, the
-# largest divisor of 60 <= 16, so the first call of 15 is warm-up; custom auto never crosses it)
+# training's timed steps: 60 - the calls holding any of the 10 warm-up steps (fit auto: k = 15,
+# the largest divisor of 60 <= 16, so the first call of 15 is warm-up; custom auto never crosses
+# it); the custom loop then measures on to 0.5 s (distexp.train.window), in whole calls of k; fit
+# has no window
 @pytest.mark.parametrize("loop,k,timed", [("custom", 1, 50), ("custom", 5, 50), ("fit", 5, 50),
                                           ("custom", "auto", 50), ("fit", "auto", 45)])
 @pytest.mark.extended
@@ -25,7 +28,7 @@ def test_logged_rate_matches_a_stopwatch_outside_the_loop(tmp_path, loop, k, tim
                     f"steps_per_execution={k}", "epochs=1", "steps_per_epoch=60",
                     "warmup_steps=10", f"global_batch_size={G}", "target_accuracy=1.0",
                     "measure_step_split=false",  # the probe phase after training: not checked
-                    TF_CPP_MIN_LOG_LEVEL="2")
+                    "measure_min_seconds=0.5", TF_CPP_MIN_LOG_LEVEL="2")
     final = out["final"]
     # never reached: null, not 0; the peak is the CPU's theoretical one (no benchmark, no load)
     assert final["perf/time_to_accuracy_s"] is None
@@ -35,7 +38,10 @@ def test_logged_rate_matches_a_stopwatch_outside_the_loop(tmp_path, loop, k, tim
     assert math.isfinite(final["perf/flops_per_example"])
     assert final["perf/mfu"] == pytest.approx(
         final["perf/flops_per_example"] * final["perf/examples_per_sec"] / final["perf/peak_flops"])
-    assert out["steps"] == final["perf/timed_steps"] == timed
+    window = out["window_steps"]
+    assert (window > 0) == (loop == "custom") and window % (1 if k == "auto" else k) == 0
+    assert out["steps"] == final["perf/timed_steps"] == timed + window
+    assert final["timed_seconds"] >= 0.5 or loop == "fit"
     outside = G * out["steps"] / out["seconds"]
     assert final["perf/examples_per_sec"] == pytest.approx(outside, rel=0.05)
     assert final["perf/examples_per_sec_per_replica"] == final["perf/examples_per_sec"]
@@ -80,14 +86,17 @@ def test_default_job_resolves_auto_and_keeps_every_step(cli):
     assert {r["loss_kind"] for r in rows} == {"step"}
     losses = [float(r["loss"]) for r in rows]
     assert all(math.isfinite(v) for v in losses) and len(set(losses)) > 200  # not repeated
-    assert runs[0].data.metrics["perf/timed_steps"] == 240 - 5
+    # training's timed steps and the measurement window's after it (distexp.train.window)
+    window = json.loads((job / "result.json").read_text())["window_steps"]
+    assert runs[0].data.metrics["perf/timed_steps"] == 240 - 5 + window
 
 
 def test_figures_in_mlflow(cli):
     """Mirrored x2, 3 epochs of 10 steps, 10 warm-up steps: epoch 1 is all warm-up."""
     r = cli("strategy=mirrored", "cpu_replicas=2", "epochs=3", "steps_per_epoch=10",
             "warmup_steps=10", "target_accuracy=0.05", "tracking.system_metrics_interval=1",
-            "steps_per_execution=1")  # the input wait is timed only with one step per call
+            "steps_per_execution=1",  # the input wait is timed only with one step per call
+            "measure_min_seconds=0", "measure_min_steps=0")  # training's timed steps only
     assert r.returncode == 0, r
     client, runs = mlflow_runs(cli.uri)
     run = runs[0]

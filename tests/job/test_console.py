@@ -201,8 +201,9 @@ def test_the_summary_is_four_lines_whose_step_adds_up():
     step = 1000 * 128 / 20586.4
     result = {**RESULT, "perf/step_other_ms": step - 0.813 - 5.104 - 0.0}
     lines = summary.lines(result)
-    assert lines[0] == ("throughput: 20,586 examples/s [19,874, 21,299] (95 % interval over 140 "
-                        "timed steps); end to end 15,210 examples/s")
+    # 140 steps of 128 examples at 20,586.4/s: 0.870 s
+    assert lines[0] == ("throughput: 20,586 examples/s [19,874, 21,299] (95 %, 140 timed steps, "
+                        "0.9 s); end to end 15,210 examples/s")
     m = re.match(r"step (\S+) ms = input (\S+) \+ compute (\S+) \+ sync (\S+) \+ other (\S+); "
                  r"bottleneck: compute, (\d+) % \(", lines[1])
     assert m, lines[1]
@@ -230,8 +231,11 @@ def test_the_summary_says_what_was_not_measured():
                            "perf/step_input_ms": None, "perf/step_compute_ms": None,
                            "perf/step_sync_ms": None, "perf/mfu": None,
                            "perf/tokens_per_sec": 9999.6})
-    assert lines[0].startswith("throughput: 20,586 examples/s (15 timed steps: too few for an "
-                               "interval, 10,000 tokens/s); end to end")
+    assert lines[0].startswith("throughput: 20,586 examples/s (15 timed steps, 0.1 s: too few for "
+                               "an interval, 10,000 tokens/s); end to end")
+    many = summary.lines({**RESULT, "perf/timed_steps": 1312.0, "perf/examples_per_sec": 41986.6,
+                          "global_batch_size": 64})[0]
+    assert "(95 %, 1,312 timed steps, 2.0 s)" in many  # 1312 x 64 / 41986.6 = 1.9999
     assert lines[1] == "step 6.22 ms (mean of the timed steps; its split was not measured)"
     assert not any(ln.startswith("MFU") for ln in lines)
     assert summary.lines({}) == []
