@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from distexp import strategies
 from distexp.cluster import kinds
 from distexp.cluster.processes import split_gpus
-from distexp.config import limits
+from distexp.config import limits, xla
 from distexp.config.mode import in_multirun
 from distexp.config.resolved import JobFacts, check_gpus, resolve, strategy_record, visible_gpus, worker_gpus
 from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS
@@ -188,7 +188,10 @@ def _shown(value: Any) -> str:
 
 def _validate_knobs(cfg: DictConfig, rec, on_cpu: bool) -> None:
     """Knobs that rule each other out (XLA, on-device data, resume, checkpoints, factories)."""
-    if cfg.jit_compile and rec.cpu_replicas and cfg.cpu_replicas > 1 and on_cpu:
+    if xla.value(cfg.jit_compile) not in xla.VALUES:
+        raise UserError(f"jit_compile: received {cfg.jit_compile!r}; valid: auto, true or false")
+    if xla.value(cfg.jit_compile) == "true" and rec.cpu_replicas and cfg.cpu_replicas > 1 and \
+            on_cpu:
         raise UserError(f"jit_compile: received true with cpu_replicas={cfg.cpu_replicas}; XLA "
                         "cannot reach a variable on another logical CPU device (TensorFlow's XLA "
                         "known issues: tf.Variable on a different device): use cpu_replicas=1 or "
@@ -247,7 +250,8 @@ def _validate_strategy(cfg: DictConfig, rec, gpus: int) -> None:
     for knob, why in rec.refuses.items():
         key, _, value = knob.partition("=")
         current = OmegaConf.select(cfg, key)
-        if (str(current) == value) if value else bool(current):
+        if (str(current) == value) if value else bool(current) and \
+                str(current).lower() not in ("auto", "false"):
             shown = repr(current) if isinstance(current, str) else str(current).lower()
             hint = "" if value else f": use {key}=false"
             raise UserError(f"{key}: received {shown} with strategy={rec.name}; {why}{hint}")

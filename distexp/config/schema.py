@@ -139,7 +139,10 @@ class Config:
     # checked in distexp.config.checks).
     steps_per_execution: Any = key("auto", "steps per tf.function call: auto (measured, see "
                                    "docs/configuration.md) or an int >= 1")
-    jit_compile: bool = key(False, "XLA-compile the training step")
+    # "auto" (str) or a bool (Any, as steps_per_execution; checked in distexp.config.checks);
+    # what it resolves to is the job's facts' (distexp.config.xla)
+    jit_compile: Any = key("auto", "XLA-compile the training step: auto (on GPU replicas where "
+                           "the step compiles, off on CPU), true or false")
     precision: str = key("float32", "float32, mixed_float16 (with loss scaling), mixed_bfloat16")
     target_accuracy: Optional[float] = key(None, "eval accuracy for perf/time_to_accuracy_s; "
                                            "null = not measured")

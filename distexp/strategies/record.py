@@ -66,6 +66,8 @@ class Record:
     loops: Mapping[str, Optional[str]] = {"custom": None, "fit": None}
     # knob -> why it is refused with this strategy (checked when the knob is on).
     refuses: Mapping[str, str] = {}
+    # jit_compile=auto: why XLA stays off on its GPU replicas (None: on there; distexp.config.xla).
+    xla_off: Optional[str] = None
     # The dataclass of its node (the `strategy.*` keys that apply; a key of another strategy must
     # stay at its default). None: every key its yaml sets is its own (a strategy of one's own).
     schema: Any = None

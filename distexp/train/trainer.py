@@ -141,9 +141,11 @@ def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, l
     import keras
     import tensorflow as tf
 
+    from distexp.config import xla
     from distexp.config.resolved import learning_rate
     from distexp.figures import meaning
     from distexp.library_logs import LOG_ONLY_PREFIX as LOG_ONLY
+    from distexp.tracking import tags as tag
 
     say = print if chief else (lambda *a, **k: None)
     G = int(facts.global_batch)
@@ -155,6 +157,9 @@ def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, l
         f"epochs: {cfg.epochs}  loop: {cfg.loop.name}")
     say(f"{LOG_ONLY}Model: {cfg.model.name} ({model.count_params():,} parameters)  dataset: "
         f"{cfg.dataset.name} ({data.describe()})  task: {task.describe()}")
+    # jit_compile=auto leaving XLA off on CPU: no news there, in the log only (docs/gpus.md)
+    shown = facts.jit_compile or xla.value(cfg.jit_compile) != "auto" or facts.gpus
+    say(f"{'' if shown else LOG_ONLY}{xla.line(facts.jit_compile, facts.jit_compile_why)}")
     if note:
         say(note)
     if task.target_metric is not None and not meaning.accuracy_meaningful(cfg.dataset.name):
@@ -165,7 +170,8 @@ def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, l
                        "warmup_steps_resolved": min(cfg.warmup_steps, steps * cfg.epochs),
                        "task": task.name, **data.params(),
                        "learning_rate_effective": learning_rate(cfg, G),
-                       **task_params(facts, task)})
+                       **task_params(facts, task), "jit_compile_resolved": facts.jit_compile})
+    logger.set_tags({tag.JIT_COMPILE: xla.line(facts.jit_compile, facts.jit_compile_why)})
 
 
 def task_params(facts, task) -> dict:
