@@ -196,6 +196,7 @@ def _validate_knobs(cfg: DictConfig, rec, on_cpu: bool) -> None:
                         "cannot reach a variable on another logical CPU device (TensorFlow's XLA "
                         "known issues: tf.Variable on a different device): use cpu_replicas=1 or "
                         "jit_compile=false")
+    xla.check_step(cfg, rec, 0 if on_cpu else 1)
     loop = loops.of(cfg)
     if cfg.dataset.on_device and not loop.on_device:
         raise UserError(f"dataset.on_device: received true with loop={cfg.loop.name}; on-device "

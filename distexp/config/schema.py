@@ -143,6 +143,10 @@ class Config:
     # what it resolves to is the job's facts' (distexp.config.xla)
     jit_compile: Any = key("auto", "XLA-compile the training step: auto (on GPU replicas where "
                            "the step compiles, off on CPU), true or false")
+    # distexp.config.xla.check_step; the device run compares both (benchmarks/gpu.sh)
+    xla_step: str = key("split", "what jit_compile XLA-compiles (custom loop): split (forward and "
+                        "backward; the optimizer's update outside) or whole (the whole replica "
+                        "step, update included: GPU replicas, or strategy=one_device)")
     precision: str = key("float32", "float32, mixed_float16 (with loss scaling), mixed_bfloat16")
     target_accuracy: Optional[float] = key(None, "eval accuracy for perf/time_to_accuracy_s; "
                                            "null = not measured")

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from typing import Any, Tuple
 
+from distexp.errors import UserError
+
 VALUES = ("auto", "true", "false")
+STEPS = ("split", "whole")  # xla_step: what the XLA function holds (distexp.train.step.Step)
 ON_CPU = ("CPU replicas: XLA measured no faster there on the default job and its first step "
           "later (jit_compile=true forces it)")
 
@@ -52,3 +55,24 @@ def on(cfg) -> bool:
     if node is not None and node.get("jit_compile") is not None:
         return bool(node.get("jit_compile"))
     return value(cfg.get("jit_compile", False)) == "true"
+
+
+def check_step(cfg, rec, gpus: int) -> None:
+    """`xla_step`: split or whole; whole only where it compiles (GPU replicas, or a strategy
+    whose update has no merge_call on CPU: one_device), with XLA on, in the custom loop."""
+    step = cfg.get("xla_step", "split")
+    if step not in STEPS:
+        raise UserError(f"xla_step: received {step!r}; valid: split or whole")
+    if step == "split":
+        return
+    on, why = choose(cfg.jit_compile, rec, gpus)
+    if not on:
+        raise UserError(f"xla_step: received 'whole' with XLA off ({why}); it shapes the XLA "
+                        "step only: set jit_compile=true or leave xla_step out")
+    if cfg.loop.name != "custom":
+        raise UserError(f"xla_step: received 'whole' with loop={cfg.loop.name}; Keras fit "
+                        "compiles its own step: use loop=custom or leave xla_step out")
+    if gpus <= 0 and not rec.xla_whole_on_cpu:
+        raise UserError(f"xla_step: received 'whole' with strategy={rec.name} on CPU replicas; "
+                        "TensorFlow refuses the optimizer's merge_call inside an XLA function "
+                        "there: use xla_step=split, strategy=one_device, or GPU replicas")

@@ -68,6 +68,8 @@ class Record:
     refuses: Mapping[str, str] = {}
     # jit_compile=auto: why XLA stays off on its GPU replicas (None: on there; distexp.config.xla).
     xla_off: Optional[str] = None
+    # xla_step=whole on CPU replicas: its update has no merge_call there, XLA compiles it whole.
+    xla_whole_on_cpu: bool = False
     # The dataclass of its node (the `strategy.*` keys that apply; a key of another strategy must
     # stay at its default). None: every key its yaml sets is its own (a strategy of one's own).
     schema: Any = None

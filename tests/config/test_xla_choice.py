@@ -86,3 +86,32 @@ def test_bad_or_refused_values_are_one_line(compose, gpus, overrides, line):
 def test_the_line():
     assert xla.line(True, "jit_compile=true") == "XLA: on (jit_compile=true)"
     assert xla.line(False, CPU_OFF) == f"XLA: off ({CPU_OFF})"
+
+
+@pytest.mark.parametrize("visible,overrides,line", [
+    (0, ["xla_step=fused"], "xla_step: received 'fused'; valid: split or whole"),
+    (0, ["xla_step=whole"], "xla_step: received 'whole' with XLA off (" + CPU_OFF + "); it "
+        "shapes the XLA step only: set jit_compile=true or leave xla_step out"),
+    (0, ["xla_step=whole", "jit_compile=true"], "xla_step: received 'whole' with "
+        "strategy=mirrored on CPU replicas; TensorFlow refuses the optimizer's merge_call inside "
+        "an XLA function there: use xla_step=split, strategy=one_device, or GPU replicas"),
+    (1, ["xla_step=whole", "loop=fit"], "xla_step: received 'whole' with loop=fit; Keras fit "
+        "compiles its own step: use loop=custom or leave xla_step out"),
+])
+def test_xla_step_whole_is_refused_where_it_cannot_compile(compose, gpus, visible, overrides,
+                                                            line):
+    gpus(visible)
+    with pytest.raises(errors.UserError) as ex:
+        checks.validate(compose(*overrides))
+    assert str(ex.value) == line
+
+
+@pytest.mark.parametrize("visible,overrides", [
+    (1, ["xla_step=whole"]),  # mirrored on a GPU: auto is on
+    (2, ["xla_step=whole", "strategy=multiworker", "workers=2"]),
+    (0, ["xla_step=whole", "strategy=one_device", "jit_compile=true"]),
+])
+def test_xla_step_whole_is_accepted_where_it_compiles(compose, gpus, visible, overrides):
+    gpus(visible)
+    cfg = compose(*overrides)
+    assert checks.validate(cfg).layout["jit_compile"] is True and cfg.xla_step == "whole"
