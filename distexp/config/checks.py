@@ -136,6 +136,7 @@ def _validate_ranges(cfg: DictConfig):
     _at_least("batch_size_per_replica", cfg.batch_size_per_replica, 1)
     _at_least("global_batch_size", cfg.global_batch_size, 1, allow_none=True)
     _at_least("cpu_replicas", cfg.cpu_replicas, 1)
+    _at_least("gpu_replicas", cfg.gpu_replicas, 1)
     _at_least("gpus", cfg.gpus, 0, allow_none=True)
     _at_least("workers", cfg.workers, 1)
     _at_least("ps", cfg.ps, 0)
@@ -197,6 +198,13 @@ def _validate_knobs(cfg: DictConfig, rec, on_cpu: bool) -> None:
                         "known issues: tf.Variable on a different device): use cpu_replicas=1 or "
                         "jit_compile=false")
     xla.check_step(cfg, rec, 0 if on_cpu else 1)
+    if cfg.gpu_replicas > 1 and not rec.gpu_replicas:
+        able = " or ".join(n for n, r in strategies.REGISTRY.items() if r.gpu_replicas)
+        raise UserError(f"gpu_replicas: received {cfg.gpu_replicas} with strategy={rec.name}; it "
+                        f"splits each GPU into logical GPUs for strategy={able}: leave it at 1")
+    if cfg.gpu_replicas > 1 and on_cpu:
+        raise UserError(f"gpu_replicas: received {cfg.gpu_replicas}; this job trains on CPU (no "
+                        f"GPU visible, or gpus=0): cpu_replicas={cfg.gpu_replicas} splits the CPU")
     loop = loops.of(cfg)
     if cfg.dataset.on_device and not loop.on_device:
         raise UserError(f"dataset.on_device: received true with loop={cfg.loop.name}; on-device "

@@ -110,6 +110,8 @@ class Config:
     gpus: Optional[int] = key(None, "GPUs per worker: null = all visible, N = first N, 0 = CPU "
                               "only")
     cpu_replicas: int = key(1, "on CPU: logical devices (replicas) per worker")
+    gpu_replicas: int = key(1, "on GPUs: logical GPUs (replicas) per physical GPU, each with an "
+                            "equal share of its memory (mirrored, central, multiworker)")
     workers: int = key(2, "worker processes (multiworker, ps)")
     ps: int = key(1, "parameter-server processes (ps)")
     epochs: int = key(5, "passes over the training data")

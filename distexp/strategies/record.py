@@ -33,6 +33,14 @@ def needs_gpus(key: str, value: str, gpus: int, instead: str) -> None:
                         f"use {instead}")
 
 
+def one_rank_per_gpu(key: str, cfg: DictConfig, instead: str) -> None:
+    """NCCL refuses two ranks on one GPU: no NCCL across the logical GPUs of `gpu_replicas`."""
+    n = int(cfg.get("gpu_replicas", 1))
+    if n > 1:
+        raise UserError(f"{key}: received 'nccl' with gpu_replicas={n}; NCCL refuses two ranks "
+                        f"on one GPU: use {instead}")
+
+
 def task_name(job: str, index: int) -> str:
     """A task's process name: `chief`, `worker-1`, `ps-0` (TF_CONFIG's job and index)."""
     return "chief" if job == "chief" else f"{job}-{index}"
@@ -62,6 +70,8 @@ class Record:
     distributed_input_only: bool = False
     # Whether `cpu_replicas` splits the CPU into that many logical devices (replicas).
     cpu_replicas: bool = False
+    # Whether `gpu_replicas` splits each GPU into that many logical GPUs (replicas).
+    gpu_replicas: bool = False
     # loop -> None (supported) or why not (one line, before TensorFlow starts).
     loops: Mapping[str, Optional[str]] = {"custom": None, "fit": None}
     # knob -> why it is refused with this strategy (checked when the knob is on).
@@ -145,7 +155,7 @@ class Record:
     # -- before TensorFlow (the job process) ----------------------------------------------------
     def replicas_per_worker(self, cfg: DictConfig, gpus: int) -> int:
         if gpus > 0:
-            return gpus
+            return gpus * (int(cfg.get("gpu_replicas", 1)) if self.gpu_replicas else 1)
         return int(cfg.cpu_replicas) if self.cpu_replicas else 1
 
     def on_cpu(self, replicas: int) -> str:
@@ -164,6 +174,10 @@ class Record:
 
     def check_devices(self, cfg: DictConfig, gpus: int) -> None:
         """Checks that need the GPUs each worker gets (UserError; still before TensorFlow)."""
+
+    def all_reduce(self, cfg: DictConfig) -> str:
+        """How its replicas' gradients are summed, in a few words (gpu_replicas' line)."""
+        return "TensorFlow's default"
 
     # -- in the training process ----------------------------------------------------------------
     def device_count(self, cfg: DictConfig, gpus: int) -> int:

@@ -146,6 +146,7 @@ def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, l
     from distexp.figures import meaning
     from distexp.library_logs import LOG_ONLY_PREFIX as LOG_ONLY
     from distexp.tracking import tags as tag
+    from distexp.train import devices
 
     say = print if chief else (lambda *a, **k: None)
     G = int(facts.global_batch)
@@ -160,6 +161,9 @@ def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, l
     # jit_compile=auto leaving XLA off on CPU: no news there, in the log only (docs/gpus.md)
     shown = facts.jit_compile or xla.value(cfg.jit_compile) != "auto" or facts.gpus
     say(f"{'' if shown else LOG_ONLY}{xla.line(facts.jit_compile, facts.jit_compile_why)}")
+    split = devices.split_line(cfg, int(facts.gpus))
+    if split:
+        say(split)
     if note:
         say(note)
     if task.target_metric is not None and not meaning.accuracy_meaningful(cfg.dataset.name):
