@@ -159,7 +159,8 @@ def resolve(cfg: DictConfig, gpus: Optional[int] = None, plan=None, *, job_dir=N
         workers, sync = plan.replica_workers, plan.sync_workers
         per_gpus, task_gpus = plan.gpus_per_worker, dict(plan.task_gpus)
     per = rec.replicas_per_worker(cfg, per_gpus)
-    jit, why = xla.choose(cfg.get("jit_compile", "auto"), rec, per_gpus)
+    loop = cfg.loop.name if "loop" in cfg else "custom"
+    jit, why = xla.choose(cfg.get("jit_compile", "auto"), rec, per_gpus, str(loop))
     return {"gpus": per_gpus, "task_gpus": task_gpus, "replicas_per_worker": per,
             "workers": workers, "sync_workers": sync, "replicas": per * workers,
             "sync_replicas": per * sync, "global_batch": global_batch(cfg, per * sync),

@@ -7,7 +7,8 @@ auto: XLA on GPU replicas for the strategies whose step XLA compiles there (one_
 mirrored, multiworker: TensorFlow skips the optimizer's merge_call on all-GPU replicas); off on
 CPU replicas (the default job measured no faster with XLA on a 2-core CPU, and its first step
 0.6-1.3 s later, docs/gpus.md#jit_compile-auto), off where the strategy says why not (its
-record's `xla_off`, or `refuses` jit_compile). true / false force it (true is refused where it
+record's `xla_off`, or `refuses` jit_compile) and with loop=fit (Keras's own auto is off under a
+strategy; not measured with XLA on a GPU). true / false force it (true is refused where it
 cannot compile: distexp.config.checks). No TensorFlow here."""
 from __future__ import annotations
 
@@ -26,9 +27,9 @@ def value(raw: Any) -> str:
     return str(raw).lower() if isinstance(raw, bool) else str(raw).strip().lower()
 
 
-def choose(raw: Any, rec, gpus: int) -> Tuple[bool, str]:
+def choose(raw: Any, rec, gpus: int, loop: str = "custom") -> Tuple[bool, str]:
     """(XLA on, why) for `jit_compile` = `raw` under the strategy record `rec`, each
-    replica-holding process training on `gpus` GPUs (0: CPU replicas)."""
+    replica-holding process training on `gpus` GPUs (0: CPU replicas), in `loop`."""
     v = value(raw)
     if v != "auto":
         return v == "true", f"jit_compile={v}"
@@ -39,6 +40,10 @@ def choose(raw: Any, rec, gpus: int) -> Tuple[bool, str]:
         return False, f"jit_compile=auto, strategy={rec.name}: {rec.xla_off}"
     if gpus <= 0:
         return False, f"jit_compile=auto: {ON_CPU}"
+    if loop != "custom":
+        return False, (f"jit_compile=auto, loop={loop}: Keras's own auto leaves XLA off under a "
+                       "tf.distribute strategy; not measured with XLA on a GPU (jit_compile=true "
+                       "forces it)")
     return True, (f"jit_compile=auto: GPU replicas under strategy={rec.name}, whose step XLA "
                   "compiles there (jit_compile=false turns it off)")
 
@@ -65,13 +70,13 @@ def check_step(cfg, rec, gpus: int) -> None:
         raise UserError(f"xla_step: received {step!r}; valid: split or whole")
     if step == "split":
         return
-    on, why = choose(cfg.jit_compile, rec, gpus)
-    if not on:
-        raise UserError(f"xla_step: received 'whole' with XLA off ({why}); it shapes the XLA "
-                        "step only: set jit_compile=true or leave xla_step out")
     if cfg.loop.name != "custom":
         raise UserError(f"xla_step: received 'whole' with loop={cfg.loop.name}; Keras fit "
                         "compiles its own step: use loop=custom or leave xla_step out")
+    on, why = choose(cfg.jit_compile, rec, gpus, str(cfg.loop.name))
+    if not on:
+        raise UserError(f"xla_step: received 'whole' with XLA off ({why}); it shapes the XLA "
+                        "step only: set jit_compile=true or leave xla_step out")
     if gpus <= 0 and not rec.xla_whole_on_cpu:
         raise UserError(f"xla_step: received 'whole' with strategy={rec.name} on CPU replicas; "
                         "TensorFlow refuses the optimizer's merge_call inside an XLA function "

@@ -42,6 +42,10 @@ CPU_OFF = "jit_compile=auto: CPU replicas: XLA measured no faster there on the d
         "the parameter servers, which XLA cannot reach from a worker"),
     (0, ["strategy=mirrored", "jit_compile=true"], True, "jit_compile=true"),
     (2, ["strategy=mirrored", "jit_compile=false"], False, "jit_compile=false"),
+    (1, ["strategy=mirrored", "loop=fit"], False, "jit_compile=auto, loop=fit: Keras's own auto "
+        "leaves XLA off under a tf.distribute strategy; not measured with XLA on a GPU "
+        "(jit_compile=true forces it)"),
+    (1, ["strategy=mirrored", "loop=fit", "jit_compile=true"], True, "jit_compile=true"),
 ])
 def test_auto_chooses_per_device_kind_and_strategy(compose, gpus, visible, overrides, on, why):
     gpus(visible)
