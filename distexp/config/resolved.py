@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 from distexp import strategies, tasks
 from distexp.config import xla
 from distexp.errors import UserError
+from distexp.options import loops
 
 
 @dataclass
@@ -159,8 +160,8 @@ def resolve(cfg: DictConfig, gpus: Optional[int] = None, plan=None, *, job_dir=N
         workers, sync = plan.replica_workers, plan.sync_workers
         per_gpus, task_gpus = plan.gpus_per_worker, dict(plan.task_gpus)
     per = rec.replicas_per_worker(cfg, per_gpus)
-    loop = cfg.loop.name if "loop" in cfg else "custom"
-    jit, why = xla.choose(cfg.get("jit_compile", "auto"), rec, per_gpus, str(loop))
+    loop = loops.of(cfg) if "loop" in cfg else None
+    jit, why = xla.choose(cfg.get("jit_compile", "auto"), rec, per_gpus, loop)
     return {"gpus": per_gpus, "task_gpus": task_gpus, "replicas_per_worker": per,
             "workers": workers, "sync_workers": sync, "replicas": per * workers,
             "sync_replicas": per * sync, "global_batch": global_batch(cfg, per * sync),

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Tuple
 
 from distexp.errors import UserError
+from distexp.options import loops
 
 VALUES = ("auto", "true", "false")
 STEPS = ("split", "whole")  # xla_step: what the XLA function holds (distexp.train.step.Step)
@@ -27,9 +28,10 @@ def value(raw: Any) -> str:
     return str(raw).lower() if isinstance(raw, bool) else str(raw).strip().lower()
 
 
-def choose(raw: Any, rec, gpus: int, loop: str = "custom") -> Tuple[bool, str]:
+def choose(raw: Any, rec, gpus: int, loop=None) -> Tuple[bool, str]:
     """(XLA on, why) for `jit_compile` = `raw` under the strategy record `rec`, each
-    replica-holding process training on `gpus` GPUs (0: CPU replicas), in `loop`."""
+    replica-holding process training on `gpus` GPUs (0: CPU replicas), in the loop record `loop`
+    (distexp.options.loops; None: distexp's own step)."""
     v = value(raw)
     if v != "auto":
         return v == "true", f"jit_compile={v}"
@@ -40,8 +42,8 @@ def choose(raw: Any, rec, gpus: int, loop: str = "custom") -> Tuple[bool, str]:
         return False, f"jit_compile=auto, strategy={rec.name}: {rec.xla_off}"
     if gpus <= 0:
         return False, f"jit_compile=auto: {ON_CPU}"
-    if loop != "custom":
-        return False, (f"jit_compile=auto, loop={loop}: Keras's own auto leaves XLA off under a "
+    if loop is not None and not loop.own_step:
+        return False, (f"jit_compile=auto, loop={loop.name}: Keras's own auto leaves XLA off under a "
                        "tf.distribute strategy; not measured with XLA on a GPU (jit_compile=true "
                        "forces it)")
     return True, (f"jit_compile=auto: GPU replicas under strategy={rec.name}, whose step XLA "
@@ -70,10 +72,12 @@ def check_step(cfg, rec, gpus: int) -> None:
         raise UserError(f"xla_step: received {step!r}; valid: split or whole")
     if step == "split":
         return
-    if cfg.loop.name != "custom":
+    loop = loops.of(cfg)
+    if not loop.own_step:
         raise UserError(f"xla_step: received 'whole' with loop={cfg.loop.name}; Keras fit "
-                        "compiles its own step: use loop=custom or leave xla_step out")
-    on, why = choose(cfg.jit_compile, rec, gpus, str(cfg.loop.name))
+                        f"compiles its own step: use {loops.able('own_step')} or leave xla_step "
+                        "out")
+    on, why = choose(cfg.jit_compile, rec, gpus, loop)
     if not on:
         raise UserError(f"xla_step: received 'whole' with XLA off ({why}); it shapes the XLA "
                         "step only: set jit_compile=true or leave xla_step out")
