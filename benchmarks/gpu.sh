@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# GPU readiness in one command (~4.5 min on one GPU; --xla: more): the GPU test tier, then a mirrored
-# ResNet-50 scaling benchmark (gpus=1..N; batch per replica fixed, then global batch fixed unless
-# that repeats it; float32 and mixed_float16) and the same model in a hand-written Keras fit (the
-# anchor), in one table: examples/s, scaling efficiency, MFU, the step-time split, distexp over
-# Keras fit. Results go to ./outputs.
-#   bash benchmarks/gpu.sh [--batch 64] [--global-batch G] [--steps 60] [--warmup 10] [--skip-tests]
+# The one device run (~8 min on one H200 at most, the GPU test tier included): distexp's default
+# (jit_compile=auto) against a hand-written Keras fit at its default, both at jit_compile=false,
+# float32 / mixed_float16 / mixed_bfloat16, batch 64 and 256 per replica, the whole XLA step
+# against the split, 2 logical GPUs on one; one table: examples/s +/- interval, efficiency, MFU,
+# the step-time split, the ratios, TensorFlow's build. Results go to ./outputs.
+#   bash benchmarks/gpu.sh [--batches 64,256] [--steps 40] [--warmup 10] [--budget 360] [--skip-tests]
 #   bash benchmarks/gpu.sh --smoke     # tiny sizes on the CPU: checks the script itself
 # Without an NVIDIA GPU (and without --smoke): one line, exit 0. The logic is in benchmarks/gpu.py.
 set -euo pipefail

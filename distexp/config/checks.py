@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from distexp import strategies
 from distexp.cluster import kinds
 from distexp.cluster.processes import split_gpus
-from distexp.config import limits, trained_with
+from distexp.config import limits, trained_with, xla
 from distexp.config.mode import in_multirun
 from distexp.config.resolved import JobFacts, check_gpus, resolve, strategy_record, visible_gpus, worker_gpus
 from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS
@@ -137,6 +137,7 @@ def _validate_ranges(cfg: DictConfig):
     _at_least("batch_size_per_replica", cfg.batch_size_per_replica, 1)
     _at_least("global_batch_size", cfg.global_batch_size, 1, allow_none=True)
     _at_least("cpu_replicas", cfg.cpu_replicas, 1)
+    _at_least("gpu_replicas", cfg.gpu_replicas, 1)
     _at_least("gpus", cfg.gpus, 0, allow_none=True)
     _at_least("workers", cfg.workers, 1)
     _at_least("ps", cfg.ps, 0)
@@ -191,11 +192,22 @@ def _shown(value: Any) -> str:
 
 def _validate_knobs(cfg: DictConfig, rec, on_cpu: bool) -> None:
     """Knobs that rule each other out (XLA, on-device data, resume, checkpoints, factories)."""
-    if cfg.jit_compile and rec.cpu_replicas and cfg.cpu_replicas > 1 and on_cpu:
+    if xla.value(cfg.jit_compile) not in xla.VALUES:
+        raise UserError(f"jit_compile: received {cfg.jit_compile!r}; valid: auto, true or false")
+    if xla.value(cfg.jit_compile) == "true" and rec.cpu_replicas and cfg.cpu_replicas > 1 and \
+            on_cpu:
         raise UserError(f"jit_compile: received true with cpu_replicas={cfg.cpu_replicas}; XLA "
                         "cannot reach a variable on another logical CPU device (TensorFlow's XLA "
                         "known issues: tf.Variable on a different device): use cpu_replicas=1 or "
                         "jit_compile=false")
+    xla.check_step(cfg, rec, 0 if on_cpu else 1)
+    if cfg.gpu_replicas > 1 and not rec.gpu_replicas:
+        able = " or ".join(n for n, r in strategies.REGISTRY.items() if r.gpu_replicas)
+        raise UserError(f"gpu_replicas: received {cfg.gpu_replicas} with strategy={rec.name}; it "
+                        f"splits each GPU into logical GPUs for strategy={able}: leave it at 1")
+    if cfg.gpu_replicas > 1 and on_cpu:
+        raise UserError(f"gpu_replicas: received {cfg.gpu_replicas}; this job trains on CPU (no "
+                        f"GPU visible, or gpus=0): cpu_replicas={cfg.gpu_replicas} splits the CPU")
     loop = loops.of(cfg)
     if cfg.dataset.on_device and not loop.on_device:
         raise UserError(f"dataset.on_device: received true with loop={cfg.loop.name}; on-device "
@@ -250,7 +262,8 @@ def _validate_strategy(cfg: DictConfig, rec, gpus: int) -> None:
     for knob, why in rec.refuses.items():
         key, _, value = knob.partition("=")
         current = OmegaConf.select(cfg, key)
-        if (str(current) == value) if value else bool(current):
+        if (str(current) == value) if value else bool(current) and \
+                str(current).lower() not in ("auto", "false"):
             shown = repr(current) if isinstance(current, str) else str(current).lower()
             hint = "" if value else f": use {key}=false"
             raise UserError(f"{key}: received {shown} with strategy={rec.name}; {why}{hint}")

@@ -17,7 +17,9 @@ from typing import Any, Dict, Optional, Sequence
 from omegaconf import DictConfig
 
 from distexp import strategies, tasks
+from distexp.config import xla
 from distexp.errors import UserError
+from distexp.options import loops
 
 
 @dataclass
@@ -37,6 +39,8 @@ class ResolvedConfig:
     objective: Optional[str] = None
     job_dir: Optional[str] = None
     job_start: Optional[float] = None  # unix time the job process started (time to first step)
+    jit_compile: bool = False      # the step XLA-compiled: `jit_compile` resolved (config.xla)
+    jit_compile_why: str = ""      # why, in a few words (the job's XLA line, its tag)
 
 
 def strategy_record(cfg: DictConfig):
@@ -156,11 +160,13 @@ def resolve(cfg: DictConfig, gpus: Optional[int] = None, plan=None, *, job_dir=N
         workers, sync = plan.replica_workers, plan.sync_workers
         per_gpus, task_gpus = plan.gpus_per_worker, dict(plan.task_gpus)
     per = rec.replicas_per_worker(cfg, per_gpus)
+    loop = loops.of(cfg) if "loop" in cfg else None
+    jit, why = xla.choose(cfg.get("jit_compile", "auto"), rec, per_gpus, loop)
     return {"gpus": per_gpus, "task_gpus": task_gpus, "replicas_per_worker": per,
             "workers": workers, "sync_workers": sync, "replicas": per * workers,
             "sync_replicas": per * sync, "global_batch": global_batch(cfg, per * sync),
             "objective": objective_name(cfg), "job_dir": None if job_dir is None else str(job_dir),
-            "job_start": job_start}
+            "job_start": job_start, "jit_compile": jit, "jit_compile_why": why}
 
 
 @dataclass(frozen=True)

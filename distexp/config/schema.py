@@ -113,6 +113,8 @@ class Config:
     gpus: Optional[int] = key(None, "GPUs per worker: null = all visible, N = first N, 0 = CPU "
                               "only")
     cpu_replicas: int = key(1, "on CPU: logical devices (replicas) per worker")
+    gpu_replicas: int = key(1, "on GPUs: logical GPUs (replicas) per physical GPU, each with an "
+                            "equal share of its memory (mirrored, central, multiworker)")
     workers: int = key(2, "worker processes (multiworker, ps)")
     ps: int = key(1, "parameter-server processes (ps)")
     epochs: int = key(5, "passes over the training data")
@@ -142,7 +144,14 @@ class Config:
     # checked in distexp.config.checks).
     steps_per_execution: Any = key("auto", "steps per tf.function call: auto (measured, see "
                                    "docs/configuration.md) or an int >= 1")
-    jit_compile: bool = key(False, "XLA-compile the training step")
+    # "auto" (str) or a bool (Any, as steps_per_execution; checked in distexp.config.checks);
+    # what it resolves to is the job's facts' (distexp.config.xla)
+    jit_compile: Any = key("auto", "XLA-compile the training step: auto (on GPU replicas where "
+                           "the step compiles, off on CPU), true or false")
+    # distexp.config.xla.check_step; the device run compares both (benchmarks/gpu.sh)
+    xla_step: str = key("split", "what jit_compile XLA-compiles (custom loop): split (forward and "
+                        "backward; the optimizer's update outside) or whole (the whole replica "
+                        "step, update included: GPU replicas, or strategy=one_device)")
     precision: str = key("float32", "float32, mixed_float16 (with loss scaling), mixed_bfloat16")
     target_accuracy: Optional[float] = key(None, "eval accuracy for perf/time_to_accuracy_s; "
                                            "null = not measured")

@@ -35,7 +35,8 @@ IDENTITY = "distexp-model.json"  # whose checkpoints these are (written by the c
 # steps one tf.function call runs (the same steps either way), the input pipeline's performance
 # knobs and where prepared data is cached.
 NOT_TRAINING = ("tracking.", "checkpoint.", "sweep.", "cluster.", "resume", "progress",
-                "log_every_steps", "timeout", "warm_start", "measure_peak_flops",
+                "log_every_steps", "timeout", "warm_start", "measure_peak_flops", "measure_min_seconds",
+                "measure_min_steps",
                 "measure_step_split", "profile", "objective", "target_accuracy", "terminate_on_nan",
                 "repeats", "repeat", "steps_per_execution", "warmup_steps", "dataset.prefetch",
                 "dataset.threadpool", "dataset.data_dir", "dataset.download", "dataset.cache")

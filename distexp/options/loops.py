@@ -19,13 +19,16 @@ class Loop(Option):
     on_device: bool = False
     # Computes the loss with the task's own loss (any task); else only tasks with `fit_ok`.
     task_loss: bool = False
+    # Runs distexp's own replica step (distexp.train.step): jit_compile=auto turns XLA on for it on
+    # GPU replicas and xla_step shapes it; else Keras compiles its own (auto: off, distexp.config.xla).
+    own_step: bool = False
 
 
 REGISTRY = Registry("loop", base="Loop (distexp.options.loops.register)")
 register = REGISTRY.put
 
 register(Loop("custom", "distexp.train.loops.custom:train", checkpoints=True, on_device=True,
-              task_loss=True))
+              task_loss=True, own_step=True))
 register(Loop("fit", "distexp.train.loops.fit:train"))
 
 

@@ -11,9 +11,15 @@ class Central(Record):
     name = "central"
     schema = StrategyConfig
     cpu_replicas = True
+    gpu_replicas = True
+    xla_off = ("with several GPUs CentralStorageStrategy keeps the variables on the CPU, which an "
+               "XLA step on a GPU cannot reach; not measured with XLA on a GPU")
     loops = {"custom": None,
              "fit": "Keras 3 fit logs wrong loss/accuracy under CentralStorageStrategy (the "
                     "weights are right, the logged metrics are not), so distexp refuses it"}
+
+    def all_reduce(self, cfg):
+        return "the variables' one device (CentralStorageStrategy)"
 
     def build(self, cfg, devices, resolver=None):
         import tensorflow as tf

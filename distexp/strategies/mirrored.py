@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from distexp.fields import key
-from distexp.strategies.record import Record, StrategyConfig, needs_gpus, register
+from distexp.strategies.record import Record, StrategyConfig, needs_gpus, one_rank_per_gpu, register
 
 
 @dataclass
@@ -17,10 +17,19 @@ class MirroredConfig(StrategyConfig):
         "null = TensorFlow's choice")
 
 
+def reduce_name(cfg) -> Optional[str]:
+    """`strategy.cross_device_ops`; null with gpu_replicas > 1: reduction_to_one_device (NCCL
+    refuses two ranks on one GPU); else null (TensorFlow's choice)."""
+    name = cfg.strategy.cross_device_ops
+    if name is None and int(cfg.get("gpu_replicas", 1)) > 1:
+        return "reduction_to_one_device"
+    return name
+
+
 def cross_device_ops(cfg, devices):
     import tensorflow as tf
 
-    name = cfg.strategy.cross_device_ops
+    name = reduce_name(cfg)
     if name is None:
         return None
     if name == "nccl":  # GPUs only: checked in the job process (Mirrored.check_devices)
@@ -34,6 +43,7 @@ def cross_device_ops(cfg, devices):
 class Mirrored(Record):
     name = "mirrored"
     cpu_replicas = True
+    gpu_replicas = True
     schema = MirroredConfig
     option_values = {"cross_device_ops": ("nccl", "hierarchical_copy", "reduction_to_one_device")}
 
@@ -41,6 +51,11 @@ class Mirrored(Record):
         if cfg.strategy.cross_device_ops == "nccl":
             needs_gpus("strategy.cross_device_ops", "nccl", gpus,
                        "hierarchical_copy or reduction_to_one_device")
+            one_rank_per_gpu("strategy.cross_device_ops", cfg, "reduction_to_one_device (the "
+                             "default with gpu_replicas) or hierarchical_copy")
+
+    def all_reduce(self, cfg):
+        return reduce_name(cfg) or "TensorFlow's default (nccl on GPUs)"
 
     def build(self, cfg, devices, resolver=None):
         import tensorflow as tf

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distexp.fields import key
-from distexp.strategies.record import Record, StrategyConfig, needs_gpus, register
+from distexp.strategies.record import Record, StrategyConfig, needs_gpus, one_rank_per_gpu, register
 
 
 @dataclass
@@ -51,6 +51,7 @@ class MultiWorker(Record):
     replica_jobs = ("chief", "worker")  # on an external cluster a chief trains as worker 0 does
     optional_jobs = ("chief",)
     lockstep = True
+    gpu_replicas = True  # each worker's own GPU(s) split into logical GPUs
     schema = MultiWorkerConfig
     option_values = {"communication": ("auto", "ring", "nccl")}
     loops = {"custom": None,
@@ -59,6 +60,18 @@ class MultiWorker(Record):
     def check_devices(self, cfg, gpus):
         if cfg.strategy.communication == "nccl":
             needs_gpus("strategy.communication", "nccl", gpus, "auto or ring")
+            one_rank_per_gpu("strategy.communication", cfg, "auto (ring with gpu_replicas) or ring")
+
+    def all_reduce(self, cfg):
+        return self._communication(cfg) if cfg.strategy.communication != "auto" or int(cfg.get(
+            "gpu_replicas", 1)) > 1 else "TensorFlow's choice (auto: nccl on GPUs)"
+
+    @staticmethod
+    def _communication(cfg) -> str:
+        """auto with gpu_replicas > 1: ring (NCCL refuses two ranks on one GPU)."""
+        if cfg.strategy.communication == "auto" and int(cfg.get("gpu_replicas", 1)) > 1:
+            return "ring"
+        return str(cfg.strategy.communication)
 
     def resolver(self, cfg, gpus, cluster):
         return cluster.resolver(cfg, self, gpus)
@@ -67,7 +80,7 @@ class MultiWorker(Record):
         import tensorflow as tf
 
         impl = tf.distribute.experimental.CommunicationImplementation[
-            cfg.strategy.communication.upper()]  # nccl: GPUs only (checked by check_devices)
+            self._communication(cfg).upper()]  # nccl: GPUs only (checked by check_devices)
         coordination_service(resolver)
         return tf.distribute.MultiWorkerMirroredStrategy(
             cluster_resolver=resolver,

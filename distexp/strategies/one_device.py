@@ -10,6 +10,7 @@ class OneDevice(Record):
     name = "one_device"
     schema = StrategyConfig
     baseline = True
+    xla_whole_on_cpu = True  # no merge_call in its update: xla_step=whole compiles on a CPU
 
     def replicas_per_worker(self, cfg, gpus):
         return 1

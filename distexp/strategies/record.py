@@ -33,6 +33,14 @@ def needs_gpus(key: str, value: str, gpus: int, instead: str) -> None:
                         f"use {instead}")
 
 
+def one_rank_per_gpu(key: str, cfg: DictConfig, instead: str) -> None:
+    """NCCL refuses two ranks on one GPU: no NCCL across the logical GPUs of `gpu_replicas`."""
+    n = int(cfg.get("gpu_replicas", 1))
+    if n > 1:
+        raise UserError(f"{key}: received 'nccl' with gpu_replicas={n}; NCCL refuses two ranks "
+                        f"on one GPU: use {instead}")
+
+
 def task_name(job: str, index: int) -> str:
     """A task's process name: `chief`, `worker-1`, `ps-0` (TF_CONFIG's job and index)."""
     return "chief" if job == "chief" else f"{job}-{index}"
@@ -62,10 +70,16 @@ class Record:
     distributed_input_only: bool = False
     # Whether `cpu_replicas` splits the CPU into that many logical devices (replicas).
     cpu_replicas: bool = False
+    # Whether `gpu_replicas` splits each GPU into that many logical GPUs (replicas).
+    gpu_replicas: bool = False
     # loop -> None (supported) or why not (one line, before TensorFlow starts).
     loops: Mapping[str, Optional[str]] = {"custom": None, "fit": None}
     # knob -> why it is refused with this strategy (checked when the knob is on).
     refuses: Mapping[str, str] = {}
+    # jit_compile=auto: why XLA stays off on its GPU replicas (None: on there; distexp.config.xla).
+    xla_off: Optional[str] = None
+    # xla_step=whole on CPU replicas: its update has no merge_call there, XLA compiles it whole.
+    xla_whole_on_cpu: bool = False
     # The dataclass of its node (the `strategy.*` keys that apply; a key of another strategy must
     # stay at its default). None: every key its yaml sets is its own (a strategy of one's own).
     schema: Any = None
@@ -141,7 +155,7 @@ class Record:
     # -- before TensorFlow (the job process) ----------------------------------------------------
     def replicas_per_worker(self, cfg: DictConfig, gpus: int) -> int:
         if gpus > 0:
-            return gpus
+            return gpus * (int(cfg.get("gpu_replicas", 1)) if self.gpu_replicas else 1)
         return int(cfg.cpu_replicas) if self.cpu_replicas else 1
 
     def on_cpu(self, replicas: int) -> str:
@@ -160,6 +174,10 @@ class Record:
 
     def check_devices(self, cfg: DictConfig, gpus: int) -> None:
         """Checks that need the GPUs each worker gets (UserError; still before TensorFlow)."""
+
+    def all_reduce(self, cfg: DictConfig) -> str:
+        """How its replicas' gradients are summed, in a few words (gpu_replicas' line)."""
+        return "TensorFlow's default"
 
     # -- in the training process ----------------------------------------------------------------
     def device_count(self, cfg: DictConfig, gpus: int) -> int:

@@ -36,6 +36,7 @@ class TPU(Record):
     name = "tpu"
     schema = TPUConfig
     distributed_input_only = True
+    xla_off = "TPUStrategy compiles every step with XLA itself"
     loops = {"custom": None,
              "fit": "Keras 3 fit under TPUStrategy is not supported yet (keras-team/keras#19448)"}
     refuses = {"precision=mixed_float16": "TPUs compute in bfloat16: use precision=mixed_bfloat16"}

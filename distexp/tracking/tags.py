@@ -35,6 +35,7 @@ PEAK_SOURCE = "distexp.peak_source"        # where perf/peak_flops comes from
 NOT_MEASURED = "distexp.not_measured"      # timing figures this run could not measure (not logged)
 DISTURBED = "distexp.disturbed"            # why the timed steps were starved (figures.disturbance;
 #   a sweep run left out of its pairs: distexp.sweeps.auto)
+JIT_COMPILE = "distexp.jit_compile"        # the job's XLA line: on/off and why (config.xla)
 
 # -- what the runs table shows (distexp.tracking.display, distexp.sweeps.publish, tracking.view) --
 EXAMPLES_PER_SEC = "examples/s"            # perf/examples_per_sec rounded, with its interval

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from distexp.config import xla
 from distexp.train.input_probe import InGraph, pipeline_samples
 from distexp.train.split_probes import WARMUP, Probes
 
@@ -82,7 +83,8 @@ def run(ctx, dispatch, job_dir: Path, chief: bool, step_ms: Optional[float]) -> 
     try:
         probes = Probes(strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch,
                         one_step=dispatch.step.one if dispatch is not None else None,
-                        jit=bool(ctx.cfg.jit_compile))
+                        jit=xla.on(ctx.cfg),
+                        xla_step=str(ctx.cfg.get("xla_step", "split")))
         if ctx.cfg.profile:
             _profile(ctx, dispatch, probes, iterator, k, job_dir, chief)
         if not measure:

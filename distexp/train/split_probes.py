@@ -40,7 +40,7 @@ class Probes:
     probe when there is one replica. Nothing is traced before its first call."""
 
     def __init__(self, strategy, task, model, optimizer, global_batch: int, *, one_step=None,
-                 jit: bool = False):
+                 jit: bool = False, xla_step: str = "split"):
         import tensorflow as tf
 
         self.strategy = strategy
@@ -50,7 +50,7 @@ class Probes:
         self.one_step = one_step if self.replicas == 1 else None
         self.empty = tf.function(_empty_fn(strategy), autograph=False)
         self.empty_call = tf.function(lambda x, y: tf.constant(0.0), autograph=False)
-        local = _local_step_fn(task, model, optimizer, global_batch, variables, jit)
+        local = _local_step_fn(task, model, optimizer, global_batch, variables, jit, xla_step)
         self.compute = tf.function(_compute_fn(strategy, optimizer, local), autograph=False)
         self.sync = tf.function(_sync_fn(strategy, optimizer, variables), autograph=False)
 
@@ -100,12 +100,14 @@ def _wait(result) -> None:
     float(tf.nest.flatten(result)[0])
 
 
-def _local_step_fn(task, model, optimizer, global_batch: int, variables, jit: bool = False):
+def _local_step_fn(task, model, optimizer, global_batch: int, variables, jit: bool = False,
+                   xla_step: str = "split"):
     """A replica's step with its own gradient: forward, the task's loss over the global batch (as
     the optimizer scales it; no all-reduced weight: no collective), the model's own losses,
     backward, the optimizer's update and the task's training metrics. `jit`: XLA compiles the
     forward and backward pass and the update runs outside it, as in the trained step
-    (distexp.train.step.Step: TensorFlow refuses the update's merge_call inside a nested function)."""
+    (distexp.train.step.Step: TensorFlow refuses the update's merge_call inside a nested function);
+    `xla_step` whole: the update inside it too, as the trained step then."""
     import tensorflow as tf
 
     names = tuple(task.train_metrics)
@@ -125,15 +127,16 @@ def _local_step_fn(task, model, optimizer, global_batch: int, variables, jit: bo
                                    for m in names for v in stats[m]]),
                 [tf.zeros_like(v) if g is None else g for g, v in zip(grads, variables)])
 
-    compute = tf.function(forward_backward, jit_compile=True, autograph=False) if jit \
-        else forward_backward
+    whole = jit and xla_step == "whole"
+    compute = tf.function(forward_backward, jit_compile=True, autograph=False) \
+        if jit and not whole else forward_backward
 
     def local_step(x, y):
         total, grads = compute(x, y)
         optimizer.apply_gradients(zip(grads, variables))
         return total
 
-    return local_step
+    return tf.function(local_step, jit_compile=True, autograph=False) if whole else local_step
 
 
 def _compute_fn(strategy, optimizer, local_step):

@@ -4,7 +4,8 @@
   (see distexp.tasks.base), `optimizer.scale_loss` (identity unless mixed_float16's
   LossScaleOptimizer, which unscales in apply_gradients and skips non-finite steps), gradients
   summed over replicas by the optimizer, the task's training metrics as (sum, count); with
-  jit_compile, XLA compiles all but the optimizer's update.
+  jit_compile, XLA compiles all but the optimizer's update (`xla_step=split`), or all of it
+  (`xla_step=whole`, GPU replicas and one-replica strategies).
 - `steps(iterator, n)`: n replica steps in one `tf.function` call, in a `tf.while_loop`
   (Orbit's standard_runner), returning the n per-step losses stacked, so every step's loss still
   reaches steps.csv; metric sums and units (tokens) summed over the n steps.
@@ -59,7 +60,7 @@ class Step:
     """The replica step and the k-step function of one job (built once, traced once)."""
 
     def __init__(self, strategy, task, model, optimizer, global_batch: int, jit: bool = False,
-                 local_replicas: bool = True):
+                 local_replicas: bool = True, xla_step: str = "split"):
         import tensorflow as tf
 
         self.strategy, self.task, self.global_batch = strategy, task, global_batch
@@ -86,16 +87,21 @@ class Step:
             units = task.units_in(y) if self.counts_units else 0.0
             return loss, grads, flat, tf.cast(units, tf.float32)
 
-        # jit_compile: XLA compiles forward and backward, not the update: it sums the replicas'
-        # gradients (a merge_call), which TensorFlow refuses inside a nested tf.function.
-        compute = traced(gradients, jit_compile=True) if jit else gradients
+        # jit_compile, xla_step=split: XLA compiles forward and backward, not the update: it sums
+        # the replicas' gradients (a merge_call), which TensorFlow refuses inside a nested
+        # tf.function. xla_step=whole (Model Garden's shape): the whole replica step, update
+        # included, in one XLA function inside strategy.run; on all-GPU replicas TensorFlow skips
+        # that merge_call (one_device and one-replica mirrored compile it on a CPU too).
+        compute = traced(gradients, jit_compile=True) if jit and xla_step == "split" \
+            else gradients
 
         def replica_step(x, y):
             loss, grads, flat, units = compute(x, y)
             optimizer.apply_gradients(zip(grads, variables))
             return loss, flat, units
 
-        self.replica_step = replica_step
+        whole = jit and xla_step == "whole"
+        self.replica_step = traced(replica_step, jit_compile=True) if whole else replica_step
         self.one = traced(self._one_step)
         self.steps = traced(self._steps)
 

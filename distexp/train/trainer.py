@@ -141,10 +141,13 @@ def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, l
     import keras
     import tensorflow as tf
 
+    from distexp.config import xla
     from distexp.config.resolved import learning_rate
     from distexp.figures import meaning
     from distexp.figures.meter import all_warmup_line
     from distexp.library_logs import LOG_ONLY_PREFIX as LOG_ONLY
+    from distexp.tracking import tags as tag
+    from distexp.train import devices
 
     say = print if chief else (lambda *a, **k: None)
     G = int(facts.global_batch)
@@ -156,6 +159,12 @@ def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, l
         f"epochs: {cfg.epochs}  loop: {cfg.loop.name}")
     say(f"{LOG_ONLY}Model: {cfg.model.name} ({model.count_params():,} parameters)  dataset: "
         f"{cfg.dataset.name} ({data.describe()})  task: {task.describe()}")
+    # jit_compile=auto leaving XLA off on CPU: no news there, in the log only (docs/gpus.md)
+    shown = facts.jit_compile or xla.value(cfg.jit_compile) != "auto" or facts.gpus
+    say(f"{'' if shown else LOG_ONLY}{xla.line(facts.jit_compile, facts.jit_compile_why)}")
+    split = devices.split_line(cfg, int(facts.gpus))
+    if split:
+        say(split)
     if note:
         say(note)
     if warm := all_warmup_line(steps * int(cfg.epochs), int(cfg.warmup_steps), int(cfg.epochs)):
@@ -168,7 +177,8 @@ def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, l
                        "warmup_steps_resolved": min(cfg.warmup_steps, steps * cfg.epochs),
                        "task": task.name, **data.params(),
                        "learning_rate_effective": learning_rate(cfg, G),
-                       **task_params(facts, task)})
+                       **task_params(facts, task), "jit_compile_resolved": facts.jit_compile})
+    logger.set_tags({tag.JIT_COMPILE: xla.line(facts.jit_compile, facts.jit_compile_why)})
 
 
 def task_params(facts, task) -> dict:

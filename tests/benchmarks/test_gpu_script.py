@@ -1,11 +1,11 @@
-"""benchmarks/gpu.sh (GPU readiness in one command): the sweeps it would run compose and pass
-distexp's checks for a 4-GPU machine; its table's figures from given runs. Where there is no GPU:
+"""benchmarks/gpu.sh (the one device run): the sweeps it would run compose and pass distexp's
+checks for a 1-GPU and a 4-GPU machine (faked), with what each job resolves (replicas, batch, XLA,
+the XLA step's shape); its table's figures and ratios from given runs. Where there is no GPU:
 tests/benchmarks/test_gpu_script_integration.py."""
 from __future__ import annotations
 
 import importlib.util
-
-import pytest
+import re
 
 from helpers import ROOT
 from helpers import sweeper as _sweeper
@@ -44,92 +44,117 @@ def _facts(tmp_path, job):
             cfg = compose(config_name="config", overrides=job)
         facts = checks.validate(cfg).layout
         return cfg.precision, cfg.model.name, tuple(cfg.dataset.shape), facts["replicas"], \
-            facts["global_batch"]
+            facts["global_batch"] // facts["replicas"], facts["jit_compile"], cfg.xla_step
     finally:
         GlobalHydra.instance().clear()
 
 
-@pytest.fixture
-def four_gpus(tmp_path, monkeypatch):
-    """This machine shows 4 GPUs (the driver's list faked), none hidden."""
+def _gpus(tmp_path, monkeypatch, n):
+    """This machine shows `n` GPUs (the driver's list faked), none hidden."""
     from distexp.config import resolved
     from helpers import fake_driver
 
-    monkeypatch.setattr(resolved, "NVIDIA_GPUS", str(fake_driver(tmp_path / "driver", 4)))
+    monkeypatch.setattr(resolved, "NVIDIA_GPUS", str(fake_driver(tmp_path / f"driver-{n}", n)))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
 
-def test_the_benchmark_sweeps_compose_for_four_gpus(tmp_path, four_gpus):
+F32, F16, BF16 = "float32", "mixed_float16", "mixed_bfloat16"
+IMAGE = ("resnet50", (224, 224, 3))
+
+
+def test_the_parts_compose_for_one_gpu(tmp_path, monkeypatch):
+    """One H200: the default (XLA on by auto) at 3 precisions x batch 64, 256; jit_compile=false
+    at batch 64; the whole XLA step at 256; 2 logical GPUs; no strong sweep (one GPU)."""
     gpu = _gpu_module()
-    weak = _jobs(tmp_path / "weak", gpu.sweep_args("weak", 4))
-    strong = _jobs(tmp_path / "strong", gpu.sweep_args("strong", 4))
-    got = {_facts(tmp_path, job) for job in weak}
-    assert got == {(p, "resnet50", (224, 224, 3), n, 64 * n)
-                   for p in ("float32", "mixed_float16") for n in (1, 2, 3, 4)}
+    _gpus(tmp_path, monkeypatch, 1)
+    z = gpu.Sizes()
+    got = {}
+    for part in gpu.parts(1, z):
+        jobs = _jobs(tmp_path / re.sub(r"\W", "_", part.label), gpu.sweep_args(part, z, 1))
+        got[part.label] = {_facts(tmp_path, job) for job in jobs}
+    assert list(got) == [gpu.DEFAULT, gpu.NO_XLA, gpu.WHOLE, gpu.LOGICAL]
+    assert got[gpu.DEFAULT] == {(p, *IMAGE, 1, b, True, "split") for p in (F32, F16, BF16)
+                                for b in (64, 256)}
+    assert got[gpu.NO_XLA] == {(p, *IMAGE, 1, 64, False, "split") for p in (F32, F16, BF16)}
+    assert got[gpu.WHOLE] == {(p, *IMAGE, 1, 256, True, "whole") for p in (F32, F16)}
+    assert got[gpu.LOGICAL] == {(F32, *IMAGE, 2, 64, True, "split")}
+
+
+def test_the_parts_compose_for_four_gpus(tmp_path, monkeypatch):
+    gpu = _gpu_module()
+    _gpus(tmp_path, monkeypatch, 4)
+    z = gpu.Sizes(precisions=(F32,), batches=(64,))
+    default, *_, strong = gpu.parts(4, z)
+    assert strong.label == gpu.STRONG
+    weak = {_facts(tmp_path, j) for j in _jobs(tmp_path / "w", gpu.sweep_args(default, z, 4))}
+    assert weak == {(F32, *IMAGE, n, 64, True, "split") for n in (1, 2, 3, 4)}
     # global batch 256: the GPU counts that divide it (3 does not)
-    got = {_facts(tmp_path, job) for job in strong}
-    assert got == {(p, "resnet50", (224, 224, 3), n, 256)
-                   for p in ("float32", "mixed_float16") for n in (1, 2, 4)}
-    assert len(weak) == 8 and len(strong) == 6
+    strong = {_facts(tmp_path, j) for j in _jobs(tmp_path / "s", gpu.sweep_args(strong, z, 4))}
+    assert strong == {(F32, *IMAGE, n, 256 // n, True, "split") for n in (1, 2, 4)}
 
 
-def test_the_table_figures():
+def _bench_row(what, precision, batch, rate, gpus=1, xla=True, **kw):
+    return dict(dict(what=what, precision=precision, batch=batch, rate=rate, gpus=gpus, xla=xla,
+                     status="FINISHED", ci95=None, mfu=None, peak=None, split=[None] * 4,
+                     peak_source=None), **kw)
+
+
+def test_the_table_figures_and_ratios():
     gpu = _gpu_module()
-    run = dict(what="distexp weak", global_batch="64", status="FINISHED", ci95=None,
-               peak_source="sheet", split=[None] * 4, xla=False)
-    runs = [dict(run, precision="float32", gpus=1, rate=100.0, mfu=0.30, peak=989e12 / 2,
-                 split=[6.6, 84.4, 0.0, 1.2]),
-            dict(run, precision="float32", gpus=2, rate=180.0, mfu=0.27, peak=989e12),
-            dict(run, precision="float32", gpus=1, rate=300.0, mfu=0.90, peak=989e12 / 2,
-                 xla=True),
-            dict(run, precision="mixed_float16", gpus=2, rate=500.0, mfu=None, peak=None),
-            dict(run, precision="mixed_float16", gpus=1, rate=None, mfu=None, peak=None,
-                 status="FAILED")]
-    anchor = gpu.anchor_rows([{"precision": "float32", "jit_compile": False,
-                               "examples_per_sec": 80.0, "batch": 64},
-                              {"precision": "float32", "jit_compile": True,
-                               "examples_per_sec": 250.0, "batch": 64},
-                              {"precision": "mixed_float16", "jit_compile": False,
-                               "examples_per_sec": 90.0, "batch": 64}], runs)
+    runs = [_bench_row(gpu.DEFAULT, F32, 64, 2000.0, mfu=0.10, peak=494.5e12, ci95=20.0,
+                 split=[6.6, 24.4, 0.0, 1.2], peak_source="sheet"),
+            _bench_row(gpu.DEFAULT, F32, 256, 2400.0),
+            _bench_row(gpu.NO_XLA, F32, 64, 700.0, xla=False, mfu=0.035, peak=494.5e12),
+            _bench_row(gpu.WHOLE, F32, 256, 2640.0),
+            _bench_row(gpu.LOGICAL, F32, 64, 3000.0, gpus=2, split=[1.0, 30.0, 4.5, 0.5]),
+            _bench_row(gpu.DEFAULT, F16, 64, None, status="FAILED")]
+    anchor = gpu.anchor_rows([
+        {"precision": F32, "jit_compile": "auto", "xla": True, "examples_per_sec": 2500.0,
+         "batch": 64},
+        {"precision": F32, "jit_compile": "auto", "xla": True, "examples_per_sec": 2000.0,
+         "batch": 256},
+        {"precision": F32, "jit_compile": "false", "xla": False, "examples_per_sec": 875.0,
+         "batch": 64}], runs)
     lines = gpu.table(runs + anchor)
-    assert lines[1].split() == ["distexp", "weak", "float32", "no", "1", "64", "100.0", "100%",
-                                "30.0%", "494", "6.6/84.4/0.0/1.2"]
-    assert lines[2].split() == ["distexp", "weak", "float32", "no", "2", "64", "180.0", "90%",
-                                "27.0%", "989", "-"]
-    # XLA's job is its own set-up: its 1-GPU rate is not the no-XLA one's
-    assert lines[3].split() == ["distexp", "weak", "float32", "yes", "1", "64", "300.0", "100%",
-                                "90.0%", "494", "-"]
-    assert lines[4].split() == ["distexp", "weak", "mixed_float16", "no", "1", "64", "FAILED"]
-    # no 1-GPU figure to compare with: no efficiency, never a guess
-    assert lines[5].split() == ["distexp", "weak", "mixed_float16", "no", "2", "64", "500.0",
-                                "n/a", "n/a", "n/a", "-"]
-    # the anchor: its MFU is distexp's 1-GPU MFU of the same precision and jit_compile, scaled
-    # by the rates (same model, same peak)
-    assert lines[6].split() == ["Keras", "fit", "(hand-written)", "float32", "no", "1", "64",
-                                "80.0", "-", "24.0%", "494", "-"]
-    assert lines[7].split() == ["Keras", "fit", "(hand-written)", "float32", "yes", "1", "64",
-                                "250.0", "-", "75.0%", "494", "-"]
-    assert lines[8].split() == ["Keras", "fit", "(hand-written)", "mixed_float16", "no", "1",
-                                "64", "90.0", "-", "n/a", "n/a", "-"]
-    # each ratio compares one jit_compile with the same: never XLA against no XLA
-    assert lines[9:] == ["distexp (1 GPU) / Keras fit (hand-written), same model, batch and "
-                         "jit_compile: float32 1.25x, float32 xla 1.20x", "peak: sheet"]
+    rows = [ln.split() for ln in lines[1:10]]
+    assert rows[0] == ["distexp", "default", F32, "yes", "1", "64", "2000.0", "+/-", "20.0",
+                       "100%", "10.0%", "494", "6.6/24.4/0.0/1.2"]
+    assert rows[1] == ["distexp", "default", F32, "yes", "1", "256", "2400.0", "100%", "n/a",
+                       "n/a", "-"]
+    assert rows[2] == ["distexp", "default", F16, "yes", "1", "64", "FAILED"]
+    # the anchor's MFU: distexp's 1-GPU MFU of the same precision, batch and XLA, scaled by rates
+    assert rows[3] == ["Keras", "fit", "auto", F32, "yes", "1", "64", "2500.0", "-", "12.5%",
+                       "494", "-"]
+    assert rows[4][:8] == ["Keras", "fit", "auto", F32, "yes", "1", "256", "2000.0"]
+    assert rows[5] == ["distexp", "jit=false", F32, "no", "1", "64", "700.0", "100%", "3.5%",
+                       "494", "-"]
+    assert rows[6] == ["Keras", "fit", "false", F32, "no", "1", "64", "875.0", "-", "4.4%", "494",
+                       "-"]
+    assert rows[7][:7] == ["distexp", "xla_step=whole", F32, "yes", "1", "256", "2640.0"]
+    # 2 logical GPUs: efficiency over the default's 1-replica rate, same precision and batch
+    assert rows[8] == ["distexp", "gpu_replicas=2", F32, "yes", "2", "64", "3000.0", "75%", "n/a",
+                       "n/a", "1.0/30.0/4.5/0.5"]
+    assert lines[10:] == [
+        "distexp default / Keras fit default (auto): float32 b64 0.80x, float32 b256 1.20x",
+        "distexp / Keras fit, both jit_compile=false: float32 b64 0.80x",
+        "xla_step whole / split (distexp default): float32 b256 1.10x",
+        "peak: sheet"]
+    assert gpu.build_line({"tensorflow": "2.21.0", "cuda_version": "12.5", "cudnn_version": "9"}) \
+        == "build: TensorFlow 2.21.0 (cuda_version 12.5, cudnn_version 9)"
 
 
-def test_the_strong_sweep_is_skipped_only_where_it_repeats_the_weak_one():
+def test_the_smoke_run_is_tiny_on_the_cpu_and_leaves_out_the_gpu_only_parts(tmp_path):
     gpu = _gpu_module()
-    assert gpu.strong_repeats_weak(1) and gpu.strong_repeats_weak(0, 4)  # one GPU; --smoke's CPU
-    assert not gpu.strong_repeats_weak(2) and not gpu.strong_repeats_weak(4)
-    assert not gpu.strong_repeats_weak(1, 64, global_batch=128)  # another batch: not a repeat
-
-
-def test_the_smoke_sweep_and_anchor_are_tiny_and_on_the_cpu(tmp_path):
-    gpu = _gpu_module()
-    jobs = _jobs(tmp_path, gpu.sweep_args("weak", 0, sizes=gpu.SMOKE))
-    assert {_facts(tmp_path, job) for job in jobs} == {
-        (p, "resnet50", (32, 32, 3), 1, 4) for p in ("float32", "mixed_float16")}
-    assert all("gpus=0" in job for job in jobs)
-    assert gpu.anchor_args(gpu.SMOKE)[1:] == [
-        "--precisions=float32,mixed_float16", "--batch=4", "--shape=32,32,3", "--classes=10",
-        "--size=8", "--steps=2", "--warmup=1", "--jit-compile=false"]
-    assert all("jit_compile=False" in job for job in jobs)  # both sides: distexp's default
+    default, no_xla, whole, logical = gpu.parts(0, gpu.SMOKE)
+    assert (whole.gpu_only, logical.gpu_only, default.gpu_only, no_xla.gpu_only) == \
+        (True, True, False, False)
+    got = set()
+    for part in (default, no_xla):
+        jobs = _jobs(tmp_path / re.sub(r"\W", "_", part.label), gpu.sweep_args(part, gpu.SMOKE, 0))
+        assert all("gpus=0" in job for job in jobs)
+        got |= {_facts(tmp_path, job) for job in jobs}
+    assert got == {(F32, "resnet50", (32, 32, 3), 1, 4, False, "split")}  # auto: off on CPU
+    assert gpu.anchor_args(gpu.SMOKE, "auto")[1:] == [
+        "--precisions=float32", "--batches=4", "--shape=32,32,3", "--classes=10", "--size=8",
+        "--steps=2", "--warmup=1", "--jit-compile=auto"]
+    assert gpu.anchor_args(gpu.Sizes(), "false")[2] == "--batches=64"  # like for like: batch 64

@@ -77,3 +77,33 @@ def test_local_workers_train_on_one_gpu_each(cli, strategy):
             log = (job / f"worker-{i}.log").read_text()
             assert f"worker:{i} serving at " in log and " on 1 GPU(s)" in log, log[-2000:]
         assert " on CPU" in (job / "ps-0.log").read_text()
+
+
+LOGICAL = ["global_batch_size=32", "seed=0", "jit_compile=false", "epochs=1",
+           "steps_per_epoch=6", "warmup_steps=1", "tracking.enabled=false"]
+
+
+@pytest.mark.parametrize("strategy", ["mirrored", "central"])
+def test_logical_gpus_train_as_one_replica_with_a_sync(cli, strategy):
+    """gpu_replicas=2 on one GPU: two GPU replicas (logical GPUs), the all-reduce named, the
+    per-step losses of one replica on the same global batch (float32, rel 1e-3: the sum's order
+    differs) and a sync part > 0 in the step-time split (gradients all-reduced on the GPU)."""
+    from distexp.parity import losses
+
+    one, two = cli.cwd / "one", cli.cwd / "two"
+    r = cli("strategy=one_device", "gpus=1", f"hydra.run.dir={one}", *LOGICAL)
+    assert r.returncode == 0, r
+    r = cli(f"strategy={strategy}", "gpus=1", "gpu_replicas=2", f"hydra.run.dir={two}", *LOGICAL)
+    assert r.returncode == 0, r
+    assert "Number of devices: 2  (/gpu:0, /gpu:1" in r.stdout
+    assert "gpu_replicas=2: each of 1 GPU(s) is 2 logical GPUs" in r.stdout
+    assert len(losses(two)) == 6
+    assert losses(two) == pytest.approx(losses(one), rel=1e-3)
+    assert json.loads((two / "result.json").read_text())["perf/step_sync_ms"] > 0
+
+
+def test_the_default_job_on_a_gpu_says_xla_is_on(cli):
+    """jit_compile=auto on GPU replicas: XLA on, said in one line."""
+    r = cli("strategy=mirrored", "gpus=1", *TINY)
+    assert r.returncode == 0, r
+    assert "XLA: on (jit_compile=auto: GPU replicas under strategy=mirrored" in r.stdout

@@ -62,6 +62,7 @@ EDGE = {
     "dataset.vocab_size": (["dataset=synthetic_pairs", "model=gru_seq2seq", "dataset.vocab_size=2"],),
     "epochs": (["epochs=0"],),
     "global_batch_size": (["global_batch_size=0"],),
+    "gpu_replicas": (["gpu_replicas=0"],),
     "gpus": (["gpus=-1"],),
     "jit_compile": (["jit_compile=true", "strategy=mirrored", "cpu_replicas=2", "gpus=0"],),
     "learning_rate": (["learning_rate=0"],),
@@ -119,6 +120,7 @@ EDGE = {
     "warm_start": (["warm_start=maybe"],),
     "warmup_steps": (["warmup_steps=-1"],),
     "workers": (["strategy=multiworker", "workers=0"],),
+    "xla_step": (["xla_step=fused"],),
 }
 
 # Edge values of repeats=auto's keys in a sweep's job (the sweeper runs these checks too): the

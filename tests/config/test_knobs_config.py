@@ -9,7 +9,7 @@ from distexp.config import checks
 
 def test_knob_defaults(compose):
     cfg = compose()
-    assert cfg.steps_per_execution == "auto" and cfg.jit_compile is False
+    assert cfg.steps_per_execution == "auto" and cfg.jit_compile == "auto"
     assert cfg.precision == "float32" and cfg.target_accuracy is None
     assert cfg.progress == "auto"  # a bar on a terminal, plain lines elsewhere
     assert cfg.measure_peak_flops is False  # a benchmark is never MFU's denominator

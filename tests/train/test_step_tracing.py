@@ -24,7 +24,7 @@ def _data(n=24, seed=0):
     return rng.normal(size=(n, 5)).astype("float32"), rng.integers(0, 3, size=n).astype("int64")
 
 
-def _make_step(task, seed=0, strategy=None, jit=False):
+def _make_step(task, seed=0, strategy=None, jit=False, xla_step="split"):
     from distexp.train.step import Step
 
     strategy = strategy or tf.distribute.OneDeviceStrategy("/cpu:0")
@@ -34,7 +34,7 @@ def _make_step(task, seed=0, strategy=None, jit=False):
                                   keras.layers.Dense(3)])
         opt = keras.optimizers.SGD(0.1)
         opt.build(model.trainable_variables)
-    return Step(strategy, task, model, opt, global_batch=8, jit=jit), strategy
+    return Step(strategy, task, model, opt, global_batch=8, jit=jit, xla_step=xla_step), strategy
 
 
 def _iterator(strategy):
@@ -225,3 +225,58 @@ def test_a_step_that_failed_while_running_is_not_run_again():
     with pytest.raises(tf.errors.InvalidArgumentError):
         step.one(*next(_iterator(strategy)))
     assert step.one.autograph is False and int(ran.numpy()) == 1
+
+
+def _graph(step, x, y):
+    return step.one.get_concrete_function(
+        tf.TensorSpec.from_tensor(x), tf.TensorSpec.from_tensor(y)).graph.as_graph_def()
+
+
+def test_whole_step_xla_trains_the_same_steps_with_the_update_inside():
+    """xla_step=whole (Model Garden's shape) under one_device: the k-step call trains the losses
+    of the step without XLA (rel 1e-4), and the one XLA function holds the forward, backward and
+    the optimizer's update; split keeps the update outside (the graphs' op types)."""
+    from distexp.tasks.classification import Classification
+
+    step, strategy = _make_step(Classification(), jit=True, xla_step="whole")
+    got = step.host(*step.steps(_iterator(strategy), tf.constant(3)))
+    plain, strategy = _make_step(Classification())
+    want = plain.host(*plain.steps(_iterator(strategy), tf.constant(3)))
+    assert len(set(got.losses)) == 3 and got.losses == pytest.approx(want.losses, rel=1e-4)
+    x, y = (tf.constant(v) for v in _data(8))
+    xla, inner, rest = _xla_and_rest(_graph(step, x, y))
+    assert xla and "MatMul" in inner and [op for op in inner if op.startswith(UPDATES)], inner
+    split, _ = _make_step(Classification(), jit=True, xla_step="split")
+    xla, inner, rest = _xla_and_rest(_graph(split, x, y))
+    assert not [op for op in inner if op.startswith(UPDATES)], inner
+    assert [op for op in rest if op.startswith(UPDATES)]
+
+
+def test_whole_step_xla_is_refused_by_tensorflow_under_mirrored_on_a_cpu():
+    """Why distexp.config.xla.check_step refuses xla_step=whole on CPU replicas but one_device's:
+    under mirrored on a CPU the update's merge_call inside the XLA function is an error
+    (on all-GPU replicas TensorFlow skips it: the device run, benchmarks/gpu.sh, measures it)."""
+    from distexp.tasks.classification import Classification
+
+    step, strategy = _make_step(Classification(), strategy=tf.distribute.MirroredStrategy(
+        ["/cpu:0"]), jit=True, xla_step="whole")
+    with pytest.raises(RuntimeError, match="merge_call"):
+        step.steps(_iterator(strategy), tf.constant(2))
+
+
+def test_the_compute_probe_compiles_the_whole_step_when_the_step_does():
+    """xla_step=whole: the compute probe's XLA function holds the update too, as the trained
+    step's (the split times what training runs)."""
+    from distexp.tasks.classification import Classification
+    from distexp.train.split_probes import Probes
+
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(3)])
+        opt = keras.optimizers.SGD(0.1)
+        opt.build(model.trainable_variables)
+    probes = Probes(strategy, Classification(), model, opt, 8, jit=True, xla_step="whole")
+    x, y = (tf.constant(v) for v in _data(8))
+    graph = probes.compute.get_concrete_function(x, y, tf.constant(2)).graph.as_graph_def()
+    xla, inner, _ = _xla_and_rest(graph)
+    assert xla and "MatMul" in inner and [op for op in inner if op.startswith(UPDATES)], inner

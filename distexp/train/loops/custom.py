@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 
 from distexp import stops, strategies
+from distexp.config import xla
 from distexp.figures.stats import first_non_finite
 from distexp.train import autotune
 from distexp.train.checkpoints import Checkpoints
@@ -39,7 +40,8 @@ def train(ctx: Context):
     cfg, rep = ctx.cfg, ctx.reporter
     schedule = autotune.Schedule(cfg.steps_per_execution)  # k's one owner; the dispatcher reads it
     step = Step(ctx.strategy, ctx.task, ctx.model, ctx.optimizer, ctx.global_batch,
-                jit=bool(cfg.jit_compile), local_replicas=ctx.dispatch_cls.local_replicas)
+                jit=xla.on(cfg), local_replicas=ctx.dispatch_cls.local_replicas,
+                xla_step=str(cfg.get("xla_step", "split")))
     dispatch = ctx.dispatch_cls.start(step, ctx, schedule)
     ckpts = Checkpoints(cfg, model=ctx.model, optimizer=ctx.optimizer, step=dispatch.step_var,
                         chief=rep.chief or not dispatch.local_replicas,  # ps: the coordinator

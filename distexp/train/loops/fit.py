@@ -12,6 +12,7 @@ TerminateOnNaN does (distexp.train.loops.custom.Diverged).
 """
 from __future__ import annotations
 
+from distexp.config import xla
 from distexp.figures.stats import first_non_finite
 from distexp.train import autotune
 from distexp.train.loops.context import Context
@@ -61,7 +62,7 @@ def train(ctx: Context) -> None:
                           loss=keras.losses.SparseCategoricalCrossentropy(
                               from_logits=getattr(ctx.task, "from_logits", True)),
                           metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-                          steps_per_execution=k, jit_compile=bool(ctx.cfg.jit_compile))
+                          steps_per_execution=k, jit_compile=xla.on(ctx.cfg))
     timing = Timing()
     ctx.model.fit(ctx.train_ds, epochs=ctx.epochs, steps_per_epoch=ctx.steps_per_epoch,
                   callbacks=[timing], verbose=0, shuffle=False)
