@@ -52,7 +52,8 @@ def test_ui_writes_the_shared_view_mlflow_reads_and_prints_its_url(tmp_path):
     assert isinstance(envelope["name"], str) and isinstance(envelope["createdAt"], int)
     state = json.loads(envelope["state"])
     assert state["searchFilter"] == "tags.`distexp.sweep_id` = 's1'"
-    assert state["orderByKey"] == "tags.`mlflow.runName`" and state["orderByAsc"] is True
+    # each set-up's runs by their place among its runs: every set-up on MLflow's first page
+    assert state["orderByKey"] == "tags.`distexp.setup_rank`" and state["orderByAsc"] is True
     assert state["selectedColumns"] == [
         "metrics.`scaling/speedup_equal_work`", "metrics.`scaling/examples_per_sec_setup`",
         "metrics.`scaling/eval_accuracy_setup`", "tags.`speed-up`", "tags.`examples/s`",
