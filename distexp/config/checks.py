@@ -223,6 +223,9 @@ def _validate_repeats(cfg: DictConfig) -> None:
     for key in ("alpha", "margin"):  # checked whatever repeats is: the sweeper reads them
         if not 0 < sw[key] < 1:
             raise UserError(f"sweep.{key}: received {sw[key]}; expected 0 < x < 1, e.g. 0.05")
+    if not sw.accuracy_margin > 0:
+        raise UserError(f"sweep.accuracy_margin: received {sw.accuracy_margin}; expected points "
+                        "> 0, e.g. 0.5")
     _at_least("sweep.max_repeats", sw.max_repeats, 2)
     if sw.max_repeats > MAX_REPEATS:
         raise UserError(f"sweep.max_repeats: received {sw.max_repeats}; expected 2..{MAX_REPEATS} "
