@@ -172,7 +172,8 @@ def _validate_applicability(cfg: DictConfig) -> None:
                             "applies to a sweep only: add -m (python -m distexp -m ...) or leave "
                             "it out")
     if str(cfg.repeats).strip().lower() != "auto":
-        for key, default in (("alpha", 0.05), ("margin", 0.05), ("max_repeats", 10)):
+        for key, default in (("alpha", 0.05), ("margin", 0.05), ("max_repeats", 10),
+                             ("seed_by_round", True)):
             if cfg.sweep[key] != default:
                 raise UserError(f"sweep.{key}: received {cfg.sweep[key]} with repeats="
                                 f"{cfg.repeats}; it applies to repeats=auto only: set repeats=auto "
