@@ -148,8 +148,8 @@ CASES = [
      "cluster.port: received 65535; expected 1024..65534 (the 2 task(s) take port, port+1"),
     # presets that do not exist (the groups were `optional`: silently ignored)
     ("experiment-option", ["experiment=scalling"],
-     "experiment: received 'scalling' (did you mean scaling?); valid: batch_size, cassava_resnet50, cats_vs_dogs_mobilenetv2, "
-     "custom_fashion_mnist, keras_mnist, scaling"),
+     "experiment: received 'scalling' (did you mean scaling?); valid: batch_size, cassava_resnet50, "
+     "cats_vs_dogs_mobilenetv2, custom_fashion_mnist, keras_mnist, scaling"),
     ("experiment-null", ["experiment=null"],
      "experiment: received null; valid: batch_size, cassava_resnet50, cats_vs_dogs_mobilenetv2, "),
     ("hparams-search-option", ["hparams_search=optune"],
