@@ -13,8 +13,11 @@ paired by round (distexp.figures.sequential):
 
 The **primary** comparisons are the sweep's question: a set-up's equal-work comparison where it
 has one, else its comparison with the baseline (a control added by `sweep.controls` is never
-asked about). The family's error rate is `sweep.alpha`, split equally over every comparison that
-gets an interval (Bonferroni: `Rounds.alpha_each`), primary or not.
+asked about). Each comparison has two halves: speed, and the final eval accuracy's difference in
+points (sequential.difference; it holds the sweep open only where the set-ups train different
+mathematics, `_maths`; `sweep.seed_by_round`: round r runs every set-up with seed + r). The
+family's error rate is `sweep.alpha`, split equally over both halves of every comparison that
+gets an interval (Bonferroni over 2 x comparisons: `Rounds.alpha_each`), primary or not.
 `repeats=auto`: repeated confidence intervals over the planned `sweep.max_repeats` rounds
 (sequential.planned); a comparison keeps its outcome from the round it settles (*at the margin*
 included); a set-up leaves the rounds when every comparison it is part of is settled; the sweep
