@@ -175,7 +175,8 @@ def _validate_applicability(cfg: DictConfig) -> None:
                             "applies to a sweep only: add -m (python -m distexp -m ...) or leave "
                             "it out")
     if str(cfg.repeats).strip().lower() != "auto":
-        for key, default in (("alpha", 0.05), ("margin", 0.05), ("max_repeats", 10)):
+        for key, default in (("alpha", 0.05), ("margin", 0.05), ("max_repeats", 10),
+                             ("seed_by_round", True)):
             if cfg.sweep[key] != default:
                 raise UserError(f"sweep.{key}: received {cfg.sweep[key]} with repeats="
                                 f"{cfg.repeats}; it applies to repeats=auto only: set repeats=auto "
@@ -237,6 +238,9 @@ def _validate_repeats(cfg: DictConfig) -> None:
     for key in ("alpha", "margin"):  # checked whatever repeats is: the sweeper reads them
         if not 0 < sw[key] < 1:
             raise UserError(f"sweep.{key}: received {sw[key]}; expected 0 < x < 1, e.g. 0.05")
+    if not sw.accuracy_margin > 0:
+        raise UserError(f"sweep.accuracy_margin: received {sw.accuracy_margin}; expected points "
+                        "> 0, e.g. 0.5")
     _at_least("sweep.max_repeats", sw.max_repeats, 2)
     if sw.max_repeats > MAX_REPEATS:
         raise UserError(f"sweep.max_repeats: received {sw.max_repeats}; expected 2..{MAX_REPEATS} "

@@ -96,6 +96,11 @@ class SweepConfig:
                         "when its interval lies within [1/1.05, 1.05])")
     max_repeats: int = key(10, "repeats=auto: most rounds (runs per set-up) before a comparison is "
                            "'not settled'")
+    accuracy_margin: float = key(0.5, "repeats=auto/N: the accuracy half's equivalence margin, in "
+                                 "points of the final eval metric (as accurate: its interval "
+                                 "within +-0.5)")
+    seed_by_round: bool = key(True, "repeats=auto: round r runs every set-up with seed + r (the "
+                              "rounds sample seed noise); false: one seed, a pure speed question")
 
 
 @dataclass

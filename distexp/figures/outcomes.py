@@ -44,6 +44,14 @@ class Record:
     spread: Optional[float] = None          # sd of the paired log ratios (the noise)
     rounds_needed: Optional[int] = None     # not settled: rounds that would likely settle it
     primary: bool = True        # the sweep's question: it decides when the sweep stops
+    # the accuracy half: a's final eval accuracy less b's, points, paired by round (None: none)
+    accuracy: Optional[float] = None
+    accuracy_low: Optional[float] = None    # its interval (None: unbounded)
+    accuracy_high: Optional[float] = None
+    accuracy_outcome: Optional[str] = None  # more accurate | less accurate | as accurate | not settled
+    accuracy_rounds: int = 0
+    accuracy_spread: Optional[float] = None  # sd of the paired differences (the seed noise)
+    same_maths: bool = True     # the set-ups train the same mathematics: accuracy as it stands
 
     @property
     def settled(self) -> bool:
@@ -69,6 +77,7 @@ class Decision:
     setup_keys: List[str] = field(default_factory=list)
     disturbed: List[dict] = field(default_factory=list)  # runs left out of the pairs: setup,
     # name, slot, round, job, reason (distexp.sweeps.auto.Rounds: CPU/wall starved, or the job's own)
+    accuracy_margin: Optional[float] = None  # points (sweep.accuracy_margin); None: stored before
 
     @property
     def fixed(self) -> bool:
@@ -114,21 +123,63 @@ def word(r: Record, margin: float, rounds: bool = True) -> str:
     return r.outcome
 
 
-def cell(r: Optional[Record], margin: float) -> str:
-    """The UI's and the table's cell: 0.72x [0.45, 1.14] not settled"""
+def _pt(x: Optional[float], sign: bool = False) -> str:
+    return ("-inf" if sign else "inf") if x is None else f"{x:+.1f}" if sign else f"{x:.1f}"
+
+
+def accuracy_text(r: Record, margin: Optional[float]) -> str:
+    """The accuracy half: 'accuracy -0.1 pt [-0.6, 0.4], as accurate'; 'less accurate by 2.3 pt';
+    a set-up faster but less accurate is said so ('; faster, but less accurate'); same
+    mathematics, not settled: 'as it stands'. '' without an accuracy."""
+    if r.accuracy is None:
+        return ""
+    lo = "-inf" if r.accuracy_low is None else f"{r.accuracy_low:.1f}"
+    what = f"accuracy {r.accuracy:+.1f} pt [{lo}, {_pt(r.accuracy_high)}], "
+    kind = r.accuracy_outcome or OPEN_WORD
+    if kind == "less accurate":
+        what += f"less accurate by {-r.accuracy:.1f} pt"
+    elif kind == "more accurate":
+        what += f"more accurate by {r.accuracy:.1f} pt"
+    elif kind == "as accurate":
+        what += f"as accurate (within +-{margin:g} pt)" if margin else kind
+    else:
+        what += "as it stands (same training)" if r.same_maths else kind
+    if r.outcome == "faster" and kind == "less accurate":
+        what += ": faster, but less accurate"
+    elif r.outcome == "slower" and kind == "more accurate":
+        what += ": slower, but more accurate"
+    return what
+
+
+def cell(r: Optional[Record], margin: float, accuracy_margin: Optional[float] = None) -> str:
+    """The UI's and the table's cell: 0.72x [0.45, 1.14] not settled; accuracy -0.1 pt [-1.2,
+    1.0], not settled"""
     if r is None:
         return "-"
-    return f"{interval(r)} {word(r, margin, rounds=False)}"
+    acc = accuracy_text(r, accuracy_margin)
+    return f"{interval(r)} {word(r, margin, rounds=False)}" + (f"; {acc}" if acc else "")
 
 
-def text(r: Record, margin: float) -> str:
+def text(r: Record, margin: float, accuracy_margin: Optional[float] = None) -> str:
     """mirrored x2 vs one_device x1 batch 128 (control), equal work: 0.72x [0.45, 1.14] slower;
-    at the margin: 'about 1.04x [0.99, 1.10]: at the +-5% margin, not worth more rounds'."""
+    at the margin: 'about 1.04x [0.99, 1.10]: at the +-5% margin, not worth more rounds'; then
+    the accuracy half (`accuracy_text`): '; accuracy -0.1 pt [-0.6, 0.4], as accurate'."""
     if r.outcome == AT_MARGIN and r.ratio is not None:
         what = f"about {interval(r)}: {word(r, margin)}"
     else:
         what = f"{interval(r)} {word(r, margin)}"
-    return f"{r.names[0]} vs {r.names[1]}, {r.kind}: {what}"
+    acc = accuracy_text(r, accuracy_margin)
+    return f"{r.names[0]} vs {r.names[1]}, {r.kind}: {what}" + (f"; {acc}" if acc else "")
+
+
+def wrapped(line: str, width: int = WIDTH) -> List[str]:
+    """A comparison's line within `width`: cut before its accuracy half when too long (the
+    second line indented)."""
+    for cut, again in (("; accuracy ", "accuracy "), (", margins ", "margins ")):
+        if len(line) > width and cut in line:
+            head, tail = line.split(cut, 1)
+            return [head + cut.rstrip()[:1], "  " + again + tail]
+    return [line]
 
 
 def cap(d: "Decision") -> int:
@@ -152,8 +203,11 @@ def heading(d: Decision) -> str:
         what = (f"repeats=auto: {d.rounds} rounds ({d.horizon} planned, then the alpha kept for "
                 f"a continuation), {d.method}")
     n = len(d.comparisons)
-    return (f"{what}, alpha {d.alpha:g} over {n} comparison{'s' * (n != 1)}, margin "
-            f"+-{100 * d.margin:g}%")
+    if d.accuracy_margin is None:  # a decision stored before the accuracy half
+        return (f"{what}, alpha {d.alpha:g} over {n} comparison{'s' * (n != 1)}, margin "
+                f"+-{100 * d.margin:g}%")
+    return (f"{what}, alpha {d.alpha:g} over {n} comparison{'s' * (n != 1)} x 2 halves, "
+            f"margins +-{100 * d.margin:g}% (speed), +-{d.accuracy_margin:g} pt (accuracy)")
 
 
 def next_lines(d: Decision) -> List[str]:
@@ -180,14 +234,16 @@ def next_lines(d: Decision) -> List[str]:
     return [head, f"Continue: {d.next_command}" if d.next_command else ""]
 
 
-def closing_lines(d: Decision) -> List[str]:
+def closing_lines(d: Decision, width: int = WIDTH) -> List[str]:
     """The sweep's last lines before the report and UI commands: the heading, one line per
     comparison (the sweep's question first, equal work first; the others marked as standing
     where the sweep stopped), what next (the question's comparisons only)."""
     asked = any(r.primary for r in d.comparisons)
-    lines = [text(r, d.margin) if r.primary or not asked else
-             f"as it stands: {text(r, d.margin)}" for r in ordered(d)]
-    return [x for x in [heading(d)] + lines + [disturbed_line(d)] + next_lines(d) if x]
+    lines = [x for r in ordered(d) for x in wrapped(
+        text(r, d.margin, d.accuracy_margin) if r.primary or not asked else
+        f"as it stands: {text(r, d.margin, d.accuracy_margin)}", width)]
+    return [x for x in wrapped(heading(d), width) + lines + [disturbed_line(d)] + next_lines(d)
+            if x]
 
 
 def disturbed_line(d: Decision) -> str:
@@ -203,7 +259,8 @@ def section_lines(d: Decision) -> List[str]:
     """report.md's and the report console's section: a title, then closing_lines as bullets."""
     title = ("Outcome (repeats=auto)" if not d.fixed else
              f"Outcome (repeats={d.repeats}, fixed-sample)")
-    return [title] + [f"- {x}" for x in closing_lines(d)]
+    return [title] + [f"  {x}" if x.startswith("  ") else f"- {x}"  # a wrapped line goes on
+                      for x in closing_lines(d, WIDTH - 2)]
 
 
 def _short(d: Decision, r: Record, with_interval: bool, full: bool) -> str:
@@ -212,7 +269,9 @@ def _short(d: Decision, r: Record, with_interval: bool, full: bool) -> str:
     other = r.names[1] if full else "control" if r.kind == EQUAL_WORK else "baseline"
     what = interval(r) if with_interval else (f"{r.ratio:.2f}x" if r.ratio is not None else "-")
     shown = short_word(r.outcome)
-    return f"{me} vs {other}: {what} {shown}"
+    acc = "" if r.accuracy is None or r.same_maths else (
+        f", accuracy {r.accuracy:+.1f} pt {short_word(r.accuracy_outcome or OPEN_WORD)}")
+    return f"{me} vs {other}: {what} {shown}{acc}"
 
 
 def round_line(d: Decision, width: int = WIDTH) -> str:
@@ -245,7 +304,7 @@ def description_line(d: Decision, width: int = WIDTH) -> str:
     while True:
         more = f"; +{len(rs) - len(shown)} more below" if len(shown) < len(rs) else ""
         line = ("Outcome: " + "; ".join(f"{r.names[0]} vs {'its control' if r.kind == EQUAL_WORK else r.names[1]}: "
-                                        f"{interval(r)} {word(r, d.margin, rounds=False)}"
+                                        f"{cell(r, d.margin)}"
                                         for r in shown) + f" ({rounds}{more})")
         if len(line) <= width or len(shown) == 1:
             return line
@@ -261,7 +320,7 @@ def setup_answer(d: Decision, setup: int) -> str:
     if rec is None:
         return f"{d.setups[setup]}: baseline" if any(r.b == setup for r in d.comparisons) \
             else d.setups[setup]
-    return f"{d.setups[setup]}: {cell(rec, d.margin)}" + (
+    return f"{d.setups[setup]}: {cell(rec, d.margin, d.accuracy_margin)}" + (
         " vs control" if rec.kind == EQUAL_WORK else "")
 
 

@@ -21,6 +21,7 @@ EPOCH_EXAMPLES_PER_SEC_PER_REPLICA = "perf/epoch_examples_per_sec_per_replica"
 EPOCH_TIME_S = "perf/epoch_time_s"
 # the run's progress (distexp.train.progress)
 TIME_TO_ACCURACY_S = "perf/time_to_accuracy_s"
+EVAL_ACCURACY = "eval/accuracy"  # the final eval accuracy a sweep's accuracy half compares
 # the hardware, after training (distexp.train.hardware)
 PEAK_HOST_MEMORY_MB = "perf/peak_host_memory_mb"
 PEAK_GPU_MEMORY_MB = "perf/peak_gpu_memory_mb"

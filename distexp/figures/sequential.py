@@ -34,6 +34,9 @@ The boundary (docs/report.md, "repeats=auto"):
 - `mixing_g`: g chosen to make the boundary tightest at n = `target` rounds (the same paper's
   rho = sqrt((-2 log alpha + log(-2 log alpha + 1)) / target), var = 1).
 
+`difference` is the accuracy half: the same rule on paired differences in points (additive),
+more accurate | less accurate | as accurate (within +-m points) | not settled.
+
 `outcome` turns an interval into one of five outcomes with margin m on the ratio:
 *faster* (the ratio's interval above 1), *slower* (below 1), *equal* (inside [1/(1+m), 1+m]),
 *at the margin* (in the band around the margin's edge, `at_margin`: more rounds would not tell
@@ -218,6 +221,20 @@ def log_interval(diffs: Sequence[float], rule) -> Tuple[float, float, float, Opt
     return mean, mean - r, mean + r, sd
 
 
+def running_interval(diffs: Sequence[float], rule) -> Tuple[float, float, float, Optional[float]]:
+    """`log_interval`, and for a sequential rule the running intersection of every look's
+    interval (each holds at once, so their intersection does: never wider later; looks that
+    disagree, the model off (a trend?): the latest alone)."""
+    mean, lo, hi, sd = log_interval(diffs, rule)
+    if not isinstance(rule, Fixed):
+        for n in range(2, len(diffs)):
+            _, lo_n, hi_n, _ = log_interval(diffs[:n], rule)
+            lo, hi = max(lo, lo_n), min(hi, hi_n)
+        if lo > hi:
+            _, lo, hi, _ = log_interval(diffs, rule)
+    return mean, lo, hi, sd
+
+
 def paired_logs(a: Sequence[Optional[float]], b: Sequence[Optional[float]]) -> List[float]:
     """log(a_i / b_i) of the rounds where both rates are there and positive."""
     return [math.log(x / y) for x, y in zip(a, b)
@@ -231,13 +248,7 @@ def outcome(a: Sequence[Optional[float]], b: Sequence[Optional[float]], margin: 
     diffs = paired_logs(a, b)
     if not diffs:
         return Outcome(OPEN, None, 0.0, math.inf, 0)
-    mean, lo, hi, sd = log_interval(diffs, rule)
-    if not isinstance(rule, Fixed):  # the running intersection: every look's interval holds at
-        for n in range(2, len(diffs)):  # once, so their intersection does (never wider later)
-            _, lo_n, hi_n, _ = log_interval(diffs[:n], rule)
-            lo, hi = max(lo, lo_n), min(hi, hi_n)
-        if lo > hi:  # looks that disagree: the model is off (a trend?); the latest alone
-            _, lo, hi, _ = log_interval(diffs, rule)
+    mean, lo, hi, sd = running_interval(diffs, rule)
     edge = math.log1p(margin)
     if lo > 0:
         kind = FASTER
@@ -283,3 +294,59 @@ def rounds_to_settle(mean: float, sd: Optional[float], margin: float, rule, star
 
 def _exp(x: float) -> float:
     return 0.0 if x == -math.inf else math.inf if x == math.inf else math.exp(x)
+
+
+# --- the accuracy half: a difference in points, on the additive scale --------------------------
+
+MORE, LESS, AS_ACCURATE = "more accurate", "less accurate", "as accurate"
+ACCURACY_SETTLED = (MORE, LESS, AS_ACCURATE)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Set-up A's final eval metric less set-up B's (accuracy: points), paired by round."""
+    kind: str               # MORE | LESS | AS_ACCURATE | OPEN
+    diff: float             # the mean paired difference
+    low: float              # its interval (-inf / inf when unbounded)
+    high: float
+    rounds: int
+    spread: Optional[float] = None  # the sample sd of the paired differences (None under 2)
+
+    @property
+    def settled(self) -> bool:
+        return self.kind in ACCURACY_SETTLED
+
+
+def difference(a: Sequence[Optional[float]], b: Sequence[Optional[float]], margin: float,
+               rule) -> Optional[Difference]:
+    """The accuracy outcome of `a` against `b` (points, paired by position; a round where either
+    is missing is skipped) under `rule`, the same rule as the speed half (`running_interval` on
+    the differences instead of the log ratios): *more accurate* (the interval above 0), *less
+    accurate* (below 0), *as accurate* (inside [-margin, margin]), else not settled. None when
+    no round has both."""
+    diffs = [x - y for x, y in zip(a, b) if x is not None and y is not None]
+    if not diffs:
+        return None
+    mean, lo, hi, sd = running_interval(diffs, rule)
+    if lo > 0:
+        kind = MORE
+    elif hi < 0:
+        kind = LESS
+    elif -margin <= lo and hi <= margin:
+        kind = AS_ACCURATE
+    else:
+        kind = OPEN
+    return Difference(kind, mean, lo, hi, len(diffs), sd)
+
+
+def rounds_to_settle_difference(mean: float, sd: Optional[float], margin: float, rule,
+                                start: int, most: int = 1000) -> Optional[int]:
+    """`rounds_to_settle` on the additive scale: the least n >= start whose half-width
+    c(n) sd / sqrt(n) is under |mean| (more or less accurate) or margin - |mean| (as accurate)."""
+    if sd is None or sd <= 0:
+        return None
+    room = max(abs(mean), margin - abs(mean))
+    for n in range(max(start, 2), most + 1):
+        if rule.multiplier(n) * sd / math.sqrt(n) < room:
+            return n
+    return None

@@ -13,8 +13,11 @@ paired by round (distexp.figures.sequential):
 
 The **primary** comparisons are the sweep's question: a set-up's equal-work comparison where it
 has one, else its comparison with the baseline (a control added by `sweep.controls` is never
-asked about). The family's error rate is `sweep.alpha`, split equally over every comparison that
-gets an interval (Bonferroni: `Rounds.alpha_each`), primary or not.
+asked about). Each comparison has two halves: speed, and the final eval accuracy's difference in
+points (sequential.difference; it holds the sweep open only where the set-ups train different
+mathematics, `_maths`; `sweep.seed_by_round`: round r runs every set-up with seed + r). The
+family's error rate is `sweep.alpha`, split equally over both halves of every comparison that
+gets an interval (Bonferroni over 2 x comparisons: `Rounds.alpha_each`), primary or not.
 `repeats=auto`: repeated confidence intervals over the planned `sweep.max_repeats` rounds
 (sequential.planned); a comparison keeps its outcome from the round it settles (*at the margin*
 included); a set-up leaves the rounds when every comparison it is part of is settled; the sweep
@@ -43,6 +46,7 @@ from distexp.sweeps.setups import key_of
 
 AUTO = "auto"
 RATE = perf_keys.EXAMPLES_PER_SEC
+ACCURACY = perf_keys.EVAL_ACCURACY
 EQUAL_WORK, BASELINE = outcomes.EQUAL_WORK, outcomes.BASELINE
 TAG_MAX = 8000  # MLflow's limit on a run tag's value
 STARVED = 0.6  # a run's CPU/wall under this x the median of its set-up's other runs: disturbed
@@ -55,10 +59,19 @@ class Comparison:
     kind: str   # EQUAL_WORK | BASELINE
     outcome: Optional[sequential.Outcome] = None
     primary: bool = True  # the sweep's question (module docstring)
+    accuracy: Optional[sequential.Difference] = None  # the accuracy half (None: no paired round)
+    same_maths: bool = True  # the two train the same mathematics: accuracy as it stands
+
+    @property
+    def speed_settled(self) -> bool:
+        return self.outcome is not None and self.outcome.settled
 
     @property
     def settled(self) -> bool:
-        return self.outcome is not None and self.outcome.settled
+        """The speed half settled, and the accuracy half too where the set-ups train different
+        mathematics (and an accuracy was measured)."""
+        return self.speed_settled and (self.same_maths or self.accuracy is None
+                                       or self.accuracy.settled)
 
 
 def _family(s: planning.Setup) -> tuple:
@@ -66,6 +79,13 @@ def _family(s: planning.Setup) -> tuple:
     strategy, its options and the device/batch facts."""
     return tuple((k, v) for k, v in s.key if not k.startswith(("strategy.", "resolved."))
                  and k not in planning.FACT_INPUTS and k != "strategy")
+
+
+def _maths(s: planning.Setup) -> tuple:
+    """What fixes the mathematics a set-up trains (`_family`: model, data, precision, optimizer,
+    XLA, every knob) with its global batch and learning rate: two set-ups with the same train
+    the same steps whatever their strategy (equal work)."""
+    return _family(s) + (s.global_batch, dict(s.key).get("resolved.learning_rate"))
 
 
 def comparisons(setups: Sequence[Optional[planning.Setup]],
@@ -90,6 +110,7 @@ def comparisons(setups: Sequence[Optional[planning.Setup]],
     work = {c.a for c in out if c.kind == EQUAL_WORK}
     for c in out:
         c.primary = c.a not in controls and (c.kind == EQUAL_WORK or c.a not in work)
+        c.same_maths = _maths(setups[c.a]) == _maths(setups[c.b])
     return out
 
 
@@ -111,7 +132,8 @@ class Rounds:
 
     def __init__(self, jobs: Sequence[Sequence[str]], compose: Callable[[List[str]], DictConfig],
                  alpha: float, margin: float, max_repeats: int, *, controls: Sequence[int] = (),
-                 horizon: Optional[int] = None, repeats="auto"):
+                 horizon: Optional[int] = None, repeats="auto", accuracy_margin: float = 0.5,
+                 seed_by_round: bool = False):
         cfgs, setups = zip(*(planning.setup_of(j, compose) for j in jobs)) if jobs else ((), ())
         self.jobs = [list(j) for j in jobs]
         self.names = names(jobs, cfgs, setups, controls)
@@ -119,7 +141,11 @@ class Rounds:
         self.pairs = comparisons(setups, controls)
         self.alpha, self.margin, self.max_repeats = alpha, margin, max_repeats
         self.repeats = repeats
-        self.alpha_each = alpha / max(len(self.pairs), 1)
+        # both halves of every comparison: speed and accuracy (Bonferroni over 2 x comparisons)
+        self.alpha_each = alpha / max(2 * len(self.pairs), 1)
+        self.accuracy_margin = accuracy_margin
+        self.seeds = [int(c.seed) if seed_by_round and c is not None else None for c in cfgs]
+        self.accuracies: List[List[Optional[float]]] = [[] for _ in jobs]  # points, by slot
         # the plan is the first sweep's (a continued sweep keeps its boundary: docs/sweeps.md)
         self.horizon = horizon or max_repeats
         self.rule = (sequential.planned(self.alpha_each, self.horizon) if repeats == AUTO
@@ -151,13 +177,24 @@ class Rounds:
         runs once in each place, so an effect of the place cancels in the paired ratios)."""
         r, open_ = self.done, self.open_setups()
         k = r % len(open_) if open_ else 0
-        return [(r * len(self.jobs) + i, [*self.jobs[i], f"repeat={r}"])
-                for i in open_[k:] + open_[:k]]
+        return [(r * len(self.jobs) + i, self.job(i, r)) for i in open_[k:] + open_[:k]]
+
+    def job(self, i: int, r: int) -> List[str]:
+        """Set-up i's overrides in slot r: ``repeat=r``, and with `sweep.seed_by_round`
+        ``seed=<its seed + r>`` (every set-up of a round the same seed, a new one each round)."""
+        job = [*self.jobs[i], f"repeat={r}"]
+        if self.seeds[i] is None:
+            return job
+        return [o for o in job if o.split("=", 1)[0].lstrip("+~") != "seed"] + [
+            f"seed={self.seeds[i] + r}"]
 
     def record(self, rates: dict, windows: Optional[Dict[int, tuple]] = None,
-               nums: Optional[Dict[int, int]] = None) -> List[str]:
+               nums: Optional[Dict[int, int]] = None,
+               accuracies: Optional[Dict[int, Optional[float]]] = None) -> List[str]:
         """One round done: {set-up index: examples/s or None (failed)}, `windows` {set-up index:
-        (CPU/wall, the job's own disturbed reason): `window_of`}, `nums` {set-up: job number};
+        (CPU/wall, the job's own disturbed reason): `window_of`}, `nums` {set-up: job number},
+        `accuracies` {set-up: points, `accuracy_of`: a disturbed run's stays, speed is what a
+        disturbance moves};
         flag its disturbed runs (left out of the pairs), update the outcomes. The lines that say
         which runs were disturbed and whether the round runs again."""
         slot, windows, nums = self.done, windows or {}, nums or {}
@@ -168,14 +205,18 @@ class Rounds:
             runs.append(rates.get(i))
             self.windows[i].append((windows.get(i) or (None, None))[0])
             self.nums[i].append(nums.get(i))
+            self.accuracies[i].append((accuracies or {}).get(i))
         found = self._flag(slot, {i: w[1] for i, w in windows.items() if w and w[1]})
         self.done += 1
         self.rerun_next = self.repeats == AUTO and not again and any(
             f["slot"] == slot for f in found)
         for c in self.pairs:
-            if not c.settled or self.repeats != AUTO:  # repeats=N: one look, the last round's
+            if not c.speed_settled or self.repeats != AUTO:  # repeats=N: one look, the last's
                 c.outcome = sequential.outcome(self.rates[c.a], self.rates[c.b], self.margin,
                                                self.rule)
+            if c.accuracy is None or not c.accuracy.settled or self.repeats != AUTO:
+                c.accuracy = sequential.difference(self.accuracies[c.a], self.accuracies[c.b],
+                                                   self.accuracy_margin, self.rule)
         return [self._said(f, slot, again) for f in found]
 
     def _flag(self, slot: int, own: Dict[int, str]) -> List[dict]:
@@ -225,6 +266,19 @@ class Rounds:
             return True
         return self.rounds >= self.max_repeats and not self.rerun_next
 
+    def _need_accuracy(self, c: Comparison, o: sequential.Outcome,
+                       need: Optional[int]) -> Optional[int]:
+        """The rounds that would likely settle both halves of `c` (the speed half's `need`),
+        on the speed half's count of rounds; None when either half likely would not."""
+        acc = c.accuracy
+        if not c.primary or c.same_maths or acc is None or acc.settled:
+            return need
+        more = sequential.rounds_to_settle_difference(acc.diff, acc.spread, self.accuracy_margin,
+                                                      self.rule, acc.rounds + 1)
+        if more is None or (need is None and not o.settled):
+            return None
+        return max(need or 0, more + o.rounds - acc.rounds)
+
     def decision(self, next_command: Optional[Callable[[int], str]] = None) -> outcomes.Decision:
         """The records of every comparison as it stands (distexp.figures.outcomes)."""
         recs = []
@@ -234,10 +288,11 @@ class Rounds:
             if c.primary and not o.settled and o.ratio is not None:
                 need = sequential.rounds_to_settle(math.log(o.ratio), o.spread, self.margin,
                                                    self.rule, o.rounds + 1)
+            need = self._need_accuracy(c, o, need)
             recs.append(outcomes.Record(
                 c.a, c.b, [self.names[c.a], self.names[c.b]], c.kind, o.ratio,
                 o.low or None, None if math.isinf(o.high) else o.high, o.kind, o.rounds,
-                self.rule.method, o.spread, need, c.primary))
+                self.rule.method, o.spread, need, c.primary, **_accuracy_fields(c)))
         likely = [r for r in recs if not r.settled and r.rounds_needed]
         # the next step: the rounds that would likely settle the first of them, within the cap
         n = min((r.rounds_needed + self.rounds - r.rounds for r in likely), default=None)
@@ -246,7 +301,38 @@ class Rounds:
             str(self.repeats), self.rule.method, self.alpha, self.margin, self.rounds,
             self.horizon, list(self.names), recs, next_command(n) if n and next_command else None,
             n, self.controls, disturbed=[dict(f) for f in self.disturbed],
-            setup_keys=list(self.keys))
+            setup_keys=list(self.keys), accuracy_margin=self.accuracy_margin)
+
+
+def _accuracy_fields(c: Comparison) -> dict:
+    """The accuracy half of a comparison's record (outcomes.Record)."""
+    acc = c.accuracy
+    if acc is None:
+        return {"same_maths": c.same_maths}
+    return {"accuracy": acc.diff, "accuracy_low": None if math.isinf(acc.low) else acc.low,
+            "accuracy_high": None if math.isinf(acc.high) else acc.high,
+            "accuracy_outcome": acc.kind, "accuracy_rounds": acc.rounds,
+            "accuracy_spread": acc.spread, "same_maths": c.same_maths}
+
+
+def accuracy_of(record: dict) -> Optional[float]:
+    """A job's final eval accuracy in points (100 x eval/accuracy): its record's (a resumed
+    sweep's run), else its result.json; None for a failed or diverged run, or a task without it."""
+    if record.get("status") != "COMPLETED":
+        return None
+    value = record.get("accuracy")
+    if value is None:
+        try:
+            result = json.loads((Path(record["job_dir"]) / "result.json").read_text())
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if not isinstance(result, dict) or result.get("diverged"):
+            return None
+        value = result.get(ACCURACY)
+    try:
+        return 100 * float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def window_of(record: dict) -> Tuple[Optional[float], Optional[str]]:
@@ -308,6 +394,13 @@ def rate_of(record: dict) -> Optional[float]:
 def settings(config: DictConfig):
     sw = config.sweep
     return float(sw.alpha), float(sw.margin), int(sw.max_repeats)
+
+
+def accuracy_settings(config: DictConfig) -> dict:
+    """Rounds' accuracy_margin and seed_by_round from the sweep's config."""
+    sw = config.sweep
+    return {"accuracy_margin": float(OmegaConf.select(sw, "accuracy_margin", default=0.5)),
+            "seed_by_round": bool(OmegaConf.select(sw, "seed_by_round", default=True))}
 
 
 def publish(decision: outcomes.Decision, sweep_dir: Path) -> None:

@@ -247,6 +247,7 @@ def place(job: Sequence[str], job_cfg: DictConfig, runs: List[dict], used: set,
             "num": r["num"], "overrides": list(job), "status": "COMPLETED",
             "value": run_objective(r, job_cfg), "error": None, "job_dir": r["job_dir"],
             "examples_per_sec": r["metrics"].get(perf_keys.EXAMPLES_PER_SEC),
+            "accuracy": r["metrics"].get(perf_keys.EVAL_ACCURACY),
             "disturbed": r.get("tags", {}).get(tag.DISTURBED),
             "skipped": f"FINISHED in run {r['run_id']}"}
     tried = [r for r in mine if r["status"] in ("FAILED", "KILLED") and r["num"] is not None]

@@ -147,17 +147,19 @@ class DistexpSweeper(BasicSweeper):
         if repeats < 2 or len(jobs) < 2:
             return
         rounds = auto.Rounds(jobs, compose, *auto.settings(self.config)[:2], repeats,
-                             controls=controls, repeats=repeats)
+                             controls=controls, repeats=repeats, accuracy_margin=auto.
+                             accuracy_settings(self.config)["accuracy_margin"])
         where = {tuple(j): p for p, j in enumerate(planning.interleave(jobs, repeats))}
         rates: dict = {}
         for rec in records.records(sweep_dir):
             p = where.get(tuple(rec.get("overrides") or ()))
             if p is not None:
-                got = rates.setdefault(p // len(jobs), ({}, {}, {}))
+                got = rates.setdefault(p // len(jobs), ({}, {}, {}, {}))
                 i = p % len(jobs)
                 got[0][i], got[1][i], got[2][i] = auto.rate_of(rec), auto.window_of(rec), rec["num"]
+                got[3][i] = auto.accuracy_of(rec)
         for r in range(repeats):
-            lines = rounds.record(*rates.get(r, ({}, {}, {})))
+            lines = rounds.record(*rates.get(r, ({}, {}, {}, {})))
             for line in lines:
                 print(line, flush=True)
         sweep_id = SWEEPS.open.sweep_id if SWEEPS.open is not None else None
@@ -183,7 +185,8 @@ class DistexpSweeper(BasicSweeper):
         from distexp.sweeps.ending import SWEEPS
 
         rounds = auto.Rounds(jobs, compose, *auto.settings(self.config), controls=controls,
-                             horizon=auto.planned_horizon(self.config))
+                             horizon=auto.planned_horizon(self.config),
+                             **auto.accuracy_settings(self.config))
         runs, used = auto.resume_runs(self.config), set()
         sweep_id = SWEEPS.open.sweep_id if SWEEPS.open is not None else None
         returns: List[Any] = []
@@ -229,7 +232,8 @@ class DistexpSweeper(BasicSweeper):
         mine = {i: done.get(num, {}) for num, i in index.items()}
         said = rounds.record({i: auto.rate_of(r) for i, r in mine.items()},
                              {i: auto.window_of(r) for i, r in mine.items()},
-                             {i: num for num, i in index.items()})
+                             {i: num for num, i in index.items()},
+                             {i: auto.accuracy_of(r) for i, r in mine.items()})
         decision = rounds.decision(lambda n: auto.continue_command(self.config, sweep_id, n))
         for line in [outcomes.round_line(decision), *said]:
             print(line, flush=True)

@@ -419,3 +419,68 @@ def test_a_ratio_at_the_margins_edge_is_settled_as_such():
     # (under the 0.039 to 1) it would be more than the 76 that 1.00x needs to be *equal*
     assert seq.rounds_to_settle(math.log(1.04), 0.1, 0.05, rule, 3) == 54
     assert seq.rounds_to_settle(math.log(1.0), 0.1, 0.05, rule, 3) == 76
+
+
+# --- the accuracy half: the same rule on paired differences in points --------------------------
+
+def test_difference_outcomes():
+    """sequential.difference: the interval of the mean paired difference under the rule, and its
+    outcome: more / less accurate (the interval clear of 0), as accurate (inside +-margin),
+    else not settled; a missing accuracy leaves its round out; none at all: None."""
+    rule = S.Fixed(0.05)
+    more = S.difference([96.0, 96.5, 97.0], [95.0, 95.0, 96.0], 0.5, rule)
+    assert more.kind == S.MORE and more.diff == pytest.approx(7 / 6) and more.rounds == 3
+    half = stats.t_quantile(0.975, 2) * more.spread / math.sqrt(3)
+    assert (more.low, more.high) == (pytest.approx(7 / 6 - half), pytest.approx(7 / 6 + half))
+    assert S.difference([90.0, 91.0, 90.5], [95.0, 95.5, 95.2], 0.5, rule).kind == S.LESS
+    same = S.difference([95.0, 95.1, 95.0, None], [95.05, 95.0, 95.1, 94.0], 0.5, rule)
+    assert same.kind == S.AS_ACCURATE and same.rounds == 3
+    assert S.difference([95.0, 97.0], [96.0, 95.0], 0.5, rule).kind == S.OPEN
+    assert S.difference([None, 95.0], [94.0, None], 0.5, rule) is None
+
+
+def test_the_simulated_differences_settle_as_difference_settles_them():
+    """helpers.sequences.first_settled(additive=True) against sequential.difference, sequence by
+    sequence: the same outcome at the same round (A/A, 1 and 3 points, a quiet equal pair)."""
+    seen = set()
+    code = {S.MORE: seqs.FASTER, S.LESS: seqs.SLOWER, S.AS_ACCURATE: seqs.EQUAL}
+    for rule, rounds in ((S.planned(ALPHA / 2, 10), 10), (S.planned(ALPHA / 6, 6), 12)):
+        for seed, diff, sd in ((1, 0.0, seqs.SEED_SD), (2, 3.0, seqs.SEED_SD), (3, -1.0, 0.5),
+                               (4, 0.0, 0.05)):
+            acc = seqs.accuracies(seed, 60, rounds, diff=diff, sd=sd)
+            kind, when = seqs.first_settled(acc[:, 0] - acc[:, 1], rule, 0.5, additive=True)
+            for i in range(len(kind)):
+                a, b = list(acc[i, 0]), list(acc[i, 1])
+                got = next(((code[o.kind], n) for n in range(1, rounds + 1)
+                            if (o := S.difference(a[:n], b[:n], 0.5, rule)).settled),
+                           (seqs.OPEN, rounds + 1))
+                assert got == (kind[i], when[i]), (rule, seed, i)
+                seen.add(got[0])
+    assert seen == {seqs.OPEN, seqs.FASTER, seqs.SLOWER, seqs.EQUAL}
+
+
+def _accuracy_settle(diff, alpha, n=4000, horizon=10, seed=5):
+    """Share of simulated comparisons (seed noise seqs.SEED_SD a run, paired by round) that
+    settle `diff` points as more accurate within `horizon` rounds, and their median rounds
+    (horizon + 1: not settled)."""
+    import numpy as np
+
+    acc = seqs.accuracies(seed, n, horizon, diff=diff)
+    kind, when = seqs.first_settled(acc[:, 0] - acc[:, 1], S.planned(alpha, horizon), 0.5,
+                                    additive=True)
+    used = np.where(kind == seqs.FASTER, when, horizon + 1)
+    return float(np.mean(kind == seqs.FASTER)), float(np.median(used))
+
+
+def test_rounds_to_settle_an_accuracy_difference(capsys):
+    """docs/sweeps.md's accuracy table, generated here and equal to the doc's: at the seed noise
+    measured on this machine (seqs.SEED_SD points a run), 10 planned rounds, the share of
+    comparisons that settle a 1 and a 3 point difference within them and the median rounds, for
+    a sweep of one comparison (alpha 0.05/2: speed and accuracy) and of three (0.05/6)."""
+    rows = {d: (_accuracy_settle(d, ALPHA / 2), _accuracy_settle(d, ALPHA / 6)) for d in (1, 3)}
+    table = [f"| {d} point{'s' * (d != 1)} | {round(100 * s1)} %, {m1:g} | {round(100 * s3)} %, "
+             f"{m3:g} |" for d, ((s1, m1), (s3, m3)) in rows.items()]
+    with capsys.disabled():
+        print(f"\naccuracy rounds to settle at seed noise {seqs.SEED_SD} pt:", *table, sep="\n")
+    assert _doc_table("| true accuracy difference |") == table
+    assert rows[3][0][0] > 0.9 and rows[1][1][0] < 0.5  # 3 points: settled; 1 point: mostly not

@@ -87,6 +87,10 @@ CASES = [
     # nothing for the chosen option or kind of run, the nearest valid name
     ("sweep-alpha-without-auto", ["sweep.alpha=2"],
      "sweep.alpha: received 2.0 with repeats=1; it applies to repeats=auto only"),
+    ("sweep-seed-by-round-without-auto", ["sweep.seed_by_round=false"],
+     "sweep.seed_by_round: received False with repeats=1; it applies to repeats=auto only"),
+    ("sweep-accuracy-margin-zero", ["repeats=auto", "sweep.accuracy_margin=0"],
+     "sweep.accuracy_margin: received 0.0; expected points > 0, e.g. 0.5"),
     ("sweep-max-repeats-one", ["repeats=auto", "sweep.max_repeats=1"],
      "sweep.max_repeats: received 1; expected >= 2"),
     ("sweep-resume-single-run", ["sweep.resume=20261122-221652-b3e381"],
@@ -144,10 +148,10 @@ CASES = [
      "cluster.port: received 65535; expected 1024..65534 (the 2 task(s) take port, port+1"),
     # presets that do not exist (the groups were `optional`: silently ignored)
     ("experiment-option", ["experiment=scalling"],
-     "experiment: received 'scalling' (did you mean scaling?); valid: cassava_resnet50, cats_vs_dogs_mobilenetv2, "
-     "custom_fashion_mnist, keras_mnist, scaling"),
+     "experiment: received 'scalling' (did you mean scaling?); valid: batch_size, cassava_resnet50, "
+     "cats_vs_dogs_mobilenetv2, custom_fashion_mnist, keras_mnist, scaling"),
     ("experiment-null", ["experiment=null"],
-     "experiment: received null; valid: cassava_resnet50, cats_vs_dogs_mobilenetv2, "),
+     "experiment: received null; valid: batch_size, cassava_resnet50, cats_vs_dogs_mobilenetv2, "),
     ("hparams-search-option", ["hparams_search=optune"],
      "hparams_search: received 'optune' (did you mean optuna?); valid: optuna"),
     # values TensorFlow/NumPy cannot take

@@ -19,9 +19,12 @@ from helpers import sweeper as _sweeper
 class RateLauncher:
     """Writes what the callback and the trainer would: sweep_jobs/<num>.json and result.json."""
 
-    def __init__(self, sweep_dir: Path, speed, sd=0.03, seed=0, starve=None):
+    def __init__(self, sweep_dir: Path, speed, sd=0.03, seed=0, starve=None, accuracy=None):
         self.sweep_dir, self.speed, self.sd = sweep_dir, speed, sd
         self.rng = random.Random(seed)
+        # accuracy(overrides): the set-up's mean final accuracy in points, each run +- the seed
+        # noise measured on this machine (seqs.SEED_SD; its own generator: the rates unchanged)
+        self.accuracy, self.acc_rng = accuracy, random.Random(seed + 1)
         self.launched = []
         # {job number: (rate factor, CPU/wall, the job's own `disturbed` reason or None)}: a run
         # starved by a competing process (the others' CPU/wall: 1.25)
@@ -39,9 +42,12 @@ class RateLauncher:
             job_dir.mkdir(parents=True, exist_ok=True)
             rate = 1000 * self.speed(overrides) * math.exp(drift + self.rng.gauss(0, self.sd))
             factor, cpu_wall, reason = self.starve.get(num, (1.0, 1.25, None))
-            (job_dir / "result.json").write_text(json.dumps(
-                {"perf/examples_per_sec": rate * factor, "cpu_seconds_timed": 2.0 * cpu_wall,
-                 "timed_seconds": 2.0, "timed_steps": 100, "disturbed": reason}))
+            result = {"perf/examples_per_sec": rate * factor, "cpu_seconds_timed": 2.0 * cpu_wall,
+                      "timed_seconds": 2.0, "timed_steps": 100, "disturbed": reason}
+            if self.accuracy is not None:
+                result["eval/accuracy"] = (self.accuracy(overrides)
+                                           + self.acc_rng.gauss(0, seqs.SEED_SD)) / 100
+            (job_dir / "result.json").write_text(json.dumps(result))
             (self.sweep_dir / "sweep_jobs").mkdir(exist_ok=True)
             (self.sweep_dir / "sweep_jobs" / f"{num}.json").write_text(json.dumps(
                 {"num": num, "overrides": overrides, "status": "COMPLETED", "value": 0.9,
@@ -52,12 +58,12 @@ class RateLauncher:
         return out
 
 
-def _auto_sweep(tmp_path, speed, *args, sd=0.03, starve=None):
+def _auto_sweep(tmp_path, speed, *args, sd=0.03, starve=None, accuracy=None):
     from hydra.core.global_hydra import GlobalHydra
 
     try:
         sweeper = _sweeper(tmp_path, *(a for a in args if "," not in a))
-        sweeper.launcher = RateLauncher(tmp_path, speed, sd, starve=starve)
+        sweeper.launcher = RateLauncher(tmp_path, speed, sd, starve=starve, accuracy=accuracy)
         # Hydra's check composes every job again (the real launcher's run reuses the sweeper's
         # configs, distexp_sweeper._composed_once): seconds a round here, nothing to learn
         sweeper.validate_batch_is_legal = lambda batch: None
@@ -84,7 +90,8 @@ def test_rounds_until_settled_then_stop(tmp_path, capsys):
     # three set-ups in round 0, numbered as repeats=N numbers them (round x 3 + set-up), their
     # order rotated by one place a round (counterbalanced)
     assert [n for n, _ in launched[:6]] == [0, 1, 2, 4, 5, 3]
-    assert all(o[-1] == f"repeat={n // 3}" for n, o in launched)
+    # sweep.seed_by_round (default): round r runs every set-up with seed 0 + r
+    assert all(o[-2:] == [f"repeat={n // 3}", f"seed={n // 3}"] for n, o in launched)
     saved = json.loads((tmp_path / "auto.json").read_text())
     assert saved["repeats"] == "auto" and saved["rounds"] == len(lines)
     assert saved["method"] == "repeated confidence intervals" and saved["horizon"] == 10
@@ -136,7 +143,10 @@ def test_a_a_pair_is_called_faster_or_slower_at_the_planned_rate(tmp_path, capsy
     logs = seqs.log_rates(8, MC_N, 4, sd=0.05)
     kind, when = seqs.first_settled(logs[:, 1] - logs[:, 0], rule)
     assert seqs.wrong(kind) <= _planned_bound(), seqs.wrong(kind)
-    assert seqs.wrong(kind) > 0.02  # the plan spends its alpha: not an interval that never closes
+    # the plan spends the speed half's alpha (alpha / 2: Rounds.alpha_each, both halves of the
+    # one comparison): not an interval that never closes
+    assert _sweep_rounds(compose, jobs, 4).alpha_each == ALPHA / 2
+    assert seqs.wrong(kind) > 0.8 * (1 - seq.RESERVE) * ALPHA / 2
     wrongly = [int(i) for i in (kind == seqs.FASTER).nonzero()[0][:3]]
     for i in [*wrongly, 0, 1, 2]:  # the sweep's record() on those rates: the same outcomes
         rounds = _sweep_rounds(compose, jobs, 4)
@@ -149,7 +159,8 @@ def test_a_a_pair_is_called_faster_or_slower_at_the_planned_rate(tmp_path, capsy
 
 def test_the_readme_sweeps_alpha_is_split_over_its_three_comparisons(tmp_path, compose):
     """The README sweep (3 comparisons): each interval in auto.json is the planned rule's at
-    alpha / 3 (recomputed here from the runs' rates; at alpha it would be narrower), and over
+    alpha / 6 (3 comparisons x speed and accuracy: Rounds.alpha_each; recomputed here from the
+    runs' rates; at alpha it would be narrower), and over
     MC_N A/A sweeps of its three set-ups under the rule the sweep builds, any of the three
     comparisons claims a difference in at most (1 - RESERVE) x alpha of them: the family's error
     rate is sweep.alpha, not alpha per comparison (without the split it is ~10 %)."""
@@ -163,7 +174,7 @@ def test_the_readme_sweeps_alpha_is_split_over_its_three_comparisons(tmp_path, c
         rates.setdefault(num % 3, {})[num // 3] = rate
     for rec in saved["comparisons"]:
         a, b = ([rates[i].get(r) for r in range(rec["rounds"])] for i in (rec["a"], rec["b"]))
-        each = seq.outcome(a, b, 0.05, seq.planned(ALPHA / 3, 10))
+        each = seq.outcome(a, b, 0.05, seq.planned(ALPHA / 6, 10))
         whole = seq.outcome(a, b, 0.05, seq.planned(ALPHA, 10))
         assert rec["rounds"] >= 3 and rec["outcome"] == "not settled"
         assert (rec["low"], rec["high"]) == (pytest.approx(each.low, rel=1e-9),
@@ -172,12 +183,14 @@ def test_the_readme_sweeps_alpha_is_split_over_its_three_comparisons(tmp_path, c
     jobs = [["strategy=one_device", *README_SWEEP[1:]], ["strategy=mirrored", *README_SWEEP[1:]],
             ["strategy=one_device", *README_SWEEP[1:], "global_batch_size=128"]]
     rounds = _sweep_rounds(compose, jobs, 10, controls=[2])
-    assert len(rounds.pairs) == 3
+    assert len(rounds.pairs) == 3 and rounds.alpha_each == ALPHA / 6  # 3 x speed and accuracy
     logs = seqs.log_rates(9, MC_N, 10, sd=0.15, setups=3)
     claimed = [seqs.first_settled(logs[:, c.a] - logs[:, c.b], rounds.rule)[0] for c in rounds.pairs]
     family = seqs.wrong(sum(abs(k) == 1 for k in claimed))  # FASTER or SLOWER: +-1
-    assert family <= _planned_bound(), family
-    assert family > _planned_bound() / 2  # spent, not wasted: the split is not done twice
+    # the speed halves spend about half the plan (the accuracy halves the other half:
+    # test_a_a_on_both_halves_holds_alpha_over_the_whole_sweep): spent, not wasted
+    half = (1 - seq.RESERVE) * ALPHA / 2
+    assert 0.7 * half < family <= half + 3 * seqs.se(half, MC_N), family
 
 
 @pytest.mark.parametrize("args,line", [
@@ -346,10 +359,11 @@ def test_the_sweep_stops_when_its_question_is_answered(tmp_path, capsys):
     assert base.outcome == "not settled" and base.rounds_needed is None
     assert d.next_command is None and d.next_rounds is None and "Continue:" not in out
     closing = outcomes.closing_lines(d)
-    assert closing[1].startswith("mirrored x2 vs one_device x1 batch 128 (control), equal work: ")
-    assert closing[2].startswith("as it stands: mirrored x2 vs one_device x1 batch 64, baseline: ")
-    assert closing[2].endswith(f"not settled after {d.rounds} rounds")
-    assert len(closing) == 4  # nothing next: the question is answered
+    assert closing[1] == "  margins +-5% (speed), +-0.5 pt (accuracy)"  # the heading's rest
+    assert closing[2].startswith("mirrored x2 vs one_device x1 batch 128 (control), equal work: ")
+    assert closing[3].startswith("as it stands: mirrored x2 vs one_device x1 batch 64, baseline: ")
+    assert closing[3].endswith(f"not settled after {d.rounds} rounds")
+    assert len(closing) == 5  # nothing next: the question is answered
 
 
 def test_continue_only_for_the_question_within_the_cap():
@@ -368,6 +382,7 @@ def test_continue_only_for_the_question_within_the_cap():
     rounds.alpha_each = 0.05 / 3
     rounds.rule = seq.planned(rounds.alpha_each, 10)
     rounds.rates, rounds.windows, rounds.nums = [[], [], []], [[], [], []], [[], [], []]
+    rounds.accuracies = [[], [], []]
     noise = [0.9, 1.1, 0.95, 1.05, 1.0, 0.92, 1.08, 0.97, 1.03, 1.0]
     for n in noise:  # mirrored 0.9x its control (log noise ~0.12), 1.17x the baseline (~0.24)
         rounds.record({0: 100.0 * (2 - n) / n ** 2, 1: 117.0 * n * n * (2 - n),
@@ -424,10 +439,12 @@ def test_a_starved_run_is_caught_and_the_verdict_does_not_move(tmp_path, capsys)
     assert said in out.splitlines()
     assert d.disturbed == [{"setup": 1, "name": "mirrored x2", "slot": 3, "round": 4, "job": 10,
                             "reason": "CPU/wall 0.40, under 0.6x its set-up's median 1.25"}]
-    assert [o[-1] for n, o in launched if n in (12, 13, 14)] == ["repeat=4"] * 3  # the re-run
+    assert [o[-2] for n, o in launched if n in (12, 13, 14)] == ["repeat=4"] * 3  # the re-run
     work, before = d.of(1, outcomes.EQUAL_WORK), clean.of(1, outcomes.EQUAL_WORK)
     assert work.outcome == before.outcome == "faster"
-    assert abs(math.log(work.ratio / before.ratio)) < 0.1
+    # the two sweeps' own noise (sd 0.08 a run, ~5 rounds each) apart; the starved run kept would
+    # move the mean log ratio by log(4) / 5 = 0.28
+    assert abs(math.log(work.ratio / before.ratio)) < 0.15
     assert outcomes.disturbed_line(d) in outcomes.closing_lines(d)
     assert outcomes.disturbed_line(d) == (
         "Disturbed, left out of the pairs: mirrored x2 round 4 (job 10: CPU/wall 0.40, under 0.6x "
@@ -543,7 +560,8 @@ def test_a_resumed_sweep_measures_an_interrupted_job_again(tmp_path, capsys, mon
     again = _auto_sweep(tmp_path / "again", _mirrored_faster, *args, "sweep.resume=S", sd=0.08)
     out = capsys.readouterr().out.splitlines()
     assert again[0] == (1, ["strategy=mirrored", "cpu_replicas=2", "sweep.controls=True",
-                            "repeats=auto", "sweep.max_repeats=3", "sweep.resume=S", "repeat=0"])
+                            "repeats=auto", "sweep.max_repeats=3", "sweep.resume=S", "repeat=0",
+                            "seed=0"])
     assert not any("resume=true" in o for _, o in again)
     assert ("Resuming sweep S: round 1, mirrored x2 (job 1) did not finish there: it runs again "
             "from the start as job 1 (a measurement: its checkpoint not used)") in out
@@ -566,3 +584,103 @@ def test_a_measuring_sweep_reruns_an_unfinished_job_from_the_start():
     job = ["seed=1"]
     assert planning.place(job, cfg, [run], set()) == ("rerun", 4, ["seed=1", "resume=true"])
     assert planning.place(job, cfg, [run], set(), measure=True) == ("rerun", 4, ["seed=1"])
+
+
+def test_a_a_on_both_halves_holds_alpha_over_the_whole_sweep(compose):
+    """The README sweep's three comparisons, each on speed (the run-noise model) and on accuracy
+    (seed noise seqs.SEED_SD points a run, measured on this machine), A/A: over MC_N simulated
+    sweeps under the rule the sweep builds (alpha / 6 each), any of the six halves claims a
+    difference in at most (1 - RESERVE) x alpha of them; without the split over both halves
+    (alpha / 3 each) the family spends more than alpha."""
+    jobs = [["strategy=one_device", *README_SWEEP[1:]], ["strategy=mirrored", *README_SWEEP[1:]],
+            ["strategy=one_device", *README_SWEEP[1:], "global_batch_size=128"]]
+    rounds = _sweep_rounds(compose, jobs, 10, controls=[2])
+    assert rounds.alpha_each == ALPHA / 6
+    logs = seqs.log_rates(12, MC_N, 10, sd=0.15, setups=3)
+    acc = seqs.accuracies(13, MC_N, 10, setups=3)
+
+    def family(rule):
+        claimed = [seqs.first_settled(logs[:, c.a] - logs[:, c.b], rule)[0] for c in rounds.pairs]
+        claimed += [seqs.first_settled(acc[:, c.a] - acc[:, c.b], rule, rounds.accuracy_margin,
+                                       additive=True)[0] for c in rounds.pairs]
+        return seqs.wrong(sum(abs(k) == 1 for k in claimed))
+
+    assert family(rounds.rule) <= _planned_bound(), family(rounds.rule)
+    assert family(seq.planned(ALPHA / 3, 10)) > _planned_bound()
+
+
+def _batch_speed(overrides):
+    """batch 256 per replica 1.8x as many examples/s as batch 32."""
+    return 1.8 if "batch_size_per_replica=256" in overrides else 1.0
+
+
+def _batch_accuracy(overrides):
+    """batch 256 at equal epochs: 3 points less accurate (fewer, larger steps)."""
+    return 92.0 if "batch_size_per_replica=256" in overrides else 95.0
+
+
+def test_a_faster_but_less_accurate_set_up_is_said_so_everywhere(tmp_path, capsys):
+    """batch 32 vs 256 (different mathematics): the sweep stays open until the accuracy half is
+    settled too, then ends "faster ...; less accurate by ...: faster, but less accurate", the
+    same in the closing lines (within 120 columns), the parent's description and the UI's cell,
+    all rendered from the records; the accuracy interval is sequential.difference's on the
+    runs' accuracies at the rule's alpha / 2."""
+    from distexp.figures import outcomes
+
+    _auto_sweep(tmp_path, _batch_speed, "batch_size_per_replica=32,256", "repeats=auto",
+                "sweep.max_repeats=10", accuracy=_batch_accuracy)
+    out = capsys.readouterr().out.splitlines()
+    d = outcomes.from_json((tmp_path / "auto.json").read_text())
+    (rec,) = d.comparisons
+    assert not rec.same_maths and rec.outcome == "faster" and rec.accuracy_outcome == "less accurate"
+    acc = {}
+    for f in (tmp_path / "sweep_jobs").glob("*.json"):
+        num = int(f.stem)
+        got = json.loads((tmp_path / str(num) / "result.json").read_text())["eval/accuracy"]
+        acc.setdefault(num % 2, {})[num // 2] = 100 * got
+    a, b = ([acc[i][r] for r in range(d.rounds)] for i in (1, 0))
+    want = seq.difference(a, b, 0.5, seq.planned(ALPHA / 2, 10))
+    assert (rec.accuracy, rec.accuracy_low, rec.accuracy_high) == (
+        pytest.approx(want.diff), pytest.approx(want.low), pytest.approx(want.high))
+    assert rec.accuracy_rounds == d.rounds  # the sweep ran until the accuracy half settled
+    said = (f"mirrored x1 batch 256 vs mirrored x1 batch 32, baseline: {outcomes.interval(rec)} "
+            f"faster; accuracy {rec.accuracy:+.1f} pt [{rec.accuracy_low:.1f}, "
+            f"{rec.accuracy_high:.1f}], less accurate by {-rec.accuracy:.1f} pt: faster, but less "
+            "accurate")
+    closing = outcomes.closing_lines(d)
+    # over 120 columns: cut before its accuracy half, the second line indented
+    head, tail = said.split("; accuracy ")
+    assert closing[2:4] == [head + ";", "  accuracy " + tail]
+    assert all(len(x) <= 120 for x in closing)
+    section = outcomes.section_lines(d)  # the report's: bullets, a wrapped line goes on under it
+    assert section[3:5] == ["- " + head + ";", "    accuracy " + tail]
+    assert all(len(x) <= 120 for x in section)
+    # the round lines: the accuracy half open until the last round
+    rounds = [x for x in out if x.startswith("round ")]
+    assert rounds[-2].endswith(", accuracy " + rounds[-2].rsplit(", accuracy ", 1)[1])
+    assert rounds[-2].endswith(" open") and rounds[-1].endswith(" less accurate")
+    assert closing[0].endswith(", alpha 0.05 over 1 comparison x 2 halves,")
+    assert closing[1] == "  margins +-5% (speed), +-0.5 pt (accuracy)"
+    assert outcomes.description_line(d).startswith(
+        f"Outcome: mirrored x1 batch 256 vs mirrored x1 batch 32: {outcomes.interval(rec)} faster; "
+        f"accuracy {rec.accuracy:+.1f} pt")
+    assert outcomes.setup_answer(d, 1).endswith("less accurate by "
+                                                f"{-rec.accuracy:.1f} pt: faster, but less accurate")
+
+
+def test_same_mathematics_reports_accuracy_as_it_stands_and_does_not_lengthen_the_sweep(
+        tmp_path, capsys):
+    """The README sweep with accuracies (every set-up the same mean): the equal-work comparison
+    (mirrored x2 vs its control: same global batch, same training) is same mathematics, and the
+    sweep stops at the round it stops without accuracies; its accuracy reported as it stands."""
+    plain = _auto_sweep(tmp_path / "plain", _mirrored_faster, *README_SWEEP)
+    both = _auto_sweep(tmp_path / "both", _mirrored_faster, *README_SWEEP,
+                       accuracy=lambda o: 95.0)
+    assert max(n for n, _ in both) // 3 == max(n for n, _ in plain) // 3  # the same rounds
+    from distexp.figures import outcomes
+
+    d = outcomes.from_json((tmp_path / "both" / "auto.json").read_text())
+    work, base = d.of(1, outcomes.EQUAL_WORK), d.of(1, outcomes.BASELINE)
+    assert work.same_maths and not base.same_maths and work.accuracy_rounds == d.rounds
+    if work.accuracy_outcome == "not settled":
+        assert outcomes.accuracy_text(work, 0.5).endswith(", as it stands (same training)")
