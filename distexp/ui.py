@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from distexp import errors
+from distexp import errors, stops
 from distexp.console_lines import WIDTH
 from distexp.tracking import lookup
 from distexp.tracking.store import redact
@@ -156,7 +156,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if a.print_url:
         print(link, flush=True)
         return 0
-    errors.interrupt_on_sigterm()  # kill/SIGTERM stops the server as Ctrl-C does
+    stops.sigterm_as_ctrl_c()  # kill/SIGTERM stops the server as Ctrl-C does
     log = server_log()
     print(f"Starting the MLflow server on {a.host} port {a.port} for {what} (~10-40 s; the URL "
           "follows) ...", flush=True)

@@ -111,7 +111,10 @@ def open_sweep(config: DictConfig) -> None:
         interrupted.announce(config)  # the same sweep was interrupted: its id, in one line
         run = parent.open_parent(config, sweep_id, sweep_dir, info)
     (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=1))
-    ending.SWEEPS.opened(ending.OpenSweep(sweep_dir, sweep_id, run, resumed_status))
+    from distexp.sweeps import launchers
+
+    teardown = launchers.exits_through_teardown(str(OmegaConf.select(config, "hydra.launcher._target_") or ""))
+    ending.SWEEPS.opened(ending.OpenSweep(sweep_dir, sweep_id, run, resumed_status, teardown=teardown))
     # SIGTERM (scancel of a sweep running in a batch job, kill) and SIGHUP end the sweep as
     # Ctrl-C does, parent run KILLED, instead of killing the process with the parent RUNNING
     stops.install()

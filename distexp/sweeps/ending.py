@@ -36,6 +36,7 @@ class OpenSweep:
     resumed_status: Optional[str] = None    # the reopened parent's status before this resume
     exit_code: Optional[int] = None
     preloaded: bool = False                 # what its end needs was imported early (using_the_wait)
+    teardown: bool = False                  # its launcher exits through the teardown (launchers)
 
 
 class Sweeps:
@@ -45,10 +46,12 @@ class Sweeps:
         self.open: Optional[OpenSweep] = None
         self.ended = 0
         self.last_code = 0
+        self.torn_down = 0      # sweeps opened whose launcher ends the command through the teardown
         self._at_exit = False
 
     def opened(self, sweep: OpenSweep) -> None:
         self.open = sweep
+        self.torn_down += sweep.teardown
         if not self._at_exit:  # the process ends with the parent still open: never leave it RUNNING
             self._at_exit = True
             atexit.register(self._exiting)
