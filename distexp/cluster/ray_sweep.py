@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from distexp import env
-from distexp.cluster import ray_run
+from distexp.cluster import ray_compat, ray_run
 
 SENT_PREFIXES = (env.PREFIX, "MLFLOW_", "TF_", "HYDRA_")
 CANCEL_WAIT_S = 60.0
@@ -58,9 +58,9 @@ def _init_args(init: DictConfig) -> Dict[str, Any]:
     args = {k: v for k, v in args.items() if v is not None or k == "address"}
     address = args.get("address") or os.environ.get("RAY_ADDRESS", "")
     if ray_run.as_loopback(address):  # `ray start`'s cluster: its node's own address (ray_run)
-        ray_run._loopback_here()
+        ray_compat.loopback_driver()
         if not address.startswith("ray://"):
-            args.setdefault("_node_ip_address", "127.0.0.1")
+            args = {**ray_compat.LOOPBACK_NODE, **args}
     if not address:
         args.setdefault("include_dashboard", False)
     args.setdefault("logging_level", "WARNING")
@@ -71,8 +71,6 @@ def _run(cwd: str, env: Dict[str, str], *args):
     """The job, in the sweep's directory and environment (restored after: Ray reuses workers);
     (its output, its result): what it printed goes back whole with its result, so the sweep's
     console shows each job's lines in order and without Ray's (coloured) prefix."""
-    from hydra_plugins.hydra_ray_launcher._launcher_util import _run_job
-
     before_env, before_cwd = dict(os.environ), os.getcwd()
     os.environ.update(env)
     if os.path.isdir(cwd):
@@ -83,7 +81,7 @@ def _run(cwd: str, env: Dict[str, str], *args):
         os.dup2(out.fileno(), 1)
         os.dup2(out.fileno(), 2)
         try:
-            result = _run_job(*args)
+            result = ray_compat.run_hydra_job(*args)
         finally:
             sys.stdout.flush(), sys.stderr.flush()
             for fd, old in zip((1, 2), saved):

@@ -10,6 +10,8 @@
   except through its named seam;
 - the job and the sweep never end the process (`NO_EXIT`): they return outcomes or raise, and
   distexp.__main__ decides the exit;
+- Ray's private names (`ray._private`, `ray._raylet`, hydra-ray-launcher's `_launcher_util`) only in
+  distexp/cluster/ray_compat.py;
 - no function of distexp longer than 60 lines;
 - docs/architecture.md's package table names every module.
 """
@@ -274,6 +276,32 @@ def test_an_exit_in_the_job_is_found(tmp_path):
     (tmp_path / "distexp/errors.py").write_text("import sys\nif __name__ == '__main__':\n    sys.exit(0)\n")
     (tmp_path / "distexp/job/x.py").write_text("import sys\n\n\ndef f():\n    sys.exit(130)\n")
     assert exits(tmp_path) == ["distexp/job/x.py:5"]
+
+
+# Ray's internals are reached from one module, whose test names the name that moved in a new Ray.
+RAY_PRIVATE = re.compile(r"\bray\._private\b|\bray\._raylet\b|hydra_ray_launcher\._launcher_util")
+RAY_COMPAT = "distexp/cluster/ray_compat.py"
+
+
+def ray_private_uses(root: Path = ROOT) -> List[str]:
+    """Lines of distexp/ and hydra_plugins/ naming a private Ray module, outside `RAY_COMPAT`."""
+    files = sorted((root / "distexp").rglob("*.py")) + sorted((root / "hydra_plugins").rglob("*.py"))
+    return [f"{p.relative_to(root)}:{i}" for p in files if p.relative_to(root).as_posix() != RAY_COMPAT
+            for i, line in enumerate(p.read_text().splitlines(), 1) if RAY_PRIVATE.search(line)]
+
+
+def test_ray_private_names_only_in_ray_compat():
+    assert ray_private_uses() == []
+
+
+def test_a_private_ray_use_elsewhere_is_found(tmp_path):
+    (tmp_path / "distexp/cluster").mkdir(parents=True)
+    (tmp_path / "hydra_plugins").mkdir()
+    (tmp_path / RAY_COMPAT).write_text("from ray._private import ray_constants\n")
+    (tmp_path / "distexp/cluster/x.py").write_text("import ray\nfrom ray._raylet import GcsClient\n")
+    (tmp_path / "hydra_plugins/y.py").write_text(
+        "\nfrom hydra_plugins.hydra_ray_launcher._launcher_util import _run_job\n")
+    assert ray_private_uses(tmp_path) == ["distexp/cluster/x.py:2", "hydra_plugins/y.py:2"]
 
 
 def test_tensorflow_at_module_level_only_on_the_train_side():
