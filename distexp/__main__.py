@@ -11,10 +11,10 @@ import os
 import sys
 
 if __name__ == "__main__":  # first: TensorFlow's import (seconds) runs while Hydra composes
-    from distexp import errors, extras
+    from distexp import console_lines, errors, extras
 
     if (_refused := extras.refused(sys.argv[1:])) is not None:  # no trainer for a refused command
-        print(f"distexp: error: {_refused}", file=sys.stderr)
+        print(console_lines.error(_refused), file=sys.stderr)
         sys.exit(errors.BAD_INPUT)
     from distexp.job import startup
 
@@ -32,7 +32,7 @@ if __name__ == "__main__":  # first: TensorFlow's import (seconds) runs while Hy
 import hydra
 from omegaconf import DictConfig
 
-from distexp import errors
+from distexp import console_lines, errors
 from distexp.config import mode, schema
 from distexp.sweeps import ending
 
@@ -80,7 +80,7 @@ def main(cfg: DictConfig) -> float | None:
             _RAN.single_jobs += 1
         return out.value
     except errors.UserError as ex:  # one line, not Hydra's "Error executing job" report
-        print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        print(console_lines.error(str(ex)), file=sys.stderr, flush=True)
         if mode.in_multirun():  # the other jobs of the sweep still run
             raise JobError(str(ex), errors.BAD_INPUT) from None
         _remove_refused_run_dir()
@@ -114,7 +114,7 @@ def cli() -> None:
     from distexp.tracking.redaction import RedactingStream
 
     if (refused := extras.refused(sys.argv[1:])) is not None:
-        print(f"distexp: error: {refused}", file=sys.stderr)
+        print(console_lines.error(refused), file=sys.stderr)
         sys.exit(errors.BAD_INPUT)
 
     # no console line shows a URI's credentials, whoever prints it (distexp.tracking.store)
@@ -183,7 +183,7 @@ def _main(user_wants_trace: bool, ran: Ran) -> None:
         msg = one_line(ex)
         if msg is None or user_wants_trace:
             raise
-        print(f"distexp: error: {msg}", file=sys.stderr)
+        print(console_lines.error(msg), file=sys.stderr)
         sys.exit(errors.BAD_INPUT)
     code = sweeps.finish()  # Hydra's on_multirun_end has normally ended it already
     from distexp.job import warm_client

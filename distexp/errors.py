@@ -1,5 +1,5 @@
 """Every user-facing error type, the exit codes, and user errors as one line (a leaf: it imports
-only distexp.env, another).
+only distexp.env and distexp.console_lines, leaves too).
 
 - ``one_line``: Hydra / OmegaConf / distexp errors in the job process, as that line
 - ``report_user_error`` / ``read_user_error``: a training process that stops on a user error
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from distexp import env
+from distexp.console_lines import DETAIL
 
 
 class UserError(Exception):
@@ -174,7 +175,7 @@ def log_traceback(ex: BaseException) -> None:
 
     for chunk in traceback.format_exception(ex):
         for line in chunk.rstrip("\n").splitlines():
-            print(f"distexp: detail: {line}", file=sys.stderr)
+            print(f"{DETAIL}{line}", file=sys.stderr)
     sys.stderr.flush()
 
 
@@ -195,7 +196,7 @@ def traceback_note(log: Path) -> str:
     its user error was translated from (log_traceback), else ""."""
     try:
         with open(log, "rb") as f:
-            found = b"distexp: detail: Traceback (most recent call last)" in f.read()
+            found = (DETAIL + "Traceback (most recent call last)").encode() in f.read()
     except OSError:
         return ""
     return f" (traceback: {log})" if found else ""

@@ -30,6 +30,7 @@ from distexp import env
 from distexp.cluster import ray_compat
 from distexp.cluster import ray_plan as plan_of
 from distexp.cluster.processes import Plan
+from distexp.console_lines import ERROR
 from distexp.env import TASK
 from distexp.errors import BAD_INPUT, FAILED, UserError
 
@@ -205,7 +206,7 @@ class TaskActor:
 
         config = cmd[list(cmd).index("--config") + 1] if "--config" in cmd else None
         if config and not os.path.exists(config):
-            return (f"distexp: error: cluster=ray: task {self.name} on node {self.where()[0]} "
+            return (f"{ERROR}cluster=ray: task {self.name} on node {self.where()[0]} "
                     f"cannot see the job directory ({config} is not there): put it on a path every "
                     "node sees (hydra.run.dir / hydra.sweep.dir on a shared volume)")
         full = dict(os.environ)
@@ -283,7 +284,7 @@ class RemoteProc:
         except _gone() as ex:  # RayActorError and kin: the actor or its node is gone
             self.lost = True
             cause = "it stopped answering" if "Unavailable" in type(ex).__name__ else "it died"
-            line = (f"distexp: error: cluster=ray: task {self.name} on Ray node {self.node} was "
+            line = (f"{ERROR}cluster=ray: task {self.name} on Ray node {self.node} was "
                     f"lost (its actor: {cause}): its node died or its actor was killed\n")
             try:
                 self._w.write(line.encode())

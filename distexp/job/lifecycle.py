@@ -372,7 +372,7 @@ def conclude(job: Job, out: Outcome) -> Outcome:
         fault = tracking.store_fault(lost["reason"])
         failed, back = ("failed", "once the store is fixed") if fault else \
             ("stopped answering", "when the server is back")
-        print(f"distexp: error: tracking: MLflow at {tracking.redact(cfg.tracking.uri)} {failed} "
+        print(f"{console_lines.ERROR}tracking: MLflow at {tracking.redact(cfg.tracking.uri)} {failed} "
               f"during the job ({lost['reason']}); {what}; {lost['metrics']} metric values, "
               f"{lost['artifacts']} artifacts and the run's final status are kept in {lost['path']}; "
               f"{back}: {tracking.import_command(job.job_dir, cfg.tracking.uri)}",
@@ -399,6 +399,6 @@ def conclude(job: Job, out: Outcome) -> Outcome:
             print(f"distexp: {resume.stopped_line(line, out.status, stops.name(), cfg)}",
                   file=sys.stderr, flush=True)
         return out
-    print(f"distexp: error: {line}", file=sys.stderr, flush=True)
+    print(f"{console_lines.ERROR}{line}", file=sys.stderr, flush=True)
     out.said = line
     return out

@@ -41,6 +41,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from distexp import errors, stops
+from distexp.console_lines import ERROR
 from distexp.sweeps import ending, interrupted, parent
 from distexp.sweeps.records import SWEEP_FILE, swept_keys, write_record
 
@@ -151,7 +152,7 @@ def _refuse_before_any_job(config: DictConfig) -> None:
         if not _distexp_sweeper(config):  # distexp's: after every job's checks (open_sweep)
             probe_store(config)
     except UserError as ex:  # before any job: the sweep stops once, not once per job
-        print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        print(f"{ERROR}{ex}", file=sys.stderr, flush=True)
         raise SystemExit(errors.BAD_INPUT) from None
 
 

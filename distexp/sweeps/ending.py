@@ -22,6 +22,7 @@ from typing import List, Optional
 from omegaconf import OmegaConf
 
 from distexp import errors, stops
+from distexp.console_lines import ERROR
 from distexp.figures.outcomes import closing_lines
 from distexp.sweeps.records import AUTO_FILE, JOBS_DIR, SWEEP_FILE, outcome, records
 from distexp.tracking import tags as tag
@@ -153,7 +154,7 @@ def _print_outcome(sweep: OpenSweep, jobs: List[dict], failed: List[dict], statu
     """Print the sweep's outcome: the failed jobs' count and first error, or done; the best trial."""
     if failed:
         first = failed[0]
-        print(f"distexp: error: sweep {sweep.sweep_id}: {len(failed)} of {len(jobs)} jobs failed "
+        print(f"{ERROR}sweep {sweep.sweep_id}: {len(failed)} of {len(jobs)} jobs failed "
               f"(the others ran to the end); first: job {first['num']} "
               f"[{' '.join(first['overrides'])}]: {first['error']}", file=sys.stderr, flush=True)
     elif status == "FINISHED":

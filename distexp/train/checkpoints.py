@@ -50,6 +50,7 @@ from omegaconf import OmegaConf
 
 from distexp import stops
 from distexp.config import trained_with
+from distexp.console_lines import DETAIL
 from distexp.errors import UserError
 from distexp.options import models
 from distexp.tracking import tags as tag
@@ -161,7 +162,7 @@ class Checkpoints:
                 return path, (f"{bad[0][0]} cannot be read back ({bad[0][1]})" +
                               (f" (nor can {more} other checkpoint{'s' * (more > 1)} newer than "
                                "the one restored)" if more else "") if bad else "")
-            print(f"distexp: detail: resume: {problem[0]}: {problem[1]}", flush=True)  # log only
+            print(f"{DETAIL}resume: {problem[0]}: {problem[1]}", flush=True)  # log only
             bad.append(problem)
         raise UserError(f"checkpoint.dir: received {str(self.real)!r}; no checkpoint in it reads "
                         f"back whole: {bad[0][0]} ({bad[0][1]})"
@@ -241,7 +242,7 @@ class Checkpoints:
         """Remove what the failed save wrote and stop with one line: checkpoint.dir, the bytes free
         and needed, the checkpoint kept (the manager has not recorded or swept anything)."""
         where = Path(self.manager.directory)
-        print(f"distexp: detail: checkpoint save: {checkpoint_files.reason(ex)}", flush=True)  # log only
+        print(f"{DETAIL}checkpoint save: {checkpoint_files.reason(ex)}", flush=True)  # log only
         checkpoint_files.remove_partial(where, step)
         whole = [c for c in checkpoint_files.candidates(where) if Path(c + ".index").is_file()]
         kept = whole[0] if whole else None  # the state file's newest (not the manager's memory)
