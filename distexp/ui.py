@@ -23,7 +23,7 @@ from distexp import errors, stops
 from distexp.console_lines import WIDTH
 from distexp.tracking import lookup
 from distexp.tracking.store import redact
-from distexp.tracking.view import default_uri, sweep_view, url
+from distexp.tracking.view import sweep_view, url
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -135,7 +135,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "holds the latest sweep)")
     p.add_argument("--print-url", action="store_true", help="print the URL and exit (serve nothing)")
     a = p.parse_args(argv)
-    uri = a.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_uri()
+    uri = a.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or lookup.default_uri()
     remote = uri.startswith(("http://", "https://"))
     if not remote and not a.print_url and not _port_free(a.host, a.port):
         print(f"distexp.ui: error: --port: received {a.port}; it is in use on {a.host} (another "

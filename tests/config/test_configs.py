@@ -54,6 +54,9 @@ def test_defaults_are_the_contract(compose):
     assert cfg.global_batch_size is None and cfg.learning_rate is None and cfg.seed == 0
     assert cfg.tracking.enabled is True and cfg.tracking.experiment == "distexp"
     assert cfg.tracking.uri == f"sqlite:///{Path.cwd()}/outputs/mlflow.db"
+    from distexp.tracking import lookup  # the report's and the UI's default: the same store
+
+    assert lookup.default_uri() == cfg.tracking.uri
 
 
 @pytest.mark.parametrize("overrides,needle", [
