@@ -172,7 +172,7 @@ def prepare(cfg: DictConfig, found: resolved.JobFacts) -> Job:
 def _rounds(cfg: DictConfig) -> int:
     """The sweep's rounds for the console: repeats, or with repeats=auto its budget (the rounds may
     end sooner)."""
-    return int(cfg.sweep.max_repeats) if str(cfg.repeats) == "auto" else int(cfg.repeats)
+    return int(cfg.sweep.max_repeats) if schema.is_auto(cfg.repeats) else int(cfg.repeats)
 
 
 def _position(cfg: DictConfig, hc, facts: dict) -> "console.SweepPosition":

@@ -41,6 +41,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from distexp import errors, stops
+from distexp.config import schema
 from distexp.console_lines import ERROR
 from distexp.sweeps import ending, interrupted, parent
 from distexp.sweeps.records import SWEEP_FILE, swept_keys, write_record
@@ -175,7 +176,7 @@ def _check_sweeper(config: DictConfig) -> None:
 
     name = target.rsplit(".", 1)[-1] or "?"
     repeats = OmegaConf.select(config, "repeats") or 1
-    if str(repeats).strip().lower() == "auto":
+    if schema.is_auto(repeats):
         raise UserError(f"repeats: received auto with the {name}; rounds until every comparison "
                         "is settled are distexp's sweeper's (hydra/sweeper=distexp, the default; "
                         "not with hparams_search): drop repeats=auto")
