@@ -51,7 +51,7 @@ from omegaconf import OmegaConf
 from distexp import stops
 from distexp.config import trained_with
 from distexp.console_lines import DETAIL
-from distexp.errors import UserError
+from distexp.errors import UserError, first_line
 from distexp.options import models
 from distexp.tracking import tags as tag
 from distexp.train import checkpoint_files
@@ -176,7 +176,7 @@ class Checkpoints:
         try:
             self.ckpt.restore(path).expect_partial()
         except (ValueError, tf.errors.OpError) as ex:  # written by another model, no identity file
-            why = str(ex).strip().splitlines()[0] if str(ex).strip() else type(ex).__name__
+            why = first_line(ex, None)
             why = why.split(" Target variable:")[0][:300]
             raise UserError(f"checkpoint.dir: received {str(self.real)!r}, whose checkpoint does "
                             f"not fit this job's model={self.identity['model']} ({why}); valid: "
