@@ -263,9 +263,3 @@ def flatten(cfg: DictConfig) -> dict:
             tree[group] = {k: v for k, v in tree[group].items() if _applies(tree, group, k)}
     walk("", tree)
     return out
-
-
-# --- Limits: values the schema's types accept but NumPy/TensorFlow, the data, the file system or
-# this machine cannot hold. Checked in the job process, before any training process starts.
-
-
