@@ -22,10 +22,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from distexp import env
 from distexp.cluster import ray_compat, ray_run
 
-SENT_PREFIXES = (env.PREFIX, "MLFLOW_", "TF_", "HYDRA_")
+SENT_PREFIXES = ray_run.SENT_PREFIXES + ("HYDRA_",)  # a job's task: the trainers' and Hydra's
 CANCEL_WAIT_S = 60.0
 _SAID: set = set()
 
@@ -137,7 +136,8 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     if not ray.is_initialized():
         ray_run.quiet()
         ray.init(**_init_args(launcher.ray_cfg.init))
-        # a Ray started here stops at the sweep's exit (Ray's atexit; distexp.__main__ lets it run)
+        # a Ray started here stops at the sweep's exit (Ray's atexit: the launcher declares
+        # exits_through_teardown, distexp.sweeps.launchers)
     base = OmegaConf.to_container(launcher.ray_cfg.remote, resolve=True) or {}
     env = {k: v for k, v in os.environ.items() if k.startswith(SENT_PREFIXES)}
     jobs = []
