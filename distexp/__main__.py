@@ -11,10 +11,10 @@ import os
 import sys
 
 if __name__ == "__main__":  # first: TensorFlow's import (seconds) runs while Hydra composes
-    from distexp import errors, extras
+    from distexp import console_lines, errors, extras
 
     if (_refused := extras.refused(sys.argv[1:])) is not None:  # no trainer for a refused command
-        print(f"distexp: error: {_refused}", file=sys.stderr)
+        print(console_lines.error(_refused), file=sys.stderr)
         sys.exit(errors.BAD_INPUT)
     from distexp.job import startup
 
@@ -32,7 +32,7 @@ if __name__ == "__main__":  # first: TensorFlow's import (seconds) runs while Hy
 import hydra
 from omegaconf import DictConfig
 
-from distexp import errors
+from distexp import console_lines, errors
 from distexp.config import mode, schema
 from distexp.sweeps import ending
 
@@ -47,6 +47,7 @@ class Ran:
     def __init__(self, sweeps: ending.Sweeps):
         self.sweeps, self.single_jobs, self.executed = sweeps, 0, 0
         self._sweeps_before = sweeps.ended  # an in-process caller may have run one before
+        self._torn_down_before = sweeps.torn_down
 
     def executing(self) -> None:
         self.executed += 1
@@ -54,6 +55,11 @@ class Ran:
     def anything(self) -> bool:
         """A job or a sweep ran to its end (runs closed, lines printed)."""
         return self.single_jobs > 0 or self.sweeps.ended > self._sweeps_before
+
+    def through_teardown(self) -> bool:
+        """A sweep's launcher declared that the command ends through the interpreter's teardown
+        (distexp.sweeps.launchers: joblib's workers, a Ray the sweep started)."""
+        return self.sweeps.torn_down > self._torn_down_before
 
 
 _RAN = Ran(ending.SWEEPS)  # this command's (cli() makes a new one per call)
@@ -65,13 +71,16 @@ def main(cfg: DictConfig) -> float | None:
 
     try:
         out = run_job(cfg, executing=_RAN.executing)
-        if (code := exit_code(out)) != errors.OK:  # its line is printed (lifecycle.conclude)
+        code = exit_code(out)  # its line is printed (lifecycle.conclude)
+        if mode.in_multirun() and out.said is not None:  # a failed job (1 or 2) said why
+            raise JobError(out.said, code)  # Hydra records the job as failed; the sweep goes on
+        if code != errors.OK:
             sys.exit(code)
         if not mode.in_multirun():
             _RAN.single_jobs += 1
         return out.value
     except errors.UserError as ex:  # one line, not Hydra's "Error executing job" report
-        print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        print(console_lines.error(str(ex)), file=sys.stderr, flush=True)
         if mode.in_multirun():  # the other jobs of the sweep still run
             raise JobError(str(ex), errors.BAD_INPUT) from None
         _remove_refused_run_dir()
@@ -105,7 +114,7 @@ def cli() -> None:
     from distexp.tracking.redaction import RedactingStream
 
     if (refused := extras.refused(sys.argv[1:])) is not None:
-        print(f"distexp: error: {refused}", file=sys.stderr)
+        print(console_lines.error(refused), file=sys.stderr)
         sys.exit(errors.BAD_INPUT)
 
     # no console line shows a URI's credentials, whoever prints it (distexp.tracking.store)
@@ -174,19 +183,16 @@ def _main(user_wants_trace: bool, ran: Ran) -> None:
         msg = one_line(ex)
         if msg is None or user_wants_trace:
             raise
-        print(f"distexp: error: {msg}", file=sys.stderr)
+        print(console_lines.error(msg), file=sys.stderr)
         sys.exit(errors.BAD_INPUT)
     code = sweeps.finish()  # Hydra's on_multirun_end has normally ended it already
     from distexp.job import warm_client
 
     # the command's end: the warm trainer gets SIGKILL; its teardown is not waited for (0.3 s)
     warm_client.stop(wait=False)
-    loky = sys.modules.get("joblib.externals.loky.reusable_executor")
-    ray = sys.modules.get("ray")  # hydra/launcher=ray: a Ray the sweep started stops at exit
-    if not ran.anything() or getattr(loky, "_executor", None) is not None or \
-            (ray is not None and ray.is_initialized()):
-        # --cfg, --help, --info: nothing ran; a joblib launcher's workers and shared memory are
-        # wound down at exit
+    if not ran.anything() or ran.through_teardown():
+        # --cfg, --help, --info: nothing ran; the launcher's workers (joblib) or Ray are wound
+        # down at exit
         sys.exit(code)
     # A job or basic sweep that is over (runs closed, lines printed): exit without the
     # interpreter's teardown of MLflow's, Hydra's and matplotlib's state (~2 s after a sweep's

@@ -1,4 +1,9 @@
-"""Console lines within WIDTH (120) columns, for every command's output (a leaf: stdlib only).
+"""Console lines within WIDTH (120) columns, for every command's output, and their kinds (a leaf:
+stdlib only).
+
+A line's kind is its prefix, spelt here only (tests/project/test_vocabularies.py): `error` (one
+line, what went wrong: the job process reads a trainer's back, `kind_of`), `warning`, and `detail`
+(for the process's log only: the console does not show it, distexp.job.launch).
 
 A path or a command to copy goes on a line of its own; a command longer than a line is cut between
 words with a trailing backslash (`command_lines`), so that the shell reads it whole again.
@@ -7,8 +12,38 @@ from __future__ import annotations
 
 import shlex
 import textwrap
+from typing import Optional
 
 WIDTH = 120  # every console line of distexp's within this many columns (paths on lines of their own)
+
+ERROR = "distexp: error: "
+WARNING = "distexp: warning: "
+DETAIL = "distexp: detail: "
+KINDS = {"error": ERROR, "warning": WARNING, "detail": DETAIL}
+
+
+def error(text: str) -> str:
+    return ERROR + text
+
+
+def warning(text: str) -> str:
+    return WARNING + text
+
+
+def detail(text: str) -> str:
+    return DETAIL + text
+
+
+def kind_of(line: str) -> Optional[str]:
+    """"error", "warning" or "detail" for a line of that kind (its prefix; the space after the
+    colon may be cut, as at a line's end), else None."""
+    return next((k for k, p in KINDS.items() if line.startswith(p.rstrip())), None)
+
+
+def text_of(line: str) -> str:
+    """A line of a kind without its prefix (a line of none: as it is)."""
+    kind = kind_of(line)
+    return line[len(KINDS[kind].rstrip()):].strip() if kind else line
 
 
 def command_lines(command: str, indent: str = "  ", width: int = WIDTH) -> str:

@@ -1,5 +1,5 @@
 """Every user-facing error type, the exit codes, and user errors as one line (a leaf: it imports
-only distexp.env, another).
+only distexp.env and distexp.console_lines, leaves too).
 
 - ``one_line``: Hydra / OmegaConf / distexp errors in the job process, as that line
 - ``report_user_error`` / ``read_user_error``: a training process that stops on a user error
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from distexp import env
+from distexp.console_lines import DETAIL
 
 
 class UserError(Exception):
@@ -35,23 +36,17 @@ INTERRUPTED = 130       # Ctrl-C or SIGTERM
 PORT_IN_USE_EXIT = 75
 
 
-def interrupt_on_sigterm(before=None):
-    """SIGTERM (kill, scancel, a batch system's stop) behaves as Ctrl-C: KeyboardInterrupt in the
-    main thread, after `before()` if given. The one SIGTERM rule of the job, sweep and Slurm
-    launcher processes. Returns the previous handler for `restore_sigterm` (None when not on the
-    main thread, where Python cannot install handlers)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def on_term(signum, frame):
-        if before is not None:
-            before()
-        raise KeyboardInterrupt
-
-    return signal.signal(signal.SIGTERM, on_term)
+def exit_code_of(status: str, *, user_error: bool = False, tracking_lost: bool = False) -> int:
+    """The one mapping from how a run ended (its MLflow status: FINISHED, FAILED or KILLED) to
+    the command's exit code, for a job (distexp.job.lifecycle.exit_code) and a sweep's parent run
+    (distexp.sweeps.records.outcome)."""
+    if status == "KILLED":
+        return INTERRUPTED
+    if user_error:
+        return BAD_INPUT
+    if status == "FAILED":
+        return FAILED
+    return TRACKING_LOST if tracking_lost else OK
 
 
 def exit_now(code: int) -> None:
@@ -70,13 +65,6 @@ def exit_now(code: int) -> None:
         except (OSError, ValueError):
             pass
     os._exit(code)
-
-
-def restore_sigterm(old) -> None:
-    if old is not None:
-        import signal
-
-        signal.signal(signal.SIGTERM, old)
 
 
 def one_line(ex: BaseException) -> str | None:
@@ -187,7 +175,7 @@ def log_traceback(ex: BaseException) -> None:
 
     for chunk in traceback.format_exception(ex):
         for line in chunk.rstrip("\n").splitlines():
-            print(f"distexp: detail: {line}", file=sys.stderr)
+            print(f"{DETAIL}{line}", file=sys.stderr)
     sys.stderr.flush()
 
 
@@ -208,7 +196,7 @@ def traceback_note(log: Path) -> str:
     its user error was translated from (log_traceback), else ""."""
     try:
         with open(log, "rb") as f:
-            found = b"distexp: detail: Traceback (most recent call last)" in f.read()
+            found = (DETAIL + "Traceback (most recent call last)").encode() in f.read()
     except OSError:
         return ""
     return f" (traceback: {log})" if found else ""

@@ -21,10 +21,12 @@ import logging
 import os
 import sys
 
+from distexp.console_lines import DETAIL
+
 FOREIGN = ("mlflow", "sqlalchemy", "alembic", "absl", "tensorflow", "keras", "tf_keras", "h5py",
            "urllib3", "requests", "matplotlib", "PIL", "git", "opentelemetry", "numexpr",
            "tensorflow_datasets", "py.warnings")
-LOG_ONLY_PREFIX = "distexp: detail: "  # distexp.job.launch.LOG_ONLY
+LOG_ONLY_PREFIX = DETAIL  # distexp.job.launch.LOG_ONLY
 LOG_ONLY_LOGGER = "distexp.job.log_only"   # a job's own lines that go to its log file only
 
 

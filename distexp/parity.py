@@ -111,9 +111,9 @@ def run_jobs(names: List[str], overrides: List[str], out: Path) -> Tuple[Dict[st
     if proc.returncode == 0:
         return jobs, {}
     done = {_strategy_of(r): r for r in records(out)}
-    line = next((ln for ln in proc.stderr.splitlines() if ln.startswith("distexp: error:")),
+    line = next((ln for ln in proc.stderr.splitlines() if console_lines.kind_of(ln) == "error"),
                 proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "")
-    sweep_line = f"{line.replace('distexp: error: ', '')} (exit {proc.returncode}, logs: {out})"
+    sweep_line = f"{console_lines.text_of(line)} (exit {proc.returncode}, logs: {out})"
     failed = {}
     for name in names:
         rec = done.get(name)

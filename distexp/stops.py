@@ -12,6 +12,9 @@ nothing of distexp, so that the job, the sweep and the trainers share it).
 - Inside `closing()` (the run's close, once every training process is gone) the first signal too
   raises nothing: the close finishes with the run KILLED when the signal came before its status
   was written, and the job then exits 130 (`requested`).
+- A process without the job's rule that must still stop on SIGTERM as on Ctrl-C (the UI's MLflow
+  server, the Slurm launcher's submit-and-wait) takes `sigterm_as_ctrl_c`: KeyboardInterrupt on
+  each, nothing else changed; `restore` puts back what it replaced.
 - SIGUSR1 (Slurm's `--signal=USR1@<seconds>` warning before its time limit) is handed to the chief
   trainer, which saves a checkpoint at its next step and trains on (distexp.train.checkpoints;
   a trainer that gets it from Slurm directly does the same). It never stops the job.
@@ -76,6 +79,19 @@ def install() -> Optional[dict]:
             continue  # nohup, or a shell's background job: the user asked to outlive it
         old[sig] = signal.signal(sig, _on_usr1 if sig == getattr(signal, "SIGUSR1", 0) else _on_stop)
     return old
+
+
+def sigterm_as_ctrl_c() -> Optional[dict]:
+    """SIGTERM (kill, scancel, a batch system's stop) raises KeyboardInterrupt in the main thread,
+    as Ctrl-C does; the handler it replaced, for `restore` (None off the main thread, where Python
+    cannot set handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    return {signal.SIGTERM: signal.signal(signal.SIGTERM, on_term)}
 
 
 def restore(old: Optional[dict]) -> None:

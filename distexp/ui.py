@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from distexp import errors
+from distexp import errors, stops
 from distexp.console_lines import WIDTH
 from distexp.tracking import lookup
 from distexp.tracking.store import redact
-from distexp.tracking.view import default_uri, sweep_view, url
+from distexp.tracking.view import sweep_view, url
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -135,7 +135,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "holds the latest sweep)")
     p.add_argument("--print-url", action="store_true", help="print the URL and exit (serve nothing)")
     a = p.parse_args(argv)
-    uri = a.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_uri()
+    uri = a.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or lookup.default_uri()
     remote = uri.startswith(("http://", "https://"))
     if not remote and not a.print_url and not _port_free(a.host, a.port):
         print(f"distexp.ui: error: --port: received {a.port}; it is in use on {a.host} (another "
@@ -156,7 +156,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if a.print_url:
         print(link, flush=True)
         return 0
-    errors.interrupt_on_sigterm()  # kill/SIGTERM stops the server as Ctrl-C does
+    stops.sigterm_as_ctrl_c()  # kill/SIGTERM stops the server as Ctrl-C does
     log = server_log()
     print(f"Starting the MLflow server on {a.host} port {a.port} for {what} (~10-40 s; the URL "
           "follows) ...", flush=True)

@@ -4,7 +4,9 @@
   ClusterEnvironment is the model), the registry, and the job's plan; a record plans the job's
   processes, builds the trainer's cluster resolver and answers what the job, the checks and the
   sweeps ask (nothing compares the name)
-- ``local``, ``tf_config``, ``slurm``: the built-in kinds (registered here, in the contract's order)
+- ``local``, ``tf_config``, ``slurm``, ``ray``: the built-in kinds (registered here, in the contract's
+  order); ``ray_plan`` (pure) and ``ray_run`` the Ray kind's plan and its side that talks to Ray,
+  ``ray_sweep`` hydra/launcher=ray, ``ray_compat`` every private Ray name
 - ``processes``: `Plan`, the job's processes before they start; ``kinds.plan`` makes it (a strategy's
   record and the cluster kind)
 - ``slurm_env``: Slurm's step variables read as SlurmClusterResolver reads them (a leaf)

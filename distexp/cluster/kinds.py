@@ -7,6 +7,7 @@ question the job, the checks, the sweeps and the trainer would otherwise ask by 
 - `local`: this job process starts every process of the job on this machine (distexp.cluster.local)
 - `tf_config`: this job process is one task of a cluster an engine started (TFJob, Vertex AI)
 - `slurm`: this job process is one Slurm task of a step (srun, hydra/launcher=slurm)
+- `ray`: this job process places one Ray actor per task on a Ray cluster (distexp.cluster.ray)
 
 A record is asked, never compared: a new kind (LSF, PBS, a Kubernetes operator) is a `Kind`
 subclass registered with `register` and a `conf/cluster/<name>.yaml`; a kind defined outside
@@ -14,7 +15,7 @@ distexp names its module there (`record: my_pkg.my_cluster`, imported before the
 up). Its keys are its `schema`: the dataclass Hydra composes its node onto (`ClusterConfig`, the
 keys every kind has; a kind's own keys in a subclass beside it), stored as
 ``cluster/base_<name>`` and named first in its yaml. The built-ins register when the package is
-imported (distexp/cluster/__init__.py), in the contract's order (local, tf_config, slurm).
+imported (distexp/cluster/__init__.py), in the contract's order (local, tf_config, slurm, ray).
 
 `of(cfg)` is the record of `cfg.cluster`. `plan(cfg, ...)` is the job's `Plan`
 (distexp.cluster.processes). The strategy's record (distexp.strategies) gives the layout: its

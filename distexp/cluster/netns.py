@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Union
 
 from distexp import env, stops
+from distexp.console_lines import WARNING
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
@@ -152,4 +153,4 @@ def refused(ports: Sequence[int], why: str, kernel: bool = True) -> str:
     network (`why`: dataset.download=true). docs/strategies-and-clusters.md says more."""
     listed = ",".join(str(p) for p in ports)
     how = "allow user namespaces" if kernel else "prepare the data first"  # or a firewall: the docs
-    return f"distexp: warning: ports {listed} (TensorFlow, no auth) open to other hosts ({why}): {how}"
+    return f"{WARNING}ports {listed} (TensorFlow, no auth) open to other hosts ({why}): {how}"

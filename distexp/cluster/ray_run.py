@@ -27,8 +27,10 @@ from typing import Any, Dict, List, Optional, Sequence
 from omegaconf import DictConfig
 
 from distexp import env
+from distexp.cluster import ray_compat
 from distexp.cluster import ray_plan as plan_of
 from distexp.cluster.processes import Plan
+from distexp.console_lines import ERROR
 from distexp.env import TASK
 from distexp.errors import BAD_INPUT, FAILED, UserError
 
@@ -66,27 +68,12 @@ def _probe(address: str) -> None:
                         "cluster.address=auto to start a Ray on this machine for the job") from None
 
 
-def _loopback_here() -> None:
-    """A Ray bound to 127.0.0.1: make this driver resolve 127.0.0.1 as itself. Ray replaces a
-    loopback address by the machine's interface address unless clusters are "disabled" (its flag
-    for Windows and macOS, read at import; set on the module too when Ray was imported already),
-    so the driver would dial an address the cluster does not listen on."""
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    os.environ.setdefault("RAY_NODE_IP_ADDRESS", "127.0.0.1")
-    from ray._private import ray_constants
-
-    ray_constants.ENABLE_RAY_CLUSTER = False
-
-
-AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
-
-
 def quiet() -> None:
     """A Ray distexp starts (for a job or a sweep) sends no usage statistics (Ray's default does,
     for a cluster `ray start` starts); set before Ray reads it, the user's own value kept. Ray's
     notice that token authentication is on (a warning on every start) stays off the console."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    logging.getLogger(AUTH_LOGGER).setLevel(logging.ERROR)
+    logging.getLogger(ray_compat.AUTH_LOGGER).setLevel(logging.ERROR)
 
 
 def token_auth() -> bool:
@@ -95,14 +82,8 @@ def token_auth() -> bool:
     RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token). Asked only once a cluster refused a driver without
     one: a driver in token mode on a cluster without authentication gets no actor started. Whether
     token mode is on."""
-    try:
-        from ray._private.authentication.authentication_token_setup import (
-            maybe_enable_token_auth_if_token_available,
-        )
-    except ImportError:  # a Ray without token authentication
-        return False
     quiet()  # its "Token authentication is enabled ..." notice: not on the console
-    return maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    return ray_compat.enable_token_auth()
 
 
 def _token_said() -> str:
@@ -140,14 +121,13 @@ def _node_addresses(address: str) -> List[str]:
 def _ask_gcs(address: str) -> List[str]:
     """The live nodes' addresses from the GCS at `address`; [] when it does not say (ray.init
     below says what is wrong, in its words); raises ray.exceptions.AuthenticationError."""
-    from ray._raylet import GcsClient
     from ray.exceptions import AuthenticationError
 
     err = os.dup(2)
     with open(os.devnull, "wb") as sink:
         os.dup2(sink.fileno(), 2)
         try:
-            info = GcsClient(address=address).get_all_node_info(timeout=PROBE_S)
+            info = ray_compat.gcs_client(address).get_all_node_info(timeout=PROBE_S)
         except AuthenticationError:
             raise
         except Exception:  # noqa: BLE001  (ray.init says it)
@@ -188,9 +168,9 @@ def connect(cfg: DictConfig, need_cpus: float) -> tuple:
     if address:
         _probe(address)
     if as_loopback(address):
-        _loopback_here()
+        ray_compat.loopback_driver()
         if not address.startswith("ray://"):
-            kw["_node_ip_address"] = "127.0.0.1"
+            kw.update(ray_compat.LOOPBACK_NODE)
     if address:
         try:
             ray.init(address=address, **kw)
@@ -226,7 +206,7 @@ class TaskActor:
 
         config = cmd[list(cmd).index("--config") + 1] if "--config" in cmd else None
         if config and not os.path.exists(config):
-            return (f"distexp: error: cluster=ray: task {self.name} on node {self.where()[0]} "
+            return (f"{ERROR}cluster=ray: task {self.name} on node {self.where()[0]} "
                     f"cannot see the job directory ({config} is not there): put it on a path every "
                     "node sees (hydra.run.dir / hydra.sweep.dir on a shared volume)")
         full = dict(os.environ)
@@ -304,7 +284,7 @@ class RemoteProc:
         except _gone() as ex:  # RayActorError and kin: the actor or its node is gone
             self.lost = True
             cause = "it stopped answering" if "Unavailable" in type(ex).__name__ else "it died"
-            line = (f"distexp: error: cluster=ray: task {self.name} on Ray node {self.node} was "
+            line = (f"{ERROR}cluster=ray: task {self.name} on Ray node {self.node} was "
                     f"lost (its actor: {cause}): its node died or its actor was killed\n")
             try:
                 self._w.write(line.encode())

@@ -22,10 +22,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from distexp import env
-from distexp.cluster import ray_run
+from distexp.cluster import ray_compat, ray_run
 
-SENT_PREFIXES = (env.PREFIX, "MLFLOW_", "TF_", "HYDRA_")
+SENT_PREFIXES = ray_run.SENT_PREFIXES + ("HYDRA_",)  # a job's task: the trainers' and Hydra's
 CANCEL_WAIT_S = 60.0
 _SAID: set = set()
 
@@ -58,9 +57,9 @@ def _init_args(init: DictConfig) -> Dict[str, Any]:
     args = {k: v for k, v in args.items() if v is not None or k == "address"}
     address = args.get("address") or os.environ.get("RAY_ADDRESS", "")
     if ray_run.as_loopback(address):  # `ray start`'s cluster: its node's own address (ray_run)
-        ray_run._loopback_here()
+        ray_compat.loopback_driver()
         if not address.startswith("ray://"):
-            args.setdefault("_node_ip_address", "127.0.0.1")
+            args = {**ray_compat.LOOPBACK_NODE, **args}
     if not address:
         args.setdefault("include_dashboard", False)
     args.setdefault("logging_level", "WARNING")
@@ -71,8 +70,6 @@ def _run(cwd: str, env: Dict[str, str], *args):
     """The job, in the sweep's directory and environment (restored after: Ray reuses workers);
     (its output, its result): what it printed goes back whole with its result, so the sweep's
     console shows each job's lines in order and without Ray's (coloured) prefix."""
-    from hydra_plugins.hydra_ray_launcher._launcher_util import _run_job
-
     before_env, before_cwd = dict(os.environ), os.getcwd()
     os.environ.update(env)
     if os.path.isdir(cwd):
@@ -83,7 +80,7 @@ def _run(cwd: str, env: Dict[str, str], *args):
         os.dup2(out.fileno(), 1)
         os.dup2(out.fileno(), 2)
         try:
-            result = _run_job(*args)
+            result = ray_compat.run_hydra_job(*args)
         finally:
             sys.stdout.flush(), sys.stderr.flush()
             for fd, old in zip((1, 2), saved):
@@ -139,7 +136,8 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     if not ray.is_initialized():
         ray_run.quiet()
         ray.init(**_init_args(launcher.ray_cfg.init))
-        # a Ray started here stops at the sweep's exit (Ray's atexit; distexp.__main__ lets it run)
+        # a Ray started here stops at the sweep's exit (Ray's atexit: the launcher declares
+        # exits_through_teardown, distexp.sweeps.launchers)
     base = OmegaConf.to_container(launcher.ray_cfg.remote, resolve=True) or {}
     env = {k: v for k, v in os.environ.items() if k.startswith(SENT_PREFIXES)}
     jobs = []

@@ -22,7 +22,7 @@ from distexp.cluster.processes import split_gpus
 from distexp.config import limits, trained_with, xla
 from distexp.config.mode import in_multirun
 from distexp.config.resolved import JobFacts, check_gpus, resolve, strategy_record, visible_gpus, worker_gpus
-from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS
+from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS, is_auto
 from distexp.errors import UserError, unknown_key
 from distexp.options import datasets, loops, models, optimizers
 from distexp.options import groups as option_groups
@@ -234,7 +234,7 @@ def _validate_knobs(cfg: DictConfig, rec, on_cpu: bool) -> None:
 
 def _validate_repeats(cfg: DictConfig) -> None:
     sw = cfg.sweep
-    auto = str(cfg.repeats).strip().lower() == "auto"
+    auto = is_auto(cfg.repeats)
     for key in ("alpha", "margin"):  # checked whatever repeats is: the sweeper reads them
         if not 0 < sw[key] < 1:
             raise UserError(f"sweep.{key}: received {sw[key]}; expected 0 < x < 1, e.g. 0.05")

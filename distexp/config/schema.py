@@ -31,6 +31,13 @@ from distexp.strategies.record import StrategyConfig
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 PROGRESS = ("auto", "bar", "lines", "quiet")
 LR_SCALING = ("none", "linear", "sqrt")
+AUTO = "auto"  # repeats=auto (distexp.sweeps.auto)
+
+
+def is_auto(repeats: Any) -> bool:
+    """Whether a `repeats` value (the config's, or an override's text) asks for repeats=auto: the
+    one reading, in any case and spacing, for the checks, the sweep's plan and the job's console."""
+    return str(repeats).strip().lower() == AUTO
 # What a job can return to a sweeper (`objective`): the task's figures (tasks.Task.figures)
 # and these performance figures, all final values in result.json.
 PERF_OBJECTIVES = (perf_keys.EXAMPLES_PER_SEC, perf_keys.EXAMPLES_PER_SEC_PER_REPLICA,
@@ -276,9 +283,3 @@ def flatten(cfg: DictConfig) -> dict:
             tree[group] = {k: v for k, v in tree[group].items() if _applies(tree, group, k)}
     walk("", tree)
     return out
-
-
-# --- Limits: values the schema's types accept but NumPy/TensorFlow, the data, the file system or
-# this machine cannot hold. Checked in the job process, before any training process starts.
-
-

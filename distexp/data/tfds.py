@@ -10,7 +10,7 @@ from omegaconf import DictConfig
 
 from distexp import env
 from distexp.data.loaded import Data
-from distexp.errors import UserError
+from distexp.errors import UserError, first_line
 
 
 def _quiet_absl() -> None:
@@ -57,12 +57,12 @@ def _load(ds: DictConfig, seed: int):
             raise not_prepared(ds, builder) from None
         except (ValueError, KeyError) as ex:
             raise UserError(f"dataset.train_split/eval_split: received {ds.train_split!r}, "
-                            f"{ds.eval_split!r}; {str(ex).splitlines()[0][:300]}") from None
+                            f"{ds.eval_split!r}; {first_line(ex)}") from None
         except Exception as ex:  # a download that failed
             if not ds.download:
                 raise
             raise UserError(f"dataset: downloading {ds.tfds_name} failed ({type(ex).__name__}: "
-                            f"{str(ex).splitlines()[0][:200]}); prepare it elsewhere with `tfds "
+                            f"{first_line(ex, 200)}); prepare it elsewhere with `tfds "
                             f"build {ds.tfds_name} --data_dir DIR` and pass dataset.data_dir=DIR") from None
     return train, ev, info
 

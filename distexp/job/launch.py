@@ -21,6 +21,7 @@ from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence
 from distexp import stops
 from distexp.cluster import netns
 from distexp.cluster.processes import Proc
+from distexp.console_lines import kind_of, text_of
 from distexp.env import NETNS
 from distexp.job import console as live
 from distexp.library_logs import LOG_ONLY_PREFIX
@@ -63,8 +64,8 @@ def console_line(line: str, said: set) -> Optional[str]:
     """What the console shows of a trainer's output line (None: nothing). The trainer marks its
     detail lines for the log (LOG_ONLY): the run and the job's summary (distexp.job.summary) hold
     their figures."""
-    if line.startswith(LOG_ONLY) or LOG_ONLY_RE.match(line) or line.startswith("distexp: error:"):
-        return None  # distexp: error: the job process reports it
+    if line.startswith(LOG_ONLY) or LOG_ONLY_RE.match(line) or kind_of(line) == "error":
+        return None  # an error line: the job process reports it
     for pattern, words in IN_WORDS:
         if pattern.match(line):
             if words in said:
@@ -328,8 +329,8 @@ def _last_error(lines: Sequence[str], rc: Optional[int] = None) -> str:
     """The most telling line of a failed process's output: our own error line, else the last
     Python line (a process killed by a signal: the signal says why, its output does not)."""
     for line in reversed(lines):
-        if line.startswith("distexp: error:"):
-            return ": " + line[len("distexp: error:"):].strip()
+        if kind_of(line) == "error":
+            return ": " + text_of(line)
     if rc is not None and rc < 0:
         return ""
     for line in reversed(lines):

@@ -33,8 +33,9 @@ from distexp.tracking.node_metrics import NodeMetrics
 
 
 class JobError(Exception):
-    """A job of a multirun failed. Raised (not sys.exit) so that Hydra records the job as failed
-    and runs the rest of the sweep; the command exits non-zero at the end (distexp.sweeps)."""
+    """A job of a multirun failed. Raised (not sys.exit) by distexp.__main__ so that Hydra records
+    the job as failed and runs the rest of the sweep; the command exits non-zero at the end
+    (distexp.sweeps)."""
 
     def __init__(self, message: str, exit_code: int = errors.FAILED):
         super().__init__(message, exit_code)
@@ -71,6 +72,8 @@ class Outcome:
     logs: List[Path] = field(default_factory=list)
     run_id: Optional[str] = None      # the job's MLflow run (where every figure is)
     stopped: bool = False             # a stop signal came once the run's status was written
+    said: Optional[str] = None        # `conclude`'s error line for a failed job (exit 1 or 2; in a
+    #                                   sweep: JobError's), without "distexp: error: "
     value: Optional[float] = None     # the objective's figure, on success (what Hydra is handed)
 
 
@@ -84,8 +87,9 @@ def run_job(cfg: DictConfig, executing: Callable[[], None] = lambda: None) -> Ou
     open (distexp.__main__ says when a stop came by it).
 
     A user error raises config.UserError (one line, exit 2). A failed or interrupted job ends its
-    MLflow run FAILED / KILLED and exits non-zero; in a multirun a failed job raises JobError
-    instead, so the other jobs still run (Ctrl-C still stops the whole sweep).
+    MLflow run FAILED / KILLED and is returned with its line printed: distexp.__main__ exits
+    non-zero, or in a multirun raises JobError for a failed job, so the other jobs still run
+    (Ctrl-C still stops the whole sweep).
     """
     found = checks.validate(cfg)  # the job's facts, once (the factories' modules too)
     # a sweep's parallel jobs: disjoint GPUs (CUDA_VISIBLE_DEVICES), as many as `found` needs
@@ -96,15 +100,11 @@ def run_job(cfg: DictConfig, executing: Callable[[], None] = lambda: None) -> Ou
 
 
 def exit_code(out: Outcome) -> int:
-    """The one place an outcome becomes an exit code: 0 success, 1 failed job, 2 bad input,
-    3 trained but MLflow stopped answering, 130 interrupted."""
-    if out.status == "KILLED" or out.stopped:
-        return errors.INTERRUPTED
-    if out.user_error:
-        return errors.BAD_INPUT
-    if out.status == "FAILED":
-        return errors.FAILED
-    return errors.TRACKING_LOST if out.lost else errors.OK
+    """The job's exit code: its run's status through errors.exit_code_of, the one mapping that a
+    sweep's outcome goes through too (0 success, 1 failed job, 2 bad input, 3 trained but MLflow
+    stopped answering, 130 interrupted)."""
+    return errors.exit_code_of("KILLED" if out.stopped else out.status,
+                               user_error=out.user_error, tracking_lost=bool(out.lost))
 
 
 # --- prepare: everything that can be checked or written before a training process starts -------
@@ -172,7 +172,7 @@ def prepare(cfg: DictConfig, found: resolved.JobFacts) -> Job:
 def _rounds(cfg: DictConfig) -> int:
     """The sweep's rounds for the console: repeats, or with repeats=auto its budget (the rounds may
     end sooner)."""
-    return int(cfg.sweep.max_repeats) if str(cfg.repeats) == "auto" else int(cfg.repeats)
+    return int(cfg.sweep.max_repeats) if schema.is_auto(cfg.repeats) else int(cfg.repeats)
 
 
 def _position(cfg: DictConfig, hc, facts: dict) -> "console.SweepPosition":
@@ -356,9 +356,9 @@ def objective(result: dict) -> tuple:
 
 
 def conclude(job: Job, out: Outcome) -> Outcome:
-    """Print the outcome's line(s) and return it (the caller exits with `exit_code(out)`), with
-    the objective's value on success. In a multirun a failed job raises JobError instead (the
-    sweep goes on)."""
+    """Print the outcome's line(s) and return it, with the objective's value on success: never
+    exits nor raises (the command's end is distexp.__main__'s: `exit_code(out)`, or JobError for
+    a sweep's failed job, so that the sweep goes on)."""
     cfg = job.cfg
     code = exit_code(out)
     if job.plan.logs_to_mlflow:  # the chief's job process: a finished sweep job's checkpoints
@@ -372,7 +372,7 @@ def conclude(job: Job, out: Outcome) -> Outcome:
         fault = tracking.store_fault(lost["reason"])
         failed, back = ("failed", "once the store is fixed") if fault else \
             ("stopped answering", "when the server is back")
-        print(f"distexp: error: tracking: MLflow at {tracking.redact(cfg.tracking.uri)} {failed} "
+        print(f"{console_lines.ERROR}tracking: MLflow at {tracking.redact(cfg.tracking.uri)} {failed} "
               f"during the job ({lost['reason']}); {what}; {lost['metrics']} metric values, "
               f"{lost['artifacts']} artifacts and the run's final status are kept in {lost['path']}; "
               f"{back}: {tracking.import_command(job.job_dir, cfg.tracking.uri)}",
@@ -398,8 +398,7 @@ def conclude(job: Job, out: Outcome) -> Outcome:
 
             print(f"distexp: {resume.stopped_line(line, out.status, stops.name(), cfg)}",
                   file=sys.stderr, flush=True)
-        sys.exit(code)
-    print(f"distexp: error: {line}", file=sys.stderr, flush=True)
-    if job.multirun and code in (errors.FAILED, errors.BAD_INPUT):
-        raise JobError(line, code)
+        return out
+    print(f"{console_lines.ERROR}{line}", file=sys.stderr, flush=True)
+    out.said = line
     return out

@@ -73,7 +73,7 @@ def find(client, experiment: str, sweep_id: Optional[str], filter_string: Option
         runs = client.search_runs(ids, query, max_results=5000)
     except Exception as ex:  # noqa: BLE001  (a bad --filter)
         raise ReportError(f"--filter: received {filter_string!r}; MLflow says: "
-                          f"{str(ex).strip().splitlines()[0][:300]}") from None
+                          f"{errors.first_line(ex)}") from None
     runs = [r for r in runs if r.data.tags.get(tag.RUN_KIND) != "sweep"]
     if not runs:
         raise ReportError(f"no runs to report (query: {query})")

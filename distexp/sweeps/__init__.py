@@ -9,6 +9,10 @@ which ask it what they need only through ``seat`` (tests/project/test_layout.py)
 - ``parent``: the sweep's parent run in MLflow: opened, reopened (resume), its children's tags
 - ``records``: the sweep's files (sweep.json, sweep_jobs/<num>.json)
 - ``ending``: the sweep's end (parent run, outcome, summary, exit code) and this process's sweeps
-- ``summary``: the finished sweep made readable in the MLflow UI (the report's verdict and table)
-- ``slurm``: the glue of the Slurm (submitit) launcher
+- ``interrupted``: a stopped sweep's one line, and the interrupted sweep of the same overrides
+- ``setups``: a set-up's one identity (index and key), handed to each job for its run's tags
+- ``launchers``: what a sweep's launcher declares (jobs placed elsewhere, an end through the
+  interpreter's teardown)
+- ``publish``: the finished sweep made readable in the MLflow UI (the report's verdict and table)
+- ``slurm_launcher``: the glue of the Slurm (submitit) launcher
 """

@@ -41,6 +41,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from distexp import errors, stops
+from distexp.config import schema
+from distexp.console_lines import ERROR
 from distexp.sweeps import ending, interrupted, parent
 from distexp.sweeps.records import SWEEP_FILE, swept_keys, write_record
 
@@ -111,7 +113,10 @@ def open_sweep(config: DictConfig) -> None:
         interrupted.announce(config)  # the same sweep was interrupted: its id, in one line
         run = parent.open_parent(config, sweep_id, sweep_dir, info)
     (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=1))
-    ending.SWEEPS.opened(ending.OpenSweep(sweep_dir, sweep_id, run, resumed_status))
+    from distexp.sweeps import launchers
+
+    teardown = launchers.exits_through_teardown(str(OmegaConf.select(config, "hydra.launcher._target_") or ""))
+    ending.SWEEPS.opened(ending.OpenSweep(sweep_dir, sweep_id, run, resumed_status, teardown=teardown))
     # SIGTERM (scancel of a sweep running in a batch job, kill) and SIGHUP end the sweep as
     # Ctrl-C does, parent run KILLED, instead of killing the process with the parent RUNNING
     stops.install()
@@ -148,7 +153,7 @@ def _refuse_before_any_job(config: DictConfig) -> None:
         if not _distexp_sweeper(config):  # distexp's: after every job's checks (open_sweep)
             probe_store(config)
     except UserError as ex:  # before any job: the sweep stops once, not once per job
-        print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        print(f"{ERROR}{ex}", file=sys.stderr, flush=True)
         raise SystemExit(errors.BAD_INPUT) from None
 
 
@@ -171,7 +176,7 @@ def _check_sweeper(config: DictConfig) -> None:
 
     name = target.rsplit(".", 1)[-1] or "?"
     repeats = OmegaConf.select(config, "repeats") or 1
-    if str(repeats).strip().lower() == "auto":
+    if schema.is_auto(repeats):
         raise UserError(f"repeats: received auto with the {name}; rounds until every comparison "
                         "is settled are distexp's sweeper's (hydra/sweeper=distexp, the default; "
                         "not with hparams_search): drop repeats=auto")

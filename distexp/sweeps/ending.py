@@ -22,6 +22,7 @@ from typing import List, Optional
 from omegaconf import OmegaConf
 
 from distexp import errors, stops
+from distexp.console_lines import ERROR
 from distexp.figures.outcomes import closing_lines
 from distexp.sweeps.records import AUTO_FILE, JOBS_DIR, SWEEP_FILE, outcome, records
 from distexp.tracking import tags as tag
@@ -36,6 +37,7 @@ class OpenSweep:
     resumed_status: Optional[str] = None    # the reopened parent's status before this resume
     exit_code: Optional[int] = None
     preloaded: bool = False                 # what its end needs was imported early (using_the_wait)
+    teardown: bool = False                  # its launcher exits through the teardown (launchers)
 
 
 class Sweeps:
@@ -45,10 +47,12 @@ class Sweeps:
         self.open: Optional[OpenSweep] = None
         self.ended = 0
         self.last_code = 0
+        self.torn_down = 0      # sweeps opened whose launcher ends the command through the teardown
         self._at_exit = False
 
     def opened(self, sweep: OpenSweep) -> None:
         self.open = sweep
+        self.torn_down += sweep.teardown
         if not self._at_exit:  # the process ends with the parent still open: never leave it RUNNING
             self._at_exit = True
             atexit.register(self._exiting)
@@ -150,7 +154,7 @@ def _print_outcome(sweep: OpenSweep, jobs: List[dict], failed: List[dict], statu
     """Print the sweep's outcome: the failed jobs' count and first error, or done; the best trial."""
     if failed:
         first = failed[0]
-        print(f"distexp: error: sweep {sweep.sweep_id}: {len(failed)} of {len(jobs)} jobs failed "
+        print(f"{ERROR}sweep {sweep.sweep_id}: {len(failed)} of {len(jobs)} jobs failed "
               f"(the others ran to the end); first: job {first['num']} "
               f"[{' '.join(first['overrides'])}]: {first['error']}", file=sys.stderr, flush=True)
     elif status == "FINISHED":

@@ -2,7 +2,7 @@
 
 Each job of a multirun on this machine (launchers basic, joblib, submitit's local one: not a
 launcher that places its jobs on other machines, Slurm's or Ray's, whose jobs get GPUs there:
-`places_jobs_elsewhere`) holds the GPUs it trains on for as long as it runs:
+distexp.sweeps.launchers) holds the GPUs it trains on for as long as it runs:
 one lock file per GPU in `<sweep dir>/gpu_pool/`, held with flock, so it works across joblib's
 worker processes (and is let go by the kernel if a job process dies). The job's processes are
 pinned to what it holds with `CUDA_VISIBLE_DEVICES`; a job that finds too few GPUs free waits for
@@ -29,26 +29,10 @@ from typing import Callable, Iterator, List, Optional, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from distexp.config import resolved
+from distexp.sweeps.launchers import places_jobs_elsewhere
 
 POOL_DIR = "gpu_pool"
 POLL_S = 0.2
-
-
-def places_jobs_elsewhere(target: str) -> bool:
-    """Whether the launcher `target` (its `_target_`) runs the sweep's jobs on other machines,
-    which give them their GPUs: asked of its class (`places_jobs_elsewhere`: distexp's Ray
-    launcher); a launcher that does not say is asked whether it is submitit's Slurm launcher
-    (distexp's hydra/launcher=slurm is one)."""
-    from hydra.utils import get_class
-
-    try:
-        cls = get_class(target) if target else None
-    except (ImportError, ValueError, AttributeError):
-        return False
-    said = getattr(cls, "places_jobs_elsewhere", None)
-    if said is not None:
-        return bool(said)
-    return any(c.__name__ == "SlurmLauncher" for c in getattr(cls, "__mro__", ()))
 
 
 class Held:

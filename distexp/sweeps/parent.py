@@ -16,6 +16,7 @@ from typing import Any, Dict
 from omegaconf import DictConfig, OmegaConf
 
 from distexp import errors
+from distexp.console_lines import ERROR
 from distexp.sweeps.records import SWEEP_FILE
 from distexp.tracking import tags as tag
 
@@ -58,7 +59,7 @@ def open_parent(config: DictConfig, sweep_id: str, sweep_dir: Path, info: Dict[s
                               f"sweep-{sweep_id}", {**tags, **tracking.owner_tags()},
                               params)
     except UserError as ex:  # e.g. a server that accepts connections but is no MLflow
-        print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        print(f"{ERROR}{ex}", file=sys.stderr, flush=True)
         raise SystemExit(errors.BAD_INPUT) from None
     tracking.end_dead_runs(run.client, [run.experiment_id])
     info.update(parent_run_id=run.run_id, tracking_uri=tracking.redact(config.tracking.uri),

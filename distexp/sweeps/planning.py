@@ -35,6 +35,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from distexp import strategies
+from distexp.config import schema
 from distexp.console_lines import WIDTH
 from distexp.errors import UserError
 from distexp.figures import perf_keys
@@ -190,8 +191,8 @@ def repeats(config: DictConfig, overrides):
     for o in overrides:
         if o.get_key_element() == "repeats":
             value = o.value()
-    if str(value).strip().lower() == "auto":
-        return "auto"
+    if schema.is_auto(value):
+        return schema.AUTO
     return int(value or 1)
 
 

@@ -64,10 +64,12 @@ def outcome(jobs: Sequence[dict], *, error: Optional[BaseException] = None,
     """(the parent run's status, the command's exit code) from the jobs' records: KILLED / 130
     when interrupted, FAILED / 1 when a job (or the sweep itself) failed, else FINISHED / 0."""
     if interrupted:
-        return "KILLED", errors.INTERRUPTED
-    if error is not None or any(j["status"] != "COMPLETED" for j in jobs):
-        return "FAILED", errors.FAILED
-    return "FINISHED", errors.OK
+        status = "KILLED"
+    elif error is not None or any(j["status"] != "COMPLETED" for j in jobs):
+        status = "FAILED"
+    else:
+        status = "FINISHED"
+    return status, errors.exit_code_of(status)
 
 
 def swept_keys(config) -> List[str]:

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from distexp import errors
+from distexp import stops
 from distexp.errors import UserError
 from distexp.tracking import tags as tag
 
@@ -198,11 +198,11 @@ class _interrupt_cancels:
         self.jobs, self.sweep_dir, self.old = jobs, sweep_dir, None
 
     def __enter__(self):
-        self.old = errors.interrupt_on_sigterm()
+        self.old = stops.sigterm_as_ctrl_c()
         return self
 
     def __exit__(self, kind, ex, tb):
-        errors.restore_sigterm(self.old)
+        stops.restore(self.old)
         if kind is None or not issubclass(kind, KeyboardInterrupt):
             return False
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not stop the clean-up

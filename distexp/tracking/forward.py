@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 from distexp import env
+from distexp.console_lines import WARNING
 from distexp.tracking import owner
 from distexp.tracking import tags as tag
 from distexp.tracking.redaction import redact
@@ -89,7 +90,7 @@ class Forwarder:
                 self._monitor = self.run.system_metrics(self._interval, self._node,
                                                         self._gpus)
             except Exception as ex:  # noqa: BLE001  (best effort: e.g. psutil missing)
-                print(f"distexp: warning: no system metrics ({type(ex).__name__}: {ex})",
+                print(f"{WARNING}no system metrics ({type(ex).__name__}: {ex})",
                       file=sys.stderr, flush=True)
         beat = time.monotonic()
         while not self._stop.wait(self.POLL_S):
@@ -124,7 +125,7 @@ class Forwarder:
             if self.run.offline is not None:
                 raise
             self.run.go_offline(self.job_dir, ex)
-            print(f"distexp: warning: MLflow at {redact(self.run.uri)} failed ({reason(ex)}); "
+            print(f"{WARNING}MLflow at {redact(self.run.uri)} failed ({reason(ex)}); "
                   f"training goes on, metrics are kept in {self.run.offline.path}", flush=True)
             self._forward()  # the failed line and the rest, offline
 
@@ -139,7 +140,7 @@ class Forwarder:
         if self.run is None:  # maybe still being created: no longer than the chief waits for it
             self._thread.join(timeout=max(0.0, self._t0 + READY_S - time.monotonic()) + 1.0)
             if self.run is None and self._thread.is_alive():
-                print(f"distexp: warning: the MLflow run was still being created after "
+                print(f"{WARNING}the MLflow run was still being created after "
                       f"{READY_S:g} s; the job ends without it", file=sys.stderr, flush=True)
                 return None
         self._thread.join()  # forwarding: each MLflow call is bounded (store.HTTP_ENV)
@@ -147,7 +148,7 @@ class Forwarder:
             try:
                 self._forward_or_offline()
             except Exception as ex:  # noqa: BLE001  (the run must still be ended by the caller)
-                print(f"distexp: warning: some metrics could not be logged to MLflow "
+                print(f"{WARNING}some metrics could not be logged to MLflow "
                       f"({type(ex).__name__}: {str(ex)[:200]})", file=sys.stderr, flush=True)
             finally:
                 if self._monitor is not None:

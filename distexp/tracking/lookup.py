@@ -13,8 +13,9 @@ from distexp.tracking.store import not_a_database, sqlite_path
 
 
 def default_uri() -> str:
-    """Where a job run from the working directory writes by default (the schema's tracking.uri):
-    the report's and the UI's store when neither --tracking-uri nor $MLFLOW_TRACKING_URI says."""
+    """Where a job run from the working directory writes by default (the schema's tracking.uri,
+    tests/config/test_configs.py): the report's, the UI's and the view's store when neither
+    --tracking-uri nor $MLFLOW_TRACKING_URI says."""
     return f"sqlite:///{os.getcwd()}/outputs/mlflow.db"
 
 

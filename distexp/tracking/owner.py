@@ -26,6 +26,7 @@ import sys
 import time
 from typing import Mapping, Optional
 
+from distexp.console_lines import WARNING
 from distexp.tracking import tags as tag
 
 BEAT_S = 60.0      # a live job renews its heartbeat this often
@@ -136,6 +137,6 @@ def end_dead_runs(client, experiment_ids, quiet: bool = False) -> list:
                 print(f"distexp: run {run.info.run_id} ({run.info.run_name}) was still RUNNING; "
                       f"ended FAILED: {why}", flush=True)
     except Exception as ex:  # noqa: BLE001
-        print(f"distexp: warning: could not look for runs left RUNNING ({type(ex).__name__})",
+        print(f"{WARNING}could not look for runs left RUNNING ({type(ex).__name__})",
               file=sys.stderr, flush=True)
     return ended

@@ -20,7 +20,6 @@ No TensorFlow, no Hydra; MLflow only through the client a caller passes or `swee
 from __future__ import annotations
 
 import json
-import os
 import time
 from typing import List, Optional, Sequence
 
@@ -60,14 +59,10 @@ GROUP = "tag." + tag.SETUP      # MLflow's id of the group of runs without a set
 TAG_MAX = 5000                  # MLflow's limit on an experiment tag's value
 
 
-def default_uri() -> str:
-    return f"sqlite:///{os.getcwd()}/outputs/mlflow.db"
-
-
 def command(uri: Optional[str] = None, sweep_id: Optional[str] = None) -> str:
     """The command a job or sweep prints at its end."""
     cmd = "python -m distexp.ui"
-    if uri and uri != default_uri():
+    if uri and uri != lookup.default_uri():
         cmd += f" --tracking-uri {redact(uri)}"
     return cmd + (f" --sweep-id {sweep_id}" if sweep_id else "")
 

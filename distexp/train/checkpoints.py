@@ -50,7 +50,8 @@ from omegaconf import OmegaConf
 
 from distexp import stops
 from distexp.config import trained_with
-from distexp.errors import UserError
+from distexp.console_lines import DETAIL
+from distexp.errors import UserError, first_line
 from distexp.options import models
 from distexp.tracking import tags as tag
 from distexp.train import checkpoint_files
@@ -161,7 +162,7 @@ class Checkpoints:
                 return path, (f"{bad[0][0]} cannot be read back ({bad[0][1]})" +
                               (f" (nor can {more} other checkpoint{'s' * (more > 1)} newer than "
                                "the one restored)" if more else "") if bad else "")
-            print(f"distexp: detail: resume: {problem[0]}: {problem[1]}", flush=True)  # log only
+            print(f"{DETAIL}resume: {problem[0]}: {problem[1]}", flush=True)  # log only
             bad.append(problem)
         raise UserError(f"checkpoint.dir: received {str(self.real)!r}; no checkpoint in it reads "
                         f"back whole: {bad[0][0]} ({bad[0][1]})"
@@ -175,7 +176,7 @@ class Checkpoints:
         try:
             self.ckpt.restore(path).expect_partial()
         except (ValueError, tf.errors.OpError) as ex:  # written by another model, no identity file
-            why = str(ex).strip().splitlines()[0] if str(ex).strip() else type(ex).__name__
+            why = first_line(ex, None)
             why = why.split(" Target variable:")[0][:300]
             raise UserError(f"checkpoint.dir: received {str(self.real)!r}, whose checkpoint does "
                             f"not fit this job's model={self.identity['model']} ({why}); valid: "
@@ -241,7 +242,7 @@ class Checkpoints:
         """Remove what the failed save wrote and stop with one line: checkpoint.dir, the bytes free
         and needed, the checkpoint kept (the manager has not recorded or swept anything)."""
         where = Path(self.manager.directory)
-        print(f"distexp: detail: checkpoint save: {checkpoint_files.reason(ex)}", flush=True)  # log only
+        print(f"{DETAIL}checkpoint save: {checkpoint_files.reason(ex)}", flush=True)  # log only
         checkpoint_files.remove_partial(where, step)
         whole = [c for c in checkpoint_files.candidates(where) if Path(c + ".index").is_file()]
         kept = whole[0] if whole else None  # the state file's newest (not the manager's memory)

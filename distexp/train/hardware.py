@@ -2,6 +2,7 @@
 peak FLOP/s and MFU, peak host and GPU memory), so that they cost nothing before the first step."""
 from __future__ import annotations
 
+from distexp.console_lines import DETAIL
 from distexp.figures import perf_keys
 from distexp.tracking import tags as tag
 
@@ -37,7 +38,7 @@ def after_training(cfg, record, model, input_shape, replica_devices, examples_pe
     except Exception as ex:  # noqa: BLE001  (a user model the profiler cannot trace)
         print("FLOPs not counted: TensorFlow's profiler could not trace this model, so perf/mfu "
               "is not logged (the reason is in the chief's log)", flush=True)
-        print("distexp: detail: FLOPs: " + f"{type(ex).__name__}: {ex}".replace("\n", " | "),
+        print(DETAIL + "FLOPs: " + f"{type(ex).__name__}: {ex}".replace("\n", " | "),
               flush=True)  # log only (distexp.job.launch.LOG_ONLY)
         per_example = None
     peak, why_not = _peak(cfg, record, gpus, per_example)

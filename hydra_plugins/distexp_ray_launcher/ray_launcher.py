@@ -30,8 +30,10 @@ if _Ray is not None:
         """hydra-ray-launcher's RayLauncher, joining a running cluster as well as starting one."""
 
         # its jobs run on the Ray cluster's nodes, which give them their GPUs
-        # (distexp.sweeps.gpu_pool.places_jobs_elsewhere)
+        # (distexp.sweeps.launchers)
         places_jobs_elsewhere = True
+        # the Ray it started (or joined) is stopped by the interpreter's teardown, at exit
+        exits_through_teardown = True
 
         def launch(self, job_overrides, initial_job_idx):
             from distexp.cluster import ray_sweep

@@ -28,3 +28,23 @@ def test_a_long_line_of_prose_is_cut_between_words():
     assert fit("short line") == "short line"
     path = "/x" * 80
     assert fit(f"Job directory: {path}") == f"Job directory:\n  {path}"  # a path stays whole
+
+
+def test_a_lines_kind_is_its_prefix_and_reads_back():
+    """The kinds written and read through one module (distexp.console_lines), as the job reads a
+    trainer's error line back (distexp.job.launch) and hides its detail lines."""
+    from distexp import console_lines as c
+    from distexp.job import launch
+
+    assert c.error("tracking: x") == "distexp: error: tracking: x"
+    assert c.warning("w") == "distexp: warning: w" and c.detail("d") == "distexp: detail: d"
+    assert [c.kind_of(s) for s in (c.error("a"), c.warning("b"), c.detail("c"), "distexp: error:",
+                                   "distexp: interrupted by SIGINT", "error: x", "")] == \
+        ["error", "warning", "detail", "error", None, None, None]
+    assert c.text_of(c.error(" model.factory: bad ")) == "model.factory: bad"
+    assert c.text_of("plain line") == "plain line"
+    assert launch._last_error(["Traceback", c.error("dataset.name: received 'x'"), "after"]) == \
+        ": dataset.name: received 'x'"
+    assert launch.console_line(c.error("said by the job"), set()) is None
+    assert launch.console_line(c.detail("log only"), set()) is None
+    assert launch.console_line(c.warning("shown") + "\n", set()) == c.warning("shown") + "\n"

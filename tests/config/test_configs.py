@@ -54,6 +54,9 @@ def test_defaults_are_the_contract(compose):
     assert cfg.global_batch_size is None and cfg.learning_rate is None and cfg.seed == 0
     assert cfg.tracking.enabled is True and cfg.tracking.experiment == "distexp"
     assert cfg.tracking.uri == f"sqlite:///{Path.cwd()}/outputs/mlflow.db"
+    from distexp.tracking import lookup  # the report's and the UI's default: the same store
+
+    assert lookup.default_uri() == cfg.tracking.uri
 
 
 @pytest.mark.parametrize("overrides,needle", [
@@ -374,3 +377,18 @@ def test_params_of_a_strategy_and_a_cluster_kind_are_their_schemas_keys(compose)
     assert sorted(k for k in flat if k.startswith(("strategy.", "cluster."))) == [
         "cluster.host", "cluster.name", "cluster.port", "cluster.record", "strategy.name",
         "strategy.record"]
+
+
+def test_repeats_auto_is_read_one_way_in_any_case():
+    """config.schema.is_auto: what the checks accept as auto, the job's console reads as auto too
+    (its rounds are sweep.max_repeats; int("AUTO") failed there)."""
+    from omegaconf import OmegaConf
+
+    from distexp.config import schema
+    from distexp.job import lifecycle
+
+    assert [schema.is_auto(v) for v in ("auto", " AUTO ", "Auto", 3, None, "autos")] == \
+        [True, True, True, False, False, False]
+    cfg = OmegaConf.create({"repeats": "AUTO", "sweep": {"max_repeats": 7}})
+    assert lifecycle._rounds(cfg) == 7
+    assert lifecycle._rounds(OmegaConf.create({"repeats": 3, "sweep": {"max_repeats": 7}})) == 3

@@ -80,3 +80,16 @@ def test_a_second_signal_cuts_the_grace_of_a_stubborn_process(rule, monkeypatch)
     t0 = time.monotonic()
     launch.stop([proc], grace=30)
     assert time.monotonic() - t0 < 1.0 and p.killed
+
+
+def test_sigterm_as_ctrl_c_raises_and_restore_puts_back_the_handler():
+    """The rule of a process without the job's (the UI's server, the Slurm launcher's wait)."""
+    before = signal.getsignal(signal.SIGTERM)
+    old = stops.sigterm_as_ctrl_c()
+    try:
+        assert old == {signal.SIGTERM: before}
+        with pytest.raises(KeyboardInterrupt):
+            _deliver(signal.SIGTERM)
+    finally:
+        stops.restore(old)
+    assert signal.getsignal(signal.SIGTERM) is before

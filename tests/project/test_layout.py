@@ -8,6 +8,10 @@
   module through their module-level imports, and never import distexp.train at all;
 - the packages nest as the processes do (`NESTING`): an inner package never imports an outer one
   except through its named seam;
+- the job and the sweep never end the process (`NO_EXIT`): they return outcomes or raise, and
+  distexp.__main__ decides the exit;
+- Ray's private names (`ray._private`, `ray._raylet`, hydra-ray-launcher's `_launcher_util`) only in
+  distexp/cluster/ray_compat.py;
 - no function of distexp longer than 60 lines;
 - docs/architecture.md's package table names every module.
 """
@@ -239,6 +243,65 @@ def test_no_distexp_state_read_through_sys_modules():
              if isinstance(n, (ast.Call, ast.Subscript)) and "sys.modules" in ast.unparse(n)
              and re.search(r"""sys\.modules(\.get\(|\[)['"]distexp""", ast.unparse(n))]
     assert found == []
+
+
+# The job and the sweep hand their outcome back; distexp.__main__ (and each program's own
+# `if __name__ == "__main__":`) ends the process.
+NO_EXIT = ("distexp/job", "distexp/sweeps", "distexp/errors.py")
+
+
+def exits(root: Path = ROOT) -> List[str]:
+    """`sys.exit(...)` (or a bare `exit(...)`) in `NO_EXIT`, a `__main__` block aside."""
+    found = []
+    for where in NO_EXIT:
+        for path in sorted((root / where).rglob("*.py")) if (root / where).is_dir() else [root / where]:
+            tree = ast.parse(path.read_text())
+            mains = {id(n) for top in tree.body if isinstance(top, ast.If)
+                     and "__name__" in ast.unparse(top.test) for n in ast.walk(top)}
+            found += [f"{path.relative_to(root)}:{n.lineno}" for n in ast.walk(tree)
+                      if isinstance(n, ast.Call) and ast.unparse(n.func) in ("sys.exit", "exit")
+                      and id(n) not in mains]
+    return found
+
+
+def test_the_job_and_the_sweep_never_exit():
+    assert exits() == []
+
+
+def test_an_exit_in_the_job_is_found(tmp_path):
+    for where in NO_EXIT:
+        (tmp_path / where).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "distexp/job").mkdir()
+    (tmp_path / "distexp/sweeps").mkdir()
+    (tmp_path / "distexp/errors.py").write_text("import sys\nif __name__ == '__main__':\n    sys.exit(0)\n")
+    (tmp_path / "distexp/job/x.py").write_text("import sys\n\n\ndef f():\n    sys.exit(130)\n")
+    assert exits(tmp_path) == ["distexp/job/x.py:5"]
+
+
+# Ray's internals are reached from one module, whose test names the name that moved in a new Ray.
+RAY_PRIVATE = re.compile(r"\bray\._private\b|\bray\._raylet\b|hydra_ray_launcher\._launcher_util")
+RAY_COMPAT = "distexp/cluster/ray_compat.py"
+
+
+def ray_private_uses(root: Path = ROOT) -> List[str]:
+    """Lines of distexp/ and hydra_plugins/ naming a private Ray module, outside `RAY_COMPAT`."""
+    files = sorted((root / "distexp").rglob("*.py")) + sorted((root / "hydra_plugins").rglob("*.py"))
+    return [f"{p.relative_to(root)}:{i}" for p in files if p.relative_to(root).as_posix() != RAY_COMPAT
+            for i, line in enumerate(p.read_text().splitlines(), 1) if RAY_PRIVATE.search(line)]
+
+
+def test_ray_private_names_only_in_ray_compat():
+    assert ray_private_uses() == []
+
+
+def test_a_private_ray_use_elsewhere_is_found(tmp_path):
+    (tmp_path / "distexp/cluster").mkdir(parents=True)
+    (tmp_path / "hydra_plugins").mkdir()
+    (tmp_path / RAY_COMPAT).write_text("from ray._private import ray_constants\n")
+    (tmp_path / "distexp/cluster/x.py").write_text("import ray\nfrom ray._raylet import GcsClient\n")
+    (tmp_path / "hydra_plugins/y.py").write_text(
+        "\nfrom hydra_plugins.hydra_ray_launcher._launcher_util import _run_job\n")
+    assert ray_private_uses(tmp_path) == ["distexp/cluster/x.py:2", "hydra_plugins/y.py:2"]
 
 
 def test_tensorflow_at_module_level_only_on_the_train_side():

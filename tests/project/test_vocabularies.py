@@ -1,6 +1,7 @@
 """Each vocabulary has one home, and no module spells its words elsewhere: metric names
 (distexp/figures/perf_keys.py), tag names (distexp/tracking/tags.py), the process-plumbing
-environment names (distexp/env.py) and exit codes (distexp/errors.py). Read from the source, so a
+environment names (distexp/env.py), exit codes (distexp/errors.py) and the console's line kinds
+(`distexp: error: `, `warning`, `detail`: distexp/console_lines.py). Read from the source, so a
 new literal fails here rather than as a typo'd MLflow key. Tier: unit."""
 from __future__ import annotations
 
@@ -77,3 +78,36 @@ def test_exit_codes_are_named():
                     and ast.unparse(node.func) in ("sys.exit", "SystemExit", "os._exit", "exit"):
                 found.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
     assert not found, found
+
+
+# The console's line kinds are spelt in distexp/console_lines.py only (its ERROR, WARNING, DETAIL,
+# `error(text)`, `kind_of(line)`); a module that prints or parses one uses it.
+KINDS = ("distexp: error:", "distexp: warning:", "distexp: detail:")
+# Not converted yet: the trainer's lines (another change edits the module now); to go.
+KINDS_NOT_YET = {"train/trainer.py"}
+
+
+def line_kinds_elsewhere(sources) -> list:
+    """String or bytes literals starting with a line kind's prefix outside console_lines.py (a
+    docstring that mentions one is prose: it does not start with it)."""
+    found = [(rel, node.lineno, node.value) for rel, text in sources
+             if rel != "console_lines.py" and rel not in KINDS_NOT_YET
+             for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Constant)
+             and isinstance(node.value, (str, bytes))
+             and (node.value if isinstance(node.value, str) else node.value.decode("utf-8", "replace"))
+             .startswith(KINDS)]
+    return [f"{rel}:{n}: {v!r}" for rel, n, v in sorted(found, key=lambda f: f[:2])]
+
+
+def test_the_consoles_line_kinds_only_in_their_home():
+    assert line_kinds_elsewhere(_sources()) == []
+
+
+def test_a_line_kind_elsewhere_is_found():
+    found = line_kinds_elsewhere([
+        ("x.py", 'print(f"distexp: warning: {x}")\nA = b"distexp: detail: T"\n"""Without "distexp: error: "."""\n'
+                 'ok = line.startswith("distexp: error:")\n'),
+        ("console_lines.py", 'ERROR = "distexp: error: "\n'),
+    ])
+    assert found == ["x.py:1: 'distexp: warning: '", "x.py:2: b'distexp: detail: T'",
+                     "x.py:4: 'distexp: error:'"]
