@@ -17,8 +17,17 @@ from pathlib import Path
 import pytest
 
 from distexp.parity import losses as _losses
+from helpers import (
+    Result,
+    descendants,
+    mlflow_runs,
+    processes_mentioning,
+    processes_with,
+    run_cli,
+    run_together,
+    wait_until,
+)
 from helpers import cli_env as _env
-from helpers import mlflow_runs, processes_mentioning, processes_with, run_cli, run_together
 
 pytestmark = pytest.mark.slow
 # CI's xdist: the tests sharing `base` share a worker, so it runs once
@@ -35,23 +44,80 @@ def _result(job: Path) -> dict:
     return json.loads((job / "result.json").read_text())
 
 
+# Inside a network namespace (`nsenter`): listen on every interface on PORT until stdin closes
+BLOCKER = ("import socket, sys; s = socket.socket(); s.bind(('', int(sys.argv[1]))); s.listen(); "
+           "print('held', flush=True); sys.stdin.read()")
+
+
+def _holder(job_pid: int) -> int:
+    """The process holding the job's network namespace (distexp.cluster.netns: `python -I -S -c`)."""
+    for q in descendants(job_pid):
+        try:
+            argv = Path(f"/proc/{q}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv[1:4] == [b"-I", b"-S", b"-c"]:
+            return q
+    return 0
+
+
+def _block_in_namespace(holder: int, port: int) -> subprocess.Popen:
+    """A process in the job's network namespace listening on `port` (its user namespace too, where
+    the holder has one of its own: not as root)."""
+    ns = [f"--net=/proc/{holder}/ns/net"]
+    if os.readlink(f"/proc/{holder}/ns/user") != os.readlink("/proc/self/ns/user"):
+        ns += [f"--user=/proc/{holder}/ns/user", "--preserve-credentials"]
+    b = subprocess.Popen(["nsenter", *ns, sys.executable, "-I", "-S", "-c", BLOCKER, str(port)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert b.stdout.readline() == "held\n", b.communicate(timeout=10)
+    return b
+
+
+def _multiworker_with_a_port_clash(cwd: Path) -> Result:
+    """multiworker (2 workers) on ports P, P+1 with P+1 taken where the workers listen: in the
+    job's own network namespace (distexp.cluster.netns; a port held on the machine is free in
+    there). The job holds after starting worker-0 (distexp.stops, phase "fork"), a process
+    joins its namespace and listens on P+1, and worker-1 then starts: it cannot listen, and the
+    job must start the cluster again on other ports, not fail."""
+    port, marker = _free_port(), cwd / "held-at-fork"
+    p = subprocess.Popen([sys.executable, "-m", "distexp", "strategy=multiworker", "workers=2",
+                          *COMMON, f"cluster.port={port}", f"hydra.run.dir={cwd / 'mw'}",
+                          f"checkpoint.dir={cwd / 'ck-mw'}"], cwd=cwd,
+                         env=_env(DISTEXP_TEST_HOLD=f"fork:{marker}"), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    blocker = None
+    try:
+        wait_until(lambda: marker.exists() or p.poll() is not None, 300, "worker-0 to start")
+        assert p.poll() is None, p.communicate()
+        holder = _holder(p.pid)
+        assert holder, "the job has no network namespace (distexp.cluster.netns)"
+        blocker = _block_in_namespace(holder, port + 1)
+        marker.unlink()  # worker-1 starts now
+        out, err = p.communicate(timeout=600)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        if blocker is not None:
+            blocker.stdin.close()
+            blocker.wait(timeout=10)
+    return Result(p.returncode, out, err, cwd)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
     """one_device and multiworker (2 workers) on the same data, global batch and seed. The
-    multiworker job starts on a port that another process holds: it must retry, not fail."""
+    multiworker job meets a port clash in its network namespace: it must retry, not fail."""
     cwd = tmp_path_factory.mktemp("base")
     one = run_cli(["strategy=one_device", *COMMON, f"hydra.run.dir={cwd / 'one'}",
                    "tracking.enabled=false"], cwd)
     assert one.returncode == 0, one
-    blocker = socket.socket()
-    blocker.bind(("", 0))
-    blocker.listen()
-    port = blocker.getsockname()[1]
-    try:
-        mw = run_cli(["strategy=multiworker", "workers=2", *COMMON, f"cluster.port={port}",
-                      f"hydra.run.dir={cwd / 'mw'}", f"checkpoint.dir={cwd / 'ck-mw'}"], cwd)
-    finally:
-        blocker.close()
+    mw = _multiworker_with_a_port_clash(cwd)
     assert mw.returncode == 0, mw
     return cwd, mw
 
@@ -67,7 +133,8 @@ def _assert_logs_kept(job_dir, logs) -> None:
 @BASE
 def test_multiworker_reproduces_one_device_and_logs_one_run(base):
     cwd, mw = base
-    assert "could not listen on its port" in mw.stdout, "the port clash was not retried"
+    assert ("distexp: worker-1 could not listen on its port (taken by another process); starting the "
+            "cluster again on other ports") in mw.stdout, "the port clash was not retried"
     a, b = _losses(cwd / "one"), _losses(cwd / "mw")
     assert len(a) == len(b) == 10 * 22
     diff = max(abs(x - y) for x, y in zip(a, b))

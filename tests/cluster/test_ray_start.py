@@ -3,17 +3,21 @@ authentication on, as Ray 2.60 turns it on when a token is in ~/.ray/auth_token)
 with no Ray variable set; a refused token in one line; and `cluster.address=auto` (a Ray the job
 starts itself) end to end, with no process of it or its trainers left after.
 
-The `ray start` cluster is this module's own: its own temporary directory and HOME (the token),
+The `ray start` cluster is this module's own: its own temporary directory (short, under /tmp: Ray's
+AF_UNIX sockets live in it, and a path there is at most 107 bytes, which pytest's own tmp_path in
+CI, /tmp/pytest-of-root/pytest-284/popen-gw0/..., exceeds) and HOME (the token),
 a free port, no dashboard (its fixed port could clash with another Ray here); it is stopped by
 killing its own processes (those naming its directory, and every process below them), never with
 `ray stop`, which stops every Ray of the machine."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -61,9 +65,13 @@ def _stop(tmp: Path) -> list:
 
 
 @pytest.fixture(scope="module")
-def ray_start(tmp_path_factory):
-    """`ray start --head --node-ip-address=127.0.0.1 --port=P` with a token in HOME/.ray."""
-    tmp = tmp_path_factory.mktemp("raystart")
+def ray_start():
+    """`ray start --head --node-ip-address=127.0.0.1 --port=P` with a token in HOME/.ray; its
+    directory removed after."""
+    tmp = Path(tempfile.mkdtemp(prefix="rs", dir="/tmp"))
+    # Ray's longest socket path (session_<date>_<time>_<us>_<pid>: a 7-digit pid at most)
+    longest = tmp / "ray" / "session_2026-11-28_14-10-00_123456_4194304" / "sockets" / "plasma_store"
+    assert len(str(longest).encode()) <= 96, longest  # AF_UNIX: 107 bytes at most
     home = tmp / "home"
     home.mkdir()
     env = _user_env(home, RAY_USAGE_STATS_ENABLED="0")
@@ -78,7 +86,9 @@ def ray_start(tmp_path_factory):
         assert "Token authentication is enabled" in r.stdout + r.stderr, r.stdout + r.stderr
         yield f"127.0.0.1:{port}", home, tmp
     finally:
-        assert _stop(tmp / "ray") == []
+        left = _stop(tmp / "ray")
+        shutil.rmtree(tmp, ignore_errors=True)
+        assert left == []
 
 
 def test_a_job_joins_a_cluster_ray_start_started_with_a_token(ray_start, tmp_path):
