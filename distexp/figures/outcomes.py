@@ -242,8 +242,21 @@ def closing_lines(d: Decision, width: int = WIDTH) -> List[str]:
     lines = [x for r in ordered(d) for x in wrapped(
         text(r, d.margin, d.accuracy_margin) if r.primary or not asked else
         f"as it stands: {text(r, d.margin, d.accuracy_margin)}", width)]
-    return [x for x in wrapped(heading(d), width) + lines + [disturbed_line(d)] + next_lines(d)
-            if x]
+    return [x for x in wrapped(heading(d), width) + lines + [disturbed_line(d)]
+            + [y for x in next_lines(d) for y in fitted(x, width)] if x]
+
+
+def fitted(line: str, width: int = WIDTH) -> List[str]:
+    """A what-next line within `width`: `Continue:` with its command on lines of their own (cut
+    between words, the shell joins them again); prose wrapped, continued lines indented."""
+    import textwrap
+
+    from distexp import console_lines
+
+    if line.startswith("Continue: "):
+        return ["Continue:", *console_lines.command_lines(line[len("Continue: "):],
+                                                         width=width).splitlines()]
+    return textwrap.wrap(line, width, subsequent_indent="  ", break_on_hyphens=False) or [line]
 
 
 def disturbed_line(d: Decision) -> str:

@@ -28,6 +28,7 @@ from helpers import (
     wait_until,
 )
 from helpers import cli_env as _env
+from helpers.processes import free_port
 
 pytestmark = pytest.mark.slow
 # CI's xdist: the tests sharing `base` share a worker, so it runs once
@@ -79,7 +80,7 @@ def _multiworker_with_a_port_clash(cwd: Path) -> Result:
     there). The job holds after starting worker-0 (distexp.stops, phase "fork"), a process
     joins its namespace and listens on P+1, and worker-1 then starts: it cannot listen, and the
     job must start the cluster again on other ports, not fail."""
-    port, marker = _free_port(), cwd / "held-at-fork"
+    port, marker = free_port(), cwd / "held-at-fork"
     p = subprocess.Popen([sys.executable, "-m", "distexp", "strategy=multiworker", "workers=2",
                           *COMMON, f"cluster.port={port}", f"hydra.run.dir={cwd / 'mw'}",
                           f"checkpoint.dir={cwd / 'ck-mw'}"], cwd=cwd,
@@ -102,11 +103,6 @@ def _multiworker_with_a_port_clash(cwd: Path) -> Result:
             blocker.wait(timeout=10)
     return Result(p.returncode, out, err, cwd)
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

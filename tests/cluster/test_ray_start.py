@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from helpers import (
     still_running,
     wait_until,
 )
+from helpers.processes import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
@@ -46,11 +46,6 @@ def _user_env(home: Path, **extra) -> dict:
     env = {k: v for k, v in cli_env().items() if not k.startswith("RAY_")}
     return {**env, "HOME": str(home), **extra}
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _stop(tmp: Path) -> list:
@@ -77,7 +72,7 @@ def ray_start():
     env = _user_env(home, RAY_USAGE_STATS_ENABLED="0")
     subprocess.run([*RAY, "get-auth-token", "--generate"], env=env, check=True,
                    capture_output=True, timeout=120)
-    port = _free_port()
+    port = free_port()
     r = subprocess.run([*RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
                         f"--temp-dir={tmp / 'ray'}", "--include-dashboard=false"],
                        env=env, capture_output=True, text=True, timeout=240, start_new_session=True)

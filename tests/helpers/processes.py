@@ -106,6 +106,15 @@ def parents_of(text: str, cmd_part: str) -> dict:
     return out
 
 
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the kernel's pick)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def wait_until(cond, timeout: float, what: str, every: float = 0.2):
     """cond()'s first true value within `timeout` seconds, else an AssertionError naming `what`."""
     deadline = time.monotonic() + timeout

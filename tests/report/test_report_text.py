@@ -106,7 +106,8 @@ def test_a_decision_is_the_reports_one_answer(tmp_path):
     rows, d = _decided_rows()
     md = markdown(rows, "Sweep s", d)
     assert "## Outcome (repeats=auto)" in md and "## Verdict" not in md
-    assert all(f"- {line}" in md for line in O.closing_lines(d))
+    assert all((f"  {line}" if line.startswith("  ") else f"- {line}") in md  # continued lines
+               for line in O.closing_lines(d))
     mirrored = next(r for r in rows if r.strategy == "mirrored")
     assert "| 1.18x [0.81, 1.72] | not settled |" in md
     assert "| 0.72x [0.45, 1.14] not settled |" in md  # at equal global batch

@@ -281,7 +281,8 @@ def test_every_text_is_rendered_from_the_records():
         "faster",
         "Not settled: the noise is 0.31 (sd of the paired log ratios, 36% a round); likely "
         "settled after ~14 rounds (0.72x)",
-        "Continue: python -m distexp -m a=1,2 sweep.resume=X sweep.max_repeats=14"]
+        "Continue:",  # the command on a line of its own (cut between words where it is long)
+        "  python -m distexp -m a=1,2 sweep.resume=X sweep.max_repeats=14"]
     assert O.description_line(d) == ("Outcome: mirrored x2 vs its control: 0.72x [0.45, 1.14] not "
                                      "settled (10 rounds; +2 more below)")
     assert O.cell(d.of(1, O.EQUAL_WORK), d.margin) == "0.72x [0.45, 1.14] not settled"
