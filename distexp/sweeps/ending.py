@@ -21,7 +21,7 @@ from typing import List, Optional
 
 from omegaconf import OmegaConf
 
-from distexp import errors, stops
+from distexp import console_lines, errors, stops
 from distexp.figures.outcomes import closing_lines
 from distexp.sweeps.records import AUTO_FILE, JOBS_DIR, SWEEP_FILE, outcome, records
 from distexp.tracking import tags as tag
@@ -107,6 +107,15 @@ class Sweeps:
 SWEEPS = Sweeps()
 
 
+def _within_width(text: str) -> str:
+    """A closing line within 120 columns: the command to copy on lines of its own (cut between
+    words with a trailing backslash), prose cut between words."""
+    head, sep, cmd = text.partition("Continue: ")
+    if sep and not head:
+        return "Continue:\n" + console_lines.command_lines(cmd)
+    return console_lines.fit(text)
+
+
 def _finish(sweep: OpenSweep, error: Optional[BaseException], interrupted: bool) -> int:
     jobs = records(sweep.sweep_dir)
     failed = [j for j in jobs if j["status"] != "COMPLETED"]
@@ -116,7 +125,7 @@ def _finish(sweep: OpenSweep, error: Optional[BaseException], interrupted: bool)
     best = _best_trial(sweep.sweep_dir, jobs)
     decision = _decision(sweep.sweep_dir) if jobs and not interrupted else None
     for text in closing_lines(decision) if decision is not None else ():
-        print(text, flush=True)
+        print(_within_width(text), flush=True)
     _print_outcome(sweep, jobs, failed, status, best)
     line = None
     if sweep.run is not None and sweep.resumed_status and not jobs:
