@@ -252,8 +252,11 @@ def _validate_repeats(cfg: DictConfig) -> None:
     if most > 1 and not in_multirun(outside_hydra=True):
         raise UserError(f"repeats: received {cfg.repeats} for a single run; repeats are runs of "
                         "a sweep's jobs: add -m (python -m distexp -m ... repeats=N)")
-    if not 0 <= cfg.repeat < most:
-        raise UserError(f"repeat: received {cfg.repeat}; expected 0..{most - 1} (repeats="
+    # repeats=auto: a disturbed round runs once more (distexp.sweeps.auto), and its re-run's
+    # jobs take the next `repeat`: up to twice the rounds
+    runs = 2 * most if auto else most
+    if not 0 <= cfg.repeat < runs:
+        raise UserError(f"repeat: received {cfg.repeat}; expected 0..{runs - 1} (repeats="
                         f"{cfg.repeats}); the sweeper sets it, set repeats=N instead")
 
 

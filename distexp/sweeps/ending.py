@@ -111,6 +111,7 @@ class Sweeps:
 SWEEPS = Sweeps()
 
 
+
 def _finish(sweep: OpenSweep, error: Optional[BaseException], interrupted: bool) -> int:
     jobs = records(sweep.sweep_dir)
     failed = [j for j in jobs if j["status"] != "COMPLETED"]

@@ -212,6 +212,17 @@ def test_repeats_auto_keys_are_range_checked_in_a_sweeps_job(compose, key, monke
     assert line.startswith(f"{key}: received ") and "expected" in line, line
 
 
+def test_repeats_auto_takes_a_disturbed_rounds_rerun_as_a_repeat(compose, monkeypatch):
+    """repeats=auto re-runs a disturbed round once (distexp.sweeps.auto): its jobs take the next
+    `repeat`, up to 2 x sweep.max_repeats - 1; a sweep checks every job (and its re-runs' jobs)."""
+    monkeypatch.setattr(checks, "in_multirun", lambda *a, **k: True)
+    auto = ["repeats=auto", "sweep.max_repeats=2"]
+    assert _refusal(compose, [*auto, "repeat=2"]) == _refusal(compose, [*auto, "repeat=3"]) == ""
+    assert _refusal(compose, [*auto, "repeat=4"]) == (
+        "repeat: received 4; expected 0..3 (repeats=auto); the sweeper sets it, set repeats=N instead")
+    assert _refusal(compose, ["repeats=2", "repeat=2"]).startswith("repeat: received 2; expected 0..1")
+
+
 def test_a_record_with_a_built_in_option_is_refused_and_with_its_own_option_not(compose):
     assert _refusal(compose, ["model=cnn", "model.record=my_pkg.models"]) == (
         "model.record: received 'my_pkg.models' with model=cnn, a built-in option that does not "

@@ -70,25 +70,44 @@ def test_a_pipe_gets_plain_lines_and_a_summary_of_the_logged_figures(cli):
     assert r.returncode == 0, r
     assert "\r" not in r.stdout and "\x1b" not in r.stdout, r.stdout
     tail = r.stdout[r.stdout.index("throughput: "):].splitlines()
-    assert len(tail) <= 6 and tail[-2].startswith("Job directory: "), tail
     _, runs = mlflow_runs(cli.uri)
     m = runs[0].data.metrics
-    assert runs[0].info.run_id in tail[-1]
-    rate = re.search(r"^throughput: ([\d,]+) examples/s \[([\d,]+), ([\d,]+)\]", tail[0])
-    rate, lo, hi = (float(x.replace(",", "")) for x in rate.groups())
+    # the summary's lines, exactly (distexp.job.summary), each within 120 columns: throughput, the
+    # step split (on two lines where it is longer than one), MFU where the processor has a peak,
+    # final; then the job directory and the browse command
+    split = 2 if tail[2].startswith("  ") else 1
+    heads = ["throughput: ", "step ", *["  "] * (split - 1), *["MFU: "] * ("perf/mfu" in m),
+             "final: ", "Job directory: ", "Browse it: "]
+    assert len(tail) == len(heads) and all(ln.startswith(h) for ln, h in zip(tail, heads)), tail
+    assert all(len(ln) <= 120 for ln in tail[:-2]), tail
+    assert tail[-2] == f"Job directory: {cli.cwd / 'job'}" and runs[0].info.run_id in tail[-1]
+    # throughput, its interval, and the measurement window it rests on: >= 200 timed steps, >= 2 s
+    # (measure_min_steps, measure_min_seconds), the seconds being 64 x timed steps / examples/s
+    said = re.fullmatch(r"throughput: ([\d,]+) examples/s \[([\d,]+), ([\d,]+)\] \(95 %, ([\d,]+) "
+                        r"timed steps, ([\d.]+) s\); end to end ([\d,]+) examples/s", tail[0])
+    assert said, tail[0]
+    rate, lo, hi, steps, secs, e2e = (float(x.replace(",", "")) for x in said.groups())
     ci = m["perf/examples_per_sec_ci95"]
     assert rate == round(m["perf/examples_per_sec"]) and lo == round(m["perf/examples_per_sec"] - ci)
-    e2e = float(re.search(r"end to end ([\d,]+) examples/s", tail[0]).group(1).replace(",", ""))
+    assert hi == round(m["perf/examples_per_sec"] + ci)
+    assert steps == m["perf/timed_steps"] and steps >= 200 and secs >= 2.0
+    assert secs == pytest.approx(64 * steps / m["perf/examples_per_sec"], abs=0.051)
     assert e2e == round(m["perf/examples_per_sec_end_to_end"])
-    parts = re.match(r"step (\S+) ms = input (\S+) \+ compute (\S+) \+ sync (\S+) \+ other (\S+);",
-                     tail[1])
+    step_text = " ".join(ln.strip() for ln in tail[1:1 + split])
+    assert (split == 2) == (len(step_text) > 120), tail
+    parts = re.fullmatch(r"step (\S+) ms = input (\S+) \+ compute (\S+) \+ sync (\S+) \+ other (\S+)"
+                         r"(?:; input, compute and sync x [\d.]+: they overlap in training)?"
+                         r"; bottleneck: (?:input|compute|sync|other), \d+ % \(.+\)", step_text)
+    assert parts, step_text
     step, *shown = (float(x) for x in parts.groups())
     logged = [m[f"perf/step_{p}_ms"] for p in ("input", "compute", "sync", "other")]
     assert shown == [round(x, 2) for x in logged] and step == pytest.approx(sum(shown))
     assert step == pytest.approx(1000 * 64 / m["perf/examples_per_sec"], abs=0.02)
-    final = dict(re.findall(r"eval_(\w+) ([\d.]+)", tail[-3]))
-    assert float(final["accuracy"]) == round(m["eval/accuracy"], 4)
-    assert float(final["loss"]) == round(m["eval/loss"], 4)
+    final = re.fullmatch(r"final: ((?:eval_\w+ [\d.]+  )+)time to first step ([\d.]+) s", tail[-3])
+    assert final, tail[-3]
+    evals = {k: float(v) for k, v in re.findall(r"eval_(\w+) ([\d.]+)", final[1])}
+    assert evals == {"accuracy": round(m["eval/accuracy"], 4), "loss": round(m["eval/loss"], 4)}
+    assert float(final[2]) == round(m["perf/time_to_first_step_s"], 2)
     # MFU wherever the processor has a theoretical peak (distexp.figures.cpu_peak), and shown
     from distexp.figures.cpu_peak import machine_cpu_peak
 
@@ -125,7 +144,13 @@ def test_an_auto_sweep_reads_in_one_screen_piped(cli):
     r = cli("-m", "strategy=one_device,mirrored", "cpu_replicas=2", "sweep.controls=true",
             "repeats=auto", "sweep.max_repeats=2", *TINY, "hydra.sweep.dir=sweep", timeout=900)
     assert r.returncode == 0, r
-    lines = r.stdout.splitlines()
+    assert all(len(ln) <= 120 for ln in r.stdout.splitlines()), r.stdout
+    lines = []  # each line with its continuations (indented two columns: distexp.console_lines)
+    for ln in r.stdout.splitlines():
+        if ln.startswith("  ") and lines:
+            lines[-1] += " " + ln.strip()
+        else:
+            lines.append(ln)
     jobs = [JOB_LINE.match(ln) for ln in lines if ln.startswith("job ")]
     assert all(jobs) and len(jobs) == 6, r.stdout
     assert [int(m[1]) for m in jobs] == list(range(1, 7)) and jobs[0][2] == "6"

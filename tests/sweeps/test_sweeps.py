@@ -20,12 +20,16 @@ def _split(runs):
     return parents, children
 
 
+FACTORIES = ["factories:small_mlp", "factories:crash", "factories:fails_when_env",
+             "factories:small_mlp"]
+
+
 def test_sweep_is_a_parent_run_and_a_failed_job_does_not_stop_it(cli):
-    # 4 jobs planned; mlp ignores the factory, so its two are one set-up, run once (3 jobs);
-    # exactly one (model=custom with the crashing factory) fails
-    r = cli("-m", "model=mlp,custom", "model.factory=factories:crash,factories:small_mlp",
-            "epochs=1", "steps_per_epoch=8", "warmup_steps=2", "measure_step_split=false",
-            "hydra.sweep.dir=sweep", timeout=900)
+    # 4 jobs planned; the last repeats the first's set-up, so it is merged into it (3 jobs run);
+    # exactly one (the factory that kills its process) passes the checks up front and fails at
+    # run time, in the trainer
+    r = cli("-m", "model=custom", "model.factory=" + ",".join(FACTORIES), "epochs=1",
+            "steps_per_epoch=8", "warmup_steps=2", "measure_step_split=false", "hydra.sweep.dir=sweep", timeout=900)
     assert r.returncode == 1, r
     assert "sweep: 1 job(s) merged into an earlier job of the same set-up" in r.stdout, r
     client, runs = mlflow_runs(cli.uri)
@@ -35,7 +39,8 @@ def test_sweep_is_a_parent_run_and_a_failed_job_does_not_stop_it(cli):
     sid = parent.data.tags["distexp.sweep_id"]
     assert parent.info.status == "FAILED"
     assert parent.data.params["job_count"] == "3"
-    assert parent.data.params["overrides"].startswith("model=mlp,custom")
+    assert parent.data.params["overrides"].startswith("model=custom model.factory=" + ",".join(FACTORIES)), \
+        parent.data.params["overrides"]
     assert parent.data.metrics["sweep/jobs"] == 3 and parent.data.metrics["sweep/failed_jobs"] == 1
     assert all(c.data.tags["distexp.sweep_id"] == sid for c in children)
     assert all(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children)
