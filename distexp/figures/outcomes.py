@@ -178,8 +178,17 @@ def wrapped(line: str, width: int = WIDTH) -> List[str]:
     for cut, again in (("; accuracy ", "accuracy "), (", margins ", "margins ")):
         if len(line) > width and cut in line:
             head, tail = line.split(cut, 1)
-            return [head + cut.rstrip()[:1], "  " + again + tail]
-    return [line]
+            return _within(head + cut.rstrip()[:1], width) + _within("  " + again + tail, width)
+    return _within(line, width)
+
+
+def _within(line: str, width: int) -> List[str]:
+    """A line cut between words where it is longer than `width`, continued lines indented."""
+    import textwrap
+
+    if len(line) <= width:
+        return [line]
+    return textwrap.wrap(line, width, subsequent_indent="  ", break_on_hyphens=False)
 
 
 def cap(d: "Decision") -> int:
