@@ -121,6 +121,7 @@ def cli() -> None:
     sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
     from distexp import library_logs, stops
 
+    library_logs.absl_follows_stderr()
     stops.install()  # also when called in-process (not `python -m distexp`)
     library_logs.quiet_env()
     user_wants_trace = "HYDRA_FULL_ERROR" in os.environ

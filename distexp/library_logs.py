@@ -93,3 +93,17 @@ def to_log_only() -> None:
         for h in list(lg.handlers):
             lg.removeHandler(h)
         lg.propagate = True
+
+
+def absl_follows_stderr() -> None:
+    """Where absl's logging was imported before the command (a caller's own TensorFlow, a
+    notebook), its handler writes to the stream sys.stderr was then; absl closes that stream when
+    the handler is shut down unless it is sys.stderr itself (absl.logging.PythonHandler.close), and
+    Hydra's logging configuration shuts every handler down. Once the command has wrapped
+    sys.stderr (distexp.__main__), the caller's stream was closed under it (seen: pytest's
+    capture): the handler writes to the current sys.stderr instead."""
+    absl = sys.modules.get("absl.logging")
+    handler = getattr(absl, "get_absl_handler", lambda: None)()
+    python_handler = getattr(handler, "python_handler", None)
+    if isinstance(python_handler, logging.StreamHandler):
+        python_handler.setStream(sys.stderr)

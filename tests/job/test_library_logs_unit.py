@@ -39,3 +39,27 @@ def test_a_trainers_records_go_to_its_log_only(monkeypatch):
     lines = err.getvalue().splitlines()
     assert len(lines) > 3 and any("Traceback" in ln for ln in lines)
     assert [ln for ln in lines if launch.console_line(ln + "\n", set()) is not None] == []
+
+
+def test_a_command_in_process_leaves_the_callers_stderr_open(tmp_path):
+    """absl closes its handler's stream when Hydra's logging configuration shuts handlers down,
+    unless it is sys.stderr itself: a caller whose stderr absl's handler took (a notebook, pytest's
+    capture) kept a closed stream after a command run in its process (CI: every later test of the
+    worker failed, 'I/O operation on closed file')."""
+    import absl.logging
+
+    from helpers import run_in_process
+
+    handler = absl.logging.get_absl_handler().python_handler
+    callers = io.StringIO()
+    saved = handler.stream
+    handler.setStream(callers)
+    try:
+        pairs = tmp_path / "pairs.txt"
+        pairs.write_text("Hi.\tHallo.\nno tab\n", encoding="utf-8")
+        r = run_in_process(["model=gru_seq2seq", "dataset=text_pairs", f"dataset.path={pairs}"],
+                           tmp_path)
+    finally:
+        handler.setStream(saved)
+    assert r.returncode == 2 and "dataset.path: received" in r.stderr, r  # Hydra's logging ran
+    assert not callers.closed
