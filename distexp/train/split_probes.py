@@ -24,6 +24,7 @@ from typing import Dict, List, Tuple
 
 from distexp.figures.breakdown import median_se
 from distexp.train.input_probe import local_sum
+from distexp.train.step import replica_update, traced
 
 WARMUP = 1   # untimed rounds (a probe's first call traces it)
 
@@ -50,8 +51,8 @@ class Probes:
         self.one_step = one_step if self.replicas == 1 else None
         self.empty = tf.function(_empty_fn(strategy), autograph=False)
         self.empty_call = tf.function(lambda x, y: tf.constant(0.0), autograph=False)
-        local = _local_step_fn(task, model, optimizer, global_batch, variables, jit, xla_step)
-        self.compute = tf.function(_compute_fn(strategy, optimizer, local), autograph=False)
+        local = _local_step_fn(task, model, optimizer, global_batch, jit, xla_step)
+        self.compute = traced(_compute_fn(strategy, optimizer, local))
         self.sync = tf.function(_sync_fn(strategy, optimizer, variables), autograph=False)
 
     def measure(self, batch, k: int, calls: int) -> Dict[str, Tuple[float, float]]:
@@ -100,43 +101,21 @@ def _wait(result) -> None:
     float(tf.nest.flatten(result)[0])
 
 
-def _local_step_fn(task, model, optimizer, global_batch: int, variables, jit: bool = False,
+def _local_step_fn(task, model, optimizer, global_batch: int, jit: bool = False,
                    xla_step: str = "split"):
-    """A replica's step with its own gradient: forward, the task's loss over the global batch (as
-    the optimizer scales it; no all-reduced weight: no collective), the model's own losses,
-    backward, the optimizer's update and the task's training metrics. `jit`: XLA compiles the
-    forward and backward pass and the update runs outside it, as in the trained step
-    (distexp.train.step.Step: TensorFlow refuses the update's merge_call inside a nested function);
-    `xla_step` whole: the update inside it too, as the trained step then."""
+    """A replica's step with its own gradient: the training's (distexp.train.step.replica_update,
+    XLA as there) with the task's loss over the global batch size (no all-reduced weight: no
+    collective), summed with its metric sums and units into one number to wait for."""
     import tensorflow as tf
 
-    names = tuple(task.train_metrics)
-
-    def forward_backward(x, y):
-        with tf.GradientTape() as tape:
-            outputs = model(x, training=True)
-            out = task.loss(y, outputs)
-            total = out[0] if isinstance(out, (tuple, list)) else out
-            loss = tf.cast(total, tf.float32) / float(global_batch)
-            if model.losses:
-                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
-            scaled = optimizer.scale_loss(loss)
-        grads = tape.gradient(scaled, variables)
-        stats = task.metrics(y, outputs)
-        return (tf.add_n([loss] + [tf.reduce_sum(tf.cast(v, tf.float32))
-                                   for m in names for v in stats[m]]),
-                [tf.zeros_like(v) if g is None else g for g, v in zip(grads, variables)])
-
-    whole = jit and xla_step == "whole"
-    compute = tf.function(forward_backward, jit_compile=True, autograph=False) \
-        if jit and not whole else forward_backward
+    update = replica_update(task, model, optimizer, global_batch, weight="batch", jit=jit,
+                            xla_step=xla_step)
 
     def local_step(x, y):
-        total, grads = compute(x, y)
-        optimizer.apply_gradients(zip(grads, variables))
-        return total
+        loss, flat, units = update(x, y)
+        return tf.add_n([loss, units] + [tf.reduce_sum(v) for v in flat])
 
-    return tf.function(local_step, jit_compile=True, autograph=False) if whole else local_step
+    return local_step
 
 
 def _compute_fn(strategy, optimizer, local_step):

@@ -1,15 +1,17 @@
 """One training step for every strategy, and the two ways it is dispatched (Orbit's split).
 
-- `replica_step` (one per job): forward, the task's loss divided by the *global* weight
-  (see distexp.tasks.base), `optimizer.scale_loss` (identity unless mixed_float16's
-  LossScaleOptimizer, which unscales in apply_gradients and skips non-finite steps), gradients
-  summed over replicas by the optimizer, the task's training metrics as (sum, count); with
-  jit_compile, XLA compiles all but the optimizer's update (`xla_step=split`), or all of it
-  (`xla_step=whole`, GPU replicas and one-replica strategies).
+- `forward_backward`: a replica's forward and backward pass, the only one (the step, the parity's
+  `gradient_norm`, the compute probe): the task's loss divided by the *global* weight (see
+  distexp.tasks.base), `optimizer.scale_loss` (identity unless mixed_float16's
+  LossScaleOptimizer, which unscales in apply_gradients and skips non-finite steps), the task's
+  training metrics as (sum, count). `replica_update` (`replica_step`, one per job): then the
+  optimizer's update, which sums the gradients over replicas; with jit_compile, XLA compiles all
+  but the update (`xla_step=split`), or all of it (`xla_step=whole`, GPU replicas and one-replica
+  strategies).
 - `steps(iterator, n)`: n replica steps in one `tf.function` call, in a `tf.while_loop`
   (Orbit's standard_runner), returning the n per-step losses stacked, so every step's loss still
   reaches steps.csv; metric sums and units (tokens) summed over the n steps.
-- `traced`: every function here is traced as plain TF, without autograph (see there).
+- every function here is traced as plain TF, without autograph (distexp.train.tracing.traced).
 - `SyncDispatch`: `strategy.run` on a distributed iterator (one_device, mirrored, central,
   multiworker). With n = 1 the batch is taken on the host and that wait is timed as input. On
   accelerator replicas (GPU, TPU) it queues a window of calls (`WINDOW_STEPS` steps) and fetches
@@ -28,6 +30,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from distexp.train.tracing import traced
+
 PS_WINDOW = 10  # calls scheduled between joins under ps (at least 2 per worker)
 WINDOW_STEPS = 10  # accelerator replicas: steps queued per host fetch (meter.WINDOW's size)
 
@@ -42,18 +46,75 @@ class Steps:
     launch_s: Optional[float] = None  # a window: host seconds spent queueing its calls
 
 
-def replica_loss(task, labels, outputs, global_batch: int):
-    """This replica's share of the global mean loss (exact: see distexp.tasks.base)."""
+def replica_loss(task, labels, outputs, global_batch: int, weight: str = "global"):
+    """This replica's share of the global mean loss (exact: see distexp.tasks.base). `weight`
+    "batch": the task's sum over the global batch size, whatever the task counts (no
+    all-reduce: the compute probe's, distexp.train.split_probes)."""
     import tensorflow as tf
 
     out = task.loss(labels, outputs)
     if not isinstance(out, (tuple, list)):  # the task reduced it itself: taken as is
         return tf.cast(out, tf.float32)
-    total, weight = (tf.cast(v, tf.float32) for v in out)
-    if getattr(task, "unit_weight", False):
+    total, count = (tf.cast(v, tf.float32) for v in out)
+    if weight == "batch" or getattr(task, "unit_weight", False):
         return total / float(global_batch)
     ctx = tf.distribute.get_replica_context()
-    return total / tf.maximum(ctx.all_reduce(tf.distribute.ReduceOp.SUM, weight), 1.0)
+    return total / tf.maximum(ctx.all_reduce(tf.distribute.ReduceOp.SUM, count), 1.0)
+
+
+WEIGHTS = ("global", "batch")  # forward_backward's `weight`
+
+
+def forward_backward(task, model, optimizer, global_batch: int, *, weight: str = "global",
+                     scale: bool = True, jit: bool = False):
+    """A replica's forward and backward pass, distexp.train's one GradientTape (held to one by
+    tests/project/test_layout.py): (x, y) -> (loss, gradients, flat metric sums, units). loss:
+    the task's (`replica_loss`, `weight`) plus the model's own losses; gradients of
+    `optimizer.scale_loss(loss)` (`scale`) or of the loss itself (False: `optimizer` unused);
+    `jit`: XLA-compiled, `traced(..., jit_compile=True)`."""
+    import tensorflow as tf
+
+    if weight not in WEIGHTS:
+        raise ValueError(f"weight: received {weight!r}; valid: {', '.join(WEIGHTS)}")
+    names = tuple(task.train_metrics)
+    counts_units = getattr(task, "units", None) is not None
+    variables = model.trainable_variables
+
+    def forward_backward(x, y):
+        with tf.GradientTape() as tape:
+            outputs = model(x, training=True)
+            loss = replica_loss(task, y, outputs, global_batch, weight)
+            if model.losses:
+                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+            scaled = optimizer.scale_loss(loss) if scale else loss
+        grads = tape.gradient(scaled, variables)
+        stats = task.metrics(y, outputs)
+        flat = [tf.cast(v, tf.float32) for m in names for v in stats[m]]
+        units = task.units_in(y) if counts_units else 0.0
+        return loss, grads, flat, tf.cast(units, tf.float32)
+
+    return traced(forward_backward, jit_compile=True) if jit else forward_backward
+
+
+def replica_update(task, model, optimizer, global_batch: int, *, weight: str = "global",
+                   jit: bool = False, xla_step: str = "split"):
+    """A replica's training step (the step's, the compute probe's), (x, y) -> (loss, flat metric
+    sums, units): `forward_backward`, then the optimizer's update. With `jit`, xla_step=split:
+    XLA compiles forward and backward, not the update: it sums the replicas' gradients (a
+    merge_call), which TensorFlow refuses inside a nested tf.function. xla_step=whole (Model
+    Garden's shape): the whole replica step, update included, in one XLA function inside
+    strategy.run; on all-GPU replicas TensorFlow skips that merge_call (one_device and
+    one-replica mirrored compile it on a CPU too)."""
+    variables = model.trainable_variables
+    compute = forward_backward(task, model, optimizer, global_batch, weight=weight,
+                               jit=jit and xla_step == "split")
+
+    def replica_step(x, y):
+        loss, grads, flat, units = compute(x, y)
+        optimizer.apply_gradients(zip(grads, variables))
+        return loss, flat, units
+
+    return traced(replica_step, jit_compile=True) if jit and xla_step == "whole" else replica_step
 
 
 class Step:
@@ -72,36 +133,8 @@ class Step:
         first = (getattr(strategy.extended, "worker_devices", None) or [None])[0]
         self.on_gpu = first if local_replicas and first \
             and tf.DeviceSpec.from_string(first).device_type == "GPU" else None
-        variables = model.trainable_variables
-
-        def gradients(x, y):
-            with tf.GradientTape() as tape:
-                outputs = model(x, training=True)
-                loss = replica_loss(task, y, outputs, global_batch)
-                if model.losses:
-                    loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
-                scaled = optimizer.scale_loss(loss)
-            grads = tape.gradient(scaled, variables)
-            stats = task.metrics(y, outputs)
-            flat = [tf.cast(v, tf.float32) for m in self.names for v in stats[m]]
-            units = task.units_in(y) if self.counts_units else 0.0
-            return loss, grads, flat, tf.cast(units, tf.float32)
-
-        # jit_compile, xla_step=split: XLA compiles forward and backward, not the update: it sums
-        # the replicas' gradients (a merge_call), which TensorFlow refuses inside a nested
-        # tf.function. xla_step=whole (Model Garden's shape): the whole replica step, update
-        # included, in one XLA function inside strategy.run; on all-GPU replicas TensorFlow skips
-        # that merge_call (one_device and one-replica mirrored compile it on a CPU too).
-        compute = traced(gradients, jit_compile=True) if jit and xla_step == "split" \
-            else gradients
-
-        def replica_step(x, y):
-            loss, grads, flat, units = compute(x, y)
-            optimizer.apply_gradients(zip(grads, variables))
-            return loss, flat, units
-
-        whole = jit and xla_step == "whole"
-        self.replica_step = traced(replica_step, jit_compile=True) if whole else replica_step
+        self.replica_step = replica_update(task, model, optimizer, global_batch, jit=jit,
+                                           xla_step=xla_step)
         self.one = traced(self._one_step)
         self.steps = traced(self._steps)
 
@@ -157,52 +190,6 @@ class Step:
                              vals[-1] if self.counts_units else None))
             at += size + width
         return _merge(out)
-
-
-class traced:
-    """`tf.function(fn, autograph=False, **options)`: traced as plain TF, as Keras 3 traces its own
-    train and test steps (`tf.autograph.experimental.do_not_convert`). Autograph's conversion of
-    the Python code a step calls (distexp's step, the task's loss and metrics) was most of a job's
-    tracing: the one-step function 0.35 -> 0.15 s, the evaluation step 0.33 -> 0.08 s (a sweep
-    job of the default model, quiet 2-core machine). distexp's own steps, tasks and models
-    branch and loop with TF ops only.
-
-    A user's task or model code that needs autograph (`if loss > 0:`, `for i in range(n)` or
-    `len(t)` on a tensor) fails to trace as plain TF (OperatorNotAllowedInGraphError, TypeError
-    ...): the function is traced again with autograph, once. If that fails too, the first error is
-    raised as it was. Errors of a step that ran (TensorFlow's OpError: a bad label, a NaN check)
-    are raised at once: the step is never run twice."""
-
-    def __init__(self, fn, **options):
-        import tensorflow as tf
-
-        self._fn, self._options = fn, options
-        self._function = tf.function(fn, autograph=False, **options)
-        self.autograph = False
-
-    def __call__(self, *args, **kwargs):
-        return self.via(lambda function: function(*args, **kwargs))
-
-    def via(self, call):
-        """`call(the tf.function)`, e.g. a ClusterCoordinator scheduling it (it takes only a
-        tf.function and traces it there); a trace that needs autograph: again with it."""
-        import tensorflow as tf
-
-        try:
-            return call(self._function)
-        except Exception as ex:  # raised again below unless autograph helps
-            if self.autograph or isinstance(ex, tf.errors.OpError):
-                raise
-            plain = ex
-        self.autograph = True
-        self._function = tf.function(self._fn, autograph=True, **self._options)
-        try:
-            return call(self._function)
-        except Exception:  # noqa: BLE001  (not an autograph matter: the user's own error)
-            raise plain from None
-
-    def __getattr__(self, name):  # python_function, experimental_get_tracing_count, ...
-        return getattr(self._function, name)
 
 
 def dispatcher(record):
@@ -391,20 +378,17 @@ def gradient_norm(step: Step, model, batch) -> float:
     replicas, loss scaling undone), without applying it: what `distexp.parity` compares."""
     import tensorflow as tf
 
-    strategy, task = step.strategy, step.task
+    strategy, variables = step.strategy, model.trainable_variables
+    compute = forward_backward(step.task, model, None, step.global_batch, scale=False)
 
     def replica(x, y):
-        with tf.GradientTape() as tape:
-            loss = replica_loss(task, y, model(x, training=True), step.global_batch)
-            if model.losses:
-                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
-        grads = tape.gradient(loss, model.trainable_variables)
+        grads = compute(x, y)[1]
         grads = [tf.cast(g, tf.float32) if g is not None else tf.zeros_like(v, tf.float32)
-                 for g, v in zip(grads, model.trainable_variables)]
+                 for g, v in zip(grads, variables)]
         ctx = tf.distribute.get_replica_context()
         return tf.linalg.global_norm(ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads))
 
-    norm = tf.function(lambda x, y: strategy.run(replica, args=(x, y)))(*batch)
+    norm = traced(lambda x, y: strategy.run(replica, args=(x, y)))(*batch)
     values = strategy.experimental_local_results(norm)
     return float(values[0])
 

@@ -12,6 +12,9 @@
   distexp.__main__ decides the exit;
 - Ray's private names (`ray._private`, `ray._raylet`, hydra-ray-launcher's `_launcher_util`) only in
   distexp/cluster/ray_compat.py;
+- one forward and backward pass (`ONE_TAPE`): a `GradientTape` only in
+  distexp.train.step.forward_backward, which the step, the parity's gradient norm and the compute
+  probe share;
 - no function of distexp longer than 60 lines;
 - docs/architecture.md's package table names every module.
 """
@@ -302,6 +305,49 @@ def test_a_private_ray_use_elsewhere_is_found(tmp_path):
     (tmp_path / "hydra_plugins/y.py").write_text(
         "\nfrom hydra_plugins.hydra_ray_launcher._launcher_util import _run_job\n")
     assert ray_private_uses(tmp_path) == ["distexp/cluster/x.py:2", "hydra_plugins/y.py:2"]
+
+
+
+# The training step's forward and backward pass is written once (the step, gradient_norm and the
+# compute probe build it): the one GradientTape of distexp, as "<file> <function>".
+ONE_TAPE = ["distexp/train/step.py forward_backward"]
+
+
+def _names_tape(node: ast.AST) -> bool:
+    if isinstance(node, ast.ImportFrom):
+        return any(a.name == "GradientTape" for a in node.names)
+    return getattr(node, "attr", None) == "GradientTape" or getattr(node, "id", None) == "GradientTape"
+
+
+def tapes(root: Path = ROOT) -> List[str]:
+    """Every use of `GradientTape` in distexp/ (tf.GradientTape, or the name imported), as
+    "<file> <enclosing function>" (<module> at top level), by file and line."""
+    found = []
+    for path in sorted((root / "distexp").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in sorted((n for n in ast.walk(tree) if _names_tape(n)), key=lambda n: n.lineno):
+            scope = node
+            while scope in parents and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                scope = parents[scope]
+            found.append(f"{path.relative_to(root).as_posix()} {getattr(scope, 'name', '<module>')}")
+    return found
+
+
+def test_one_gradient_tape_the_steps_forward_and_backward():
+    assert tapes() == ONE_TAPE
+
+
+def test_a_second_gradient_tape_is_found(tmp_path):
+    (tmp_path / "distexp/train/loops").mkdir(parents=True)
+    (tmp_path / "distexp/train/step.py").write_text(
+        "def forward_backward():\n    import tensorflow as tf\n\n"
+        "    def inner(x):\n        with tf.GradientTape() as tape:\n            pass\n")
+    (tmp_path / "distexp/train/loops/x.py").write_text(
+        "from tensorflow import GradientTape\n\n\nclass A:\n    def norm(self):\n"
+        "        return GradientTape()\n")
+    assert tapes(tmp_path) == ["distexp/train/loops/x.py <module>", "distexp/train/loops/x.py norm",
+                               "distexp/train/step.py inner"]
 
 
 def test_tensorflow_at_module_level_only_on_the_train_side():

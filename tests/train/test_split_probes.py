@@ -46,3 +46,27 @@ def test_one_replica_has_nothing_to_all_reduce():
         # gradient itself, so sync is 0 without a probe; the probe's compute is the step itself
         assert graphs["one_step"] == graphs["k_steps"] == [], (strategy, graphs)
         assert graphs["probe_one_step"] is True, strategy
+
+
+# What the step's weight all-reduce adds to its loss part (seq2seq: the tokens counted over all
+# replicas; one device: an IdentityN), which the compute probe leaves out (no collective in it).
+WEIGHT_ALL_REDUCE = {"IdentityN": 1, "Identity": 1, "Maximum": 1}
+
+
+@pytest.mark.parametrize("overrides, weight_ops", [
+    ((), {}),  # the default job's model, task and optimizer (cnn, classification: unit weight)
+    (("model=gru_seq2seq", "dataset=synthetic_pairs"), WEIGHT_ALL_REDUCE),
+])
+def test_the_compute_probe_runs_the_steps_forward_and_backward(overrides, weight_ops):
+    """The compute probe times what training runs: the traced forward and backward pass of the
+    probe and of the training step (distexp.train.step.forward_backward, XLA-compiled: a function
+    of its own) hold the same ops, type by type and count by count: the loss part, and the
+    gradient part (the tape's) exactly; seq2seq's loss part differs only by the step's all-reduce
+    of the weight."""
+    from collections import Counter
+
+    g = run_probe("split_probe.py", "ops", *overrides)
+    step, probe = g["step"], g["probe"]
+    assert step["gradient"] == probe["gradient"] and sum(step["gradient"].values()) > 20, g
+    assert Counter(step["loss"]) - Counter(probe["loss"]) == Counter(weight_ops), g
+    assert Counter(probe["loss"]) - Counter(step["loss"]) == Counter(), g

@@ -7,6 +7,11 @@ logical CPU devices are fixed once per process). Prints its result as one JSON l
         (distexp.train.split_probes.Probes), each as [op type, device, dtype, shape of what it
         reduces, communication hint], sorted: tiny model, MirroredStrategy over <replicas>
         logical CPUs (1: also OneDeviceStrategy)
+    python split_probe.py ops overrides...
+        the op types (with counts) of the forward and backward pass (distexp.train.step.
+        forward_backward, XLA on so it is a function of its own) as the training step and the
+        compute probe trace it, for the job of `overrides` (its task, model and optimizer): the
+        loss part and the gradient part (the tape's ops) of each
     python split_probe.py train <job_dir> <delay_ms> overrides...
         one job trained in this process (distexp.train.trainer.train), with `delay_ms` of host
         time added to each call's fetch of its results (Step.host: the loop's round trip to the
@@ -105,21 +110,67 @@ def graphs(replicas: int, optimizer: str, precision: str) -> dict:
     return out
 
 
-def train(job_dir: str, delay_ms: float, overrides) -> dict:
+def _compose(overrides):
     from pathlib import Path
 
     from hydra import compose, initialize_config_dir
 
     import distexp
-    from distexp.config import checks, resolved, schema
-    from distexp.train import step, trainer
+    from distexp.config import checks, schema
 
-    Path(job_dir).mkdir(parents=True, exist_ok=True)
     schema.register()
     conf = Path(distexp.__file__).resolve().parent / "conf"
     with initialize_config_dir(version_base="1.3", config_dir=str(conf)):
         cfg = compose(config_name="config", overrides=[*overrides, "tracking.enabled=false"])
     checks.validate(cfg)
+    return cfg
+
+
+def _pass_ops(concrete) -> dict:
+    """{"loss": ..., "gradient": ...}: {op type: count} of the forward_backward function that
+    `concrete` calls (the tape's ops, named gradient_tape/..., are the gradient part)."""
+    from collections import Counter
+
+    found = [g for g in subgraphs(concrete.graph) if "forward_backward" in g.name]
+    assert len(found) == 1, [g.name for g in subgraphs(concrete.graph)]
+    ops = found[0].get_operations()
+    tape = [op.type for op in ops if op.name.startswith("gradient_tape/")]
+    return {"loss": dict(Counter(op.type for op in ops) - Counter(tape)), "gradient": dict(Counter(tape))}
+
+
+def ops(overrides) -> dict:
+    import keras
+    import tensorflow as tf
+
+    from distexp import tasks
+    from distexp.data import loaders
+    from distexp.train import optimizer as optimizers
+    from distexp.train.split_probes import Probes
+    from distexp.train.step import Step
+
+    cfg = _compose(overrides)
+    keras.mixed_precision.set_global_policy(cfg.precision)
+    strategy, task, batch = tf.distribute.OneDeviceStrategy("/cpu:0"), tasks.get(cfg), 8
+    data = loaders.load(cfg)
+    train_ds, _ = loaders.pipelines(cfg, data, batch)
+    with strategy.scope():
+        model = task.build_model(cfg, data)
+        opt = optimizers.build(cfg, model, 0.01)
+    x, y = next(iter(strategy.experimental_distribute_dataset(train_ds)))
+    step = Step(strategy, task, model, opt, batch, jit=True)
+    probes = Probes(strategy, task, model, opt, batch, jit=True)  # no one_step: the probe's own
+    return {"step": _pass_ops(step.one.get_concrete_function(x, y)),
+            "probe": _pass_ops(probes.compute.get_concrete_function(x, y, tf.constant(2)))}
+
+
+def train(job_dir: str, delay_ms: float, overrides) -> dict:
+    from pathlib import Path
+
+    from distexp.config import resolved
+    from distexp.train import step, trainer
+
+    Path(job_dir).mkdir(parents=True, exist_ok=True)
+    cfg = _compose(overrides)
     resolved.attach(cfg, resolved.resolve(cfg, job_dir=job_dir))
     host = step.Step.host
 
@@ -140,6 +191,8 @@ def main() -> None:
     what = sys.argv[1]
     if what == "graphs":
         result = graphs(int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    elif what == "ops":
+        result = ops(sys.argv[2:])
     else:
         result = train(sys.argv[2], float(sys.argv[3]), sys.argv[4:])
     print(json.dumps(result), flush=True)
