@@ -58,9 +58,11 @@ class Ray(Kind):
                 raise UserError(f"cluster.{name}: received {node[name]}; expected a number > 0")
 
     def plan(self, cfg: DictConfig, rec, job_dir: Path, gpus: int) -> Plan:
+        """One task per process of the strategy, each a bundle; Ray is reached by the plan's
+        `acquire` (distexp.cluster.ray_run.RayPlan)."""
         from distexp.cluster import ray_run
 
-        return ray_run.place(cfg, rec, job_dir)
+        return ray_run.job_plan(cfg, rec, job_dir)
 
     def one_process(self, cfg: DictConfig, rec, job_dir: Path, gpus: int) -> Plan:
         """mirrored, one_device, central: one actor on one node, with its `gpus`."""
