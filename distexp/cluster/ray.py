@@ -47,6 +47,7 @@ class Ray(Kind):
         from distexp.cluster import ray_plan
         from distexp.errors import UserError
 
+        super().check(node)
         address = str(node.address)
         host, _, port = address.removeprefix("ray://").rpartition(":")
         if address != "auto" and not (host and port.isdigit() and 0 < int(port) < 65536):

@@ -250,23 +250,10 @@ def register() -> None:
             store.store(group=group, name=f"base_{rec.name}", node=node)
 
 
-def _applies(tree: dict, group: str, key: str) -> bool:
-    """Whether a group's key applies to the chosen option (its record's schema says; a strategy's
-    and a cluster's `record` always, as their params always had it; task.factory/kwargs apply to
-    a user's task)."""
-    node = tree[group]
-    if group in ("strategy", "cluster") and key == "record":
-        return True
-    if group == "task" and key in ("factory", "kwargs"):
-        return node.get("factory") is not None
-    if group in groups.GROUPS:
-        return groups.applies(group, node, key)
-    return True
-
-
 def flatten(cfg: DictConfig) -> dict:
-    """The resolved config as flat `a.b.c -> str` params (MLflow's param shape): the keys that
-    apply to the chosen options (their records)."""
+    """The resolved config as flat `a.b.c -> str` params (MLflow's param shape): of an option
+    group, the keys of its chosen option (distexp.options.groups.keys_of); task.factory/kwargs
+    for a user's task only."""
     out: dict = {}
 
     def walk(prefix: str, node: Any) -> None:
@@ -278,8 +265,10 @@ def flatten(cfg: DictConfig) -> dict:
 
     tree = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     tree.pop("resolved", None)  # the job logs those facts under their own names (num_replicas...)
-    for group in ("model", "dataset", "loop", "strategy", "cluster", "task"):
+    for group in groups.GROUPS:
         if isinstance(tree.get(group), dict):
-            tree[group] = {k: v for k, v in tree[group].items() if _applies(tree, group, k)}
+            tree[group] = {k: tree[group][k] for k in groups.keys_of(group, tree[group])}
+    if isinstance(tree.get("task"), dict) and tree["task"].get("factory") is None:
+        tree["task"] = {k: v for k, v in tree["task"].items() if k not in ("factory", "kwargs")}
     walk("", tree)
     return out
