@@ -12,20 +12,14 @@ from omegaconf import OmegaConf
 from distexp import errors
 from distexp.cluster import kinds
 from distexp.config import checks, resolved
-from helpers import fake_driver, run_in_process
+from helpers import faked_gpus, run_in_process
 
 
 @pytest.fixture
 def gpus(monkeypatch, tmp_path):
     """`gpus(n, pinned=None)`: this machine shows `n` GPUs (the driver's list), and
     CUDA_VISIBLE_DEVICES is `pinned` (None: unset)."""
-    def fake(n: int, pinned=None):
-        monkeypatch.setattr(resolved, "NVIDIA_GPUS", str(fake_driver(tmp_path / f"driver-{n}", n)))
-        if pinned is None:
-            monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-        else:
-            monkeypatch.setenv("CUDA_VISIBLE_DEVICES", pinned)
-    return fake
+    return faked_gpus(monkeypatch, tmp_path)
 
 
 def _job_plan(compose, tmp_path, *overrides):
