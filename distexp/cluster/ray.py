@@ -49,7 +49,7 @@ class Ray(Kind):
 
         super().check(node)
         address = str(node.address)
-        host, _, port = address.removeprefix("ray://").rpartition(":")
+        host, port = ray_plan.host_port(address)
         if address != "auto" and not (host and port.isdigit() and 0 < int(port) < 65536):
             raise UserError(f"cluster.address: received {address!r}; valid: auto, host:port (the "
                             "cluster's GCS, e.g. 127.0.0.1:6379) or ray://host:10001")

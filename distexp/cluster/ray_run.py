@@ -36,7 +36,7 @@ NOT_SENT = ("CUDA_VISIBLE_DEVICES", "PATH", "PYTHONPATH", "VIRTUAL_ENV", "HOME",
 def _probe(address: str) -> None:
     """One line, in seconds, when nothing answers at `address` (Ray's own connect retries for a
     minute and more)."""
-    host, _, port = address.removeprefix("ray://").rpartition(":")
+    host, port = plan_of.host_port(address)
     try:
         with socket.create_connection((host, int(port)), timeout=PROBE_S):
             return
@@ -123,7 +123,7 @@ def as_loopback(address: str) -> bool:
     if not address:
         return True
     nodes = [] if address.startswith("ray://") else _node_addresses(address)
-    host = address.removeprefix("ray://").rpartition(":")[0]
+    host = plan_of.host_port(address)[0]
     return host in LOOPBACK and all(n in LOOPBACK for n in nodes)
 
 

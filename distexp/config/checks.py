@@ -20,8 +20,8 @@ from distexp.cluster import kinds
 from distexp.cluster.processes import split_gpus
 from distexp.config import limits, trained_with, xla
 from distexp.config.mode import in_multirun
-from distexp.config.resolved import JobFacts, check_gpus, resolve, strategy_record, visible_gpus, worker_gpus
-from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS, is_auto
+from distexp.config.resolved import JobFacts, check_gpus, resolve, visible_gpus, worker_gpus
+from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS, SweepConfig, is_auto
 from distexp.errors import UserError, unknown_key
 from distexp.options import datasets, loops, models, optimizers
 from distexp.options import groups as option_groups
@@ -74,7 +74,7 @@ def validate(cfg: DictConfig) -> JobFacts:
     below read them, and the sweep's GPU pool and the job's preparation take them from here."""
     _unknown_keys(cfg)
     _validate_applicability(cfg)
-    rec = strategy_record(cfg)
+    rec = strategies.of(cfg)
     kind = _validate_ranges(cfg)
     kind.check(cfg.cluster)
     visible = kind.visible_gpus(cfg, visible_gpus())  # cluster=ray: the nodes' (checked there)
@@ -158,15 +158,15 @@ def _validate_applicability(cfg: DictConfig) -> None:
                             f"option that does not use it; valid: null, or {group}=<the name the "
                             "record's module registers>")
     single = not in_multirun(outside_hydra=True)
-    for key, default in (("resume", None), ("controls", False), ("share_gpus", False)):
-        if single and cfg.sweep[key] != default:
+    defaults = SweepConfig()  # a key set: one that differs from the schema's default
+    for key in ("resume", "controls", "share_gpus"):
+        if single and cfg.sweep[key] != getattr(defaults, key):
             raise UserError(f"sweep.{key}: received {_shown(cfg.sweep[key])} for a single run; it "
                             "applies to a sweep only: add -m (python -m distexp -m ...) or leave "
                             "it out")
-    if str(cfg.repeats).strip().lower() != "auto":
-        for key, default in (("alpha", 0.05), ("margin", 0.05), ("max_repeats", 10),
-                             ("seed_by_round", True)):
-            if cfg.sweep[key] != default:
+    if not is_auto(cfg.repeats):
+        for key in ("alpha", "margin", "max_repeats", "seed_by_round"):
+            if cfg.sweep[key] != getattr(defaults, key):
                 raise UserError(f"sweep.{key}: received {cfg.sweep[key]} with repeats="
                                 f"{cfg.repeats}; it applies to repeats=auto only: set repeats=auto "
                                 "or leave it out")

@@ -38,6 +38,8 @@ def is_auto(repeats: Any) -> bool:
     """Whether a `repeats` value (the config's, or an override's text) asks for repeats=auto: the
     one reading, in any case and spacing, for the checks, the sweep's plan and the job's console."""
     return str(repeats).strip().lower() == AUTO
+
+
 # What a job can return to a sweeper (`objective`): the task's figures (tasks.Task.figures)
 # and these performance figures, all final values in result.json.
 PERF_OBJECTIVES = (perf_keys.EXAMPLES_PER_SEC, perf_keys.EXAMPLES_PER_SEC_PER_REPLICA,
@@ -122,8 +124,8 @@ class Config:
     task: TaskConfig = field(default_factory=TaskConfig)
     resume: bool = key(False, "continue from the latest checkpoint in checkpoint.dir (fresh when "
                        "none)")
-    gpus: Optional[int] = key(None, "GPUs per worker: null = all visible, N = first N, 0 = CPU "
-                              "only")
+    gpus: Optional[int] = key(None, "GPUs per worker: null = all visible (cluster=ray: none), N = "
+                              "first N, 0 = CPU only")
     cpu_replicas: int = key(1, "on CPU: logical devices (replicas) per worker")
     gpu_replicas: int = key(1, "on GPUs: logical GPUs (replicas) per physical GPU, each with an "
                             "equal share of its memory (mirrored, central, multiworker)")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from distexp import errors
+from distexp import errors, strategies
 from distexp.cluster import kinds
 from distexp.config import checks, resolved
 from helpers import faked_gpus, run_in_process
@@ -100,7 +100,7 @@ def test_too_few_gpus_for_the_workers_is_one_line(compose, tmp_path, gpus, visib
     assert with_controls([overrides], lambda o: compose(*o)) == ([overrides], [])  # no control
     cfg = compose(*overrides)  # the plan's refusal is the same line: one source
     with pytest.raises(errors.UserError) as ex:
-        split_gpus(cfg.gpus, visible, resolved.strategy_record(cfg).num_workers(cfg))
+        split_gpus(cfg.gpus, visible, strategies.of(cfg).num_workers(cfg))
     assert str(ex.value) == line
     assert setup(compose(*overrides[:-1], "gpus=0")) is not None
 
@@ -120,7 +120,7 @@ def test_more_gpus_than_visible_says_how_this_strategy_runs_on_cpu(compose, gpus
     gpus(2)
     cfg = compose(*overrides, "gpus=3")
     with pytest.raises(errors.UserError) as ex:
-        resolved.check_gpus(cfg.gpus, resolved.visible_gpus(), resolved.strategy_record(cfg))
+        resolved.check_gpus(cfg.gpus, resolved.visible_gpus(), strategies.of(cfg))
     assert str(ex.value) == (
         "gpus: received 3; 2 GPU(s) visible on this machine. To run on CPU use " + hint)
 
