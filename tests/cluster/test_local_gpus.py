@@ -12,14 +12,7 @@ from omegaconf import OmegaConf
 from distexp import errors, strategies
 from distexp.cluster import kinds
 from distexp.config import checks, resolved
-from helpers import faked_gpus, run_in_process
-
-
-@pytest.fixture
-def gpus(monkeypatch, tmp_path):
-    """`gpus(n, pinned=None)`: this machine shows `n` GPUs (the driver's list), and
-    CUDA_VISIBLE_DEVICES is `pinned` (None: unset)."""
-    return faked_gpus(monkeypatch, tmp_path)
+from helpers import run_in_process
 
 
 def _job_plan(compose, tmp_path, *overrides):

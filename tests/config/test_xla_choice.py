@@ -9,14 +9,6 @@ from omegaconf import OmegaConf
 
 from distexp import errors
 from distexp.config import checks, resolved, xla
-from helpers import faked_gpus
-
-
-@pytest.fixture
-def gpus(monkeypatch, tmp_path):
-    """`gpus(n)`: this machine shows `n` GPUs (the driver's list), none hidden."""
-    return faked_gpus(monkeypatch, tmp_path)
-
 
 GPU_ON = "jit_compile=auto: GPU replicas under strategy={}, whose step XLA compiles there " \
          "(jit_compile=false turns it off)"

@@ -9,13 +9,6 @@ import pytest
 from distexp import errors, strategies
 from distexp.config import checks
 from distexp.train import devices
-from helpers import faked_gpus
-
-
-@pytest.fixture
-def gpus(monkeypatch, tmp_path):
-    """`gpus(n)`: this machine shows `n` GPUs (the driver's list), none hidden."""
-    return faked_gpus(monkeypatch, tmp_path)
 
 
 @pytest.mark.parametrize("visible,overrides,per_worker,replicas,batch", [
