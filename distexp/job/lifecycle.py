@@ -98,8 +98,7 @@ def run_job(cfg: DictConfig, executing: Callable[[], None] = lambda: None) -> Ou
     # a sweep's parallel jobs: disjoint GPUs (CUDA_VISIBLE_DEVICES), as many as `found` needs
     with seat.gpu_lease(cfg, found) as held:
         job = prepare(cfg, found if held is None else found.leased(cfg, held))
-        executing()
-        return conclude(job, execute(job))
+        return conclude(job, execute(job, executing))
 
 
 def exit_code(out: Outcome) -> int:
@@ -167,7 +166,8 @@ def prepare(cfg: DictConfig, found: resolved.JobFacts) -> Job:
     position = _position(cfg, hc, facts) if multirun else None
     stops.hold("start-up")
     return Job(cfg=cfg, job_dir=job_dir, plan=plan, env=env, config_path=config_path,
-               overrides_path=overrides_path, forwarder=None, new_forwarder=forwarder, multirun=multirun,
+               overrides_path=overrides_path, forwarder=None, new_forwarder=forwarder,
+               multirun=multirun,
                t_start=t_start, progress=progress, sweep_position=position)
 
 
@@ -187,11 +187,20 @@ def _position(cfg: DictConfig, hc, facts: dict) -> "console.SweepPosition":
 # --- execute: the training processes and the run, whatever happens to them ---------------------
 
 
-def execute(job: Job) -> Outcome:
+def execute(job: Job, executing: Callable[[], None] = lambda: None) -> Outcome:
     """Run the training processes (the cluster again on other ports after a port clash) while the
     run is created and fed; then close the run with the outcome's status, artifacts attached.
     First the plan is acquired (cluster=ray: connected and placed; a UserError line when it
-    cannot, with nothing held and no run created) and released at the end, whatever happens."""
+    cannot, or a stop while it waits: nothing held, what `prepare` wrote removed, as if it had
+    refused the job) and released at the end, whatever happens; then `executing()` (run_job's:
+    the job's run is about to open)."""
+    try:
+        job.plan.acquire()
+    except BaseException:
+        for path in [job.config_path] + ([job.overrides_path] if job.plan.logs_to_mlflow else []):
+            path.unlink(missing_ok=True)
+        raise
+    executing()
     out = Outcome()
     node = _begin(job)
     attempts: List[list] = []
@@ -239,10 +248,8 @@ def execute(job: Job) -> Outcome:
 
 
 def _begin(job: Job) -> Optional[NodeMetrics]:
-    """Acquire the plan, then start what runs beside the training processes: the warm trainer,
-    the run's creation, a node's system metrics (that sampler, returned). Anything raised here
-    releases the plan."""
-    job.plan.acquire()
+    """Start what runs beside the training processes: the warm trainer, the run's creation, a
+    node's system metrics (that sampler, returned). Anything raised here releases the plan."""
     try:
         cfg = job.cfg
         if cfg.warm_start:  # TensorFlow's import runs while the MLflow run is created

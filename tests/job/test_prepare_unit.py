@@ -66,10 +66,14 @@ def test_prepare_plans_and_starts_nothing(compose, tmp_path, monkeypatch, nothin
 
 def test_execute_acquires_the_plan_first(compose, tmp_path, nothing_starts):
     """The Ray connection is `execute`'s: its failure (here, the patched connect) comes from
-    there, before any process or thread starts."""
+    there, before any process or thread starts and before the run is said to open; what
+    `prepare` wrote is removed, as when a check refuses the job (only Hydra's .hydra/ left)."""
     cfg = compose("strategy=multiworker", "workers=2", "cluster=ray",
                   f"tracking.uri=sqlite:///{tmp_path}/mlflow.db")
     job = lifecycle.prepare(cfg, checks.validate(cfg))
+    assert sorted(p.name for p in job.job_dir.iterdir()) == ["config.yaml", "overrides.yaml"]
+    opened = []
     with pytest.raises(AssertionError, match="connect"):
-        lifecycle.execute(job)
-    assert nothing_starts == ["connect"]
+        lifecycle.execute(job, executing=lambda: opened.append(1))
+    assert nothing_starts == ["connect"] and opened == []
+    assert list(job.job_dir.iterdir()) == []
