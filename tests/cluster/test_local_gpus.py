@@ -203,7 +203,7 @@ def test_the_job_process_gives_each_worker_its_gpus(tmp_path, gpus, monkeypatch)
     gpus(4)
     started = {}
 
-    def stop_before_training(job):
+    def stop_before_training(job, executing):
         started.update(_devices(job.plan))
         raise errors.UserError("stopped by the test before training")
 
@@ -247,7 +247,7 @@ def test_a_job_counts_its_gpus_once_and_resolves_once_more_with_its_plan(tmp_pat
         monkeypatch.setattr(module, "visible_gpus", counting)
     monkeypatch.setattr(resolved, "resolve", resolving)
     monkeypatch.setattr(checks, "resolve", resolving)
-    monkeypatch.setattr(lifecycle, "execute", lambda job: (_ for _ in ()).throw(
+    monkeypatch.setattr(lifecycle, "execute", lambda job, executing: (_ for _ in ()).throw(
         errors.UserError("stopped by the test before training")))
     job = tmp_path / "job"
     r = run_in_process(["strategy=multiworker", "workers=2", "tracking.enabled=false",
