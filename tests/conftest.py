@@ -57,6 +57,16 @@ def compose():
     GlobalHydra.instance().clear()
 
 
+@pytest.fixture
+def gpus(monkeypatch, tmp_path):
+    """`gpus(n, pinned=None)`: this machine shows `n` GPUs (a faked NVIDIA driver's list), and
+    CUDA_VISIBLE_DEVICES is `pinned` (None: unset): what distexp decides about GPUs before
+    TensorFlow (helpers.gpus.faked_gpus)."""
+    from helpers import faked_gpus
+
+    return faked_gpus(monkeypatch, tmp_path)
+
+
 # --- tiers (docs/testing.md) -------------------------------------------------------------------
 # unit         the default: in this process, no subprocess, no TensorFlow, nothing trained
 # integration  starts processes or TensorFlow but trains nothing (or a probe's few steps)

@@ -28,6 +28,7 @@ a real cluster.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
@@ -82,8 +83,19 @@ class Kind:
         raise NotImplementedError
 
     def check(self, node: DictConfig) -> None:
-        """The kind's own keys (`cluster.*` of its schema), range-checked before anything is
-        built: one UserError line naming the key. Nothing by default."""
+        """The kind's keys (`cluster.*` of its schema), range-checked before anything is built:
+        one UserError line naming the key. Here those several kinds share where its node has
+        them (`peer_start_timeout`); a kind's own in its subclass, which calls this first
+        (super().check(node))."""
+        from distexp.errors import UserError
+
+        timeout = node.get("peer_start_timeout")
+        if timeout is not None and not math.isfinite(timeout):
+            raise UserError(f"cluster.peer_start_timeout: received {timeout}; expected a finite "
+                            "number")
+        if timeout is not None and timeout <= 0:
+            raise UserError(f"cluster.peer_start_timeout: received {timeout}; expected seconds > 0 "
+                            f"(default {STARTUP_S:g})")
 
     def one_process(self, cfg: DictConfig, rec, job_dir: Path, gpus: int) -> Plan:
         """The one training process of a strategy without a cluster: the chief, here."""

@@ -1,5 +1,11 @@
 """The processes of one job before they start (`Plan`, each a `Proc`), and what each is told: its TF_CONFIG, its
-ports, its GPUs (no TensorFlow here). The cluster kinds (distexp.cluster.kinds) build a Plan."""
+ports, its GPUs (no TensorFlow here). The cluster kinds (distexp.cluster.kinds) build a Plan.
+
+A Plan is pure: building it starts nothing. What a job holds outside its processes (cluster=ray:
+a connection, a placement group, actors; cluster=local: a network namespace) is taken by
+`Plan.acquire` and given back by `Plan.release`, both called by distexp.job.lifecycle.execute.
+A started trainer, wherever it runs, is a `TrainerProcess` (this machine's: `LocalProcess`, a
+subprocess.Popen; a warm fork: distexp.job.warm_client.Child; a Ray task's: distexp.cluster.ray_tasks.RemoteProc)."""
 from __future__ import annotations
 
 import json
@@ -9,7 +15,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence
 
 from distexp.env import TASK
 from distexp.errors import UserError
@@ -17,23 +23,81 @@ from distexp.errors import UserError
 PORT_ATTEMPTS = 3
 
 
+TRAINER = "distexp.train.trainer"
+
+
+class TrainerProcess(Protocol):
+    """A started training process as distexp.job.launch sees it, wherever it runs: its output
+    (`stdout`, bytes until it exits), its exit status (`poll`, `wait`, as subprocess.Popen's), and
+    a signal to its whole process group (its own children too)."""
+
+    pid: int
+    stdout: IO[bytes]
+
+    def poll(self) -> Optional[int]: ...
+
+    def wait(self, timeout: Optional[float] = None) -> int: ...
+
+    def signal_group(self, sig: int) -> None: ...
+
+
+def signal_group(pid: int, sig: int) -> None:
+    """`sig` to the process group `pid` leads (a process started in its own session); nothing
+    when it is gone."""
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class LocalProcess:
+    """A subprocess.Popen started in its own session, as a TrainerProcess."""
+
+    def __init__(self, popen: subprocess.Popen):
+        self.popen = popen
+        self.pid, self.stdout = popen.pid, popen.stdout
+
+    @property
+    def returncode(self) -> Optional[int]:
+        return self.popen.returncode
+
+    def poll(self) -> Optional[int]:
+        return self.popen.poll()
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        return self.popen.wait(timeout)
+
+    def signal_group(self, sig: int) -> None:
+        signal_group(self.popen.pid, sig)
+
+
 @dataclass
 class Proc:
-    """One process to start: its name (chief, worker-1, ps-0 ...), command, extra env, log file."""
+    """One process to start: its name (chief, worker-1, ps-0 ...), what it runs (`python -m
+    module *argv`; a trainer's `config_path` is in its argv too, carried for a spawner that
+    checks it), extra env, log file; once started, its `process`."""
 
     name: str
-    cmd: Sequence[str]
+    module: str
+    argv: Sequence[str]
     env: Mapping[str, str]
     log: Path
+    config_path: Optional[Path] = None
     console: bool = False  # stream to our stdout too (the chief only)
     # A server that never exits by itself (a PS or worker server): stopped when the others end.
     server: bool = False
-    popen: Optional[subprocess.Popen] = field(default=None, repr=False)
+    process: Optional[TrainerProcess] = field(default=None, repr=False)
     returncode: Optional[int] = None
 
+    @property
+    def cmd(self) -> List[str]:
+        """Its command line on this machine."""
+        return [sys.executable, "-u", "-m", self.module, *self.argv]
 
-def trainer_cmd(config_path: Path, *extra: str) -> List[str]:
-    return [sys.executable, "-u", "-m", "distexp.train.trainer", "--config", str(config_path), *extra]
+
+def trainer_argv(config_path: Path, *extra: str) -> List[str]:
+    """The trainer's arguments (`python -m distexp.train.trainer ...`)."""
+    return ["--config", str(config_path), *extra]
 
 
 @dataclass
@@ -74,6 +138,12 @@ class Plan:
         """What starts each process elsewhere (cluster=ray: through its task's actor), as
         distexp.job.launch.Spawn does; None: this machine starts them."""
         return None
+
+    def acquire(self) -> None:
+        """Take what the job holds outside its processes before they start (cluster=ray: connect,
+        place the tasks, build the cluster from where they landed); a UserError line when it
+        cannot, with nothing left held. Nothing by default: cluster=local's network namespace is
+        opened by the first `isolation`."""
 
     def release(self) -> None:
         """Free what the job holds outside its processes (cluster=ray: actors, placement group;
@@ -120,9 +190,9 @@ class Plan:
             if self.cluster:
                 e["TF_CONFIG"] = tf_config(self.cluster, name)
             e[TASK] = name
-            procs.append(Proc(name=name, cmd=trainer_cmd(config_path), env=e,
-                                     log=self.job_dir / f"{name}.log", console=(i == 0),
-                                     server=name in self.servers))
+            procs.append(Proc(name=name, module=TRAINER, argv=trainer_argv(config_path), env=e,
+                              log=self.job_dir / f"{name}.log", config_path=config_path,
+                              console=(i == 0), server=name in self.servers))
         return procs
 
     def new_ports(self) -> None:

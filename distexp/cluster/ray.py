@@ -47,8 +47,9 @@ class Ray(Kind):
         from distexp.cluster import ray_plan
         from distexp.errors import UserError
 
+        super().check(node)
         address = str(node.address)
-        host, _, port = address.removeprefix("ray://").rpartition(":")
+        host, port = ray_plan.host_port(address)
         if address != "auto" and not (host and port.isdigit() and 0 < int(port) < 65536):
             raise UserError(f"cluster.address: received {address!r}; valid: auto, host:port (the "
                             "cluster's GCS, e.g. 127.0.0.1:6379) or ray://host:10001")
@@ -58,9 +59,11 @@ class Ray(Kind):
                 raise UserError(f"cluster.{name}: received {node[name]}; expected a number > 0")
 
     def plan(self, cfg: DictConfig, rec, job_dir: Path, gpus: int) -> Plan:
+        """One task per process of the strategy, each a bundle; Ray is reached by the plan's
+        `acquire` (distexp.cluster.ray_run.RayPlan)."""
         from distexp.cluster import ray_run
 
-        return ray_run.place(cfg, rec, job_dir)
+        return ray_run.job_plan(cfg, rec, job_dir)
 
     def one_process(self, cfg: DictConfig, rec, job_dir: Path, gpus: int) -> Plan:
         """mirrored, one_device, central: one actor on one node, with its `gpus`."""

@@ -44,6 +44,12 @@ def strategy(placement: str, ts: Sequence[Task], nodes: int) -> str:
     return "PACK" if placement == "pack" or len(ts) == 1 else "SPREAD"
 
 
+def host_port(address: str) -> Tuple[str, str]:
+    """(host, port) of a Ray address: host:port (its GCS) or ray://host:port (Ray Client)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    return host, port
+
+
 def check_placement(placement: str) -> None:
     if placement not in PLACEMENTS:
         raise UserError(f"cluster.placement: received {placement!r}; valid: {', '.join(PLACEMENTS)}")

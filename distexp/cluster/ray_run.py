@@ -1,14 +1,10 @@
-"""cluster=ray, the side that talks to Ray (imported once a job runs; no TensorFlow): connect,
-place the job (one placement group, one actor per task, each reporting its node and a free port
-there), start each task's trainer through its actor, and release everything at the end.
-
-To distexp.job.launch an actor's trainer is a process like a local one (`RemoteProc` answers as
-subprocess.Popen does: its output, its exit status, a signal to its process group), so the job
-process's own loop streams each task's output to `<task>.log`, fails the job naming the first task
-that failed, and stops every task on Ctrl-C / SIGTERM / SIGHUP. A task whose actor dies (its node
-lost, its worker killed) ends with one line naming the task and its node. Every actor and the
-placement group belong to this process's Ray job: released by `RayPlan.release` at the job's end,
-and by Ray itself if this process dies first.
+"""cluster=ray, the side that talks to Ray (imported once a job runs; no TensorFlow). The job's
+`RayPlan` is computed without Ray (its tasks and their bundles, distexp.cluster.ray_plan); its
+`acquire` (distexp.job.lifecycle.execute) connects, places the job (one placement group, one actor
+per task, each reporting its node and a free port there), and its `release` frees everything at
+the end. Each task's trainer starts through its actor (distexp.cluster.ray_tasks). Every actor and
+the placement group belong to this process's Ray job: released by `RayPlan.release` at the job's
+end, and by Ray itself if this process dies first.
 """
 from __future__ import annotations
 
@@ -16,13 +12,9 @@ import atexit
 import logging
 import os
 import socket
-import subprocess
-import sys
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List
 
 from omegaconf import DictConfig
 
@@ -30,35 +22,21 @@ from distexp import env
 from distexp.cluster import ray_compat
 from distexp.cluster import ray_plan as plan_of
 from distexp.cluster.processes import Plan
-from distexp.console_lines import ERROR
-from distexp.env import TASK
-from distexp.errors import BAD_INPUT, FAILED, UserError
+from distexp.cluster.ray_tasks import RemoteProc, TaskActor, gone
+from distexp.errors import UserError
 
 LOOPBACK = ("127.0.0.1", "localhost")
 PROBE_S = 5.0
-READ_S = 0.5
-# A task failing as its peer's node goes (TensorFlow sees the socket close at once, Ray declares
-# the actor dead seconds later): the failure waits this long at most for Ray's verdict on peers
-# that stop answering, so the job names the lost task, not the one that saw it go.
-LOSS_WAIT_S = 30.0
-PING_S = 2.0
 # The job process's environment a task is told (the rest is its node's own): what distexp and the
 # job set for the trainers (their differences from this process's environment are sent too).
 SENT_PREFIXES = (env.PREFIX, "MLFLOW_", "TF_")
 NOT_SENT = ("CUDA_VISIBLE_DEVICES", "PATH", "PYTHONPATH", "VIRTUAL_ENV", "HOME", "PWD")
 
 
-def _gone() -> tuple:
-    """What Ray raises when an actor, its node or the cluster is gone."""
-    from ray.exceptions import RayError
-
-    return RayError, ConnectionError, ValueError, TimeoutError
-
-
 def _probe(address: str) -> None:
     """One line, in seconds, when nothing answers at `address` (Ray's own connect retries for a
     minute and more)."""
-    host, _, port = address.removeprefix("ray://").rpartition(":")
+    host, port = plan_of.host_port(address)
     try:
         with socket.create_connection((host, int(port)), timeout=PROBE_S):
             return
@@ -145,7 +123,7 @@ def as_loopback(address: str) -> bool:
     if not address:
         return True
     nodes = [] if address.startswith("ray://") else _node_addresses(address)
-    host = address.removeprefix("ray://").rpartition(":")[0]
+    host = plan_of.host_port(address)[0]
     return host in LOOPBACK and all(n in LOOPBACK for n in nodes)
 
 
@@ -183,165 +161,11 @@ def connect(cfg: DictConfig, need_cpus: float) -> tuple:
     return "a Ray started on this machine for this job", True
 
 
-class TaskActor:
-    """One task of the job on its node (a Ray actor in the task's bundle): where it is and a free
-    port there; then the trainer, its output kept until the job process reads it."""
-
-    def __init__(self, name: str):
-        self.name, self.proc = name, None
-        self.buf, self.eof = bytearray(), False
-        self.cond = threading.Condition()
-
-    def where(self) -> tuple:
-        import ray
-
-        from distexp.cluster.processes import free_ports
-
-        return ray.util.get_node_ip_address(), ray.get_runtime_context().get_node_id(), \
-            free_ports(1)[0]
-
-    def start(self, cmd: Sequence[str], env: Dict[str, str], cwd: str) -> Optional[str]:
-        """Start the trainer (this node's Python); the line why not (the job dir not seen here)."""
-        from distexp import stops
-
-        config = cmd[list(cmd).index("--config") + 1] if "--config" in cmd else None
-        if config and not os.path.exists(config):
-            return (f"{ERROR}cluster=ray: task {self.name} on node {self.where()[0]} "
-                    f"cannot see the job directory ({config} is not there): put it on a path every "
-                    "node sees (hydra.run.dir / hydra.sweep.dir on a shared volume)")
-        full = dict(os.environ)
-        full.update(env)
-        self.proc = subprocess.Popen(
-            [sys.executable, *list(cmd)[1:]], env=full, cwd=cwd if os.path.isdir(cwd) else None,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=stops.die_with_parent)
-        threading.Thread(target=self._read, daemon=True).start()
-        return None
-
-    def _read(self) -> None:
-        for chunk in iter(lambda: self.proc.stdout.read1(65536), b""):
-            with self.cond:
-                self.buf += chunk
-                self.cond.notify_all()
-        self.proc.wait()
-        with self.cond:
-            self.eof = True
-            self.cond.notify_all()
-
-    def read(self, wait_s: float) -> tuple:
-        """(output since the last read, the exit status once the output has ended)."""
-        with self.cond:
-            if not self.buf and not self.eof:
-                self.cond.wait(wait_s)
-            out = bytes(self.buf)
-            self.buf.clear()
-            return out, (self.proc.returncode if self.eof else None)
-
-    def ping(self) -> bool:
-        return True
-
-    def signal(self, sig: int) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-
-class RemoteProc:
-    """A task's trainer on its node, as distexp.job.launch sees a process: `stdout` (a pipe this
-    process fills from the actor), `poll`, `wait`, and `signal_group` (launch.signal_group)."""
-
-    def __init__(self, actor, name: str, node: str, cmd, env, cwd, peers: List["RemoteProc"]):
-        import ray
-
-        self.actor, self.name, self.node, self.peers = actor, name, node, peers
-        self.returncode: Optional[int] = None
-        self.lost = False
-        peers.append(self)
-        r, w = os.pipe()
-        self.stdout, self._w = os.fdopen(r, "rb"), os.fdopen(w, "wb")
-        refused = ray.get(actor.start.remote(list(cmd), env, cwd))
-        if refused:
-            self._w.write(refused.encode() + b"\n")
-            self._end(BAD_INPUT)
-            return
-        threading.Thread(target=self._follow, daemon=True, name=f"distexp-ray-{name}").start()
-
-    def _follow(self) -> None:
-        import ray
-
-        try:
-            while True:
-                out, rc = ray.get(self.actor.read.remote(READ_S))
-                if out:
-                    self._w.write(out)
-                    self._w.flush()
-                if rc is not None:
-                    if rc != 0:
-                        self._peers_settled()
-                    return self._end(rc)
-        except _gone() as ex:  # RayActorError and kin: the actor or its node is gone
-            self.lost = True
-            cause = "it stopped answering" if "Unavailable" in type(ex).__name__ else "it died"
-            line = (f"{ERROR}cluster=ray: task {self.name} on Ray node {self.node} was "
-                    f"lost (its actor: {cause}): its node died or its actor was killed\n")
-            try:
-                self._w.write(line.encode())
-            except (OSError, ValueError):
-                pass
-            self._end(FAILED)
-
-    def _peers_settled(self) -> None:
-        """Before this task's failure is reported: until every other task's actor answers, or one
-        is found lost (LOSS_WAIT_S at most)."""
-        deadline = time.monotonic() + LOSS_WAIT_S
-        while time.monotonic() < deadline:
-            others = [p for p in self.peers if p is not self]
-            if any(p.lost for p in others) or all(p.returncode is not None or p.answers()
-                                                  for p in others):
-                return
-            time.sleep(0.2)
-
-    def answers(self) -> bool:
-        import ray
-
-        try:
-            return bool(ray.get(self.actor.ping.remote(), timeout=PING_S))
-        except _gone():
-            return False
-
-    def _end(self, rc: int) -> None:
-        self.returncode = rc
-        try:
-            self._w.close()
-        except OSError:
-            pass
-
-    def poll(self) -> Optional[int]:
-        return self.returncode
-
-    def wait(self, timeout: Optional[float] = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.returncode is None:
-            if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired(self.name, timeout)
-            time.sleep(0.05)
-        return self.returncode
-
-    def signal_group(self, sig: int) -> None:
-        import ray
-
-        try:
-            ray.get(self.actor.signal.remote(int(sig)), timeout=5)
-        except _gone():  # the actor is gone: so is its trainer (it dies with its parent)
-            pass
-
-
 @dataclass
 class RayPlan(Plan):
-    """A job placed on a Ray cluster: its actors (task name -> actor), their nodes, the placement
-    group; `spawn` starts a task's trainer through its actor (distexp.job.launch.Spawn)."""
+    """A job for a Ray cluster: its tasks (`tasks_of`); once acquired, its actors (task name ->
+    actor), their nodes, the placement group; `spawn` starts a task's trainer through its actor
+    (distexp.job.launch.Spawn)."""
 
     actors: Dict[str, Any] = field(default_factory=dict)
     nodes: Dict[str, str] = field(default_factory=dict)
@@ -352,13 +176,15 @@ class RayPlan(Plan):
     cfg: Any = None
     procs: List[Any] = field(default_factory=list)  # this attempt's RemoteProcs
 
-    def spawn(self, cmd, env, cwd) -> RemoteProc:
-        name = env[TASK]
+    def spawn(self, proc, env, cwd) -> RemoteProc:
+        """`proc` (a distexp.cluster.processes.Proc) started by its task's actor, told `env`'s
+        part that is the job's (SENT_PREFIXES, and what differs from this process's own)."""
+        name = proc.name
         sent = {k: v for k, v in env.items() if k not in NOT_SENT and
                 (k.startswith(SENT_PREFIXES) or os.environ.get(k) != v)}
         if name == self.names[0]:  # a new attempt (after a port clash): new processes
             self.procs = []
-        return RemoteProc(self.actors[name], name, self.nodes[name], cmd, sent, cwd, self.procs)
+        return RemoteProc(self.actors[name], proc, self.nodes[name], sent, cwd, self.procs)
 
     def spawner(self):
         return self.spawn
@@ -382,6 +208,19 @@ class RayPlan(Plan):
     def new_ports(self) -> None:
         self.report()
 
+    def acquire(self) -> None:
+        """Connect, check the job fits the cluster (one line naming what it offers), reserve one
+        bundle per task and start one actor in each; the cluster built from their reports.
+        Anything raised here releases what was placed."""
+        where, self.owns_connection = connect(self.cfg, sum(t.cpus for t in self.tasks_of))
+        try:
+            _reserve(self.cfg, self.rec, self, where)
+            self.report()
+        except BaseException:
+            self.release()
+            raise
+        atexit.register(self.release)  # the job process ends without execute's release
+
     def release(self) -> None:
         """Every actor killed, the placement group removed, the connection closed (a Ray this job
         started: stopped). Idempotent."""
@@ -394,13 +233,13 @@ class RayPlan(Plan):
         for a in self.actors.values():
             try:
                 ray.kill(a)
-            except _gone():
+            except gone():
                 pass
         self.actors = {}
         if self.group is not None:
             try:
                 remove_placement_group(self.group)
-            except _gone():
+            except gone():
                 pass
             self.group = None
         if self.owns_connection:
@@ -408,25 +247,15 @@ class RayPlan(Plan):
             self.owns_connection = False
 
 
-def place(cfg: DictConfig, rec, job_dir: Path) -> RayPlan:
-    """Connect, check the job fits the cluster (one line naming what it offers), reserve one
-    bundle per task and start one actor in each; the plan, its cluster built from their reports.
-    Anything raised here releases what was placed."""
+def job_plan(cfg: DictConfig, rec, job_dir: Path) -> RayPlan:
+    """The job's plan on a Ray cluster: its tasks and what each reserves, nothing reached yet
+    (`RayPlan.acquire` places it)."""
     plan_of.check_placement(str(cfg.cluster.placement))
     ts = plan_of.tasks(cfg, rec)
-    where, owns = connect(cfg, sum(t.cpus for t in ts))
-    plan = RayPlan(names=[t.name for t in ts], replica_workers=rec.num_workers(cfg),
+    return RayPlan(names=[t.name for t in ts], replica_workers=rec.num_workers(cfg),
                    sync_workers=rec.sync_workers(cfg), gpus_per_worker=int(cfg.gpus or 0),
                    servers=rec.servers(cfg), job_dir=job_dir, retry_ports=True,
-                   owns_connection=owns, tasks_of=ts, rec=rec, cfg=cfg)
-    try:
-        _reserve(cfg, rec, plan, where)
-        plan.report()
-    except BaseException:
-        plan.release()
-        raise
-    atexit.register(plan.release)  # the job process ends before execute (a later check failed)
-    return plan
+                   tasks_of=ts, rec=rec, cfg=cfg)
 
 
 def _reserve(cfg: DictConfig, rec, plan: RayPlan, where: str) -> None:
@@ -438,7 +267,7 @@ def _reserve(cfg: DictConfig, rec, plan: RayPlan, where: str) -> None:
     try:
         nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
         total = ray.cluster_resources()
-    except _gone() as ex:
+    except gone() as ex:
         raise UserError(f"cluster.address: the Ray cluster at {where} stopped answering "
                         f"({type(ex).__name__})") from None
     plan_of.check_fits(cfg, rec, ts, total, nodes, where)

@@ -18,6 +18,7 @@ SLURM_STEP_VARS = ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST"
 # made concurrent jobs collide). Task k on a node listens on block start + k.
 SLURM_PORT_FIRST, SLURM_PORT_BLOCK, SLURM_PORT_BLOCKS = 10000, 32, 700
 
+
 def slurm_port_base(cfg: DictConfig, env) -> int:
     """The resolver's port_base: cluster.port, else a block derived from the job and step ids
     (every task of a step computes the same one; consecutive jobs get consecutive blocks)."""
@@ -26,6 +27,7 @@ def slurm_port_base(cfg: DictConfig, env) -> int:
     job, step = str(env.get("SLURM_JOB_ID") or "0"), str(env.get("SLURM_STEP_ID") or "0")
     job, step = int(job) if job.isdigit() else 0, int(step) if step.isdigit() else 0
     return SLURM_PORT_FIRST + SLURM_PORT_BLOCK * ((job * 4 + step % 4) % SLURM_PORT_BLOCKS)
+
 
 def slurm_step(env):
     """(this task's rank, the step's task count) from Slurm's step variables, or one line saying
@@ -46,6 +48,7 @@ def slurm_step(env):
         raise UserError(f"SLURM_PROCID / SLURM_STEP_NUM_TASKS: received {env['SLURM_PROCID']!r} / "
                         f"{env['SLURM_STEP_NUM_TASKS']!r}; expected integers") from None
 
+
 def slurm_jobs(cfg: DictConfig, ntasks: int, record) -> Dict[str, int]:
     """The `jobs` argument of SlurmClusterResolver for this strategy (its record's cluster);
     `workers` (and `ps`) must match the tasks Slurm started, never silently train another cluster
@@ -64,6 +67,7 @@ def slurm_jobs(cfg: DictConfig, ntasks: int, record) -> Dict[str, int]:
                         f"(srun -n{need}; hydra/launcher=slurm follows workers by itself)")
     return jobs
 
+
 def slurm_addresses(cfg: DictConfig, env, record) -> Dict[str, str]:
     """Task name -> address, as SlurmClusterResolver.cluster_spec() computes them: hosts sorted,
     task k on a host at port_base + k, ranks over the job names in alphabetical order."""
@@ -78,6 +82,7 @@ def slurm_addresses(cfg: DictConfig, env, record) -> Dict[str, str]:
     names = [("chief" if kind == "chief" else f"{kind}-{i}") for kind in sorted(jobs)
              for i in range(jobs[kind])]
     return dict(zip(names, addrs))
+
 
 def check_placement(env, rank: int) -> None:
     """The resolver numbers tasks node by node (block): a task placed otherwise (srun -m cyclic,

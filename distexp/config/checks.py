@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-from typing import Any, Optional
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -21,12 +20,13 @@ from distexp.cluster import kinds
 from distexp.cluster.processes import split_gpus
 from distexp.config import limits, trained_with, xla
 from distexp.config.mode import in_multirun
-from distexp.config.resolved import JobFacts, check_gpus, resolve, strategy_record, visible_gpus, worker_gpus
-from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS, is_auto
+from distexp.config.resolved import JobFacts, check_gpus, resolve, visible_gpus, worker_gpus
+from distexp.config.schema import LR_SCALING, PERF_OBJECTIVES, PRECISIONS, PROGRESS, SweepConfig, is_auto
 from distexp.errors import UserError, unknown_key
 from distexp.options import datasets, loops, models, optimizers
 from distexp.options import groups as option_groups
 from distexp.options import tasks as task_options
+from distexp.options.option import at_least as _at_least
 from distexp.user_code import check_factory
 
 # The options distexp itself registers, per group: a `<group>.record` names the module that
@@ -37,15 +37,6 @@ BUILTIN = {group: frozenset(module.REGISTRY) for group, module in option_groups.
 def _choice(key: str, value: Any, valid) -> None:
     if value not in valid:
         raise UserError(f"{key}: received {value!r}; valid: {', '.join(map(str, valid))}")
-
-
-def _at_least(key: str, value: Optional[float], low: float, *, allow_none: bool = False) -> None:
-    if value is None:
-        if allow_none:
-            return
-        raise UserError(f"{key}: received null; expected a number >= {low}")
-    if value < low:
-        raise UserError(f"{key}: received {value}; expected >= {low}")
 
 
 def _steps_per_execution(value: Any) -> None:
@@ -83,7 +74,7 @@ def validate(cfg: DictConfig) -> JobFacts:
     below read them, and the sweep's GPU pool and the job's preparation take them from here."""
     _unknown_keys(cfg)
     _validate_applicability(cfg)
-    rec = strategy_record(cfg)
+    rec = strategies.of(cfg)
     kind = _validate_ranges(cfg)
     kind.check(cfg.cluster)
     visible = kind.visible_gpus(cfg, visible_gpus())  # cluster=ray: the nodes' (checked there)
@@ -93,9 +84,8 @@ def validate(cfg: DictConfig) -> JobFacts:
     gpus = check_gpus(cfg.gpus, visible, rec)
     per_worker = worker_gpus(cfg, gpus)
     _validate_knobs(cfg, rec, on_cpu=per_worker == 0 or visible == 0)
-    datasets.of(cfg).check(cfg.dataset)
+    datasets.of(cfg).check(cfg.dataset)  # the option's keys: its record checks them
     models.of(cfg).check(cfg.model)
-    _validate_data_keys(cfg)
     _validate_task(cfg)
     _validate_repeats(cfg)
     _validate_strategy(cfg, rec, per_worker)
@@ -148,7 +138,6 @@ def _validate_ranges(cfg: DictConfig):
     _steps_per_execution(cfg.steps_per_execution)
     _choice("precision", cfg.precision, PRECISIONS)
     _choice("progress", cfg.progress, PROGRESS)
-    _at_least("dataset.threadpool", cfg.dataset.threadpool, 0)
     _at_least("tracking.system_metrics_interval", cfg.tracking.system_metrics_interval, 0.1)
     if cfg.target_accuracy is not None and not 0 < cfg.target_accuracy <= 1:
         raise UserError(f"target_accuracy: received {cfg.target_accuracy}; expected 0 < x <= 1 "
@@ -169,15 +158,15 @@ def _validate_applicability(cfg: DictConfig) -> None:
                             f"option that does not use it; valid: null, or {group}=<the name the "
                             "record's module registers>")
     single = not in_multirun(outside_hydra=True)
-    for key, default in (("resume", None), ("controls", False), ("share_gpus", False)):
-        if single and cfg.sweep[key] != default:
+    defaults = SweepConfig()  # a key set: one that differs from the schema's default
+    for key in ("resume", "controls", "share_gpus"):
+        if single and cfg.sweep[key] != getattr(defaults, key):
             raise UserError(f"sweep.{key}: received {_shown(cfg.sweep[key])} for a single run; it "
                             "applies to a sweep only: add -m (python -m distexp -m ...) or leave "
                             "it out")
-    if str(cfg.repeats).strip().lower() != "auto":
-        for key, default in (("alpha", 0.05), ("margin", 0.05), ("max_repeats", 10),
-                             ("seed_by_round", True)):
-            if cfg.sweep[key] != default:
+    if not is_auto(cfg.repeats):
+        for key in ("alpha", "margin", "max_repeats", "seed_by_round"):
+            if cfg.sweep[key] != getattr(defaults, key):
                 raise UserError(f"sweep.{key}: received {cfg.sweep[key]} with repeats="
                                 f"{cfg.repeats}; it applies to repeats=auto only: set repeats=auto "
                                 "or leave it out")
@@ -221,9 +210,6 @@ def _validate_knobs(cfg: DictConfig, rec, on_cpu: bool) -> None:
                         f"are part of the {able.replace('loop=', '')} loop: use {able}")
     if cfg.timeout is not None and cfg.timeout <= 0:
         raise UserError(f"timeout: received {cfg.timeout}; expected seconds > 0 or null")
-    if cfg.cluster.get("peer_start_timeout", 1) <= 0:
-        raise UserError(f"cluster.peer_start_timeout: received {cfg.cluster.peer_start_timeout}; "
-                        "expected seconds > 0 (default 60)")
     if cfg.learning_rate is not None and cfg.learning_rate <= 0:
         raise UserError(f"learning_rate: received {cfg.learning_rate}; expected > 0")
     if models.of(cfg).factory and (OmegaConf.is_missing(cfg.model, "factory") or
@@ -277,7 +263,7 @@ def _validate_strategy(cfg: DictConfig, rec, gpus: int) -> None:
     for option in () if in_multirun() else cfg.strategy:  # a sweep's job ignores another's
         users = option_groups.owners("strategy", str(option))
         value, default = cfg.strategy[option], next(iter(users.values()), None)
-        if not option_groups.applies("strategy", cfg.strategy, option) and value != default:
+        if option not in option_groups.keys_of("strategy", cfg.strategy) and value != default:
             raise UserError(f"strategy.{option}: received {value!r} with strategy={rec.name}; it "
                             f"applies to strategy={' or '.join(users)} only: leave it at "
                             f"{'null' if default is None else default}")
@@ -286,24 +272,6 @@ def _validate_strategy(cfg: DictConfig, rec, gpus: int) -> None:
 
 
 MAX_REPEATS = 1000  # runs per set-up: a budget beyond it is a typo, not a plan
-
-
-def _validate_data_keys(cfg: DictConfig) -> None:
-    """The model's and dataset's keys that no record checks itself (those present in the chosen
-    option's node)."""
-    ds = cfg.dataset
-    _at_least("model.min_size", cfg.model.min_size, 0)
-    if "num_classes" in ds:
-        _at_least("dataset.num_classes", ds.num_classes, 2)
-    for key in ("train_split", "eval_split"):
-        if key in ds and not str(ds[key]).strip():
-            raise UserError(f"dataset.{key}: received {ds[key]!r}; expected a TFDS split, e.g. "
-                            f"{'train' if key == 'train_split' else 'test'} or train[:80%]")
-    where = str(ds.get("data_dir") or "")  # one not there: the data's own line (not prepared)
-    if where and os.path.exists(where) and not os.path.isdir(where):
-        raise UserError(f"dataset.data_dir: received {where!r}, which is a file; expected the "
-                        "directory the prepared data lives in, or null for $TFDS_DATA_DIR or "
-                        "~/tensorflow_datasets")
 
 
 def _validate_task(cfg: DictConfig) -> None:
@@ -349,15 +317,10 @@ def _validate_values(cfg: DictConfig, rec, kind, facts: dict) -> None:
     if not 0 <= cfg.seed <= SEED_MAX:
         raise UserError(f"seed: received {cfg.seed}; expected 0..{SEED_MAX} (2**32-1: the range "
                         "NumPy's and TensorFlow's seeding accept)")
-    for key in ("learning_rate", "model.learning_rate", "timeout", "target_accuracy",
-                "cluster.peer_start_timeout", "measure_min_seconds"):
+    for key in ("learning_rate", "timeout", "target_accuracy", "measure_min_seconds"):
         value = OmegaConf.select(cfg, key)
         if value is not None and not math.isfinite(value):
             raise UserError(f"{key}: received {value}; expected a finite number")
-    if cfg.model.learning_rate <= 0:
-        raise UserError(f"model.learning_rate: received {cfg.model.learning_rate}; expected > 0")
-    _at_least("dataset.shuffle_buffer", cfg.dataset.shuffle_buffer, 1)
-    _at_least("dataset.prefetch", cfg.dataset.prefetch, -1)
     for key in ("tracking.uri", "tracking.experiment") if cfg.tracking.enabled else ():
         if not str(OmegaConf.select(cfg, key)).strip():
             raise UserError(f"{key}: received {OmegaConf.select(cfg, key)!r}; expected a non-empty "

@@ -6,10 +6,10 @@ module's `render`, an OmegaConf resolver that sees the composed config (``_root_
 - descriptions are the schema's own (`help` in each dataclass field's metadata,
   distexp.fields.key), written once, where the key is defined; a field without one (the
   job's internal `resolved`) is not listed;
-- a group's keys are those of its chosen option: its node has its option's keys only (the
-  dataclass its record names, distexp.options.groups), `record` when set; an option without a
-  dataclass of its own, the keys its yaml sets (conf/<group>/<option>.yaml): no `embedding_dim`
-  under model=cnn, no `shape` under dataset=digits, no `tpu` under strategy=mirrored, no
+- a group's keys are those of its chosen option (distexp.options.groups.keys_of, which the
+  run's params and the checks ask too): the dataclass its record names, `record` when set; an
+  option without a dataclass of its own, every key its node has: no `embedding_dim` under
+  model=cnn, no `shape` under dataset=digits, no `tpu` under strategy=mirrored, no
   `peer_start_timeout` under cluster=local.
   `--cfg job` prints every key of the composed config.
 No TensorFlow.
@@ -20,15 +20,12 @@ import dataclasses
 import shutil
 import textwrap
 import typing
-from pathlib import Path
 from typing import Dict, List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
 from distexp.options import groups as option_groups
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
-GROUPS = ("strategy", "model", "dataset", "loop", "cluster")
 WIDTH = 100
 
 
@@ -50,16 +47,6 @@ def descriptions(schema) -> Dict[str, dict]:
     return out
 
 
-def option_keys(group: str, option: str) -> List[str]:
-    """The keys an option's yaml sets (its `defaults` excluded); [] for an option outside conf/."""
-    path = CONF / group / f"{option}.yaml"
-    if not path.exists():
-        return []
-    node = OmegaConf.load(path)
-    return [k for k in node.keys() if k not in ("defaults", "hydra")] if \
-        isinstance(node, DictConfig) else []
-
-
 def _wrapped(text: str, width: int) -> List[str]:
     """`text` wrapped to `width` columns, every word kept (a word longer than it, a path, on a
     line of its own, uncut)."""
@@ -78,33 +65,25 @@ def _value(node) -> str:
     return "null" if v is None else str(v)
 
 
-def _shown(group: str, node: DictConfig, key: str, option: str) -> bool:
-    """Whether a key of a chosen group belongs to its option (see the module docstring)."""
-    if key == "name" or key in option_keys(group, option):
-        return True
-    return option_groups.applies(group, node, key)
-
-
 def rows(root: DictConfig, schema) -> List[tuple]:
     """(key, default, description) for each key to list; `schema`: the config's dataclass."""
     docs = descriptions(schema)
-    choices = OmegaConf.select(root, "hydra.runtime.choices") or {}
     out: List[tuple] = []
     for key in root.keys():
         if key == "hydra" or isinstance(root[key], DictConfig) or key not in docs:
             continue
         out.append((key, _value(root[key]) if not OmegaConf.is_missing(root, key) else "???",
                     docs[key]["help"]))
-    for group in list(GROUPS) + ["tracking", "checkpoint", "sweep", "task"]:
+    for group in [*option_groups.GROUPS, "tracking", "checkpoint", "sweep", "task"]:
         node = root.get(group)
         if not isinstance(node, DictConfig):
             continue
-        option = str(choices.get(group) or "default")
         own = OmegaConf.get_type(node)  # an option's own dataclass (a model's, a dataset's)
         own = described(own) if dataclasses.is_dataclass(own) else {}
-        for key in node.keys():
+        keys = option_groups.keys_of(group, node) if group in option_groups.GROUPS else node.keys()
+        for key in keys:
             meta = own.get(key) or docs.get(f"{group}.{key}")
-            if meta is None or (group in GROUPS and not _shown(group, node, key, option)):
+            if meta is None:
                 continue
             out.append((f"{group}.{key}", _value(node[key]) if not OmegaConf.is_missing(node, key)
                         else "???", meta["help"]))

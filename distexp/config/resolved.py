@@ -43,10 +43,6 @@ class ResolvedConfig:
     jit_compile_why: str = ""      # why, in a few words (the job's XLA line, its tag)
 
 
-def strategy_record(cfg: DictConfig):
-    """The strategy's record (distexp.strategies: layout, loops, knobs, devices, builder)."""
-    return strategies.of(cfg)
-
 # The run's param naming the job's objective, logged by the chief trainer from the facts: what a
 # resumed sweep reads (distexp.sweeps.planning), as the trainer's result.json names it the job.
 OBJECTIVE_PARAM = "objective_resolved"
@@ -73,7 +69,9 @@ def complete_objective(facts, task) -> str:
         facts.objective = str(task.objective)
     return str(facts.objective)
 
+
 NVIDIA_GPUS = "/proc/driver/nvidia/gpus"  # the NVIDIA driver's own list, one entry per GPU
+
 
 def visible_gpus() -> int:
     """Number of GPUs this process may use, found without importing TensorFlow.
@@ -89,6 +87,7 @@ def visible_gpus() -> int:
         return min(len(ids), present) if present else 0
     return present
 
+
 def check_gpus(requested: Optional[int], visible: int, rec=None) -> int:
     """Resolve `gpus` against what is visible: null = all, N = first N, more = error (its hint:
     the strategy record `rec`'s way to run on CPU; without one, gpus=0)."""
@@ -100,16 +99,18 @@ def check_gpus(requested: Optional[int], visible: int, rec=None) -> int:
             f"To run on CPU use {rec.on_cpu(requested) if rec is not None else 'gpus=0'}")
     return requested
 
+
 def worker_gpus(cfg: DictConfig, gpus: int) -> int:
     """GPUs each replica-holding process trains on, of `gpus` (what `gpus` resolved to here): all
     of them, except where the job starts its workers on this machine (cluster=local) with
     gpus=null: they split the visible GPUs evenly (distexp.cluster.processes.split_gpus)."""
     from distexp.cluster import kinds
 
-    rec = strategy_record(cfg)
+    rec = strategies.of(cfg)
     if cfg.gpus is not None or not rec.cluster_jobs or not kinds.of(cfg).starts_processes:
         return gpus
     return gpus // rec.num_workers(cfg)
+
 
 def replicas_per_worker(cfg: DictConfig, gpus: Optional[int] = None) -> int:
     """Replicas each worker trains with (known before TensorFlow starts).
@@ -119,7 +120,8 @@ def replicas_per_worker(cfg: DictConfig, gpus: Optional[int] = None) -> int:
     """
     if gpus is None:
         gpus = cfg.gpus if cfg.gpus is not None else visible_gpus()
-    return strategy_record(cfg).replicas_per_worker(cfg, worker_gpus(cfg, gpus))
+    return strategies.of(cfg).replicas_per_worker(cfg, worker_gpus(cfg, gpus))
+
 
 def learning_rate(cfg: DictConfig, global_batch: Optional[int] = None) -> float:
     """The rate the optimizer uses: `learning_rate` (else the model's), scaled by
@@ -150,7 +152,7 @@ def resolve(cfg: DictConfig, gpus: Optional[int] = None, plan=None, *, job_dir=N
     `gpus`: what `gpus` resolved to on this machine (check_gpus; default: `gpus`, else the visible
     GPUs). `plan` (distexp.cluster.processes.Plan): the processes the job starts; without it the
     strategy's record answers for a local cluster (the checks, parity)."""
-    rec = strategy_record(cfg)
+    rec = strategies.of(cfg)
     if gpus is None:
         gpus = cfg.gpus if cfg.gpus is not None else visible_gpus()
     if plan is None:

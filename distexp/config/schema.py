@@ -38,6 +38,8 @@ def is_auto(repeats: Any) -> bool:
     """Whether a `repeats` value (the config's, or an override's text) asks for repeats=auto: the
     one reading, in any case and spacing, for the checks, the sweep's plan and the job's console."""
     return str(repeats).strip().lower() == AUTO
+
+
 # What a job can return to a sweeper (`objective`): the task's figures (tasks.Task.figures)
 # and these performance figures, all final values in result.json.
 PERF_OBJECTIVES = (perf_keys.EXAMPLES_PER_SEC, perf_keys.EXAMPLES_PER_SEC_PER_REPLICA,
@@ -122,8 +124,8 @@ class Config:
     task: TaskConfig = field(default_factory=TaskConfig)
     resume: bool = key(False, "continue from the latest checkpoint in checkpoint.dir (fresh when "
                        "none)")
-    gpus: Optional[int] = key(None, "GPUs per worker: null = all visible, N = first N, 0 = CPU "
-                              "only")
+    gpus: Optional[int] = key(None, "GPUs per worker: null = all visible (cluster=ray: none), N = "
+                              "first N, 0 = CPU only")
     cpu_replicas: int = key(1, "on CPU: logical devices (replicas) per worker")
     gpu_replicas: int = key(1, "on GPUs: logical GPUs (replicas) per physical GPU, each with an "
                             "equal share of its memory (mirrored, central, multiworker)")
@@ -250,23 +252,10 @@ def register() -> None:
             store.store(group=group, name=f"base_{rec.name}", node=node)
 
 
-def _applies(tree: dict, group: str, key: str) -> bool:
-    """Whether a group's key applies to the chosen option (its record's schema says; a strategy's
-    and a cluster's `record` always, as their params always had it; task.factory/kwargs apply to
-    a user's task)."""
-    node = tree[group]
-    if group in ("strategy", "cluster") and key == "record":
-        return True
-    if group == "task" and key in ("factory", "kwargs"):
-        return node.get("factory") is not None
-    if group in groups.GROUPS:
-        return groups.applies(group, node, key)
-    return True
-
-
 def flatten(cfg: DictConfig) -> dict:
-    """The resolved config as flat `a.b.c -> str` params (MLflow's param shape): the keys that
-    apply to the chosen options (their records)."""
+    """The resolved config as flat `a.b.c -> str` params (MLflow's param shape): of an option
+    group, the keys of its chosen option (distexp.options.groups.keys_of); task.factory/kwargs
+    for a user's task only."""
     out: dict = {}
 
     def walk(prefix: str, node: Any) -> None:
@@ -278,8 +267,10 @@ def flatten(cfg: DictConfig) -> dict:
 
     tree = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     tree.pop("resolved", None)  # the job logs those facts under their own names (num_replicas...)
-    for group in ("model", "dataset", "loop", "strategy", "cluster", "task"):
+    for group in groups.GROUPS:
         if isinstance(tree.get(group), dict):
-            tree[group] = {k: v for k, v in tree[group].items() if _applies(tree, group, k)}
+            tree[group] = {k: tree[group][k] for k in groups.keys_of(group, tree[group])}
+    if isinstance(tree.get("task"), dict) and tree["task"].get("factory") is None:
+        tree["task"] = {k: v for k, v in tree["task"].items() if k not in ("factory", "kwargs")}
     walk("", tree)
     return out

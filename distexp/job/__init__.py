@@ -3,8 +3,9 @@ job too) and starts the training processes (distexp.train) as children; it asks 
 it only through distexp.sweeps.seat, and the trainers speak to its console through
 distexp.progress_feed (tests/project/test_layout.py).
 
-- ``lifecycle``: prepare -> execute -> conclude (checks, the MLflow run, the job's `Outcome`,
-  which distexp.__main__ turns into the exit code)
+- ``lifecycle``: prepare -> execute -> conclude (checks, the plan acquired and released, the MLflow
+  run, the job's `Outcome`, which distexp.__main__ turns into the exit code); ``run_setup``: the
+  job's MLflow run (its name, tags, params)
 - ``launch``: starting, watching and stopping the training processes
 - ``warm_client``: the warm trainer (distexp.train.warm_server) the training processes fork from
 - ``startup``: when the job process began, and its garbage collector during the start-up

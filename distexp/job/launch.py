@@ -20,16 +20,16 @@ from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence
 
 from distexp import stops
 from distexp.cluster import netns
-from distexp.cluster.processes import Proc
+from distexp.cluster.processes import LocalProcess, Proc, TrainerProcess
 from distexp.console_lines import kind_of, text_of
 from distexp.env import NETNS
 from distexp.job import console as live
 from distexp.library_logs import LOG_ONLY_PREFIX
 
 KILL_GRACE_S = 3.0
-# starts `python -m MODULE ARGS` (a command as trainer_cmd builds it) with env in a directory;
-# returns an object that answers as subprocess.Popen does (pid, stdout, poll, wait)
-Spawn = Callable[[Sequence[str], Mapping[str, str], str], "subprocess.Popen"]
+# starts a Proc (`python -m proc.module *proc.argv`) with env (the whole environment) in a
+# directory, elsewhere than a fresh interpreter here (the warm trainer, a Ray task's actor)
+Spawn = Callable[[Proc, Mapping[str, str], str], TrainerProcess]
 POLL_S = 0.1
 
 
@@ -122,43 +122,34 @@ def _pump(stream: IO[bytes], log: IO[bytes], console, last_lines: List[str],
         on_end()
 
 
-def signal_group(p: subprocess.Popen, sig: int) -> None:
-    if hasattr(p, "signal_group"):  # a process on another node (distexp.cluster.ray_run)
-        return p.signal_group(sig)
-    try:
-        os.killpg(p.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def stop(procs: Sequence[Proc], grace: float = KILL_GRACE_S) -> None:
     """SIGTERM every live process group, SIGKILL what is left after `grace` seconds, reap all
     (a warm-forked process: its exit seen by the warm trainer, which reaps it)."""
-    live = [p.popen for p in procs if p.popen is not None and p.popen.poll() is None]
+    live = [p.process for p in procs if p.process is not None and p.process.poll() is None]
     for p in live:
-        signal_group(p, signal.SIGTERM)
+        p.signal_group(signal.SIGTERM)
     deadline = time.monotonic() + grace
     while (any(p.poll() is None for p in live) and time.monotonic() < deadline
            and not stops.wait_or_hurry(0.05)):  # a second Ctrl-C: SIGKILL now
         pass
     for p in live:
         # the group, not just the leader: a trainer's own children must go too
-        signal_group(p, signal.SIGKILL)
+        p.signal_group(signal.SIGKILL)
         try:
             p.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
     for pr in procs:
-        if pr.popen is not None and pr.returncode is None:
-            pr.returncode = pr.popen.poll()
+        if pr.process is not None and pr.returncode is None:
+            pr.returncode = pr.process.poll()
 
 
 def run(procs: Sequence[Proc], timeout: Optional[float] = None,
         until: Optional[Callable[[], bool]] = None, spawn: Optional[Spawn] = None) -> None:
     """Start `procs`, wait until every non-server process exits 0 (then stop the servers), or
     until `until()` is true (a server task of an external cluster whose job is over: stop it).
-    `spawn(cmd, env, cwd)`: starts a process from the warm trainer (distexp.job.warm_client) instead of
-    a fresh interpreter; its process answers as a Popen does.
+    `spawn(proc, env, cwd)`: starts a process elsewhere than a fresh interpreter here (the warm
+    trainer, distexp.job.warm_client; a Ray task's actor); a TrainerProcess either way.
 
     Raises JobFailed naming the first process that failed (or the timeout), JobInterrupted on
     Ctrl-C / SIGTERM; in every case all processes are gone when this returns or raises.
@@ -170,7 +161,7 @@ def run(procs: Sequence[Proc], timeout: Optional[float] = None,
     ended = _Ended()
     start = time.monotonic()
     # SIGUSR1 (Slurm's time-limit warning): the chief saves a checkpoint now (distexp.stops)
-    stops.on_usr1(lambda: procs[0].popen is not None and signal_group(procs[0].popen, signal.SIGUSR1))
+    stops.on_usr1(lambda: procs[0].process is not None and procs[0].process.signal_group(signal.SIGUSR1))
     pump_of: Dict[str, threading.Thread] = {}
     try:
         for pr in procs:
@@ -206,9 +197,9 @@ def _wait_for_news(procs: Sequence[Proc], ended: _Ended) -> None:
     ended.event.wait(POLL_S)
     ended.event.clear()
     for pr in procs:
-        if pr.name in ended.names and pr.popen.poll() is None:
+        if pr.name in ended.names and pr.process.poll() is None:
             try:
-                pr.popen.wait(timeout=POLL_S)
+                pr.process.wait(timeout=POLL_S)
             except subprocess.TimeoutExpired:  # its output closed, the process still runs
                 pass
 
@@ -223,18 +214,18 @@ def _start(pr: Proc, logs: List[IO[bytes]], tails: Dict[str, List[str]],
     env = dict(os.environ)
     env.update(pr.env)
     if spawn is not None:
-        pr.popen = spawn(list(pr.cmd), env, os.getcwd())
+        pr.process = spawn(pr, env, os.getcwd())
     else:  # the job's network namespace joined between fork and exec (distexp.cluster.netns)
         try:
-            pr.popen = subprocess.Popen(
-                list(pr.cmd), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            pr.process = LocalProcess(subprocess.Popen(
+                pr.cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=netns.preexec(pr.env.get(NETNS)))
+                preexec_fn=netns.preexec(pr.env.get(NETNS))))
         except subprocess.SubprocessError as ex:  # never on the machine's network instead
             raise JobFailed(f"{pr.name} could not join the job's network namespace ({ex})", [pr]) from None
     tails[pr.name] = []
     on_end = None if ended is None else (lambda: ended.add(pr.name))
-    t = threading.Thread(target=_pump, args=(pr.popen.stdout, log, pr.console, tails[pr.name],
+    t = threading.Thread(target=_pump, args=(pr.process.stdout, log, pr.console, tails[pr.name],
                                              on_end), daemon=True)
     t.start()
     stops.hold("fork")
@@ -247,7 +238,7 @@ def _raise_if_failed(procs: Sequence[Proc], tails: Dict[str, List[str]],
     server exited)."""
     failed = []
     for pr in procs:
-        rc = pr.popen.poll()
+        rc = pr.process.poll()
         if rc is None:
             continue
         pr.returncode = rc
@@ -269,13 +260,13 @@ def _failed_before_the_stop(procs: Sequence[Proc], tails: Dict[str, List[str]],
     A process that had exited with an error of its own (code > 0: one killed by a signal may have
     got this very stop), or a peer the liveness watch had seen that no longer answers (its node or
     link lost: distexp.cluster.liveness.ServerWatch.lost_now)."""
-    started = [pr for pr in procs if pr.popen is not None and pr.name in pump_of]
+    started = [pr for pr in procs if pr.process is not None and pr.name in pump_of]
     with stops.closing():  # a second signal while this looks: recorded, not raised
         try:
             _raise_if_failed(started, tails, pump_of)
         except JobFailed as ex:
             if any(pr.returncode is not None and pr.returncode > 0 for pr in ex.procs
-                   if pr.popen is not None and pr.popen.poll() is not None and not pr.server):
+                   if pr.process is not None and pr.process.poll() is not None and not pr.server):
                 return JobFailed(str(ex), procs, before_stop=True)
         lost = getattr(until, "lost_now", None)
         line = lost() if callable(lost) else None

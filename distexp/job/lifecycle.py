@@ -13,6 +13,7 @@ Separation of concerns:
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -26,9 +27,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from distexp import console_lines, errors, progress_feed, stops, tracking
 from distexp.config import checks, mode, resolved, schema
-from distexp.job import console, launch, startup, summary, warm_client
+from distexp.job import console, launch, run_setup, startup, summary, warm_client
 from distexp.sweeps import seat  # the job's one door into its sweep
-from distexp.tracking import tags as tag
 from distexp.tracking.node_metrics import NodeMetrics
 
 
@@ -54,11 +54,14 @@ class Job:
     env: dict                         # the trainers' environment (on top of the job's own)
     config_path: Path
     overrides_path: Path
-    forwarder: Optional[tracking.Forwarder]
+    forwarder: Optional[tracking.Forwarder]  # the job's run, once `execute` has built it
     multirun: bool
     t_start: float
     progress: str = "lines"           # the console's form (distexp.job.console.resolve)
     sweep_position: Optional[object] = None  # distexp.job.console.SweepPosition in a sweep
+    # builds `forwarder` (distexp.job.run_setup.forwarder): None without a run (tracking off, or
+    # a task of an external cluster that is not the chief)
+    new_forwarder: Optional[Callable[[], tracking.Forwarder]] = None
 
 
 @dataclass
@@ -95,8 +98,7 @@ def run_job(cfg: DictConfig, executing: Callable[[], None] = lambda: None) -> Ou
     # a sweep's parallel jobs: disjoint GPUs (CUDA_VISIBLE_DEVICES), as many as `found` needs
     with seat.gpu_lease(cfg, found) as held:
         job = prepare(cfg, found if held is None else found.leased(cfg, held))
-        executing()
-        return conclude(job, execute(job))
+        return conclude(job, execute(job, executing))
 
 
 def exit_code(out: Outcome) -> int:
@@ -112,7 +114,7 @@ def exit_code(out: Outcome) -> int:
 def prepare(cfg: DictConfig, found: resolved.JobFacts) -> Job:
     """Plan the job from its checked facts (`found`: checks.validate's, after the GPU lease),
     store the config without credentials, probe the tracking store and set up the run's
-    creation. Starts nothing."""
+    creation. Starts nothing, reaches no cluster (`execute` acquires the plan)."""
     from hydra.core.hydra_config import HydraConfig
 
     from distexp.cluster import kinds
@@ -152,10 +154,9 @@ def prepare(cfg: DictConfig, found: resolved.JobFacts) -> Job:
         # probes, not only the chief: a node that cannot reach the store stops with the one line,
         # instead of its peers waiting for a chief that stopped (tests/cluster/test_slurm_nodes.py)
         tracking.probe(cfg.tracking.uri)
-    if cfg.warm_start:  # checked: TensorFlow's import runs while the MLflow run is created
-        warm_client.start()  # (`python -m distexp` started it already, before Hydra composed)
     if cfg.tracking.enabled and plan.logs_to_mlflow:
-        forwarder = _forwarder(cfg, facts, plan, job_dir, overrides, multirun, hc)
+        forwarder = functools.partial(run_setup.forwarder, cfg, facts, plan, job_dir, overrides,
+                                      multirun, hc)
     progress = console.resolve(cfg.progress)
     env = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
            progress_feed.ENV: progress,
@@ -165,7 +166,8 @@ def prepare(cfg: DictConfig, found: resolved.JobFacts) -> Job:
     position = _position(cfg, hc, facts) if multirun else None
     stops.hold("start-up")
     return Job(cfg=cfg, job_dir=job_dir, plan=plan, env=env, config_path=config_path,
-               overrides_path=overrides_path, forwarder=forwarder, multirun=multirun,
+               overrides_path=overrides_path, forwarder=None, new_forwarder=forwarder,
+               multirun=multirun,
                t_start=t_start, progress=progress, sweep_position=position)
 
 
@@ -182,69 +184,25 @@ def _position(cfg: DictConfig, hc, facts: dict) -> "console.SweepPosition":
                                       cfg.strategy.name, facts["replicas"], facts["global_batch"]))
 
 
-def _forwarder(cfg: DictConfig, facts: dict, plan, job_dir: Path, overrides: List[str],
-               multirun: bool, hc) -> "tracking.Forwarder":
-    """The job's MLflow run, created in a thread while the trainer starts (tracking.Forwarder):
-    its name, tags and params (the flattened config and the resolved facts). The store was
-    probed by `prepare` just before."""
-    tags = {tag.JOB_DIR: str(job_dir), tag.OVERRIDES: " ".join(overrides),
-            tag.HOST: socket.gethostname(),
-            **tracking.owner_tags()}  # this process owns the run (tracking.owner)
-    if plan.hosts:  # where each task of an external cluster runs (srun, TF_CONFIG)
-        tags[tag.TASK_HOSTS] = ", ".join(f"{n}={h}" for n, h in plan.hosts.items())
-    if plan.cluster_id:  # the other nodes' first tasks find the run by it (node_metrics)
-        tags[tag.CLUSTER_ID] = plan.cluster_id
-    if multirun:
-        tags.update(seat.tags(str(hc.sweep.dir), cfg.tracking.uri,
-                               cfg.tracking.experiment, int(hc.job.num)))
-    if cfg.resume:  # the chief trainer adds distexp.resumed_from_step once it has looked
-        tags[tag.RESUME] = "requested"
-    params = schema.flatten(cfg)
-    params.update({"num_workers": facts["workers"], "global_batch_size": facts["global_batch"],
-                   "num_replicas": facts["replicas"]})
-    if "tracking.uri" in params:
-        params["tracking.uri"] = tracking.redact(params["tracking.uri"])
-    name = tracking.run_name(cfg.strategy.name,  # a user's model/data: its factory's name
-                             tracking.workload("model", cfg.model.name, cfg.model.get("factory")),
-                             tracking.workload("dataset", cfg.dataset.name, cfg.dataset.get("factory")),
-                             facts["replicas"], in_sweep=multirun,
-                             swept=seat.swept_values(str(hc.sweep.dir)) if multirun else None)
-
-    def create_run():  # in a thread, while the trainer imports TensorFlow (tracking.Forwarder)
-        run = tracking.JobRun(cfg.tracking.uri, cfg.tracking.experiment, name, tags, params)
-        tracking.end_dead_runs(run.client, [run.experiment_id])  # runs killed before closing
-        return run
-
-    def announce(run):  # in a sweep: the job's log only (distexp.job.console.say)
-        console.say(f"MLflow run {run.run_id} (experiment {cfg.tracking.experiment!r}) in\n"
-                    f"  {tracking.redact(cfg.tracking.uri)}")  # the store on a line of its own
-
-    interval = cfg.tracking.system_metrics_interval if cfg.tracking.system_metrics else None
-    # several hosts: the chief's system metrics are system/<its host>/... (MLflow's node_id)
-    node = socket.gethostname() if plan.several_hosts() else None
-    return tracking.Forwarder(create_run, job_dir, on_ready=announce,
-                              system_metrics_interval=interval, system_metrics_node=node,
-                              system_metrics_gpus=plan.gpu_ids())  # only the run's GPUs
-
-
 # --- execute: the training processes and the run, whatever happens to them ---------------------
 
 
-def execute(job: Job) -> Outcome:
+def execute(job: Job, executing: Callable[[], None] = lambda: None) -> Outcome:
     """Run the training processes (the cluster again on other ports after a port clash) while the
-    run is created and fed; then close the run with the outcome's status, artifacts attached."""
+    run is created and fed; then close the run with the outcome's status, artifacts attached.
+    First the plan is acquired (cluster=ray: connected and placed; a UserError line when it
+    cannot, or a stop while it waits: nothing held, what `prepare` wrote removed, as if it had
+    refused the job) and released at the end, whatever happens; then `executing()` (run_job's:
+    the job's run is about to open)."""
+    try:
+        job.plan.acquire()
+    except BaseException:
+        for path in [job.config_path] + ([job.overrides_path] if job.plan.logs_to_mlflow else []):
+            path.unlink(missing_ok=True)
+        raise
+    executing()
     out = Outcome()
-    if not job.plan.logs_to_mlflow:
-        print(f"distexp: task {job.plan.task} of an external cluster: training without MLflow (the "
-              "chief logs the run)", flush=True)
-    if job.forwarder is not None:
-        job.forwarder.start()
-    cfg = job.cfg
-    node = None
-    if job.plan.samples_node and cfg.tracking.enabled and cfg.tracking.system_metrics:
-        node = NodeMetrics(cfg.tracking.uri, cfg.tracking.experiment, job.plan.cluster_id,
-                           socket.gethostname(), cfg.tracking.system_metrics_interval,
-                           gpus=job.plan.gpu_ids()).start()
+    node = _begin(job)
     attempts: List[list] = []
     run = None
     display = console.open_display(job.progress, job.sweep_position)
@@ -287,6 +245,28 @@ def execute(job: Job) -> Outcome:
         out.stopped = True
     out.lost = tracking.offline_summary(job.job_dir) if run is not None else None
     return out
+
+
+def _begin(job: Job) -> Optional[NodeMetrics]:
+    """Start what runs beside the training processes: the warm trainer, the run's creation, a
+    node's system metrics (that sampler, returned). Anything raised here releases the plan."""
+    try:
+        cfg = job.cfg
+        if cfg.warm_start:  # TensorFlow's import runs while the MLflow run is created
+            warm_client.start()  # (`python -m distexp` started it already, before Hydra composed)
+        if not job.plan.logs_to_mlflow:
+            print(f"distexp: task {job.plan.task} of an external cluster: training without MLflow "
+                  "(the chief logs the run)", flush=True)
+        if job.new_forwarder is not None:
+            job.forwarder = job.new_forwarder().start()
+        if job.plan.samples_node and cfg.tracking.enabled and cfg.tracking.system_metrics:
+            return NodeMetrics(cfg.tracking.uri, cfg.tracking.experiment, job.plan.cluster_id,
+                               socket.gethostname(), cfg.tracking.system_metrics_interval,
+                               gpus=job.plan.gpu_ids()).start()
+        return None
+    except BaseException:
+        job.plan.release()
+        raise
 
 
 def stopped_by_signal(out: Outcome, failed_first: bool) -> bool:

@@ -6,8 +6,8 @@ before Hydra composes; a job that finds none starts it in `prepare`), kept acros
 sweep, so that only the first job waits for TensorFlow's import. A job whose config says
 `warm_start=false`, or a server that could not start, trains in fresh interpreters.
 
-`spawn` returns a `Child`, which answers what launch.py asks of a `subprocess.Popen` (pid, stdout,
-poll, wait, returncode): the server is its parent and reaps it, and tells us its exit code.
+`spawn` returns a `Child`, a distexp.cluster.processes.TrainerProcess (pid, stdout, poll, wait,
+signal_group): the server is its parent and reaps it, and tells us its exit code.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from distexp import stops
-from distexp.job import launch
+from distexp.cluster.processes import Proc, signal_group
 
 READY_TIMEOUT_S = 300.0   # TensorFlow's import on a loaded machine: seconds, not minutes
 REPLY_TIMEOUT_S = 30.0    # a fork answers in milliseconds
@@ -37,7 +37,7 @@ class Unavailable(Exception):
 
 
 class Child:
-    """A training process forked by the server, seen as launch.py sees a subprocess.Popen."""
+    """A training process forked by the server (in a session of its own), as a TrainerProcess."""
 
     def __init__(self, server: "Server", pid: int, stdout):
         self.server, self.pid, self.stdout = server, pid, stdout
@@ -58,6 +58,9 @@ class Child:
                     raise subprocess.TimeoutExpired(self.args, timeout)
                 self.server.cond.wait(left if left is not None else 1.0)
         return self.returncode
+
+    def signal_group(self, sig: int) -> None:
+        signal_group(self.pid, sig)
 
 
 class Server:
@@ -132,15 +135,14 @@ class Server:
             if not self.ready:
                 raise Unavailable(self.error)
 
-    def spawn(self, cmd: Sequence[str], env: Dict[str, str], cwd: str) -> Child:
-        """Fork `python -u -m MODULE ARGS...` (`cmd`) with `env` in `cwd`, its output to a pipe."""
+    def spawn(self, proc: Proc, env: Dict[str, str], cwd: str) -> Child:
+        """Fork `python -u -m proc.module *proc.argv` with `env` in `cwd`, its output to a pipe."""
         self.wait_ready()
-        i = list(cmd).index("-m")
         r, w = os.pipe()
         with self.cond:
             self._next_id += 1
             rid = self._next_id
-        req = {"id": rid, "module": cmd[i + 1], "argv": list(cmd[i + 2:]), "env": dict(env),
+        req = {"id": rid, "module": proc.module, "argv": list(proc.argv), "env": dict(env),
                "cwd": cwd}
         try:
             socket.send_fds(self.sock, [json.dumps(req).encode()], [w])
@@ -169,7 +171,7 @@ class Server:
             self.sock.close()  # the server sees EOF and exits; its children die with it
         except OSError:
             pass
-        launch.signal_group(self.popen, signal.SIGKILL)
+        signal_group(self.popen.pid, signal.SIGKILL)
         if wait:
             try:
                 self.popen.wait(timeout=10)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -21,7 +22,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from distexp.errors import UserError
 from distexp.fields import key
-from distexp.options.option import Option
+from distexp.options.option import Option, at_least
 from distexp.registry import Registry
 
 DIGITS_EXAMPLES = 1797     # scikit-learn's load_digits
@@ -125,13 +126,6 @@ def _fraction(ds) -> None:
         raise UserError(f"dataset.test_fraction: received {ds.test_fraction}; expected 0 < x < 1")
 
 
-def _at_least(key: str, value, low, *, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if value < low:
-        raise UserError(f"{key}: received {value}; expected >= {low}")
-
-
 @dataclass(frozen=True)
 class Dataset(Option):
     schema: Any = DatasetConfig
@@ -142,7 +136,24 @@ class Dataset(Option):
     available: str = ""
 
     def check(self, ds: DictConfig) -> None:
-        """This dataset's own settings (UserError, one line)."""
+        """This dataset's settings (UserError, one line), before TensorFlow: here the keys every
+        dataset has (DatasetConfig's) and those several share where its node has them; a
+        dataset's own keys in its subclass, which calls this first (super().check(ds))."""
+        at_least("dataset.threadpool", ds.threadpool, 0)
+        at_least("dataset.shuffle_buffer", ds.shuffle_buffer, 1)
+        at_least("dataset.prefetch", ds.prefetch, -1)
+        if "num_classes" in ds:
+            at_least("dataset.num_classes", ds.num_classes, 2)
+        for split in ("train_split", "eval_split"):
+            if split in ds and not str(ds[split]).strip():
+                raise UserError(f"dataset.{split}: received {ds[split]!r}; expected a TFDS split, "
+                                f"e.g. {'train' if split == 'train_split' else 'test'} or "
+                                "train[:80%]")
+        where = str(ds.get("data_dir") or "")  # one not there: the data's own line (not prepared)
+        if where and os.path.exists(where) and not os.path.isdir(where):
+            raise UserError(f"dataset.data_dir: received {where!r}, which is a file; expected the "
+                            "directory the prepared data lives in, or null for $TFDS_DATA_DIR or "
+                            "~/tensorflow_datasets")
 
     def train_examples(self, cfg: DictConfig) -> Optional[Tuple[int, str]]:
         """(training examples, the key that sets the batch it is compared with), when known
@@ -157,6 +168,7 @@ class Dataset(Option):
 @dataclass(frozen=True)
 class Digits(Dataset):
     def check(self, ds):
+        super().check(ds)
         _fraction(ds)
 
     def train_examples(self, cfg):
@@ -170,11 +182,11 @@ class Digits(Dataset):
 @dataclass(frozen=True)
 class Synthetic(Dataset):
     def check(self, ds):
+        super().check(ds)
         if len(ds.shape) not in (1, 3) or any(d < 1 for d in ds.shape):
             raise UserError(f"dataset.shape: received {list(ds.shape)}; expected [h, w, c] or [d] "
                             "with every size >= 1")
-        _at_least("dataset.num_classes", ds.num_classes, 2)
-        _at_least("dataset.size", ds.size, 1)
+        at_least("dataset.size", ds.size, 1)
 
     def train_examples(self, cfg):
         return int(cfg.dataset.size), "dataset.size"
@@ -185,13 +197,14 @@ class Pairs(Dataset):
     """Sentence pairs (text_pairs, synthetic_pairs): PairsConfig's keys."""
 
     def check(self, ds):
+        super().check(ds)
         _fraction(ds)
         for side in ("source", "target"):
             if ds[f"{side}_tokens"] not in TOKENS:
                 raise UserError(f"dataset.{side}_tokens: received {ds[f'{side}_tokens']!r}; "
                                 f"valid: {', '.join(TOKENS)}")
-        _at_least("dataset.max_length", ds.max_length, 1, allow_none=True)
-        _at_least("dataset.vocab_size", ds.vocab_size, 5, allow_none=True)
+        at_least("dataset.max_length", ds.max_length, 1, allow_none=True)
+        at_least("dataset.vocab_size", ds.vocab_size, 5, allow_none=True)
 
 
 @dataclass(frozen=True)
@@ -206,6 +219,7 @@ class TextPairs(Pairs):
 @dataclass(frozen=True)
 class Tfds(Dataset):
     def check(self, ds):
+        super().check(ds)
         if OmegaConf.is_missing(ds, "tfds_name") or not ds.tfds_name:
             raise UserError("dataset.tfds_name: received nothing; dataset=tfds needs a TFDS builder "
                             "name, e.g. dataset.tfds_name=cifar100")
@@ -226,6 +240,7 @@ class Tfds(Dataset):
 @dataclass(frozen=True)
 class Custom(Dataset):
     def check(self, ds):
+        super().check(ds)
         if OmegaConf.is_missing(ds, "factory") or not ds.factory:
             raise UserError("dataset.factory: received null; dataset=custom needs "
                             "dataset.factory=package.module:function")

@@ -1,18 +1,19 @@
-"""The option groups that have records, by config key: a group node's record when it is known,
-which keys belong to its option (its record's schema), and what a run calls a user's option (its
-factory's function). No TensorFlow."""
+"""The option groups that have records, by config key (`GROUPS`, the one list, in the order
+`--help` lists them): a group node's record when it is known, which keys belong to its option
+(`keys_of`: its record's schema; the run's params, `--help` and the checks ask it), and what a
+run calls a user's option (its factory's function). No TensorFlow."""
 from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from distexp import strategies
 from distexp.cluster import kinds
 from distexp.options import datasets, loops, models
 from distexp.options.option import Option
 
-GROUPS = {"model": models, "dataset": datasets, "loop": loops, "strategy": strategies,
+GROUPS = {"strategy": strategies, "model": models, "dataset": datasets, "loop": loops,
           "cluster": kinds}
 
 
@@ -24,10 +25,17 @@ def known(group: str, node) -> Optional[Option]:
     return GROUPS[group].REGISTRY.get(str(node.get("name")))
 
 
-def applies(group: str, node, key: str) -> bool:
-    """Whether a key of a group's node is one of its option's: a field of its record's schema
-    (every key the node has where the option has no schema of its own), `record` only when set
-    (a user's option). A key of another option (set by a sweep over options) does not apply."""
+def keys_of(group: str, node) -> List[str]:
+    """The keys of a group's node (a node or plain dict) that belong to its chosen option, in the
+    node's order: the one answer for the run's params (distexp.config.schema.flatten), `--help`
+    (distexp.config.help) and the checks (distexp.config.checks). A field of its record's schema
+    (every key the node has where the option has no schema of its own, or is not registered
+    yet), `record` only when set (a user's option). A key of another option (set by a sweep over
+    options) is not its."""
+    return [str(k) for k in node.keys() if _applies(group, node, str(k))]
+
+
+def _applies(group: str, node, key: str) -> bool:
     if key == "record":
         return node.get("record") is not None
     own = _keys(known(group, node))

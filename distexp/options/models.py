@@ -10,6 +10,7 @@ keras.Model that outputs logits.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -17,7 +18,7 @@ from omegaconf import MISSING, DictConfig
 
 from distexp.errors import UserError
 from distexp.fields import key
-from distexp.options.option import Option
+from distexp.options.option import Option, at_least
 from distexp.registry import Registry
 
 
@@ -52,12 +53,21 @@ class Model(Option):
     task: str = "classification"
 
     def check(self, model: DictConfig) -> None:
-        """This model's own settings (UserError, one line), before TensorFlow."""
+        """This model's settings (UserError, one line), before TensorFlow: here ModelConfig's
+        keys (every model's); a model's own keys in its subclass, which calls this first
+        (super().check(model))."""
+        at_least("model.min_size", model.min_size, 0)
+        if not math.isfinite(model.learning_rate):
+            raise UserError(f"model.learning_rate: received {model.learning_rate}; expected a "
+                            "finite number")
+        if model.learning_rate <= 0:
+            raise UserError(f"model.learning_rate: received {model.learning_rate}; expected > 0")
 
 
 @dataclass(frozen=True)
 class GruSeq2Seq(Model):
     def check(self, model):
+        super().check(model)
         for size in ("embedding_dim", "units"):
             if model[size] < 1:
                 raise UserError(f"model.{size}: received {model[size]}; expected >= 1")

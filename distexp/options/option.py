@@ -13,7 +13,19 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Optional
+
+from distexp.errors import UserError
+
+
+def at_least(key: str, value: Optional[float], low: float, *, allow_none: bool = False) -> None:
+    """`key` is a number >= `low` (null too with `allow_none`), else one UserError line."""
+    if value is None:
+        if allow_none:
+            return
+        raise UserError(f"{key}: received null; expected a number >= {low}")
+    if value < low:
+        raise UserError(f"{key}: received {value}; expected >= {low}")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Optional
 
 from omegaconf import OmegaConf
 
-from distexp import errors, stops, strategies
+from distexp import console_lines, errors, stops, strategies
 from distexp.errors import PORT_IN_USE_EXIT, UserError, UserFailure
 from distexp.figures import perf_keys
 from distexp.train.loops.custom import Diverged
@@ -231,7 +231,7 @@ def _run(ctx, record, logger, replica_devices, facts, job_dir: Path) -> dict:
         cfg, record, ctx.model, ctx.data.input_shape, replica_devices,
         meter.final_figures()[perf_keys.EXAMPLES_PER_SEC], chief, logger)})
     if reporter.diverged_at is not None:
-        reporter.print(f"distexp: warning: {reporter.diverged_line(stopped=False)}")
+        reporter.print(console_lines.warning(reporter.diverged_line(stopped=False)))
     logger.close()
     result = {**final, "first_step_unix": meter.first_step_unix,
               "cpu_seconds_timed": meter.cpu_timed, "diverged": reporter.diverged_at is not None,
@@ -264,7 +264,7 @@ def _disturbance(ctx, record, facts) -> dict:
     why = disturbance.verdict(cpu_per_wall, judged, steal, load) if meter.timed else None
     if why is not None:
         reporter.logger.set_tags({tags.DISTURBED: why})
-        reporter.print(f"distexp: warning: disturbed: {why} (tag {tags.DISTURBED})")
+        reporter.print(console_lines.warning(f"disturbed: {why} (tag {tags.DISTURBED})"))
     return {"cpu_per_wall": cpu_per_wall, "disturbed": why, "steal_share": steal,
             "load_average": load}
 
@@ -302,16 +302,16 @@ def main(argv=None) -> int:
 
         if ex.__cause__ is not None:  # translated from an exception: its traceback, log only
             errors.log_traceback(ex.__cause__)
-        print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        print(console_lines.error(str(ex)), file=sys.stderr, flush=True)
         report_user_error(args.config.parent, str(ex))  # the job reads it there (exit 2)
         return errors.BAD_INPUT
     except UserFailure as ex:
         if ex.__cause__ is not None:
             errors.log_traceback(ex.__cause__)
-        print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        print(console_lines.error(str(ex)), file=sys.stderr, flush=True)
         return errors.FAILED
     except strategies.PortInUse as ex:
-        print(f"distexp: error: {ex}", file=sys.stderr, flush=True)
+        print(console_lines.error(str(ex)), file=sys.stderr, flush=True)
         return PORT_IN_USE_EXIT
     return errors.OK
 
@@ -324,7 +324,7 @@ def entry(argv=None) -> int:
         return main(argv)
     except Exception as ex:  # noqa: BLE001  (its traceback to the log, its own first line to the job)
         errors.log_traceback(ex)
-        print(f"distexp: error: {type(ex).__name__}: {errors.first_line(ex)}", file=sys.stderr,
+        print(console_lines.error(f"{type(ex).__name__}: {errors.first_line(ex)}"), file=sys.stderr,
               flush=True)
         return errors.FAILED
 

@@ -9,23 +9,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from distexp import errors
+from distexp import errors, strategies
 from distexp.cluster import kinds
 from distexp.config import checks, resolved
-from helpers import fake_driver, run_in_process
-
-
-@pytest.fixture
-def gpus(monkeypatch, tmp_path):
-    """`gpus(n, pinned=None)`: this machine shows `n` GPUs (the driver's list), and
-    CUDA_VISIBLE_DEVICES is `pinned` (None: unset)."""
-    def fake(n: int, pinned=None):
-        monkeypatch.setattr(resolved, "NVIDIA_GPUS", str(fake_driver(tmp_path / f"driver-{n}", n)))
-        if pinned is None:
-            monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-        else:
-            monkeypatch.setenv("CUDA_VISIBLE_DEVICES", pinned)
-    return fake
+from helpers import run_in_process
 
 
 def _job_plan(compose, tmp_path, *overrides):
@@ -106,7 +93,7 @@ def test_too_few_gpus_for_the_workers_is_one_line(compose, tmp_path, gpus, visib
     assert with_controls([overrides], lambda o: compose(*o)) == ([overrides], [])  # no control
     cfg = compose(*overrides)  # the plan's refusal is the same line: one source
     with pytest.raises(errors.UserError) as ex:
-        split_gpus(cfg.gpus, visible, resolved.strategy_record(cfg).num_workers(cfg))
+        split_gpus(cfg.gpus, visible, strategies.of(cfg).num_workers(cfg))
     assert str(ex.value) == line
     assert setup(compose(*overrides[:-1], "gpus=0")) is not None
 
@@ -126,7 +113,7 @@ def test_more_gpus_than_visible_says_how_this_strategy_runs_on_cpu(compose, gpus
     gpus(2)
     cfg = compose(*overrides, "gpus=3")
     with pytest.raises(errors.UserError) as ex:
-        resolved.check_gpus(cfg.gpus, resolved.visible_gpus(), resolved.strategy_record(cfg))
+        resolved.check_gpus(cfg.gpus, resolved.visible_gpus(), strategies.of(cfg))
     assert str(ex.value) == (
         "gpus: received 3; 2 GPU(s) visible on this machine. To run on CPU use " + hint)
 
@@ -216,7 +203,7 @@ def test_the_job_process_gives_each_worker_its_gpus(tmp_path, gpus, monkeypatch)
     gpus(4)
     started = {}
 
-    def stop_before_training(job):
+    def stop_before_training(job, executing):
         started.update(_devices(job.plan))
         raise errors.UserError("stopped by the test before training")
 
@@ -260,7 +247,7 @@ def test_a_job_counts_its_gpus_once_and_resolves_once_more_with_its_plan(tmp_pat
         monkeypatch.setattr(module, "visible_gpus", counting)
     monkeypatch.setattr(resolved, "resolve", resolving)
     monkeypatch.setattr(checks, "resolve", resolving)
-    monkeypatch.setattr(lifecycle, "execute", lambda job: (_ for _ in ()).throw(
+    monkeypatch.setattr(lifecycle, "execute", lambda job, executing: (_ for _ in ()).throw(
         errors.UserError("stopped by the test before training")))
     job = tmp_path / "job"
     r = run_in_process(["strategy=multiworker", "workers=2", "tracking.enabled=false",

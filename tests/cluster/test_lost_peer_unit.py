@@ -37,6 +37,9 @@ class _Fake:
     def wait(self, timeout=None):
         return self.poll()
 
+    def signal_group(self, sig):
+        self.signals = [*getattr(self, "signals", []), sig]
+
 
 @pytest.fixture(autouse=True)
 def _no_stop_left():
@@ -46,8 +49,8 @@ def _no_stop_left():
 
 
 def _launch(tmp_path, fake, until=None):
-    chief = Proc(name="chief", cmd=["python", "-m", "x"], env={}, log=tmp_path / "chief.log")
-    launch.run([chief], until=until, spawn=lambda cmd, env, cwd: fake)
+    chief = Proc(name="chief", module="x", argv=[], env={}, log=tmp_path / "chief.log")
+    launch.run([chief], until=until, spawn=lambda proc, env, cwd: fake)
 
 
 def test_a_process_that_failed_before_the_step_kill_fails_the_job(tmp_path):
@@ -104,11 +107,11 @@ def test_a_failure_seen_first_keeps_its_status_when_the_signal_comes_during_the_
 
 def test_a_stop_while_the_processes_start_is_the_users(tmp_path):
     """The signal lands while the first process is being started (nothing to look at yet)."""
-    def spawn(cmd, env, cwd):
+    def spawn(proc, env, cwd):
         stops._first = signal.SIGINT
         raise KeyboardInterrupt
 
-    procs = [Proc(name=n, cmd=["python", "-m", "x"], env={}, log=tmp_path / f"{n}.log")
+    procs = [Proc(name=n, module="x", argv=[], env={}, log=tmp_path / f"{n}.log")
              for n in ("chief", "worker-1")]
     with pytest.raises(launch.JobInterrupted):
         launch.run(procs, spawn=spawn)

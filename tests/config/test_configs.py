@@ -371,12 +371,34 @@ def test_help_lists_each_options_own_keys_under_it(compose, group):
 def test_params_of_a_strategy_and_a_cluster_kind_are_their_schemas_keys(compose):
     flat = C.flatten(compose("strategy=multiworker", "cluster=slurm"))
     assert sorted(k for k in flat if k.startswith(("strategy.", "cluster."))) == [
-        "cluster.name", "cluster.peer_start_timeout", "cluster.port", "cluster.record",
-        "strategy.communication", "strategy.name", "strategy.record"]
+        "cluster.name", "cluster.peer_start_timeout", "cluster.port",
+        "strategy.communication", "strategy.name"]
     flat = C.flatten(compose("strategy=one_device"))
     assert sorted(k for k in flat if k.startswith(("strategy.", "cluster."))) == [
-        "cluster.host", "cluster.name", "cluster.port", "cluster.record", "strategy.name",
-        "strategy.record"]
+        "cluster.host", "cluster.name", "cluster.port", "strategy.name"]
+
+
+@pytest.mark.parametrize("overrides", [
+    ["strategy=multiworker", "cluster=slurm"], ["strategy=ps", "cluster=tf_config"],
+    ["strategy=one_device", "strategy.record=my_pkg.mine", "cluster.record=my_pkg.kind"],
+    ["model=gru_seq2seq", "dataset=synthetic_pairs", "loop=custom"], ["dataset=mnist"],
+    ["model.record=my_pkg.model", "dataset=synthetic"]], ids=" ".join)
+def test_params_and_help_list_the_same_keys_of_an_option(compose, overrides):
+    """One answer to "which keys belong to an option" (distexp.options.groups.keys_of): the run's
+    params and --help list the same keys of each option group; a `record` in both only when set
+    (strategy.record=null was a param and not in --help)."""
+    from distexp.config import help as config_help
+    from distexp.config.schema import Config
+    from distexp.options import groups
+
+    cfg = compose(*overrides)
+    flat = C.flatten(cfg)
+    listed = [k for k, _, _ in config_help.rows(cfg, Config)]
+    for group in groups.GROUPS:
+        params = sorted(k for k in flat if k.startswith(f"{group}."))
+        shown = sorted(k for k in listed if k.startswith(f"{group}."))
+        assert params == shown == sorted(f"{group}.{k}" for k in groups.keys_of(group, cfg[group]))
+        assert (f"{group}.record" in params) == (cfg[group].get("record") is not None), group
 
 
 def test_repeats_auto_is_read_one_way_in_any_case():

@@ -77,8 +77,7 @@ def test_validate_rejects(compose, overrides, needle):
 def test_tfds_offline_without_data_is_one_line(tmp_path):
     empty = tmp_path / "no_data"
     r = run_in_process(["dataset=mnist", f"dataset.data_dir={empty}"], tmp_path)
-    assert r.returncode == 2, r
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    lines = r.refused()
     assert len(lines) == 1, r
     assert lines[0].startswith(f"distexp: error: dataset: mnist is not prepared in {empty} "
                                f"(looked for {empty}/mnist/"), r

@@ -9,17 +9,6 @@ from omegaconf import OmegaConf
 
 from distexp import errors
 from distexp.config import checks, resolved, xla
-from helpers import fake_driver
-
-
-@pytest.fixture
-def gpus(monkeypatch, tmp_path):
-    """`gpus(n)`: this machine shows `n` GPUs (the driver's list), none hidden."""
-    def fake(n: int):
-        monkeypatch.setattr(resolved, "NVIDIA_GPUS", str(fake_driver(tmp_path / f"driver-{n}", n)))
-        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    return fake
-
 
 GPU_ON = "jit_compile=auto: GPU replicas under strategy={}, whose step XLA compiles there " \
          "(jit_compile=false turns it off)"

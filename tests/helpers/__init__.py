@@ -11,8 +11,9 @@ file). No TensorFlow here. Every name is also importable from `helpers` itself.
 - `helpers.browser`: headless Chromium on an MLflow UI page (the UI's tests, the screenshot)
 - `helpers.fakes`: a clock moved by hand, the real sweeper with a launcher that records its jobs,
   an option of one's own (`plug_in`; `TOY_OPTIONS`: a model and a dataset)
-- `helpers.gpus`: a faked NVIDIA driver directory (`fake_driver`), a sweep job that only holds
-  its GPUs from the sweep's pool (`pool_job`)
+- `helpers.gpus`: a faked NVIDIA driver directory (`fake_driver`), this machine's GPUs faked
+  with it (`faked_gpus`, each GPU test file's `gpus` fixture), a sweep job that only holds its
+  GPUs from the sweep's pool (`pool_job`)
 """
 from helpers.cli import (  # noqa: F401
                          CONF,
@@ -34,7 +35,7 @@ from helpers.cli import (  # noqa: F401
                          run_probe,
 )
 from helpers.fakes import TOY_OPTIONS, Clock, RecordingLauncher, launched, plug_in, sweeper  # noqa: F401
-from helpers.gpus import JOBLIB_LAUNCHER, fake_driver, pool_job  # noqa: F401
+from helpers.gpus import JOBLIB_LAUNCHER, fake_driver, faked_gpus, pool_job  # noqa: F401
 from helpers.processes import (  # noqa: F401
     descendants,
     processes_mentioning,

@@ -54,6 +54,13 @@ class Result:
     def out(self) -> str:
         return self.stdout + self.stderr
 
+    def refused(self) -> list:
+        """A command refused as bad input (exit 2, no traceback): its stderr's lines, the blank
+        ones left out (the refusal is one line: the caller compares them)."""
+        assert self.returncode == 2, self
+        assert "Traceback" not in self.out, self
+        return [ln for ln in self.stderr.splitlines() if ln.strip()]
+
     def __repr__(self) -> str:
         return f"<exit {self.returncode}>\n--- stdout\n{self.stdout[-3000:]}\n--- stderr\n{self.stderr[-3000:]}"
 

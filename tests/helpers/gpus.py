@@ -18,6 +18,21 @@ def fake_driver(root: Path, gpus: int) -> Path:
     return driver
 
 
+def faked_gpus(monkeypatch, tmp_path: Path):
+    """`gpus(n, pinned=None)`: this machine shows `n` GPUs (the driver's list, distexp's
+    resolved.NVIDIA_GPUS pointed at a fake_driver), and CUDA_VISIBLE_DEVICES is `pinned` (None:
+    unset). A test file's `gpus` fixture returns it."""
+    from distexp.config import resolved
+
+    def fake(n: int, pinned=None):
+        monkeypatch.setattr(resolved, "NVIDIA_GPUS", str(fake_driver(tmp_path / f"driver-{n}", n)))
+        if pinned is None:
+            monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        else:
+            monkeypatch.setenv("CUDA_VISIBLE_DEVICES", pinned)
+    return fake
+
+
 def pool_job(driver: str, sweep_dir: str, gpus: int, seen: str, jobs: int) -> str:
     """One sweep job in a worker process: hold its GPUs from the pool (the driver faked), write
     the CUDA_VISIBLE_DEVICES it got into `seen`, and keep them until all `jobs` jobs hold

@@ -22,6 +22,9 @@ class _Reported:
         self.returncode = 0
         return 0
 
+    def signal_group(self, sig):
+        self.signals = [*getattr(self, "signals", []), sig]
+
 
 def test_the_job_goes_on_when_its_trainer_ends_not_at_the_next_poll(tmp_path):
     """Once a process's output ends, run asks for its exit status (a timeout of 1 s would fail
@@ -29,7 +32,7 @@ def test_the_job_goes_on_when_its_trainer_ends_not_at_the_next_poll(tmp_path):
     from distexp.job import launch
 
     child = _Reported()
-    chief = Proc(name="chief", cmd=["python", "-m", "x"], env={}, log=tmp_path / "chief.log")
-    launch.run([chief], timeout=1.0, spawn=lambda cmd, env, cwd: child)
+    chief = Proc(name="chief", module="x", argv=[], env={}, log=tmp_path / "chief.log")
+    launch.run([chief], timeout=1.0, spawn=lambda proc, env, cwd: child)
     assert chief.returncode == 0
     assert (tmp_path / "chief.log").read_bytes() == b"trained\n"

@@ -67,13 +67,14 @@ class _Stubborn:
     def wait(self, timeout=None):
         return -9
 
+    def signal_group(self, sig):
+        self.killed = self.killed or sig == signal.SIGKILL
 
-def test_a_second_signal_cuts_the_grace_of_a_stubborn_process(rule, monkeypatch):
+
+def test_a_second_signal_cuts_the_grace_of_a_stubborn_process(rule):
     p = _Stubborn()
-    monkeypatch.setattr(launch, "signal_group",
-                        lambda popen, sig: setattr(popen, "killed", popen.killed or sig == signal.SIGKILL))
-    proc = launch.Proc(name="chief", cmd=[], env={}, log=None)
-    proc.popen = p
+    proc = launch.Proc(name="chief", module="x", argv=[], env={}, log=None)
+    proc.process = p
     with pytest.raises(KeyboardInterrupt):
         _deliver(signal.SIGINT)
     _deliver(signal.SIGINT)

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from distexp.cluster.processes import Proc
 from helpers import ROOT, child_env, processes_mentioning
 
-PROBE = [sys.executable, "-u", "-m", "warm_probe"]
+PROBE = "warm_probe"  # the module a warm child runs (tests/helpers/probes)
 pytestmark = pytest.mark.integration
 ENV = child_env()
 
@@ -52,7 +53,8 @@ def server():
 
 
 def _spawn(server, tmp_path, *argv, marker="m1"):
-    return server.spawn([*PROBE, *argv], {**ENV, "PROBE_MARKER": marker}, str(tmp_path))
+    proc = Proc(name="chief", module=PROBE, argv=list(argv), env={}, log=tmp_path / "chief.log")
+    return server.spawn(proc, {**ENV, "PROBE_MARKER": marker}, str(tmp_path))
 
 
 def test_a_forked_process_is_what_a_fresh_one_would_be(server, tmp_path):
@@ -103,10 +105,11 @@ def test_exit_codes_signals_and_failures(server, tmp_path):
 _OWNER = """
 import sys, time
 sys.path[:0] = [{root!r}, {tests!r}]
+from distexp.cluster.processes import Proc
 from distexp.job import warm_client
 s = warm_client.start()
 s.wait_ready()
-c = s.spawn({probe!r}, dict(__import__('os').environ), {cwd!r})
+c = s.spawn(Proc("chief", {probe!r}, {argv!r}, {{}}, None), dict(__import__('os').environ), {cwd!r})
 print(s.popen.pid, c.pid, flush=True)
 c.stdout.readline()
 time.sleep(600)
@@ -116,7 +119,7 @@ time.sleep(600)
 def test_a_killed_job_process_takes_the_server_and_its_children(tmp_path):
     """kill -9 of the job process: the server dies with it, the training process with the server
     (PR_SET_PDEATHSIG on both), nothing is left."""
-    code = _OWNER.format(root=str(ROOT), tests=str(ROOT / "tests"), probe=[*PROBE, "sleep", "600"],
+    code = _OWNER.format(root=str(ROOT), tests=str(ROOT / "tests"), probe=PROBE, argv=["sleep", "600"],
                          cwd=str(tmp_path))
     owner = subprocess.Popen([sys.executable, "-c", code], env=ENV, stdout=subprocess.PIPE,
                              text=True)

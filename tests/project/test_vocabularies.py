@@ -83,15 +83,13 @@ def test_exit_codes_are_named():
 # The console's line kinds are spelt in distexp/console_lines.py only (its ERROR, WARNING, DETAIL,
 # `error(text)`, `kind_of(line)`); a module that prints or parses one uses it.
 KINDS = ("distexp: error:", "distexp: warning:", "distexp: detail:")
-# Not converted yet: the trainer's lines (another change edits the module now); to go.
-KINDS_NOT_YET = {"train/trainer.py"}
 
 
 def line_kinds_elsewhere(sources) -> list:
     """String or bytes literals starting with a line kind's prefix outside console_lines.py (a
     docstring that mentions one is prose: it does not start with it)."""
     found = [(rel, node.lineno, node.value) for rel, text in sources
-             if rel != "console_lines.py" and rel not in KINDS_NOT_YET
+             if rel != "console_lines.py"
              for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Constant)
              and isinstance(node.value, (str, bytes))
              and (node.value if isinstance(node.value, str) else node.value.decode("utf-8", "replace"))

@@ -7,17 +7,8 @@ from __future__ import annotations
 import pytest
 
 from distexp import errors, strategies
-from distexp.config import checks, resolved
+from distexp.config import checks
 from distexp.train import devices
-from helpers import fake_driver
-
-
-@pytest.fixture
-def gpus(monkeypatch, tmp_path):
-    def fake(n: int):
-        monkeypatch.setattr(resolved, "NVIDIA_GPUS", str(fake_driver(tmp_path / f"driver-{n}", n)))
-        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    return fake
 
 
 @pytest.mark.parametrize("visible,overrides,per_worker,replicas,batch", [
