@@ -13,8 +13,11 @@ script first in even ones, so that other load hits both):
 - first step: `python -m distexp epochs=1 log_every_steps=1 cpu_replicas=n`'s `step 1/` line
   (the default job prints no step line) against the hand-written script's `first step done` (in
   its throughput run), both stamped from the command's start.
-Each row carries `uptime`'s 1-minute load at its start. The summary: the medians over rounds of
-the ratio and of the first-step difference, and whether the goals (>= 1.4x; <= 0 s) are met.
+`--distexp-threads 2` runs the distexp commands at TensorFlow's default intra-op threads (2 on 2
+cores) instead of distexp's one-thread rule for small models (docs/configuration.md): the same
+command with and without it is that rule's side-by-side ratio. Each row carries `uptime`'s
+1-minute load at its start. The summary: the medians over rounds of the ratio and of the
+first-step difference, and whether the goals (>= 1.4x; <= 0 s) are met.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 GOAL_RATIO = 1.4
+THREADS_ENV = "TF_NUM_INTRAOP_THREADS"
 
 
 def _warm():
@@ -49,11 +53,16 @@ def hand_rate(data: dict) -> float:
     return data["examples_per_epoch"] / statistics.median(data["jobs"][0]["train_s"][1:])
 
 
-def one_round(w, tmp: Path, r: int, n: int, epochs: int, extra: list) -> dict:
-    """One round at n replicas: {distexp, hand, k, d_first, h_first, load}."""
+def one_round(w, tmp: Path, r: int, n: int, epochs: int, extra: list, threads=None) -> dict:
+    """One round at n replicas: {distexp, hand, k, d_first, h_first, load}. `threads`: the
+    distexp commands' TF_NUM_INTRAOP_THREADS (None: distexp's own choice); the hand-written
+    script always runs at TensorFlow's default."""
     got = {"load": load1()}
     for who in (("d", "h") if r % 2 == 0 else ("h", "d")):
+        w.ENV.pop(THREADS_ENV, None)
         if who == "d":
+            if threads:
+                w.ENV[THREADS_ENV] = str(threads)
             uri = w.store(tmp, f"tp{n}-{r}")
             w.distexp(tmp, f"epochs={epochs}", f"cpu_replicas={n}", f"tracking.uri={uri}", *extra)
             got["distexp"] = w.metric(uri, "perf/examples_per_sec", 1)[0]
@@ -102,6 +111,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--replicas", default="1,2", help="comma-separated cpu_replicas values")
+    ap.add_argument("--distexp-threads", type=int, default=None,
+                    help="TF_NUM_INTRAOP_THREADS for the distexp commands only (2: TensorFlow's "
+                         "default on 2 cores, i.e. without distexp's one-thread rule)")
     ap.add_argument("--smoke", action="store_true",
                     help="1 round, 1 replica, 2 epochs, no measuring window: the script works")
     a = ap.parse_args(argv)
@@ -113,13 +125,14 @@ def main(argv=None) -> int:
     replicas = [int(v) for v in a.replicas.split(",")]
     out = [f"# CPU default job vs hand-written loop ({time.strftime('%Y-%m-%d %H:%M')}, "
            f"{__import__('os').cpu_count()} cores, {a.rounds} rounds, epochs={a.epochs}"
-           f"{', smoke' if a.smoke else ''})", ""]
+           f"{', smoke' if a.smoke else ''}, distexp's intra-op threads: "
+           f"{a.distexp_threads or 'its own choice'})", ""]
     with tempfile.TemporaryDirectory(prefix="distexp-cpu-bench-") as d:
         tmp = Path(d)
         rows = {n: [] for n in replicas}
         for r in range(a.rounds):
             for n in replicas:
-                rows[n].append(one_round(w, tmp, r, n, a.epochs, extra))
+                rows[n].append(one_round(w, tmp, r, n, a.epochs, extra, a.distexp_threads))
         for n in replicas:
             out += table(n, rows[n])
     out.append(f"load at end {load1():.2f}")
