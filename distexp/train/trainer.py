@@ -165,6 +165,8 @@ def _describe(cfg, facts, strategy, task, model, data, steps, replica_devices, l
     split = devices.split_line(cfg, int(facts.gpus))
     if split:
         say(split)
+    if threads := devices.threads_line(cfg, int(facts.gpus)):
+        say(f"{LOG_ONLY}{threads}")
     if note:
         say(note)
     if warm := all_warmup_line(steps * int(cfg.epochs), int(cfg.warmup_steps), int(cfg.epochs)):
