@@ -154,12 +154,12 @@ class DistexpSweeper(BasicSweeper):
         for rec in records.records(sweep_dir):
             p = where.get(tuple(rec.get("overrides") or ()))
             if p is not None:
-                got = rates.setdefault(p // len(jobs), ({}, {}, {}, {}))
+                got = rates.setdefault(p // len(jobs), ({}, {}, {}, {}, {}))
                 i = p % len(jobs)
                 got[0][i], got[1][i], got[2][i] = auto.rate_of(rec), auto.window_of(rec), rec["num"]
-                got[3][i] = auto.accuracy_of(rec)
+                got[3][i], got[4][i] = auto.accuracy_of(rec), auto.time_of(rec)
         for r in range(repeats):
-            lines = rounds.record(*rates.get(r, ({}, {}, {}, {})))
+            lines = rounds.record(*rates.get(r, ({}, {}, {}, {}, {})))
             for line in lines:
                 print(line, flush=True)
         sweep_id = SWEEPS.open.sweep_id if SWEEPS.open is not None else None
@@ -233,7 +233,8 @@ class DistexpSweeper(BasicSweeper):
         said = rounds.record({i: auto.rate_of(r) for i, r in mine.items()},
                              {i: auto.window_of(r) for i, r in mine.items()},
                              {i: num for num, i in index.items()},
-                             {i: auto.accuracy_of(r) for i, r in mine.items()})
+                             {i: auto.accuracy_of(r) for i, r in mine.items()},
+                             {i: auto.time_of(r) for i, r in mine.items()})
         decision = rounds.decision(lambda n: auto.continue_command(self.config, sweep_id, n))
         for line in [outcomes.round_line(decision), *said]:
             print(line, flush=True)

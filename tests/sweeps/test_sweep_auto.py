@@ -383,7 +383,7 @@ def test_continue_only_for_the_question_within_the_cap():
     rounds.alpha_each = 0.05 / 3
     rounds.rule = seq.planned(rounds.alpha_each, 10)
     rounds.rates, rounds.windows, rounds.nums = [[], [], []], [[], [], []], [[], [], []]
-    rounds.accuracies = [[], [], []]
+    rounds.accuracies, rounds.times = [[], [], []], [[], [], []]
     noise = [0.9, 1.1, 0.95, 1.05, 1.0, 0.92, 1.08, 0.97, 1.03, 1.0]
     for n in noise:  # mirrored 0.9x its control (log noise ~0.12), 1.17x the baseline (~0.24)
         rounds.record({0: 100.0 * (2 - n) / n ** 2, 1: 117.0 * n * n * (2 - n),
