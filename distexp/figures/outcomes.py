@@ -328,7 +328,7 @@ def closing_lines(d: Decision, width: int = WIDTH) -> List[str]:
     lines = [x for r in ordered(d) for x in wrapped(
         text(r, d.margin, d.accuracy_margin) if r.primary or not asked else
         f"as it stands: {text(r, d.margin, d.accuracy_margin)}", width)]
-    return [x for x in wrapped(heading(d), width) + lines + [disturbed_line(d)]
+    return [x for x in wrapped(heading(d), width) + lines + fitted(disturbed_line(d), width)
             + [y for x in next_lines(d) for y in fitted(x, width)] if x]
 
 

@@ -43,8 +43,13 @@ def table(rows: Sequence, width: int = WIDTH) -> str:
     head = (["workload"] if several else []) + ["strategy", "replicas",
                                                 "batch" if decided else "global batch"]
     head += ["set-up"] if len(setups) > 1 else []
+    # a decided sweep: its accuracy differences beside the speed-ups; its equal-work column
+    # where it has an equal-work comparison
+    accs = [wording.accuracy_vs_baseline(r) for r in rows] if decided else []
+    works = decided and any(wording.equal_work(r, short=True) != "-" for r in rows)
     if decided:  # the sweep's decision: each speed-up with its interval and outcome word
-        head += ["examples/s", "vs baseline", "at equal work", "accuracy"]
+        head += ["examples/s", "vs baseline"] + (["acc. vs baseline"] * any(
+            a != "-" for a in accs)) + ["at equal work"] * works + ["accuracy"]
     else:
         head += ["examples/s", "speed-up [95% CI]", "accuracy", "verdict"]
     # the N-replica set-ups against one replica at their global batch, where measured
@@ -61,8 +66,10 @@ def table(rows: Sequence, width: int = WIDTH) -> str:
                     if r.main is not None and not r.main.is_base
                     else wording.speedup(r, short=True) if r.measured
                     else wording.significance(r, short=True))
-            line += [wording.rate(r, short=True), base, wording.equal_work(r, short=True),
-                     _num(r.eval_accuracy, ".3f")]
+            line += [wording.rate(r, short=True), base]
+            line += [accs[len(body)]] if "acc. vs baseline" in head else []
+            line += [wording.equal_work(r, short=True)] if works else []
+            line += [_num(r.eval_accuracy, ".3f")]
         else:
             line += [wording.rate(r, short=True), wording.speedup(r, short=True),
                      _num(r.eval_accuracy, ".3f"), wording.significance(r, short=True)]

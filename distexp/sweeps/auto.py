@@ -39,6 +39,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from omegaconf import DictConfig, OmegaConf
 
+from distexp import console_lines
 from distexp.figures import outcomes, perf_keys, sequential
 from distexp.sweeps import planning
 from distexp.sweeps.records import AUTO_FILE
@@ -229,7 +230,7 @@ class Rounds:
                                             or self.repeats != AUTO):
                 c.time = sequential.time_to_target(self.times[c.a], self.times[c.b],
                                                    self.margin, self.rule)
-        return [self._said(f, slot, again) for f in found]
+        return [console_lines.fit(self._said(f, slot, again)) for f in found]  # 120 columns
 
     def _flag(self, slot: int, own: Dict[int, str]) -> List[dict]:
         """Flag this round's runs that say they were disturbed (`own`) and every run so far whose
@@ -446,6 +447,21 @@ def rate_of(record: dict) -> Optional[float]:
 def settings(config: DictConfig):
     sw = config.sweep
     return float(sw.alpha), float(sw.margin), int(sw.max_repeats)
+
+
+def interleaved(jobs: Sequence[Sequence[str]], repeats: int,
+                compose: Callable[[List[str]], DictConfig]) -> List[List[str]]:
+    """`repeats=N`'s jobs (planning.interleave), with `sweep.seed_by_round` (the jobs' composed
+    configs', as the jobs see it) each of round r
+    with ``seed=<its job's seed + r>`` as `Rounds.job` gives repeats=auto's: every set-up of a
+    round the same seed, a new one each round (the rounds sample seed noise)."""
+    out = planning.interleave(jobs, repeats)
+    cfgs = [compose(list(j)) for j in jobs] if repeats >= 2 else []
+    if not cfgs or not all(accuracy_settings(c)["seed_by_round"] for c in cfgs):
+        return out
+    seeds = [int(c.seed) for c in cfgs]
+    return [[o for o in job if o.split("=", 1)[0].lstrip("+~") != "seed"]
+            + [f"seed={seeds[p % len(jobs)] + p // len(jobs)}"] for p, job in enumerate(out)]
 
 
 def accuracy_settings(config: DictConfig) -> dict:

@@ -76,7 +76,7 @@ class DistexpSweeper(BasicSweeper):
         pass: distexp.sweeps.callback.open_sweep), then the jobs, then the sweep's decision."""
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
-        from distexp.sweeps import planning, records, setups
+        from distexp.sweeps import auto, planning, records, setups
 
         assert self.config is not None and self.launcher is not None
         assert self.hydra_context is not None
@@ -100,8 +100,8 @@ class DistexpSweeper(BasicSweeper):
         if repeats == "auto":
             planning.check_jobs([[*j, "repeat=0"] for j in jobs], compose)
         else:
-            launches = planning.plan(planning.interleave(jobs, repeats), self.config, compose,
-                                     measure=repeats >= 2)
+            order = auto.interleaved(jobs, repeats, compose)  # seeds by round
+            launches = planning.plan(order, self.config, compose, measure=repeats >= 2)
             planning.check_jobs([job for _, job in launches.launch], compose)
         sweep_dir = self._open(lines)
         if repeats == "auto":
@@ -109,7 +109,7 @@ class DistexpSweeper(BasicSweeper):
         records.write_records(sweep_dir, launches.skipped)
         records.write_plan(sweep_dir, [num for num, _ in launches.launch])
         setups.hand_out(sweep_dir, setups.keys(jobs, compose),  # each run's set-up tags
-                        setups.positions(jobs, repeats, launches.launch))
+                        setups.positions(jobs, repeats, launches.launch, order))
         self.overrides = [[job for _, job in launches.launch]]
         self.batch_index = 1
         returns: List[Any] = []
@@ -141,7 +141,7 @@ class DistexpSweeper(BasicSweeper):
     def _decide(self, jobs, compose, repeats: int, controls, launches, sweep_dir: Path) -> None:
         """repeats=N (N >= 2): the same comparisons as repeats=auto, one fixed-sample look at
         the end (distexp.sweeps.auto.Rounds), published as auto.json and the parent's tag."""
-        from distexp.sweeps import auto, planning, records
+        from distexp.sweeps import auto, records
         from distexp.sweeps.ending import SWEEPS
 
         if repeats < 2 or len(jobs) < 2:
@@ -149,7 +149,7 @@ class DistexpSweeper(BasicSweeper):
         rounds = auto.Rounds(jobs, compose, *auto.settings(self.config)[:2], repeats,
                              controls=controls, repeats=repeats, accuracy_margin=auto.
                              accuracy_settings(self.config)["accuracy_margin"])
-        where = {tuple(j): p for p, j in enumerate(planning.interleave(jobs, repeats))}
+        where = {tuple(j): p for p, j in enumerate(auto.interleaved(jobs, repeats, compose))}
         rates: dict = {}
         for rec in records.records(sweep_dir):
             p = where.get(tuple(rec.get("overrides") or ()))
