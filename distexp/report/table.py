@@ -81,7 +81,8 @@ def table(rows: Sequence, width: int = WIDTH) -> str:
     right = {"replicas", "global batch", "batch", "examples/s", "accuracy"}
     over = sum(widths) + 2 * (len(widths) - 1) - width
     # the words give way first (each down to its heading), then the widest column
-    for h in (*[h for h in ("verdict", "equal work", "at equal work") if h in head],
+    for h in (*[h for h in ("verdict", "equal work", "at equal work", "acc. vs baseline")
+                if h in head],
               *sorted(head, key=lambda h: -widths[head.index(h)])):
         i = head.index(h)
         cut = max(0, min(over, widths[i] - len(h)))
