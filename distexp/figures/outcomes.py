@@ -174,7 +174,8 @@ def time_text(r: Record, margin: float) -> str:
     """The time-to-target half: 'reaches 0.95 1.30x sooner [1.10, 1.60]' (b's time over a's);
     'reaches 0.95 1.30x later [1.11, 1.67]'; 'reaches 0.95 as soon: 1.02x [0.97, 1.04], within
     +-5%'; not settled: '..., not settled'; a miss in any paired round: 'misses 0.95 in 2 of 6
-    rounds, the baseline in 0' or 'reaches 0.95 in all 6 rounds, its control misses it in 1'.
+    runs, the baseline in 0' or 'reaches 0.95 in all 6 runs, its control misses it in 1' (runs
+    paired by round: a re-run of a disturbed round is one more, with its own seed).
     '' without a target."""
     if r.target is None or r.time_outcome is None:
         return ""
@@ -183,8 +184,8 @@ def time_text(r: Record, margin: float) -> str:
         role = "its control" if r.kind == EQUAL_WORK else "the baseline"
         ka, kb = r.time_misses
         if ka:
-            return f"misses {t} in {ka} of {n} round{'s' * (n != 1)}, {role} in {kb}"
-        return f"reaches {t} in all {n} round{'s' * (n != 1)}, {role} misses it in {kb}"
+            return f"misses {t} in {ka} of {n} run{'s' * (n != 1)}, {role} in {kb}"
+        return f"reaches {t} in all {n} run{'s' * (n != 1)}, {role} misses it in {kb}"
     if r.time_ratio is None:
         return f"time to {t}: no paired rounds"
     if r.time_outcome == "as soon":
@@ -237,9 +238,11 @@ def wrapped(line: str, width: int = WIDTH) -> List[str]:
     before its margins."""
     if len(line) <= width:
         return [line]
-    if ", margins " in line:
+    if ", margins " in line:  # a heading: its margins on a line of their own where that fits
         head, tail = line.split(", margins ", 1)
-        return _within(head + ",", width) + _within("  margins " + tail, width)
+        if len(head) < width:
+            return [head + ","] + _within("  margins " + tail, width)
+        return _within(line, width)
     parts, rest = [], line
     while True:
         at = min((rest.find(c, 1) for c in HALF_CUTS if rest.find(c, 1) > 0), default=-1)

@@ -243,6 +243,8 @@ class Rounds:
                 why = why or self._starved(i, j)
                 if why and self.rates[i][j] is not None:
                     self.rates[i][j] = None
+                    if self.times[i][j] is not None and not math.isinf(self.times[i][j]):
+                        self.times[i][j] = None  # a time is what a disturbance moves; a miss stays
                     found.append({"setup": i, "name": self.names[i], "slot": j,
                                   "round": j + 1 - sum(r <= j for r in self.reruns),
                                   "job": self.nums[i][j], "reason": why})

@@ -78,12 +78,12 @@ def test_the_rendered_lines_exactly():
     same = _record(time_ratio=1.01, time_low=0.98, time_high=1.03, time_outcome="as soon")
     assert O.time_text(same, 0.05) == "reaches 0.95 as soon: 1.01x [0.98, 1.03], within +-5%"
     missed = _record(time_outcome="misses", time_rounds=6, time_misses=[2, 0])
-    assert O.time_text(missed, 0.05) == "misses 0.95 in 2 of 6 rounds, the baseline in 0"
+    assert O.time_text(missed, 0.05) == "misses 0.95 in 2 of 6 runs, the baseline in 0"
     theirs = _record(time_outcome="misses", time_rounds=6, time_misses=[0, 3], kind=O.EQUAL_WORK)
-    assert O.time_text(theirs, 0.05) == "reaches 0.95 in all 6 rounds, its control misses it in 3"
+    assert O.time_text(theirs, 0.05) == "reaches 0.95 in all 6 runs, its control misses it in 3"
     assert O.time_text(_record(target=None), 0.05) == ""
     assert O.cell(missed, 0.05, 0.5).endswith(
-        "faster, but less accurate; misses 0.95 in 2 of 6 rounds, the baseline in 0")
+        "faster, but less accurate; misses 0.95 in 2 of 6 runs, the baseline in 0")
 
 
 def test_rounds_decide_the_time_half_with_the_alpha_split_over_three_halves(tmp_path):
@@ -104,7 +104,14 @@ def test_rounds_decide_the_time_half_with_the_alpha_split_over_three_halves(tmp_
                       times={0: ta, 1: tb})
     rec = rounds.decision().of(1, O.BASELINE)
     assert (rec.time_outcome, rec.time_rounds, rec.time_misses) == ("misses", 4, [0, 1])
-    assert O.time_text(rec, 0.05) == "reaches 0.95 in all 4 rounds, the baseline misses it in 1"
+    assert O.time_text(rec, 0.05) == "reaches 0.95 in all 4 runs, the baseline misses it in 1"
+    # a disturbed run: its time leaves the pairs (time is what a disturbance moves), a miss stays
+    for t in (19.0, INF):
+        rounds.record({0: 100.0, 1: 300.0}, windows={0: (1.0, "disturbed: load")},
+                      accuracies={0: 97.0, 1: 88.0}, times={0: t, 1: 8.0})
+    assert [rounds.times[0][-2], rounds.times[0][-1]] == [None, INF]
+    rec = rounds.decision().of(1, O.BASELINE)
+    assert (rec.time_rounds, rec.time_misses) == (5, [0, 2])
     d = rounds.decision()
     assert d.target_accuracy == 0.95 and ", alpha 0.05 over 1 comparison x 3 halves (speed, accuracy, " \
         "time to 0.95), margins +-5% (speed, time), +-0.5 pt (accuracy)" in O.heading(d)
