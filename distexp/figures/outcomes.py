@@ -198,9 +198,12 @@ def time_text(r: Record, margin: float) -> str:
     return what if r.time_outcome in ("sooner", "later") else f"{what}, {OPEN_WORD}"
 
 
-def _fixed(r: Record) -> str:
-    """' (fixed-sample, 5 rounds)' on a repeats=N comparison's speed half, '' otherwise."""
-    return f" (fixed-sample, {r.rounds} rounds)" if r.method.startswith("fixed-sample") else ""
+def _fixed(r: Record, rounds: bool = True) -> str:
+    """' (fixed-sample, 5 rounds)' on a repeats=N comparison's speed half (' (fixed-sample)'
+    without `rounds`), '' otherwise."""
+    if not r.method.startswith("fixed-sample"):
+        return ""
+    return f" (fixed-sample, {r.rounds} rounds)" if rounds else " (fixed-sample)"
 
 
 def _halves(r: Record, accuracy_margin: Optional[float], margin: float) -> str:
@@ -225,7 +228,8 @@ def text(r: Record, margin: float, accuracy_margin: Optional[float] = None) -> s
     if r.outcome == AT_MARGIN and r.ratio is not None:
         what = f"about {interval(r)}: {word(r, margin)}"
     else:
-        what = f"{interval(r)} {word(r, margin)}{_fixed(r)}"
+        # 'not settled after 5 rounds' says the rounds already
+        what = f"{interval(r)} {word(r, margin)}{_fixed(r, r.outcome != OPEN_WORD)}"
     return f"{r.names[0]} vs {r.names[1]}, {r.kind}: {what}" + _halves(r, accuracy_margin, margin)
 
 

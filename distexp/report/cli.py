@@ -153,7 +153,8 @@ def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
         "strategy", "workers", "replicas", "global batch", "runs",
         "examples/s (median; range, or [95% CI] of 1 run)",
         "speed-up" if decided else "speed-up [95% CI]", "verdict",
-        *["accuracy vs baseline (points, paired by round)"] * decided, "efficiency", "baseline", "at equal global batch (vs 1 replica)", "steps",
+        *["accuracy vs baseline (points, paired by round)"] * decided,
+        "efficiency", "baseline", "at equal global batch (vs 1 replica)", "steps",
         _eval_head(rows), "MFU", "bottleneck", "first step (s)", "status"]
     body = []
     for r in rows:
