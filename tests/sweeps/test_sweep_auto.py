@@ -309,6 +309,13 @@ def test_repeats_n_ends_with_the_same_comparisons_fixed_sample(tmp_path, capsys)
     assert outcomes.heading(d).startswith("repeats=3: 3 rounds, fixed-sample (paired t)")
     assert outcomes.section_lines(d)[0] == "Outcome (repeats=3, fixed-sample)"
     assert "Continue" not in "\n".join(outcomes.closing_lines(d))
+    # each comparison says it too, on every surface (text, the UI's and the table's cell)
+    said = f"{outcomes.interval(work)} {work.outcome}"
+    if work.outcome == outcomes.OPEN_WORD:
+        assert f"{said} after 3 rounds (fixed-sample)" in outcomes.text(work, d.margin, 0.5)
+    else:
+        assert f"{said} (fixed-sample, 3 rounds)" in outcomes.text(work, d.margin, 0.5)
+    assert outcomes.cell(work, d.margin, 0.5).startswith(f"{said} (fixed-sample, 3 rounds)")
 
 
 def test_not_settled_says_what_next():
