@@ -34,7 +34,10 @@ def headline(rows: Sequence) -> str:
     return f"Verdict: {lines[0]}{more}"
 
 
-def table(rows: Sequence, width: int = WIDTH) -> str:
+def table(rows: Sequence, width: int = WIDTH, acc: str = "full") -> str:
+    """The console table within `width`; a decided sweep's accuracy column (`acc`) in full
+    ("-9.1 pt [-16.6, -1.5] less"), else without its interval ("short"), else left out ("none")
+    where the table would not fit (the outcome section above it has every interval)."""
     several = len({r.group for r in rows}) > 1
     setups = {r.device_setup for r in rows}
     decided = any(getattr(r, "decision", None) is not None for r in rows)
@@ -45,7 +48,8 @@ def table(rows: Sequence, width: int = WIDTH) -> str:
     head += ["set-up"] if len(setups) > 1 else []
     # a decided sweep: its accuracy differences beside the speed-ups; its equal-work column
     # where it has an equal-work comparison
-    accs = [wording.accuracy_vs_baseline(r) for r in rows] if decided else []
+    accs = [wording.accuracy_vs_baseline(r, short=acc == "short") for r in rows] if (
+        decided and acc != "none") else []
     works = decided and any(wording.equal_work(r, short=True) != "-" for r in rows)
     if decided:  # the sweep's decision: each speed-up with its interval and outcome word
         head += ["examples/s", "vs baseline"] + (["acc. vs baseline"] * any(
@@ -81,8 +85,9 @@ def table(rows: Sequence, width: int = WIDTH) -> str:
     right = {"replicas", "global batch", "batch", "examples/s", "accuracy"}
     over = sum(widths) + 2 * (len(widths) - 1) - width
     # the words give way first (each down to its heading), then the widest column
-    for h in (*[h for h in ("verdict", "equal work", "at equal work", "acc. vs baseline")
-                if h in head],
+    if over > 0 and accs and acc != "none":  # the accuracy column shorter, else left out
+        return table(rows, width, "short" if acc == "full" else "none")
+    for h in (*[h for h in ("verdict", "equal work", "at equal work") if h in head],
               *sorted(head, key=lambda h: -widths[head.index(h)])):
         i = head.index(h)
         cut = max(0, min(over, widths[i] - len(h)))

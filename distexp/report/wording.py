@@ -75,10 +75,11 @@ def equal_work(r, short: bool = False) -> str:
 ACCURACY_SHORT = {"less accurate": "less", "more accurate": "more", "as accurate": "as accurate"}
 
 
-def accuracy_vs_baseline(r) -> str:
+def accuracy_vs_baseline(r, short: bool = False) -> str:
     """A decided row's accuracy difference from its baseline with its interval, the record's
     (distexp.figures.outcomes): "-9.1 pt [-16.6, -1.5] less" (more, as accurate, open; "as it
-    stands" where both train the same mathematics and it is not settled); "-" without one."""
+    stands" where both train the same mathematics and it is not settled); `short`: without the
+    interval, "-9.1 pt less"; "-" without one."""
     from distexp.figures import outcomes
     from distexp.report.decided import setup_of
 
@@ -91,7 +92,7 @@ def accuracy_vs_baseline(r) -> str:
     hi = "inf" if rec.accuracy_high is None else f"{rec.accuracy_high:.1f}"
     kind = rec.accuracy_outcome or outcomes.OPEN_WORD
     word = ACCURACY_SHORT.get(kind) or ("as it stands" if rec.same_maths else short_word(kind))
-    return f"{rec.accuracy:+.1f} pt [{lo}, {hi}] {word}"
+    return f"{rec.accuracy:+.1f} pt {word}" if short else f"{rec.accuracy:+.1f} pt [{lo}, {hi}] {word}"
 
 
 def speed_tag(r) -> Optional[str]:
