@@ -177,17 +177,17 @@ def time_text(r: Record, margin: float) -> str:
     runs, the baseline in 0' or 'reaches 0.95 in all 6 runs, its control misses it in 1' (runs
     paired by round: a re-run of a disturbed round is one more, with its own seed).
     '' without a target."""
-    if r.target is None or r.time_outcome is None:
+    if r.target is None:
         return ""
     t, n = f"{r.target:g}", r.time_rounds
+    if r.time_outcome is None or (r.time_ratio is None and r.time_outcome != "misses"):
+        return f"time to {t}: no paired runs (none with both runs' times)"
     if r.time_outcome == "misses":
         role = "its control" if r.kind == EQUAL_WORK else "the baseline"
         ka, kb = r.time_misses
         if ka:
             return f"misses {t} in {ka} of {n} run{'s' * (n != 1)}, {role} in {kb}"
         return f"reaches {t} in all {n} run{'s' * (n != 1)}, {role} misses it in {kb}"
-    if r.time_ratio is None:
-        return f"time to {t}: no paired rounds"
     if r.time_outcome == "as soon":
         return (f"reaches {t} as soon: {r.time_ratio:.2f}x [{_x(r.time_low or 0)}, "
                 f"{_x(r.time_high)}], within +-{100 * margin:g}%")

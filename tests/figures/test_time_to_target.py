@@ -82,6 +82,7 @@ def test_the_rendered_lines_exactly():
     theirs = _record(time_outcome="misses", time_rounds=6, time_misses=[0, 3], kind=O.EQUAL_WORK)
     assert O.time_text(theirs, 0.05) == "reaches 0.95 in all 6 runs, its control misses it in 3"
     assert O.time_text(_record(target=None), 0.05) == ""
+    assert O.time_text(_record(), 0.05) == "time to 0.95: no paired runs (none with both runs' times)"
     assert O.cell(missed, 0.05, 0.5).endswith(
         "faster, but less accurate; misses 0.95 in 2 of 6 runs, the baseline in 0")
 
