@@ -34,6 +34,18 @@ def headline(rows: Sequence) -> str:
     return f"Verdict: {lines[0]}{more}"
 
 
+def _decided_cells(r, acc: Optional[str], works: bool) -> List[str]:
+    """A decided row's cells from examples/s on: the speed-up over the baseline with its word,
+    the accuracy difference (`acc`, None: no column), at equal work (`works`), the accuracy."""
+    base = (f"{wording.speedup(r, short=True)} {short_word(r.main.outcome)}"
+            if r.main is not None and not r.main.is_base
+            else wording.speedup(r, short=True) if r.measured
+            else wording.significance(r, short=True))
+    return ([wording.rate(r, short=True), base] + ([acc] if acc is not None else [])
+            + ([wording.equal_work(r, short=True)] if works else [])
+            + [_num(r.eval_accuracy, ".3f")])
+
+
 def table(rows: Sequence, width: int = WIDTH, acc: str = "full") -> str:
     """The console table within `width`; a decided sweep's accuracy column (`acc`) in full
     ("-9.1 pt [-16.6, -1.5] less"), else without its interval ("short"), else left out ("none")
@@ -66,14 +78,8 @@ def table(rows: Sequence, width: int = WIDTH, acc: str = "full") -> str:
             r.strategy, _num(r.replicas, "d"), _num(r.global_batch, "d")]
         line += [r.device_setup or "-"] if len(setups) > 1 else []
         if decided:
-            base = (f"{wording.speedup(r, short=True)} {short_word(r.main.outcome)}"
-                    if r.main is not None and not r.main.is_base
-                    else wording.speedup(r, short=True) if r.measured
-                    else wording.significance(r, short=True))
-            line += [wording.rate(r, short=True), base]
-            line += [accs[len(body)]] if "acc. vs baseline" in head else []
-            line += [wording.equal_work(r, short=True)] if works else []
-            line += [_num(r.eval_accuracy, ".3f")]
+            line += _decided_cells(r, accs[len(body)] if "acc. vs baseline" in head else None,
+                                   works)
         else:
             line += [wording.rate(r, short=True), wording.speedup(r, short=True),
                      _num(r.eval_accuracy, ".3f"), wording.significance(r, short=True)]
@@ -92,7 +98,12 @@ def table(rows: Sequence, width: int = WIDTH, acc: str = "full") -> str:
         i = head.index(h)
         cut = max(0, min(over, widths[i] - len(h)))
         widths[i], over = widths[i] - cut, over - cut
+    return _laid_out(head, body, widths, right)
 
+
+def _laid_out(head: List[str], body: List[List[str]], widths: List[int], right: set) -> str:
+    """The table's text: each cell in its column's width (cut with "…" where longer), numbers
+    (`right`) right-aligned."""
     def fmt(cells):
         out = []
         for h, c, w in zip(head, cells, widths):
