@@ -165,11 +165,15 @@ def _validate_applicability(cfg: DictConfig) -> None:
                             "applies to a sweep only: add -m (python -m distexp -m ...) or leave "
                             "it out")
     if not is_auto(cfg.repeats):
-        for key in ("alpha", "margin", "max_repeats", "seed_by_round"):
+        for key in ("alpha", "margin", "max_repeats"):
             if cfg.sweep[key] != getattr(defaults, key):
                 raise UserError(f"sweep.{key}: received {cfg.sweep[key]} with repeats="
                                 f"{cfg.repeats}; it applies to repeats=auto only: set repeats=auto "
                                 "or leave it out")
+        if not cfg.sweep.seed_by_round and int(cfg.repeats) < 2:  # rounds to vary: auto, N >= 2
+            raise UserError(f"sweep.seed_by_round: received False with repeats={cfg.repeats}; it "
+                            "applies to repeats=auto or repeats=N (N >= 2) only: set one or leave "
+                            "it out")
     if cfg.task.kwargs and not cfg.task.factory:
         raise UserError(f"task.kwargs: received {dict(cfg.task.kwargs)} without task.factory; "
                         "they are the keyword arguments of a user's task: set "

@@ -108,7 +108,7 @@ class SweepConfig:
     accuracy_margin: float = key(0.5, "repeats=auto/N: the accuracy half's equivalence margin, in "
                                  "points of the final eval metric (as accurate: its interval "
                                  "within +-0.5)")
-    seed_by_round: bool = key(True, "repeats=auto: round r runs every set-up with seed + r (the "
+    seed_by_round: bool = key(True, "repeats=auto/N: round r runs every set-up with seed + r (the "
                               "rounds sample seed noise); false: one seed, a pure speed question")
 
 

@@ -52,6 +52,15 @@ class Record:
     accuracy_rounds: int = 0
     accuracy_spread: Optional[float] = None  # sd of the paired differences (the seed noise)
     same_maths: bool = True     # the set-ups train the same mathematics: accuracy as it stands
+    # time to the target (target_accuracy set): b's time over a's (above 1: a reaches it sooner),
+    # paired by round over the rounds both reached it; a miss is counted, never a time
+    target: Optional[float] = None          # target_accuracy (None: no time-to-target half)
+    time_ratio: Optional[float] = None
+    time_low: Optional[float] = None        # its interval (None: unbounded)
+    time_high: Optional[float] = None
+    time_outcome: Optional[str] = None      # sooner | later | as soon | not settled | misses
+    time_rounds: int = 0                    # paired rounds (both runs completed)
+    time_misses: List[int] = field(default_factory=lambda: [0, 0])  # rounds a, b missed it
 
     @property
     def settled(self) -> bool:
@@ -78,6 +87,7 @@ class Decision:
     disturbed: List[dict] = field(default_factory=list)  # runs left out of the pairs: setup,
     # name, slot, round, job, reason (distexp.sweeps.auto.Rounds: CPU/wall starved, or the job's own)
     accuracy_margin: Optional[float] = None  # points (sweep.accuracy_margin); None: stored before
+    target_accuracy: Optional[float] = None  # the time-to-target half's target (None: no such half)
 
     @property
     def fixed(self) -> bool:
@@ -151,13 +161,64 @@ def accuracy_text(r: Record, margin: Optional[float]) -> str:
     return what
 
 
+def _x(x: Optional[float]) -> str:
+    return "inf" if x is None or math.isinf(x) else f"{x:.2f}"
+
+
+def _inv(x: Optional[float]) -> Optional[float]:
+    """1/x of an interval's end, None standing for 0 (a low end) or inf (a high end)."""
+    return None if x is None or x == 0 else 1 / x
+
+
+def time_text(r: Record, margin: float) -> str:
+    """The time-to-target half: 'reaches 0.95 1.30x sooner [1.10, 1.60]' (b's time over a's);
+    'reaches 0.95 1.30x later [1.11, 1.67]'; 'reaches 0.95 as soon: 1.02x [0.97, 1.04], within
+    +-5%'; not settled: '..., not settled'; a miss in any paired round: 'misses 0.95 in 2 of 6
+    runs, the baseline in 0' or 'reaches 0.95 in all 6 runs, its control misses it in 1' (runs
+    paired by round: a re-run of a disturbed round is one more, with its own seed).
+    '' without a target."""
+    if r.target is None:
+        return ""
+    t, n = f"{r.target:g}", r.time_rounds
+    if r.time_outcome is None or (r.time_ratio is None and r.time_outcome != "misses"):
+        return f"time to {t}: no paired runs (none with both runs' times)"
+    if r.time_outcome == "misses":
+        role = "its control" if r.kind == EQUAL_WORK else "the baseline"
+        ka, kb = r.time_misses
+        if ka:
+            return f"misses {t} in {ka} of {n} run{'s' * (n != 1)}, {role} in {kb}"
+        return f"reaches {t} in all {n} run{'s' * (n != 1)}, {role} misses it in {kb}"
+    if r.time_outcome == "as soon":
+        return (f"reaches {t} as soon: {r.time_ratio:.2f}x [{_x(r.time_low or 0)}, "
+                f"{_x(r.time_high)}], within +-{100 * margin:g}%")
+    later = r.time_outcome == "later" or (r.time_outcome != "sooner" and r.time_ratio < 1)
+    ratio, lo, hi = ((1 / r.time_ratio, _inv(r.time_high), _inv(r.time_low)) if later
+                     else (r.time_ratio, r.time_low, r.time_high))
+    what = f"reaches {t} {ratio:.2f}x {'later' if later else 'sooner'} [{_x(lo or 0)}, {_x(hi)}]"
+    return what if r.time_outcome in ("sooner", "later") else f"{what}, {OPEN_WORD}"
+
+
+def _fixed(r: Record, rounds: bool = True) -> str:
+    """' (fixed-sample, 5 rounds)' on a repeats=N comparison's speed half (' (fixed-sample)'
+    without `rounds`), '' otherwise."""
+    if not r.method.startswith("fixed-sample"):
+        return ""
+    return f" (fixed-sample, {r.rounds} rounds)" if rounds else " (fixed-sample)"
+
+
+def _halves(r: Record, accuracy_margin: Optional[float], margin: float) -> str:
+    """'; accuracy ...; reaches 0.95 ...': the halves after the speed half ('' where none)."""
+    return "".join(f"; {x}" for x in (accuracy_text(r, accuracy_margin), time_text(r, margin))
+                   if x)
+
+
 def cell(r: Optional[Record], margin: float, accuracy_margin: Optional[float] = None) -> str:
     """The UI's and the table's cell: 0.72x [0.45, 1.14] not settled; accuracy -0.1 pt [-1.2,
-    1.0], not settled"""
+    1.0], not settled (then the time-to-target half where there is one)"""
     if r is None:
         return "-"
-    acc = accuracy_text(r, accuracy_margin)
-    return f"{interval(r)} {word(r, margin, rounds=False)}" + (f"; {acc}" if acc else "")
+    return f"{interval(r)} {word(r, margin, rounds=False)}{_fixed(r)}" + _halves(
+        r, accuracy_margin, margin)
 
 
 def text(r: Record, margin: float, accuracy_margin: Optional[float] = None) -> str:
@@ -167,19 +228,38 @@ def text(r: Record, margin: float, accuracy_margin: Optional[float] = None) -> s
     if r.outcome == AT_MARGIN and r.ratio is not None:
         what = f"about {interval(r)}: {word(r, margin)}"
     else:
-        what = f"{interval(r)} {word(r, margin)}"
-    acc = accuracy_text(r, accuracy_margin)
-    return f"{r.names[0]} vs {r.names[1]}, {r.kind}: {what}" + (f"; {acc}" if acc else "")
+        # 'not settled after 5 rounds' says the rounds already
+        what = f"{interval(r)} {word(r, margin)}{_fixed(r, r.outcome != OPEN_WORD)}"
+    return f"{r.names[0]} vs {r.names[1]}, {r.kind}: {what}" + _halves(r, accuracy_margin, margin)
+
+
+HALF_CUTS = ("; accuracy ", "; reaches ", "; misses ", "; time to ")
 
 
 def wrapped(line: str, width: int = WIDTH) -> List[str]:
-    """A comparison's line within `width`: cut before its accuracy half when too long (the
-    second line indented)."""
-    for cut, again in (("; accuracy ", "accuracy "), (", margins ", "margins ")):
-        if len(line) > width and cut in line:
-            head, tail = line.split(cut, 1)
-            return _within(head + cut.rstrip()[:1], width) + _within("  " + again + tail, width)
-    return _within(line, width)
+    """A comparison's line within `width`: cut before its accuracy and time-to-target halves
+    when too long (as many halves on a line as fit; continued lines indented); a heading
+    before its margins."""
+    if len(line) <= width:
+        return [line]
+    if ", margins " in line:  # a heading: its margins on a line of their own where that fits
+        head, tail = line.split(", margins ", 1)
+        if len(head) < width:
+            return [head + ","] + _within("  margins " + tail, width)
+        return _within(line, width)
+    parts, rest = [], line
+    while True:
+        at = min((rest.find(c, 1) for c in HALF_CUTS if rest.find(c, 1) > 0), default=-1)
+        if at < 0:
+            break
+        parts.append(rest[:at + 1])
+        rest = rest[at + 2:]
+    parts.append(rest)
+    lines = [parts[0]]
+    for part in parts[1:]:
+        joined = f"{lines[-1]} {part}"
+        lines[-1:] = [joined] if len(joined) <= width else [lines[-1], "  " + part]
+    return [x for ln in lines for x in _within(ln, width)]
 
 
 def _within(line: str, width: int) -> List[str]:
@@ -215,8 +295,12 @@ def heading(d: Decision) -> str:
     if d.accuracy_margin is None:  # a decision stored before the accuracy half
         return (f"{what}, alpha {d.alpha:g} over {n} comparison{'s' * (n != 1)}, margin "
                 f"+-{100 * d.margin:g}%")
-    return (f"{what}, alpha {d.alpha:g} over {n} comparison{'s' * (n != 1)} x 2 halves, "
-            f"margins +-{100 * d.margin:g}% (speed), +-{d.accuracy_margin:g} pt (accuracy)")
+    if d.target_accuracy is None:
+        return (f"{what}, alpha {d.alpha:g} over {n} comparison{'s' * (n != 1)} x 2 halves, "
+                f"margins +-{100 * d.margin:g}% (speed), +-{d.accuracy_margin:g} pt (accuracy)")
+    return (f"{what}, alpha {d.alpha:g} over {n} comparison{'s' * (n != 1)} x 3 halves (speed, "
+            f"accuracy, time to {d.target_accuracy:g}), margins +-{100 * d.margin:g}% (speed, "
+            f"time), +-{d.accuracy_margin:g} pt (accuracy)")
 
 
 def next_lines(d: Decision) -> List[str]:
@@ -251,7 +335,7 @@ def closing_lines(d: Decision, width: int = WIDTH) -> List[str]:
     lines = [x for r in ordered(d) for x in wrapped(
         text(r, d.margin, d.accuracy_margin) if r.primary or not asked else
         f"as it stands: {text(r, d.margin, d.accuracy_margin)}", width)]
-    return [x for x in wrapped(heading(d), width) + lines + [disturbed_line(d)]
+    return [x for x in wrapped(heading(d), width) + lines + fitted(disturbed_line(d), width)
             + [y for x in next_lines(d) for y in fitted(x, width)] if x]
 
 

@@ -350,3 +350,49 @@ def rounds_to_settle_difference(mean: float, sd: Optional[float], margin: float,
         if rule.multiplier(n) * sd / math.sqrt(n) < room:
             return n
     return None
+
+
+# --- time to a target: the log ratio of the times, paired by round; a miss is never a time -----
+
+SOONER, LATER, AS_SOON, MISSES = "sooner", "later", "as soon", "misses"
+
+
+@dataclass(frozen=True)
+class TimeToTarget:
+    """Set-up B's time to the target over set-up A's (above 1: A reaches it sooner), paired by
+    round, or the misses: a run that completed without reaching the target is a miss."""
+    kind: str               # SOONER | LATER | AS_SOON | OPEN | MISSES
+    ratio: Optional[float]  # exp(mean log(t_B / t_A)) over the rounds both reached it (None: none)
+    low: float              # its interval (0 / inf when unbounded)
+    high: float
+    rounds: int             # paired rounds (both runs completed)
+    misses: Tuple[int, int] = (0, 0)  # rounds A missed it, rounds B missed it (of `rounds`)
+    spread: Optional[float] = None
+
+    @property
+    def settled(self) -> bool:
+        return self.kind in (SOONER, LATER, AS_SOON)
+
+
+def time_to_target(a: Sequence[Optional[float]], b: Sequence[Optional[float]], margin: float,
+                   rule) -> Optional[TimeToTarget]:
+    """Set-up A's time to the target against B's, paired by position (seconds; math.inf: the run
+    completed and missed the target; None: no run, skipped). Where either missed in a paired
+    round the outcome is MISSES with the counts (a miss is never a time: no ratio is claimed);
+    else the log ratios log(t_B / t_A) under `rule` (`running_interval`, as the speed half):
+    *sooner* (interval above 1), *later* (below), *as soon* (inside [1/(1+margin), 1+margin]),
+    else not settled. None when no round has both."""
+    pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
+    if not pairs:
+        return None
+    misses = (sum(math.isinf(x) for x, _ in pairs), sum(math.isinf(y) for _, y in pairs))
+    if any(misses):
+        return TimeToTarget(MISSES, None, 0.0, math.inf, len(pairs), misses)
+    logs = [math.log(y / x) for x, y in pairs if x > 0 and y > 0]
+    if not logs:
+        return TimeToTarget(OPEN, None, 0.0, math.inf, len(pairs))
+    mean, lo, hi, sd = running_interval(logs, rule)
+    edge = math.log1p(margin)
+    kind = (SOONER if lo > 0 else LATER if hi < 0 else
+            AS_SOON if -edge <= lo and hi <= edge else OPEN)
+    return TimeToTarget(kind, math.exp(mean), _exp(lo), _exp(hi), len(pairs), spread=sd)

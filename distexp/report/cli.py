@@ -148,10 +148,12 @@ def _accuracy(r: Row) -> str:
 
 def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
     groups = {r.group for r in rows}
+    decided = any(r.decision is not None for r in rows)
     head = (["model/dataset/loop"] if len(groups) > 1 else []) + [
         "strategy", "workers", "replicas", "global batch", "runs",
         "examples/s (median; range, or [95% CI] of 1 run)",
-        "speed-up" if any(r.decision is not None for r in rows) else "speed-up [95% CI]", "verdict",
+        "speed-up" if decided else "speed-up [95% CI]", "verdict",
+        *["accuracy vs baseline (points, paired by round)"] * decided,
         "efficiency", "baseline", "at equal global batch (vs 1 replica)", "steps",
         _eval_head(rows), "MFU", "bottleneck", "first step (s)", "status"]
     body = []
@@ -162,7 +164,8 @@ def table_rows(rows: Sequence[Row]) -> Tuple[List[str], List[List[str]]]:
         body.append(([f"{r.model}/{r.dataset}/{r.loop}"] if len(groups) > 1 else []) + [
             r.strategy, _fmt(r.workers, "d"), _fmt(r.replicas, "d"), _fmt(r.global_batch, "d"),
             str(len(r.rates) or 1), wording.rate(r), wording.speedup(r),
-            wording.significance(r) if r.speedup is not None else "-", eff, r.baseline, _strong(r),
+            wording.significance(r) if r.speedup is not None else "-",
+            *[wording.accuracy_vs_baseline(r)] * decided, eff, r.baseline, _strong(r),
             _fmt(r.optimizer_steps, "d"), _accuracy(r),
             "-" if shown_mfu(r) is None else f"{text.mfu_percent(shown_mfu(r))}%",
             bottleneck_text(r) or "-",
@@ -197,6 +200,8 @@ def markdown(rows: Sequence[Row], title: str, decision: Optional[Decision] = Non
         lines += ["", "examples/s: warm-up steps excluded; the median over a job's runs, with their "
                   "range. speed-up and \"at equal global batch\": the sweep's decision above (the "
                   "geometric mean of the ratios paired by round, its interval and outcome); "
+                  "accuracy vs baseline: its accuracy half (the mean paired difference in points, "
+                  "its interval and outcome); "
                   "efficiency = speed-up / replicas. See distexp's docs/report.md."]
     else:
         lines += _fixed_note()

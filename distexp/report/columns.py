@@ -34,6 +34,20 @@ def _cmp(which: str, attr: str):
     return get
 
 
+def _accuracy(attr: str):
+    """A decided row's accuracy difference from its baseline (points), its interval or outcome:
+    the decision's record (distexp.figures.outcomes; None without one)."""
+    def get(r: Row):
+        from distexp.figures import outcomes
+        from distexp.report.decided import setup_of
+
+        d = r.decision
+        i = setup_of(r, d) if d is not None and r.measured else None
+        rec = d.of(i, outcomes.BASELINE) if i is not None else None
+        return getattr(rec, attr) if rec is not None else None
+    return get
+
+
 def bottleneck_text(r: Row) -> Optional[str]:
     b = bottleneck(r)
     return None if b is None else f"{b[0]} {100 * b[1]:.0f} %"
@@ -69,6 +83,11 @@ COLUMNS = [
     ("speedup_strong_significant", _cmp("strong", "significant")),
     ("batch_effect", lambda r: r.batch_effect), ("replica_effect", lambda r: r.replica_effect),
     ("eval_accuracy", lambda r: r.eval_accuracy), ("eval_metric", lambda r: r.eval_metric),
+    # a decided sweep's accuracy half against the baseline, points (its record)
+    ("accuracy_vs_baseline_pt", _accuracy("accuracy")),
+    ("accuracy_vs_baseline_low", _accuracy("accuracy_low")),
+    ("accuracy_vs_baseline_high", _accuracy("accuracy_high")),
+    ("accuracy_vs_baseline_outcome", _accuracy("accuracy_outcome")),
     ("accuracy_meaningful", lambda r: meaning.accuracy_meaningful(r.dataset)),
     ("optimizer_steps", lambda r: r.optimizer_steps),
     ("steps_to_target", lambda r: r.curves.steps_to_target),

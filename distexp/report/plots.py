@@ -63,13 +63,63 @@ def _panel(ax, series, label, colors, attr: str) -> tuple:
     return drawn, top, values
 
 
+def _accuracy_record(r: Row):
+    """A decided row's record against its baseline with an accuracy half (None: none)."""
+    from distexp.figures import outcomes
+    from distexp.report.decided import setup_of
+
+    d = r.decision
+    i = setup_of(r, d) if d is not None and r.measured else None
+    rec = d.of(i, outcomes.BASELINE) if i is not None else None
+    return rec if rec is not None and rec.accuracy is not None else None
+
+
+def _accuracy_panel(ax, series, label, colors) -> None:
+    """speedup.png's third panel (a decided sweep): each set-up's accuracy difference from the
+    baseline in points with its interval (the decision's records, the table's "acc. vs
+    baseline"), against replicas; open: not settled; an unbounded end drawn to the view's edge."""
+    drawn = False
+    for key, rs in sorted(series.items()):
+        pts = sorted(((r, _accuracy_record(r)) for r in rs if _accuracy_record(r) is not None),
+                     key=lambda p: p[0].replicas or 0)
+        if not pts:
+            continue
+        xs, ys = [r.replicas for r, _ in pts], [c.accuracy for _, c in pts]
+        lo = [c.accuracy - c.accuracy_low if c.accuracy_low is not None else 0 for _, c in pts]
+        hi = [c.accuracy_high - c.accuracy if c.accuracy_high is not None else 0 for _, c in pts]
+        ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=label(key),
+                    color=colors[key], linestyle="none")
+        for (r, c), x, y in zip(pts, xs, ys):
+            if c.accuracy_outcome not in ("more accurate", "less accurate", "as accurate"):
+                ax.scatter([x], [y], s=60, facecolors="white", edgecolors=colors[key], zorder=3)
+                ax.annotate("open", (x, y), textcoords="offset points", xytext=(6, 4), fontsize=7,
+                            color=colors[key])
+        drawn = True
+    ax.axhline(0, color="grey", linestyle=":", linewidth=1)
+    if not drawn:
+        ax.text(0.5, 0.5, "no accuracy half in the sweep's decision", ha="center", va="center",
+                transform=ax.transAxes, fontsize=8)
+    else:
+        ax.legend(fontsize=7)
+    ax.set_xlabel("replicas")
+    ax.set_xticks(sorted({r.replicas for rs in series.values() for r in rs if r.replicas}))
+    ax.set_ylabel("accuracy - baseline's (points)")
+    ax.set_title("accuracy vs baseline (paired by round)", fontsize=10)
+    ax.grid(alpha=0.3)
+
+
 def speedups(plt, series, label, colors, out: Path, title: str, decided: bool = False) -> Path:
     """speedup.png: the speed-ups the table shows, against replicas. A decided sweep: over its
     baseline and at equal work (the decision's records, paired by round: the table's columns);
     else weak (same per-replica batch) and strong (same global batch) over one replica. The
     ideal (= replicas) where the comparison is at one per-replica or one global batch; open
     markers: not significant (not settled, equal)."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.4), dpi=100, sharey=True)
+    if decided:  # the accuracy differences beside the speed-ups, on their own scale
+        fig, axes = plt.subplots(1, 3, figsize=(14, 4.4), dpi=100)
+        axes[1].sharey(axes[0])
+        _accuracy_panel(axes[2], series, label, colors)
+    else:
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4.4), dpi=100, sharey=True)
     top, values = 1, [1.0]
     for ax, (attr, what, none) in zip(axes, DECIDED if decided else UNDECIDED):
         drawn, t, vs = _panel(ax, series, label, colors, attr)

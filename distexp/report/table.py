@@ -34,7 +34,22 @@ def headline(rows: Sequence) -> str:
     return f"Verdict: {lines[0]}{more}"
 
 
-def table(rows: Sequence, width: int = WIDTH) -> str:
+def _decided_cells(r, acc: Optional[str], works: bool) -> List[str]:
+    """A decided row's cells from examples/s on: the speed-up over the baseline with its word,
+    the accuracy difference (`acc`, None: no column), at equal work (`works`), the accuracy."""
+    base = (f"{wording.speedup(r, short=True)} {short_word(r.main.outcome)}"
+            if r.main is not None and not r.main.is_base
+            else wording.speedup(r, short=True) if r.measured
+            else wording.significance(r, short=True))
+    return ([wording.rate(r, short=True), base] + ([acc] if acc is not None else [])
+            + ([wording.equal_work(r, short=True)] if works else [])
+            + [_num(r.eval_accuracy, ".3f")])
+
+
+def table(rows: Sequence, width: int = WIDTH, acc: str = "full") -> str:
+    """The console table within `width`; a decided sweep's accuracy column (`acc`) in full
+    ("-9.1 pt [-16.6, -1.5] less"), else without its interval ("short"), else left out ("none")
+    where the table would not fit (the outcome section above it has every interval)."""
     several = len({r.group for r in rows}) > 1
     setups = {r.device_setup for r in rows}
     decided = any(getattr(r, "decision", None) is not None for r in rows)
@@ -43,8 +58,14 @@ def table(rows: Sequence, width: int = WIDTH) -> str:
     head = (["workload"] if several else []) + ["strategy", "replicas",
                                                 "batch" if decided else "global batch"]
     head += ["set-up"] if len(setups) > 1 else []
+    # a decided sweep: its accuracy differences beside the speed-ups; its equal-work column
+    # where it has an equal-work comparison
+    accs = [wording.accuracy_vs_baseline(r, short=acc == "short") for r in rows] if (
+        decided and acc != "none") else []
+    works = decided and any(wording.equal_work(r, short=True) != "-" for r in rows)
     if decided:  # the sweep's decision: each speed-up with its interval and outcome word
-        head += ["examples/s", "vs baseline", "at equal work", "accuracy"]
+        head += ["examples/s", "vs baseline"] + (["acc. vs baseline"] * any(
+            a != "-" for a in accs)) + ["at equal work"] * works + ["accuracy"]
     else:
         head += ["examples/s", "speed-up [95% CI]", "accuracy", "verdict"]
     # the N-replica set-ups against one replica at their global batch, where measured
@@ -57,12 +78,8 @@ def table(rows: Sequence, width: int = WIDTH) -> str:
             r.strategy, _num(r.replicas, "d"), _num(r.global_batch, "d")]
         line += [r.device_setup or "-"] if len(setups) > 1 else []
         if decided:
-            base = (f"{wording.speedup(r, short=True)} {short_word(r.main.outcome)}"
-                    if r.main is not None and not r.main.is_base
-                    else wording.speedup(r, short=True) if r.measured
-                    else wording.significance(r, short=True))
-            line += [wording.rate(r, short=True), base, wording.equal_work(r, short=True),
-                     _num(r.eval_accuracy, ".3f")]
+            line += _decided_cells(r, accs[len(body)] if "acc. vs baseline" in head else None,
+                                   works)
         else:
             line += [wording.rate(r, short=True), wording.speedup(r, short=True),
                      _num(r.eval_accuracy, ".3f"), wording.significance(r, short=True)]
@@ -74,12 +91,19 @@ def table(rows: Sequence, width: int = WIDTH) -> str:
     right = {"replicas", "global batch", "batch", "examples/s", "accuracy"}
     over = sum(widths) + 2 * (len(widths) - 1) - width
     # the words give way first (each down to its heading), then the widest column
+    if over > 0 and accs and acc != "none":  # the accuracy column shorter, else left out
+        return table(rows, width, "short" if acc == "full" else "none")
     for h in (*[h for h in ("verdict", "equal work", "at equal work") if h in head],
               *sorted(head, key=lambda h: -widths[head.index(h)])):
         i = head.index(h)
         cut = max(0, min(over, widths[i] - len(h)))
         widths[i], over = widths[i] - cut, over - cut
+    return _laid_out(head, body, widths, right)
 
+
+def _laid_out(head: List[str], body: List[List[str]], widths: List[int], right: set) -> str:
+    """The table's text: each cell in its column's width (cut with "…" where longer), numbers
+    (`right`) right-aligned."""
     def fmt(cells):
         out = []
         for h, c, w in zip(head, cells, widths):

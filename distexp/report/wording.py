@@ -72,6 +72,29 @@ def equal_work(r, short: bool = False) -> str:
     return f"{shown} {word}".strip()
 
 
+ACCURACY_SHORT = {"less accurate": "less", "more accurate": "more", "as accurate": "as accurate"}
+
+
+def accuracy_vs_baseline(r, short: bool = False) -> str:
+    """A decided row's accuracy difference from its baseline with its interval, the record's
+    (distexp.figures.outcomes): "-9.1 pt [-16.6, -1.5] less" (more, as accurate, open; "as it
+    stands" where both train the same mathematics and it is not settled); `short`: without the
+    interval, "-9.1 pt less"; "-" without one."""
+    from distexp.figures import outcomes
+    from distexp.report.decided import setup_of
+
+    d = getattr(r, "decision", None)
+    i = setup_of(r, d) if d is not None and r.measured else None
+    rec = d.of(i, outcomes.BASELINE) if i is not None else None
+    if rec is None or rec.accuracy is None:
+        return "-"
+    lo = "-inf" if rec.accuracy_low is None else f"{rec.accuracy_low:.1f}"
+    hi = "inf" if rec.accuracy_high is None else f"{rec.accuracy_high:.1f}"
+    kind = rec.accuracy_outcome or outcomes.OPEN_WORD
+    word = ACCURACY_SHORT.get(kind) or ("as it stands" if rec.same_maths else short_word(kind))
+    return f"{rec.accuracy:+.1f} pt {word}" if short else f"{rec.accuracy:+.1f} pt [{lo}, {hi}] {word}"
+
+
 def speed_tag(r) -> Optional[str]:
     """A job run's ``speed-up`` tag: its set-up's speed-up over one replica at the same global batch
     (equal work: the `strong` comparison), number first (MLflow's column shows ~13 characters; the

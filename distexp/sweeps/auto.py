@@ -39,6 +39,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from omegaconf import DictConfig, OmegaConf
 
+from distexp import console_lines
 from distexp.figures import outcomes, perf_keys, sequential
 from distexp.sweeps import planning
 from distexp.sweeps.records import AUTO_FILE
@@ -47,6 +48,7 @@ from distexp.sweeps.setups import key_of
 AUTO = "auto"
 RATE = perf_keys.EXAMPLES_PER_SEC
 ACCURACY = perf_keys.EVAL_ACCURACY
+TIME = perf_keys.TIME_TO_ACCURACY_S
 EQUAL_WORK, BASELINE = outcomes.EQUAL_WORK, outcomes.BASELINE
 TAG_MAX = 8000  # MLflow's limit on a run tag's value
 STARVED = 0.6  # a run's CPU/wall under this x the median of its set-up's other runs: disturbed
@@ -61,6 +63,7 @@ class Comparison:
     primary: bool = True  # the sweep's question (module docstring)
     accuracy: Optional[sequential.Difference] = None  # the accuracy half (None: no paired round)
     same_maths: bool = True  # the two train the same mathematics: accuracy as it stands
+    time: Optional[sequential.TimeToTarget] = None  # time to target_accuracy (as it stands)
 
     @property
     def speed_settled(self) -> bool:
@@ -141,8 +144,12 @@ class Rounds:
         self.pairs = comparisons(setups, controls)
         self.alpha, self.margin, self.max_repeats = alpha, margin, max_repeats
         self.repeats = repeats
-        # both halves of every comparison: speed and accuracy (Bonferroni over 2 x comparisons)
-        self.alpha_each = alpha / max(2 * len(self.pairs), 1)
+        # the set-ups' one target_accuracy: a third half, time to it (None: no such half)
+        self.target = target_of(cfgs)
+        # every half of every comparison: speed, accuracy and, with a target, time to it
+        # (Bonferroni over 2 or 3 x comparisons)
+        self.alpha_each = alpha / max((2 if self.target is None else 3) * len(self.pairs), 1)
+        self.times: List[List[Optional[float]]] = [[] for _ in jobs]  # s to target, inf: missed
         self.accuracy_margin = accuracy_margin
         self.seeds = [int(c.seed) if seed_by_round and c is not None else None for c in cfgs]
         self.accuracies: List[List[Optional[float]]] = [[] for _ in jobs]  # points, by slot
@@ -190,11 +197,12 @@ class Rounds:
 
     def record(self, rates: dict, windows: Optional[Dict[int, tuple]] = None,
                nums: Optional[Dict[int, int]] = None,
-               accuracies: Optional[Dict[int, Optional[float]]] = None) -> List[str]:
+               accuracies: Optional[Dict[int, Optional[float]]] = None,
+               times: Optional[Dict[int, Optional[float]]] = None) -> List[str]:
         """One round done: {set-up index: examples/s or None (failed)}, `windows` {set-up index:
         (CPU/wall, the job's own disturbed reason): `window_of`}, `nums` {set-up: job number},
         `accuracies` {set-up: points, `accuracy_of`: a disturbed run's stays, speed is what a
-        disturbance moves};
+        disturbance moves}, `times` {set-up: seconds to the target, inf: missed, `time_of`};
         flag its disturbed runs (left out of the pairs), update the outcomes. The lines that say
         which runs were disturbed and whether the round runs again."""
         slot, windows, nums = self.done, windows or {}, nums or {}
@@ -206,6 +214,7 @@ class Rounds:
             self.windows[i].append((windows.get(i) or (None, None))[0])
             self.nums[i].append(nums.get(i))
             self.accuracies[i].append((accuracies or {}).get(i))
+            self.times[i].append((times or {}).get(i))
         found = self._flag(slot, {i: w[1] for i, w in windows.items() if w and w[1]})
         self.done += 1
         self.rerun_next = self.repeats == AUTO and not again and any(
@@ -217,7 +226,11 @@ class Rounds:
             if c.accuracy is None or not c.accuracy.settled or self.repeats != AUTO:
                 c.accuracy = sequential.difference(self.accuracies[c.a], self.accuracies[c.b],
                                                    self.accuracy_margin, self.rule)
-        return [self._said(f, slot, again) for f in found]
+            if self.target is not None and (c.time is None or not c.time.settled
+                                            or self.repeats != AUTO):
+                c.time = sequential.time_to_target(self.times[c.a], self.times[c.b],
+                                                   self.margin, self.rule)
+        return [console_lines.fit(self._said(f, slot, again)) for f in found]  # 120 columns
 
     def _flag(self, slot: int, own: Dict[int, str]) -> List[dict]:
         """Flag this round's runs that say they were disturbed (`own`) and every run so far whose
@@ -230,6 +243,8 @@ class Rounds:
                 why = why or self._starved(i, j)
                 if why and self.rates[i][j] is not None:
                     self.rates[i][j] = None
+                    if self.times[i][j] is not None and not math.isinf(self.times[i][j]):
+                        self.times[i][j] = None  # a time is what a disturbance moves; a miss stays
                     found.append({"setup": i, "name": self.names[i], "slot": j,
                                   "round": j + 1 - sum(r <= j for r in self.reruns),
                                   "job": self.nums[i][j], "reason": why})
@@ -292,7 +307,8 @@ class Rounds:
             recs.append(outcomes.Record(
                 c.a, c.b, [self.names[c.a], self.names[c.b]], c.kind, o.ratio,
                 o.low or None, None if math.isinf(o.high) else o.high, o.kind, o.rounds,
-                self.rule.method, o.spread, need, c.primary, **_accuracy_fields(c)))
+                self.rule.method, o.spread, need, c.primary, **_accuracy_fields(c),
+                **_time_fields(c, self.target)))
         likely = [r for r in recs if not r.settled and r.rounds_needed]
         # the next step: the rounds that would likely settle the first of them, within the cap
         n = min((r.rounds_needed + self.rounds - r.rounds for r in likely), default=None)
@@ -301,7 +317,8 @@ class Rounds:
             str(self.repeats), self.rule.method, self.alpha, self.margin, self.rounds,
             self.horizon, list(self.names), recs, next_command(n) if n and next_command else None,
             n, self.controls, disturbed=[dict(f) for f in self.disturbed],
-            setup_keys=list(self.keys), accuracy_margin=self.accuracy_margin)
+            setup_keys=list(self.keys), accuracy_margin=self.accuracy_margin,
+            target_accuracy=self.target)
 
 
 def _accuracy_fields(c: Comparison) -> dict:
@@ -313,6 +330,44 @@ def _accuracy_fields(c: Comparison) -> dict:
             "accuracy_high": None if math.isinf(acc.high) else acc.high,
             "accuracy_outcome": acc.kind, "accuracy_rounds": acc.rounds,
             "accuracy_spread": acc.spread, "same_maths": c.same_maths}
+
+
+def _time_fields(c: Comparison, target: Optional[float]) -> dict:
+    """The time-to-target half of a comparison's record (outcomes.Record); {} without a target."""
+    t = c.time
+    if target is None:
+        return {}
+    if t is None:
+        return {"target": target}
+    return {"target": target, "time_ratio": t.ratio, "time_low": t.low or None,
+            "time_high": None if math.isinf(t.high) else t.high, "time_outcome": t.kind,
+            "time_rounds": t.rounds, "time_misses": list(t.misses)}
+
+
+def target_of(cfgs: Sequence[Optional[DictConfig]]) -> Optional[float]:
+    """The sweep's target_accuracy: the one every composed set-up has, else None (no set, or set-ups
+    aiming at different targets: no time-to-target half)."""
+    found = {OmegaConf.select(c, "target_accuracy") for c in cfgs if c is not None}
+    one = found.pop() if len(found) == 1 else None
+    return float(one) if one is not None else None
+
+
+def time_of(record: dict) -> Optional[float]:
+    """A job's seconds of training to target_accuracy (perf/time_to_accuracy_s) from its
+    result.json; math.inf for a completed run that missed it (a miss, never a time); None for a
+    failed or diverged run, or one without its figures."""
+    if record.get("status") != "COMPLETED":
+        return None
+    try:
+        result = json.loads((Path(record["job_dir"]) / "result.json").read_text())
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(result, dict) or result.get("diverged") or TIME not in result:
+        return None
+    try:
+        return math.inf if result[TIME] is None else float(result[TIME])
+    except (TypeError, ValueError):
+        return None
 
 
 def accuracy_of(record: dict) -> Optional[float]:
@@ -394,6 +449,21 @@ def rate_of(record: dict) -> Optional[float]:
 def settings(config: DictConfig):
     sw = config.sweep
     return float(sw.alpha), float(sw.margin), int(sw.max_repeats)
+
+
+def interleaved(jobs: Sequence[Sequence[str]], repeats: int,
+                compose: Callable[[List[str]], DictConfig]) -> List[List[str]]:
+    """`repeats=N`'s jobs (planning.interleave), with `sweep.seed_by_round` (the jobs' composed
+    configs', as the jobs see it) each of round r
+    with ``seed=<its job's seed + r>`` as `Rounds.job` gives repeats=auto's: every set-up of a
+    round the same seed, a new one each round (the rounds sample seed noise)."""
+    out = planning.interleave(jobs, repeats)
+    cfgs = [compose(list(j)) for j in jobs] if repeats >= 2 else []
+    if not cfgs or not all(accuracy_settings(c)["seed_by_round"] for c in cfgs):
+        return out
+    seeds = [int(c.seed) for c in cfgs]
+    return [[o for o in job if o.split("=", 1)[0].lstrip("+~") != "seed"]
+            + [f"seed={seeds[p % len(jobs)] + p // len(jobs)}"] for p, job in enumerate(out)]
 
 
 def accuracy_settings(config: DictConfig) -> dict:

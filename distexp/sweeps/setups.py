@@ -64,9 +64,12 @@ def child_tags(info: dict, num: int) -> Dict[str, str]:
 
 
 def positions(jobs: Sequence[Sequence[str]], repeats: int,
-              launch: Sequence[Tuple[int, Sequence[str]]]) -> Dict[int, int]:
-    """{job number: set-up index} of `repeats=N` launches (module docstring)."""
-    order = {tuple(j): p % len(jobs) for p, j in enumerate(planning.interleave(jobs, repeats))}
+              launch: Sequence[Tuple[int, Sequence[str]]],
+              interleaved: Optional[Sequence[Sequence[str]]] = None) -> Dict[int, int]:
+    """{job number: set-up index} of `repeats=N` launches (module docstring); `interleaved`:
+    the jobs as planned (seeded by round: distexp.sweeps.auto.interleaved), else interleave's."""
+    order = {tuple(j): p % len(jobs) for p, j in enumerate(
+        interleaved if interleaved is not None else planning.interleave(jobs, repeats))}
     sizes = sorted({len(j) for j in order}, reverse=True)
     out = {}
     for num, overrides in launch:

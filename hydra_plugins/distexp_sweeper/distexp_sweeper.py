@@ -76,7 +76,7 @@ class DistexpSweeper(BasicSweeper):
         pass: distexp.sweeps.callback.open_sweep), then the jobs, then the sweep's decision."""
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
-        from distexp.sweeps import planning, records, setups
+        from distexp.sweeps import auto, planning, records, setups
 
         assert self.config is not None and self.launcher is not None
         assert self.hydra_context is not None
@@ -100,8 +100,8 @@ class DistexpSweeper(BasicSweeper):
         if repeats == "auto":
             planning.check_jobs([[*j, "repeat=0"] for j in jobs], compose)
         else:
-            launches = planning.plan(planning.interleave(jobs, repeats), self.config, compose,
-                                     measure=repeats >= 2)
+            order = auto.interleaved(jobs, repeats, compose)  # seeds by round
+            launches = planning.plan(order, self.config, compose, measure=repeats >= 2)
             planning.check_jobs([job for _, job in launches.launch], compose)
         sweep_dir = self._open(lines)
         if repeats == "auto":
@@ -109,7 +109,7 @@ class DistexpSweeper(BasicSweeper):
         records.write_records(sweep_dir, launches.skipped)
         records.write_plan(sweep_dir, [num for num, _ in launches.launch])
         setups.hand_out(sweep_dir, setups.keys(jobs, compose),  # each run's set-up tags
-                        setups.positions(jobs, repeats, launches.launch))
+                        setups.positions(jobs, repeats, launches.launch, order))
         self.overrides = [[job for _, job in launches.launch]]
         self.batch_index = 1
         returns: List[Any] = []
@@ -141,7 +141,7 @@ class DistexpSweeper(BasicSweeper):
     def _decide(self, jobs, compose, repeats: int, controls, launches, sweep_dir: Path) -> None:
         """repeats=N (N >= 2): the same comparisons as repeats=auto, one fixed-sample look at
         the end (distexp.sweeps.auto.Rounds), published as auto.json and the parent's tag."""
-        from distexp.sweeps import auto, planning, records
+        from distexp.sweeps import auto, records
         from distexp.sweeps.ending import SWEEPS
 
         if repeats < 2 or len(jobs) < 2:
@@ -149,17 +149,17 @@ class DistexpSweeper(BasicSweeper):
         rounds = auto.Rounds(jobs, compose, *auto.settings(self.config)[:2], repeats,
                              controls=controls, repeats=repeats, accuracy_margin=auto.
                              accuracy_settings(self.config)["accuracy_margin"])
-        where = {tuple(j): p for p, j in enumerate(planning.interleave(jobs, repeats))}
+        where = {tuple(j): p for p, j in enumerate(auto.interleaved(jobs, repeats, compose))}
         rates: dict = {}
         for rec in records.records(sweep_dir):
             p = where.get(tuple(rec.get("overrides") or ()))
             if p is not None:
-                got = rates.setdefault(p // len(jobs), ({}, {}, {}, {}))
+                got = rates.setdefault(p // len(jobs), ({}, {}, {}, {}, {}))
                 i = p % len(jobs)
                 got[0][i], got[1][i], got[2][i] = auto.rate_of(rec), auto.window_of(rec), rec["num"]
-                got[3][i] = auto.accuracy_of(rec)
+                got[3][i], got[4][i] = auto.accuracy_of(rec), auto.time_of(rec)
         for r in range(repeats):
-            lines = rounds.record(*rates.get(r, ({}, {}, {}, {})))
+            lines = rounds.record(*rates.get(r, ({}, {}, {}, {}, {})))
             for line in lines:
                 print(line, flush=True)
         sweep_id = SWEEPS.open.sweep_id if SWEEPS.open is not None else None
@@ -233,7 +233,8 @@ class DistexpSweeper(BasicSweeper):
         said = rounds.record({i: auto.rate_of(r) for i, r in mine.items()},
                              {i: auto.window_of(r) for i, r in mine.items()},
                              {i: num for num, i in index.items()},
-                             {i: auto.accuracy_of(r) for i, r in mine.items()})
+                             {i: auto.accuracy_of(r) for i, r in mine.items()},
+                             {i: auto.time_of(r) for i, r in mine.items()})
         decision = rounds.decision(lambda n: auto.continue_command(self.config, sweep_id, n))
         for line in [outcomes.round_line(decision), *said]:
             print(line, flush=True)

@@ -484,3 +484,38 @@ def test_rounds_to_settle_an_accuracy_difference(capsys):
         print(f"\naccuracy rounds to settle at seed noise {seqs.SEED_SD} pt:", *table, sep="\n")
     assert _doc_table("| true accuracy difference |") == table
     assert rows[3][0][0] > 0.9 and rows[1][1][0] < 0.5  # 3 points: settled; 1 point: mostly not
+
+
+def _rounds_run(alpha, ratio, sd, seed, n=400, horizon=10):
+    """Share of simulated README sweeps whose speed half settles within `horizon` rounds at
+    `alpha` a comparison, and the mean rounds they run (a sweep not settled runs `horizon`)."""
+    rng = random.Random(seed)
+    boundary, used, settled = S.planned(alpha, horizon), [], 0
+    for _ in range(n):
+        a = []
+        for r in range(1, horizon + 1):
+            a.append(math.exp(rng.gauss(math.log(ratio), sd)))
+            if S.outcome(a, [1.0] * r, 0.05, boundary).settled:
+                settled += 1
+                break
+        used.append(r)
+    return settled / n, statistics.mean(used)
+
+
+def test_what_the_alpha_split_over_both_halves_costs_the_readme_sweep(capsys):
+    """docs/sweeps.md's table, generated here and equal to the doc's: the README sweep (3
+    comparisons, its one question the speed of mirrored x2 against its control, same mathematics:
+    its accuracy half never holds it open) at its measured noise, its speed half at alpha 0.05/3
+    (before the accuracy half) and 0.05/6 (alpha split over both halves), on the same seeded
+    sequences: the share settled within 10 rounds and the mean rounds run."""
+    sd = statistics.stdev(math.log(x) for x in MEASURED)
+    rows = {ratio: (_rounds_run(ALPHA / 3, ratio, sd, 7), _rounds_run(ALPHA / 6, ratio, sd, 7))
+            for ratio in (0.72, 1.5, 2.0)}
+    table = [f"| {ratio}x{' (the ratio seen)' if ratio == 0.72 else ''} | "
+             f"{round(100 * a)} %, {m:.1f} | {round(100 * b)} %, {n:.1f} | +{100 * (n / m - 1):.0f} % |"
+             for ratio, ((a, m), (b, n)) in rows.items()]
+    with capsys.disabled():
+        print("\nthe alpha split's cost (README sweep, <= 10 rounds):", *table, sep="\n")
+    assert _doc_table("| true speed ratio (README sweep) |") == table
+    for (a, m), (b, n) in rows.values():
+        assert b <= a and n >= m  # a smaller alpha never settles sooner on the same sequences

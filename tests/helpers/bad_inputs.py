@@ -88,7 +88,7 @@ CASES = [
     ("sweep-alpha-without-auto", ["sweep.alpha=2"],
      "sweep.alpha: received 2.0 with repeats=1; it applies to repeats=auto only"),
     ("sweep-seed-by-round-without-auto", ["sweep.seed_by_round=false"],
-     "sweep.seed_by_round: received False with repeats=1; it applies to repeats=auto only"),
+     "sweep.seed_by_round: received False with repeats=1; it applies to repeats=auto or repeats=N"),
     ("sweep-accuracy-margin-zero", ["repeats=auto", "sweep.accuracy_margin=0"],
      "sweep.accuracy_margin: received 0.0; expected points > 0, e.g. 0.5"),
     ("sweep-max-repeats-one", ["repeats=auto", "sweep.max_repeats=1"],

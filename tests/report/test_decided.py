@@ -94,3 +94,46 @@ def test_a_decision_stored_before_the_set_up_keys_still_loads():
     d = O.from_json(json.dumps(old))
     assert d is not None and d.setup_keys == [] and d.setups == NAMES
     assert decided.setup_of(_setup_run(2, 5, 1, tagged=False), d) == 2
+
+
+def test_the_table_and_csv_carry_the_accuracy_difference_beside_the_speed_up():
+    """issue 51 item 6: each set-up's accuracy difference from the baseline with its interval,
+    the decision's record's, in the console table (beside "vs baseline") and report.csv."""
+    from distexp.report import cli as report_cli
+    from distexp.report import columns, table
+
+    d = _decided()
+    d.comparisons[1].accuracy, d.comparisons[1].same_maths = -0.4, True
+    d.comparisons[1].accuracy_low, d.comparisons[1].accuracy_high = -1.6, 0.8
+    d.comparisons[1].accuracy_outcome = O.OPEN_WORD
+    d.comparisons[2].accuracy, d.comparisons[2].accuracy_outcome = -9.1, "less accurate"
+    d.comparisons[2].accuracy_low, d.comparisons[2].accuracy_high = -16.6, -1.5
+    rows = aggregate([_setup_run(i, 3 * k + i, k) for k in range(3) for i in range(3)])
+    add_scaling(rows)
+    decided.apply(rows, d)
+    lines = table.table(rows, width=160).splitlines()
+    # in 120 columns the accuracy column goes without its intervals, else out: no cell is cut
+    short = table.table(rows, width=140).splitlines()
+    assert [ln[short[0].index("acc. vs baseline"):].split("  ")[0] for ln in short[2:]] == [
+        "-", "-0.4 pt as it stands", "-9.1 pt less"]
+    narrow = table.table(rows).splitlines()
+    assert "acc. vs baseline" not in narrow[0] and "…" not in "".join(narrow)
+    assert all(len(ln) <= 120 for ln in narrow)
+    assert [h.strip() for h in lines[0].split("  ") if h.strip()] == [
+        "strategy", "replicas", "batch", "examples/s", "vs baseline", "acc. vs baseline",
+        "at equal work", "accuracy"]
+    col = lines[0].index("acc. vs baseline")
+    got = {ln.split()[0] + ln.split()[2]: ln[col:].split("  ")[0] for ln in lines[2:]}
+    assert got == {"one_device64": "-", "mirrored128": "-0.4 pt [-1.6, 0.8] as it stands",
+                   "one_device128": "-9.1 pt [-16.6, -1.5] less"}
+    head, body = report_cli.table_rows(rows)  # report.md's table
+    at = head.index("accuracy vs baseline (points, paired by round)")
+    assert head[at - 2:at] == ["speed-up", "verdict"]
+    assert [b[at] for b in body] == ["-", "-0.4 pt [-1.6, 0.8] as it stands",
+                                     "-9.1 pt [-16.6, -1.5] less"]
+    csv = {(r.strategy, r.global_batch): [get(r) for name, get in columns.COLUMNS
+                                          if name.startswith("accuracy_vs_baseline")]
+           for r in rows}
+    assert csv == {("one_device", 64): [None] * 4,
+                   ("mirrored", 128): [-0.4, -1.6, 0.8, O.OPEN_WORD],
+                   ("one_device", 128): [-9.1, -16.6, -1.5, "less accurate"]}

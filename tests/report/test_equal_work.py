@@ -30,7 +30,8 @@ def test_controls_add_one_device_at_each_global_batch(tmp_path, capsys):
     assert len(got) == 12
     control = ["strategy=one_device", "cpu_replicas=2", "sweep.controls=True", "repeats=2",
                "global_batch_size=128"]
-    assert got[5] == [*control, "repeat=0"] and got[11] == [*control, "repeat=1"]
+    assert got[5] == [*control, "repeat=0", "seed=0"] and got[11] == [*control, "repeat=1",
+                                                                    "seed=1"]
     assert "equal work for mirrored x2, central x2" in capsys.readouterr().out
 
     # per-replica 32: the controls run at 64; four replicas: at 128; the per-replica batch is

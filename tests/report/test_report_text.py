@@ -152,16 +152,26 @@ def test_speedup_png_draws_the_speed_ups_the_table_shows(tmp_path, monkeypatch):
     from distexp.report import plots
 
     rows, d = _decided_rows()
+    for rec, acc in zip(d.comparisons[1:], [(-0.4, -1.6, 0.8, "not settled"),
+                                            (-9.1, -16.6, -1.5, "less accurate")]):
+        rec.accuracy, rec.accuracy_low, rec.accuracy_high, rec.accuracy_outcome = acc
     kept = []
     monkeypatch.setattr(plt, "close", kept.append)  # the figures, not closed: read back
     plots.plots(rows, tmp_path, "Sweep s")
-    fig = next(f for f in kept if len(f.axes) == 2)
-    left, right = fig.axes
+    fig = next(f for f in kept if len(f.axes) == 3)
+    left, right, acc = fig.axes
 
     def points(ax):
         return sorted((float(x), round(float(y), 2)) for c in ax.containers
                       for x, y in c.lines[0].get_xydata())
 
+    # the third panel: the accuracy half against the baseline, its intervals, open: not settled
+    assert acc.get_title() == "accuracy vs baseline (paired by round)"
+    assert points(acc) == [(1.0, -9.1), (2.0, -0.4)]  # the control, mirrored
+    bars = sorted(tuple(round(float(v), 2) for v in seg[:, 1]) for c in acc.containers
+                  for seg in c.lines[2][0].get_segments())
+    assert bars == [(-16.6, -1.5), (-1.6, 0.8)]
+    assert [t.get_text() for t in acc.texts] == ["open"]
     assert left.get_title() == "vs baseline (paired by round)"
     assert points(left) == [(1.0, 1.0), (1.0, 1.61), (2.0, 1.18)]  # baseline, control, mirrored
     assert right.get_title() == "at equal work (vs its 1-replica control)"

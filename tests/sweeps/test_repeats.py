@@ -28,13 +28,22 @@ def test_repeats_run_interleaved_round_robin(tmp_path):
         preset = _sweeper(tmp_path / "preset", "+hydra.sweeper.params.repeats=2",  # as a preset
                           "+hydra.sweeper.params.strategy='one_device,mirrored'")
         preset.sweep([])
-        assert [o[-1] for _, o in preset.launcher.launched] == ["repeat=0"] * 2 + ["repeat=1"] * 2
-        got = [(num, [o for o in ovr if o.startswith(("strategy=", "repeat="))])
+        assert [o[-2:] for _, o in preset.launcher.launched] == [["repeat=0", "seed=0"]] * 2 + [
+            ["repeat=1", "seed=1"]] * 2
+        got = [(num, [o for o in ovr if o.startswith(("strategy=", "repeat=", "seed="))])
                for num, ovr in sweeper.launcher.launched]
+        one = _sweeper(tmp_path / "one", "repeats=2")  # sweep.seed_by_round=false: one seed
+        one.sweep(["strategy=one_device,mirrored", "repeats=2", "seed=7",
+                   "sweep.seed_by_round=false"])
+        ones = [[o for o in ovr if o.startswith("seed=")] for _, ovr in one.launcher.launched]
     finally:
         GlobalHydra.instance().clear()
-    assert got == [(0, ["strategy=one_device", "repeat=0"]), (1, ["strategy=mirrored", "repeat=0"]),
-                   (2, ["strategy=one_device", "repeat=1"]), (3, ["strategy=mirrored", "repeat=1"])]
+    # sweep.seed_by_round (default): round r runs every set-up with the same seed, 0 + r
+    assert got == [(0, ["strategy=one_device", "repeat=0", "seed=0"]),
+                   (1, ["strategy=mirrored", "repeat=0", "seed=0"]),
+                   (2, ["strategy=one_device", "repeat=1", "seed=1"]),
+                   (3, ["strategy=mirrored", "repeat=1", "seed=1"])]
+    assert ones == [["seed=7"]] * 4
 
 
 def test_one_repeat_is_the_basic_sweep(tmp_path):

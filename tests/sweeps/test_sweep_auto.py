@@ -309,6 +309,13 @@ def test_repeats_n_ends_with_the_same_comparisons_fixed_sample(tmp_path, capsys)
     assert outcomes.heading(d).startswith("repeats=3: 3 rounds, fixed-sample (paired t)")
     assert outcomes.section_lines(d)[0] == "Outcome (repeats=3, fixed-sample)"
     assert "Continue" not in "\n".join(outcomes.closing_lines(d))
+    # each comparison says it too, on every surface (text, the UI's and the table's cell)
+    said = f"{outcomes.interval(work)} {work.outcome}"
+    if work.outcome == outcomes.OPEN_WORD:
+        assert f"{said} after 3 rounds (fixed-sample)" in outcomes.text(work, d.margin, 0.5)
+    else:
+        assert f"{said} (fixed-sample, 3 rounds)" in outcomes.text(work, d.margin, 0.5)
+    assert outcomes.cell(work, d.margin, 0.5).startswith(f"{said} (fixed-sample, 3 rounds)")
 
 
 def test_not_settled_says_what_next():
@@ -383,7 +390,7 @@ def test_continue_only_for_the_question_within_the_cap():
     rounds.alpha_each = 0.05 / 3
     rounds.rule = seq.planned(rounds.alpha_each, 10)
     rounds.rates, rounds.windows, rounds.nums = [[], [], []], [[], [], []], [[], [], []]
-    rounds.accuracies = [[], [], []]
+    rounds.accuracies, rounds.times = [[], [], []], [[], [], []]
     noise = [0.9, 1.1, 0.95, 1.05, 1.0, 0.92, 1.08, 0.97, 1.03, 1.0]
     for n in noise:  # mirrored 0.9x its control (log noise ~0.12), 1.17x the baseline (~0.24)
         rounds.record({0: 100.0 * (2 - n) / n ** 2, 1: 117.0 * n * n * (2 - n),
@@ -437,7 +444,7 @@ def test_a_starved_run_is_caught_and_the_verdict_does_not_move(tmp_path, capsys)
     d = outcomes.from_json((tmp_path / "starved" / "auto.json").read_text())
     said = ("round 4: mirrored x2 (job 10) disturbed (CPU/wall 0.40, under 0.6x its set-up's "
             "median 1.25): left out of the pairs; round 4 runs again")
-    assert said in out.splitlines()
+    assert said in out.replace("\n  ", " ").splitlines()  # cut at 120 columns
     assert d.disturbed == [{"setup": 1, "name": "mirrored x2", "slot": 3, "round": 4, "job": 10,
                             "reason": "CPU/wall 0.40, under 0.6x its set-up's median 1.25"}]
     assert [o[-2] for n, o in launched if n in (12, 13, 14)] == ["repeat=4"] * 3  # the re-run

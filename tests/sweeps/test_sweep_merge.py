@@ -24,13 +24,13 @@ def _merged_line(out: str):
 def test_the_readme_sweep_runs_one_device_once(tmp_path, capsys):
     got = _launched(tmp_path, "strategy=one_device,mirrored", "cpu_replicas=1,2", "repeats=2")
     # one_device ignores cpu_replicas: with 2 it is the 1-replica job again; repeats apply to
-    # the jobs left, interleaved
-    assert got == [["strategy=one_device", "cpu_replicas=1", "repeats=2", "repeat=0"],
-                   ["strategy=mirrored", "cpu_replicas=1", "repeats=2", "repeat=0"],
-                   ["strategy=mirrored", "cpu_replicas=2", "repeats=2", "repeat=0"],
-                   ["strategy=one_device", "cpu_replicas=1", "repeats=2", "repeat=1"],
-                   ["strategy=mirrored", "cpu_replicas=1", "repeats=2", "repeat=1"],
-                   ["strategy=mirrored", "cpu_replicas=2", "repeats=2", "repeat=1"]]
+    # the jobs left, interleaved, round r's with seed 0 + r (sweep.seed_by_round)
+    assert got == [["strategy=one_device", "cpu_replicas=1", "repeats=2", "repeat=0", "seed=0"],
+                   ["strategy=mirrored", "cpu_replicas=1", "repeats=2", "repeat=0", "seed=0"],
+                   ["strategy=mirrored", "cpu_replicas=2", "repeats=2", "repeat=0", "seed=0"],
+                   ["strategy=one_device", "cpu_replicas=1", "repeats=2", "repeat=1", "seed=1"],
+                   ["strategy=mirrored", "cpu_replicas=1", "repeats=2", "repeat=1", "seed=1"],
+                   ["strategy=mirrored", "cpu_replicas=2", "repeats=2", "repeat=1", "seed=1"]]
     assert _merged_line(capsys.readouterr().out) == (
         "sweep: 1 job(s) merged into an earlier job of the same set-up (strategy, replicas, "
         "global batch, model, data, knobs):\n"
