@@ -195,6 +195,7 @@ def _validate_knobs(cfg: DictConfig, rec, on_cpu: bool) -> None:
                         "known issues: tf.Variable on a different device): use cpu_replicas=1 or "
                         "jit_compile=false")
     xla.check_step(cfg, rec, 0 if on_cpu else 1)
+    _xla_task_weight(cfg, rec, on_cpu)
     if cfg.gpu_replicas > 1 and not rec.gpu_replicas:
         able = " or ".join(n for n, r in strategies.REGISTRY.items() if r.gpu_replicas)
         raise UserError(f"gpu_replicas: received {cfg.gpu_replicas} with strategy={rec.name}; it "
@@ -220,6 +221,23 @@ def _validate_knobs(cfg: DictConfig, rec, on_cpu: bool) -> None:
                                    not cfg.model.factory):
         raise UserError(f"model.factory: received null; model={cfg.model.name} needs "
                         "model.factory=package.module:function")
+
+
+def _xla_task_weight(cfg: DictConfig, rec, on_cpu: bool) -> None:
+    """A task whose loss is weighted across replicas (seq2seq: by the global count of target
+    tokens) sums that count inside the XLA function of the forward and backward pass; on CPU
+    replicas TensorFlow refuses that merge_call there except under one_device (as it refuses the
+    update's: xla_step=whole), and the job failed after TensorFlow started."""
+    from distexp import tasks
+
+    task = tasks.builtin(cfg)
+    if task is None or task.unit_weight or not on_cpu or rec.xla_whole_on_cpu:
+        return
+    if xla.choose(cfg.jit_compile, rec, 0, loops.of(cfg))[0]:
+        raise UserError(f"jit_compile: received {xla.value(cfg.jit_compile)} with the "
+                        f"{tasks.name_of(cfg)} task and strategy={rec.name} on CPU replicas; its "
+                        "loss sums the replicas' token counts, which TensorFlow refuses inside an "
+                        "XLA function there: use strategy=one_device or jit_compile=false")
 
 
 def _validate_repeats(cfg: DictConfig) -> None:

@@ -108,3 +108,30 @@ def test_xla_step_whole_is_accepted_where_it_compiles(compose, gpus, visible, ov
     gpus(visible)
     cfg = compose(*overrides)
     assert checks.validate(cfg).layout["jit_compile"] is True and cfg.xla_step == "whole"
+
+
+SEQ = ["model=gru_seq2seq", "dataset=synthetic_pairs"]
+
+
+@pytest.mark.parametrize("visible,overrides,refused", [
+    (0, [*SEQ, "jit_compile=true"], True),  # its token count summed inside XLA: failed in training
+    (0, [*SEQ, "jit_compile=true", "strategy=central"], True),
+    (0, [*SEQ, "jit_compile=true", "strategy=one_device"], False),
+    (0, [*SEQ], False),  # auto: off on CPU
+    (0, ["jit_compile=true"], False),  # classification weighs by the batch: no sum inside XLA
+    (1, [*SEQ, "jit_compile=true"], False),  # GPU replicas: TensorFlow skips the merge_call
+])
+def test_a_loss_weighted_across_cpu_replicas_is_refused_under_xla(compose, gpus, visible,
+                                                                  overrides, refused):
+    gpus(visible)
+    cfg = compose(*overrides)
+    if not refused:
+        checks.validate(cfg)
+        return
+    with pytest.raises(errors.UserError) as ex:
+        checks.validate(cfg)
+    strategy = cfg.strategy.name
+    assert str(ex.value) == (
+        f"jit_compile: received true with the seq2seq task and strategy={strategy} on CPU "
+        "replicas; its loss sums the replicas' token counts, which TensorFlow refuses inside an "
+        "XLA function there: use strategy=one_device or jit_compile=false")
