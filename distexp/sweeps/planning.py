@@ -1,7 +1,8 @@
 """Which jobs a sweep runs, in which order: repeats interleaved, and `sweep.resume`.
 
-The logic behind distexp's Hydra sweeper (``hydra/sweeper=distexp``, the default; the plugin
-class lives in ``hydra_plugins/distexp_sweeper`` because Hydra only loads plugins from there).
+The planning behind distexp's Hydra sweeper (``hydra/sweeper=distexp``, the default; its round loop
+is distexp.sweeps.sweep, the plugin class lives in ``hydra_plugins/distexp_sweeper`` because Hydra
+only loads plugins from there).
 It is Hydra's BasicSweeper (cartesian product of ``key=a,b`` overrides) plus:
 
 - one run per set-up: jobs that train the same thing (``setup``: the config, with the keys whose
