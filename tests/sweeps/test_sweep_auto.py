@@ -121,9 +121,7 @@ def _planned_bound():
 
 
 def _sweep_rounds(compose, jobs, max_repeats, controls=()):
-    from distexp.sweeps import auto
-
-    from distexp.sweeps import planning
+    from distexp.sweeps import auto, planning
 
     def setup_of(overrides):
         cfg = compose(*overrides)
