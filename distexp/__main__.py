@@ -39,45 +39,59 @@ from distexp.sweeps import ending
 schema.register()  # the schema Hydra composes onto, and the distexp.* resolvers
 
 
-class Ran:
-    """What one command ran, for its exit path (`_main`): the jobs whose run was opened, single
-    jobs that ended normally here, and this process's sweeps (distexp.sweeps.ending.Sweeps: the
-    open one, how many ended). `main` fills it from each job's outcome."""
+class Jobs:
+    """The single jobs of one command: those whose run was opened (`executing`), those that
+    ended normally here. What the task function is bound to (`task`): two numbers, so that a
+    launcher that pickles the task function to its workers (joblib, Ray) carries nothing else."""
 
-    def __init__(self, sweeps: ending.Sweeps):
-        self.sweeps, self.single_jobs, self.executed = sweeps, 0, 0
-        self._sweeps_before = sweeps.ended  # an in-process caller may have run one before
-        self._torn_down_before = sweeps.torn_down
+    def __init__(self):
+        self.single, self.executed = 0, 0
 
     def executing(self) -> None:
         self.executed += 1
 
+
+class Ran:
+    """What one command ran, for its exit path (`_main`): its jobs (`Jobs`, counted by the task
+    function) and its sweeps (distexp.sweeps.ending.Sweeps: the open one, how many ended). `cli`
+    makes one per command and hands it down; nothing of it is kept between commands."""
+
+    def __init__(self, sweeps: ending.Sweeps):
+        self.sweeps, self.jobs = sweeps, Jobs()
+
     def anything(self) -> bool:
         """A job or a sweep ran to its end (runs closed, lines printed)."""
-        return self.single_jobs > 0 or self.sweeps.ended > self._sweeps_before
+        return self.jobs.single > 0 or self.sweeps.ended > 0
 
     def through_teardown(self) -> bool:
         """A sweep's launcher declared that the command ends through the interpreter's teardown
         (distexp.sweeps.launchers: joblib's workers, a Ray the sweep started)."""
-        return self.sweeps.torn_down > self._torn_down_before
+        return self.sweeps.torn_down > 0
 
 
-_RAN = Ran(ending.SWEEPS)  # this command's (cli() makes a new one per call)
+def task(jobs: Jobs):
+    """Hydra's main for one command, its task function counting the command's single jobs in
+    `jobs` (handed, not a module global: an in-process caller's commands keep nothing)."""
+
+    @hydra.main(version_base="1.3", config_path="conf", config_name="config")
+    def main(cfg: DictConfig) -> float | None:
+        return _job(cfg, jobs)
+
+    return main
 
 
-@hydra.main(version_base="1.3", config_path="conf", config_name="config")
-def main(cfg: DictConfig) -> float | None:
+def _job(cfg: DictConfig, jobs: Jobs) -> float | None:
     from distexp.job.lifecycle import JobError, exit_code, run_job
 
     try:
-        out = run_job(cfg, executing=_RAN.executing)
+        out = run_job(cfg, executing=jobs.executing)
         code = exit_code(out)  # its line is printed (lifecycle.conclude)
         if mode.in_multirun() and out.said is not None:  # a failed job (1 or 2) said why
             raise JobError(out.said, code)  # Hydra records the job as failed; the sweep goes on
         if code != errors.OK:
             sys.exit(code)
         if not mode.in_multirun():
-            _RAN.single_jobs += 1
+            jobs.single += 1
         return out.value
     except errors.UserError as ex:  # one line, not Hydra's "Error executing job" report
         print(console_lines.error(str(ex)), file=sys.stderr, flush=True)
@@ -126,10 +140,10 @@ def cli() -> None:
     library_logs.quiet_env()
     user_wants_trace = "HYDRA_FULL_ERROR" in os.environ
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let errors reach us, to print them as one line
-    global _RAN
-    _RAN = Ran(ending.SWEEPS)
+    ran = Ran(ending.Sweeps())  # this command's: the callback finds it as ending.current()
     try:
-        _main(user_wants_trace, _RAN)
+        with ending.command(ran.sweeps):
+            _main(user_wants_trace, ran)
     finally:
         from distexp.job import warm_client
 
@@ -150,7 +164,7 @@ def _sweep_stopped(sweep) -> None:
 def _main(user_wants_trace: bool, ran: Ran) -> None:
     sweeps = ran.sweeps
     try:
-        main()
+        task(ran.jobs)()
     except SystemExit as ex:  # a single job's exit code, or Ctrl-C inside a sweep's job
         if sweeps.active():
             sweep = sweeps.open
@@ -167,7 +181,7 @@ def _main(user_wants_trace: bool, ran: Ran) -> None:
             _sweep_stopped(sweep)
         else:  # before the job's run was opened, or after it was closed: nothing left to close
             when = ("after the job ended (its run was closed: kept as it ended)"
-                    if ran.executed else
+                    if ran.jobs.executed else
                     "before training started (no run was opened, nothing to keep; run the same "
                     "command again)")
             print(f"distexp: interrupted by {stops.name()} {when}", file=sys.stderr, flush=True)

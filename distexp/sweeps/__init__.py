@@ -2,7 +2,9 @@
 which ask it what they need only through ``seat`` (tests/project/test_layout.py).
 
 - ``callback``: the Hydra callback: the sweep's start, each job's record
-- ``planning``: repeats, resume, which jobs run (the DistexpSweeper's logic)
+- ``sweep``: the sweep's set-ups (composed and checked once) and its one round loop (the
+  DistexpSweeper's logic; the plugin is Hydra's glue)
+- ``planning``: repeats, resume, which jobs run
 - ``auto``: `repeats=auto`, rounds until every comparison is settled (and repeats=N's decision)
 - ``seat``: a job's one door into its sweep (GPU lease, tags, swept values, the sweep's files)
 - ``gpu_pool``: disjoint GPUs for the jobs of a sweep that run at the same time

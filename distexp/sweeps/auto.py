@@ -24,7 +24,7 @@ included); a set-up leaves the rounds when every comparison it is part of is set
 stops when no primary comparison is open or after `sweep.max_repeats` rounds, the others reported
 as they stand. A **disturbed** run (`disturbed`) is left out of the pairs, and in repeats=auto its
 round runs once more. `sweep.resume` replays the original sweep's rounds from its
-runs (identity as in distexp.sweeps.planning), keeps its plan (`planned_horizon`) and continues
+runs (identity as in distexp.sweeps.planning), keeps its plan (distexp.sweeps.sweep.planned_horizon) and continues
 where it stopped. `repeats=N`: the same comparisons, one fixed-sample look after the N rounds
 (sequential.Fixed). No TensorFlow here.
 """
@@ -35,7 +35,7 @@ import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -133,11 +133,12 @@ def names(jobs: Sequence[Sequence[str]], cfgs: Sequence[Optional[DictConfig]],
 class Rounds:
     """The sweep's set-ups, their rates round by round, its comparisons and their decision."""
 
-    def __init__(self, jobs: Sequence[Sequence[str]], compose: Callable[[List[str]], DictConfig],
+    def __init__(self, jobs: Sequence[Sequence[str]], setup_of: Callable[[Sequence[str]], tuple],
                  alpha: float, margin: float, max_repeats: int, *, controls: Sequence[int] = (),
                  horizon: Optional[int] = None, repeats="auto", accuracy_margin: float = 0.5,
                  seed_by_round: bool = False):
-        cfgs, setups = zip(*(planning.setup_of(j, compose) for j in jobs)) if jobs else ((), ())
+        # (config, Setup) of each job (distexp.sweeps.sweep.Sweep.setup_of: found once)
+        cfgs, setups = zip(*(setup_of(j) for j in jobs)) if jobs else ((), ())
         self.jobs = [list(j) for j in jobs]
         self.names = names(jobs, cfgs, setups, controls)
         self.keys = [key_of(s, j) for s, j in zip(setups, jobs)]  # the runs' set-up tags
@@ -200,7 +201,7 @@ class Rounds:
                accuracies: Optional[Dict[int, Optional[float]]] = None,
                times: Optional[Dict[int, Optional[float]]] = None) -> List[str]:
         """One round done: {set-up index: examples/s or None (failed)}, `windows` {set-up index:
-        (CPU/wall, the job's own disturbed reason): `window_of`}, `nums` {set-up: job number},
+        (CPU/wall, the job's own disturbed reason): sweep.window_of}, `nums` {set-up: job number},
         `accuracies` {set-up: points, `accuracy_of`: a disturbed run's stays, speed is what a
         disturbance moves}, `times` {set-up: seconds to the target, inf: missed, `time_of`};
         flag its disturbed runs (left out of the pairs), update the outcomes. The lines that say
@@ -390,47 +391,6 @@ def accuracy_of(record: dict) -> Optional[float]:
         return None
 
 
-def window_of(record: dict) -> Tuple[Optional[float], Optional[str]]:
-    """(CPU/wall of a job's timed window: result.json's cpu_seconds_timed / timed_seconds, the
-    job's own `disturbed` reason, else the one its run was tagged with: a replayed run's record)
-    read defensively: a key absent or not a number is (None, None), not flagged."""
-    reason = record.get("disturbed")
-    try:
-        result = json.loads((Path(record["job_dir"]) / "result.json").read_text())
-    except (OSError, ValueError, KeyError, TypeError):
-        return None, reason if isinstance(reason, str) and reason else None
-    if not isinstance(result, dict):
-        return None, None
-    own = result.get("disturbed")
-    reason = own if isinstance(own, str) and own else reason if isinstance(reason, str) else None
-    cpu, wall = result.get("cpu_seconds_timed"), result.get("timed_seconds")
-    try:
-        ratio = float(cpu) / float(wall) if float(wall) > 0 else None
-    except (TypeError, ValueError):
-        ratio = None
-    return ratio, reason or None
-
-
-def tag_disturbed(sweep_id: Optional[str], flags: Sequence[dict]) -> None:
-    """Tag each flagged run (tags.DISTURBED: the reason) through the sweep's MLflow client: the
-    job's run with that sweep id and job number. Never fails the sweep."""
-    from distexp.sweeps.ending import SWEEPS
-    from distexp.tracking import tags as tag
-
-    run = SWEEPS.open_run()
-    if run is None or getattr(run, "offline", None) is not None or not sweep_id:
-        return
-    for f in flags:
-        try:
-            query = (f"tags.`{tag.SWEEP_ID}` = '{sweep_id}' and tags.`{tag.JOB_NUM}` = "
-                     f"'{f['job']}' and tags.`{tag.RUN_KIND}` = 'job'")
-            for job in run.client.search_runs([run.experiment_id], query, max_results=5):
-                run.client.set_tag(job.info.run_id, tag.DISTURBED, f["reason"])
-        except Exception as ex:  # noqa: BLE001
-            print(f"distexp: job {f['job']}'s run not tagged disturbed: "
-                  f"{type(ex).__name__}", flush=True)
-
-
 def rate_of(record: dict) -> Optional[float]:
     """A job's steady-state examples/s: its record's (a resumed sweep's run), else its
     result.json (the trainer's final figures); None for a failed or diverged run."""
@@ -473,56 +433,16 @@ def accuracy_settings(config: DictConfig) -> dict:
             "seed_by_round": bool(OmegaConf.select(sw, "seed_by_round", default=True))}
 
 
-def publish(decision: outcomes.Decision, sweep_dir: Path) -> None:
-    """The decision beside the sweep (auto.json) and on its parent run (tag distexp.outcomes):
-    the records every surface renders (distexp.figures.outcomes)."""
-    from distexp.sweeps.ending import SWEEPS
+def publish(decision: outcomes.Decision, sweep_dir: Path, run=None) -> None:
+    """The decision beside the sweep (auto.json) and on its parent run (`run`, the open sweep's;
+    tag distexp.outcomes): the records every surface renders (distexp.figures.outcomes)."""
     from distexp.tracking import tags as tag
 
     text = decision.to_json()
     (sweep_dir / AUTO_FILE).write_text(text)
-    run = SWEEPS.open_run()
     compact = json.dumps(json.loads(text), separators=(",", ":"))
     if run is not None and len(compact) <= TAG_MAX:
         run.set_tag(tag.OUTCOMES, compact)
     elif run is not None and decision.rounds <= 1:  # said once
         print(f"distexp: the sweep's decision ({len(decision.comparisons)} comparisons) is over "
               f"MLflow's tag limit: it is in {sweep_dir / AUTO_FILE} only", flush=True)
-
-
-def planned_horizon(config: DictConfig) -> Optional[int]:
-    """A resumed auto sweep's planned rounds (its first sweep's, from its parent's decision):
-    the boundary a continuation keeps."""
-    sweep_id = OmegaConf.select(config, "sweep.resume")
-    if not sweep_id:
-        return None
-    from distexp.tracking import tags as tag
-
-    try:
-        parent = planning.find_parent(config, str(sweep_id))
-    except Exception:  # noqa: BLE001  (the callback has refused a missing one already)
-        return None
-    found = outcomes.from_json(parent.data.tags.get(tag.OUTCOMES))
-    return found.horizon if found is not None and not found.fixed else None
-
-
-def continue_command(config: DictConfig, sweep_id: Optional[str], rounds: int) -> Optional[str]:
-    """python -m distexp -m <the sweep's overrides, Hydra's own included: hydra/launcher=...>
-    sweep.resume=<id> sweep.max_repeats=<n>"""
-    if not sweep_id:
-        return None
-    import shlex
-
-    from distexp.tracking.redaction import redact_text
-
-    given = [*(OmegaConf.select(config, "hydra.overrides.hydra") or []),
-             *config.hydra.overrides.task]
-    kept = [o for o in given if o.split("=", 1)[0].lstrip("+~")
-            not in ("sweep.resume", "sweep.max_repeats", "hydra.mode")]
-    return redact_text(" ".join(["python -m distexp -m", *map(shlex.quote, kept),
-                                 f"sweep.resume={sweep_id}", f"sweep.max_repeats={rounds}"]))
-
-
-def resume_runs(config: DictConfig) -> Optional[List[dict]]:
-    sweep_id = OmegaConf.select(config, "sweep.resume")
-    return planning.sweep_runs(config, str(sweep_id)) if sweep_id else None

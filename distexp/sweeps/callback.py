@@ -23,8 +23,8 @@ any sweeper (basic, Optuna) and launcher (basic, joblib, submitit):
 A failed job does not stop the sweep: in a multirun distexp.job.lifecycle raises instead of exiting, Hydra
 records the job as failed and the launcher runs the remaining jobs. Hydra's BasicSweeper then
 re-raises the first failure after its batch (skipping ``on_multirun_end``), so ``distexp.__main__``
-ends the sweep itself (distexp.sweeps.ending.SWEEPS, the one piece of state Hydra's API could not
-carry: callbacks cannot set the exit code): the parent is always ended, and the command exits 1
+ends the sweep itself (the command's distexp.sweeps.ending.Sweeps, the one piece of state Hydra's
+API could not carry: callbacks cannot set the exit code): the parent is always ended, and the command exits 1
 if any job failed (130 if interrupted; Ctrl-C stops the whole sweep).
 """
 from __future__ import annotations
@@ -51,14 +51,14 @@ class SweepCallback(Callback):
     """Hydra callback: see the module docstring."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Refuse a sweep that cannot run; open it (`open_sweep`), unless the sweeper is
-        distexp's: it opens the sweep itself once every job has passed its checks, so that a
-        refused sweep leaves no parent run and no sweep folder."""
+        """Refuse a sweep that cannot run; open it (`open_sweep`), unless the sweeper opens it
+        itself (its class says `opens_sweep = True`: distexp's, once every job has passed its
+        checks, so that a refused sweep leaves no parent run and no sweep folder)."""
         _refuse_before_any_job(config)
         # the sweep dir's ${now:...} resolved once, here: Hydra copies this resolver cache into
         # each job's config as it is composed, so that every job lands in this one folder
         str(config.hydra.sweep.dir)
-        if not _distexp_sweeper(config):
+        if not sweeper_opens(config):
             open_sweep(config)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -95,11 +95,12 @@ class SweepCallback(Callback):
         write_record(sweep_dir, record)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        ending.SWEEPS.finish()
+        ending.current().finish()
 
 
-def open_sweep(config: DictConfig) -> None:
-    """Open the sweep's parent run (or reopen it: sweep.resume) and write sweep.json."""
+def open_sweep(config: DictConfig) -> ending.OpenSweep:
+    """Open the sweep's parent run (or reopen it: sweep.resume) and write sweep.json; the command's
+    sweeps (distexp.sweeps.ending.current) hold it until it ends."""
     sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
     sweep_dir.mkdir(parents=True, exist_ok=True)
     sweep_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
@@ -116,15 +117,25 @@ def open_sweep(config: DictConfig) -> None:
     from distexp.sweeps import launchers
 
     teardown = launchers.exits_through_teardown(str(OmegaConf.select(config, "hydra.launcher._target_") or ""))
-    ending.SWEEPS.opened(ending.OpenSweep(sweep_dir, sweep_id, run, resumed_status, teardown=teardown))
+    opened = ending.OpenSweep(sweep_dir, sweep_id, run, resumed_status, teardown=teardown)
+    ending.current().opened(opened)
     # SIGTERM (scancel of a sweep running in a batch job, kill) and SIGHUP end the sweep as
     # Ctrl-C does, parent run KILLED, instead of killing the process with the parent RUNNING
     stops.install()
+    return opened
 
 
-def _distexp_sweeper(config: DictConfig) -> bool:
-    return str(OmegaConf.select(config, "hydra.sweeper._target_") or "").endswith(
-        ".DistexpSweeper")
+def sweeper_opens(config: DictConfig) -> bool:
+    """Whether the sweep's sweeper opens the sweep itself (its class: `opens_sweep = True`,
+    distexp's sweeper) and runs distexp's keys (repeats, sweep.resume, sweep.controls)."""
+    from hydra.utils import get_class
+
+    target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
+    try:
+        cls = get_class(target) if target else None
+    except (ImportError, ValueError, AttributeError):
+        return False
+    return bool(getattr(cls, "opens_sweep", False))
 
 
 def _first_task(config: DictConfig) -> bool:
@@ -150,7 +161,7 @@ def _refuse_before_any_job(config: DictConfig) -> None:
             from distexp.sweeps import planning
 
             planning.find_parent(config, str(config.sweep.resume))
-        if not _distexp_sweeper(config):  # distexp's: after every job's checks (open_sweep)
+        if not sweeper_opens(config):  # distexp's: after every job's checks (open_sweep)
             probe_store(config)
     except UserError as ex:  # before any job: the sweep stops once, not once per job
         print(f"{ERROR}{ex}", file=sys.stderr, flush=True)
@@ -169,7 +180,7 @@ def probe_store(config: DictConfig) -> None:
 
 def _check_sweeper(config: DictConfig) -> None:
     """repeats, sweep.resume and sweep.controls are distexp's sweeper's (hydra/sweeper=basic, the default)."""
-    if _distexp_sweeper(config):
+    if sweeper_opens(config):
         return
     target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
     from distexp.errors import UserError

@@ -3,15 +3,20 @@ or KILLED with the job counts, Optuna's best trial and the sweep's files, the ou
 the summary made (distexp.sweeps.publish), and the command's exit code.
 
 Hydra's callbacks cannot set the exit code, and its BasicSweeper re-raises a failed job's error
-after its batch (skipping ``on_multirun_end``): so what this process's sweeps are is one object,
-`SWEEPS` (a `Sweeps`), that the callback opens a sweep in (distexp.sweeps.callback) and that
-``distexp.__main__`` is handed for its exit path: `finish` ends the open sweep whichever way the
-command ends (idempotent), `ended` says how many this process ended.
+after its batch (skipping ``on_multirun_end``): so a command's sweeps are one object, a `Sweeps`,
+that ``distexp.__main__`` makes for each command and keeps for its exit path (`command`), and that
+the callback opens a sweep in (distexp.sweeps.callback): `finish` ends the open sweep whichever way
+the command ends (idempotent), `ended` says how many this command ended. Hydra instantiates the
+callback from its config and hands it nothing of the command's, so the callback, a job's seat and
+the Slurm launcher find the command's `Sweeps` through `current()` (a context variable the command
+sets for as long as it runs, not a process global); distexp's sweeper hands its round loop the
+`OpenSweep` it opened (distexp.sweeps.sweep).
 """
 from __future__ import annotations
 
 import atexit
 import contextlib
+import contextvars
 import json
 import sys
 import threading
@@ -108,8 +113,28 @@ class Sweeps:
             self.finish(error=RuntimeError("the sweep process exited before the sweep ended"))
 
 
-SWEEPS = Sweeps()
+_COMMAND: contextvars.ContextVar[Optional[Sweeps]] = contextvars.ContextVar("distexp_sweeps",
+                                                                          default=None)
 
+
+def current() -> Sweeps:
+    """The running command's sweeps (`command`); outside one (Hydra called another way), one for
+    this context, made on first use."""
+    found = _COMMAND.get()
+    if found is None:
+        found = Sweeps()
+        _COMMAND.set(found)
+    return found
+
+
+@contextlib.contextmanager
+def command(sweeps: Sweeps):
+    """`current()` is `sweeps` inside the block (distexp.__main__: one per command)."""
+    token = _COMMAND.set(sweeps)
+    try:
+        yield sweeps
+    finally:
+        _COMMAND.reset(token)
 
 
 def _finish(sweep: OpenSweep, error: Optional[BaseException], interrupted: bool) -> int:

@@ -1,7 +1,8 @@
 """Which jobs a sweep runs, in which order: repeats interleaved, and `sweep.resume`.
 
-The logic behind distexp's Hydra sweeper (``hydra/sweeper=distexp``, the default; the plugin
-class lives in ``hydra_plugins/distexp_sweeper`` because Hydra only loads plugins from there).
+The planning behind distexp's Hydra sweeper (``hydra/sweeper=distexp``, the default; its round loop
+is distexp.sweeps.sweep, the plugin class lives in ``hydra_plugins/distexp_sweeper`` because Hydra
+only loads plugins from there).
 It is Hydra's BasicSweeper (cartesian product of ``key=a,b`` overrides) plus:
 
 - one run per set-up: jobs that train the same thing (``setup``: the config, with the keys whose
@@ -93,18 +94,19 @@ class Setup:
     key: tuple
 
 
-def setup(cfg: DictConfig) -> Optional[Setup]:
+def setup(cfg: DictConfig, found=None) -> Optional[Setup]:
     """The job's set-up: its config as its run logs it (without what a re-run may change, the
     FACT_INPUTS) plus the facts those resolve to (distexp.config.resolved). Seed, epochs, repeats,
     the strategy, its options, the model, the data and every knob are part of it. None for a job
-    that fails the checks (it stays a job of its own, and fails as one)."""
+    that fails the checks (it stays a job of its own, and fails as one). `found`: its checked
+    facts (config.resolved.JobFacts), when the caller has them (distexp.sweeps.sweep)."""
     from distexp.config import checks, resolved
 
     job = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
     with open_dict(job):
         job.pop("hydra", None)
     try:
-        facts = checks.validate(job).layout
+        facts = (found if found is not None else checks.validate(job)).layout
     except UserError:
         return None
     kept = set(strategies.of(job).count_keys())
@@ -116,22 +118,18 @@ def setup(cfg: DictConfig) -> Optional[Setup]:
     return Setup(int(facts["replicas"]), int(facts["global_batch"]), tuple(sorted(rest.items())))
 
 
-def setup_of(overrides: Sequence[str], compose: Callable[[List[str]], DictConfig]):
-    """(the composed config, its Setup or None: `setup`); (None, None) when it does not compose."""
-    try:  # a job that cannot be composed fails as a job, alone (as without this)
-        cfg = compose(list(overrides))
-    except Exception:  # noqa: BLE001
-        return None, None
-    return cfg, setup(cfg)
+# setup_of(overrides) -> (the composed config, its Setup or None: `setup`); (None, None) when it
+# does not compose (distexp.sweeps.sweep.Sweep.setup_of: each found once)
+SetupOf = Callable[[Sequence[str]], tuple]
 
 
 def merge(jobs: Sequence[Sequence[str]],
-          compose: Callable[[List[str]], DictConfig]) -> Tuple[List[List[str]], Optional[str]]:
+          setup_of: SetupOf) -> Tuple[List[List[str]], Optional[str]]:
     """The jobs, each set-up once (the first job of it kept, in order); and one line naming the
     jobs merged into another, or None. One job's runs are `repeats`, not copies of the job."""
     out, first, merged = [], {}, []
     for job in jobs:
-        found = setup_of(job, compose)[1]
+        found = setup_of(job)[1]
         if found is not None and found.key in first:
             merged.append((job, first[found.key]))
             continue
@@ -151,18 +149,18 @@ def merge(jobs: Sequence[Sequence[str]],
 
 
 def with_controls(jobs: Sequence[Sequence[str]],
-                  compose: Callable[[List[str]], DictConfig]) -> Tuple[List[List[str]], List[str]]:
+                  setup_of: SetupOf) -> Tuple[List[List[str]], List[str]]:
     """The jobs plus, for each N-replica job, its 1-replica control at the same global batch
     (module docstring); and one line per control saying what it is for."""
     out, base = [list(j) for j in jobs], strategies.baseline().name
-    done = [setup_of(j, compose) for j in jobs]
+    done = [setup_of(j) for j in jobs]
     seen, controls = {s.key for _, s in done if s is not None}, {}
     for job, (cfg, known) in zip(jobs, done):
         if known is None or known.replicas <= 1:
             continue
         kept = [o for o in job if _override_key(o).split(".", 1)[0] not in CONTROL_DROPS]
         control = [f"strategy={base}", *kept, f"global_batch_size={known.global_batch}"]
-        work = setup_of(control, compose)[1]
+        work = setup_of(control)[1]
         if work is None:
             continue
         name = f"{cfg.strategy.name} x{known.replicas}"
@@ -299,22 +297,6 @@ def plan(jobs: Sequence[Sequence[str]], config: DictConfig,
     print(f"Resuming sweep {sweep_id}: {len(out.skipped)} job(s) FINISHED there (skipped), "
           f"{out.reruns} re-run {how}, {len(out.launch) - out.reruns} new", flush=True)
     return out
-
-
-def check_jobs(jobs: Sequence[Sequence[str]],
-               compose: Callable[[List[str]], DictConfig]) -> None:
-    """Before the first job starts (nothing written, no parent run): every job's config composes
-    and passes distexp.config.checks; the first job that does not refuses the sweep, in its one
-    line (`-m epochs=1,0`: job 2's `epochs: received 0`, before job 1 trains). A job that fails
-    later, as it runs (its data, its model, the machine), fails alone and the sweep goes on.
-    Composing is Hydra's own (~0.05-0.2 s a job here)."""
-    from distexp.config import checks
-
-    for job in jobs:
-        cfg = compose(list(job))  # Hydra's exception: one line (__main__)
-        with open_dict(cfg):
-            del cfg["hydra"]  # a job's config, as the job sees it
-        checks.validate(cfg)
 
 
 def _quote(value: str) -> str:

@@ -29,4 +29,4 @@ def gpu_lease(cfg, found):
 
 
 def while_waiting():
-    return ending.SWEEPS.using_the_wait()
+    return ending.current().using_the_wait()

@@ -4,14 +4,15 @@ sweeper to each job and tagged on the job's run (no MLflow, no TensorFlow).
 - `key_of(setup, job)`: a short stable hash (12 hex digits) of `planning.Setup.key` (what the job
   trains: two jobs have the same key exactly when they train the same thing), or of the job's
   overrides for a job that fails its checks (no Setup).
-- `keys(jobs, compose)`: the sweep's set-ups' keys, by index (the order of the sweeper's jobs, the
-  decision's `setups` and `setup_keys`).
+- the sweep's set-ups' keys, by index (the order of the sweeper's jobs, the decision's `setups` and
+  `setup_keys`): distexp.sweeps.sweep.Sweep.keys and auto.Rounds.keys, by `key_of`.
 - `hand_out(sweep_dir, keys, of_num)`: before the jobs launch, sweep.json gets the keys and each
   job number's set-up index; `child_tags(info, num)` (in the job, distexp.sweeps.parent) reads them
   back as the run's tags ``distexp.setup_index`` and ``distexp.setup_key``.
 - `positions(jobs, repeats, launch)`: under ``repeats=N`` which job of the sweep each launched
-  (number, overrides) is: its overrides start with that job's interleaved ones (a re-run of
-  `sweep.resume` adds ``resume=true ...`` after them), whatever number it was given.
+  (number, overrides) is (`places`: its place in the interleaved jobs): its overrides start with
+  that job's interleaved ones (a re-run of `sweep.resume` adds ``resume=true ...`` after them),
+  whatever number it was given.
 
 The report, the parent run's table and the UI group runs by the tag, not by a job number
 (docs/sweeps.md, "A set-up's identity"); `sweep.resume` keeps a set-up's key (planning.NOT_IDENTITY
@@ -22,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 from distexp.sweeps import planning
 from distexp.sweeps.records import SWEEP_FILE
@@ -35,10 +36,6 @@ OF_NUM = "setup_of"   # sweep.json: {job number: set-up index}
 def key_of(setup: Optional[planning.Setup], job: Sequence[str] = ()) -> str:
     what = [list(kv) for kv in setup.key] if setup is not None else {"overrides": list(job)}
     return hashlib.sha256(json.dumps(what).encode()).hexdigest()[:12]
-
-
-def keys(jobs: Sequence[Sequence[str]], compose: Callable[[List[str]], object]) -> List[str]:
-    return [key_of(planning.setup_of(j, compose)[1], j) for j in jobs]
 
 
 def hand_out(sweep_dir: Path, setup_keys: Sequence[str], of_num: Dict[int, int]) -> None:
@@ -68,7 +65,15 @@ def positions(jobs: Sequence[Sequence[str]], repeats: int,
               interleaved: Optional[Sequence[Sequence[str]]] = None) -> Dict[int, int]:
     """{job number: set-up index} of `repeats=N` launches (module docstring); `interleaved`:
     the jobs as planned (seeded by round: distexp.sweeps.auto.interleaved), else interleave's."""
-    order = {tuple(j): p % len(jobs) for p, j in enumerate(
+    return {num: p % len(jobs) for num, p in places(jobs, repeats, launch, interleaved).items()}
+
+
+def places(jobs: Sequence[Sequence[str]], repeats: int,
+           launch: Sequence[Tuple[int, Sequence[str]]],
+           interleaved: Optional[Sequence[Sequence[str]]] = None) -> Dict[int, int]:
+    """{job number: its place in the interleaved jobs (round x set-ups + set-up)} of `repeats=N`
+    jobs (module docstring: `positions`); `interleaved` as `positions`'."""
+    order = {tuple(j): p for p, j in enumerate(
         interleaved if interleaved is not None else planning.interleave(jobs, repeats))}
     sizes = sorted({len(j) for j in order}, reverse=True)
     out = {}

@@ -236,7 +236,7 @@ def cancel(jobs, sweep_dir: Path) -> None:
 def _end_running_children(sweep_dir: Path) -> None:
     """Child runs of this sweep still RUNNING once Slurm ended their jobs (killed before they
     could close them): ended KILLED, so no run is left RUNNING."""
-    from distexp.sweeps.ending import SWEEPS
+    from distexp.sweeps import ending
     from distexp.sweeps.records import SWEEP_FILE
 
     try:
@@ -247,7 +247,7 @@ def _end_running_children(sweep_dir: Path) -> None:
         return
     from distexp.tracking import lookup, store
 
-    client = store.client(SWEEPS.tracking_uri() or info["tracking_uri"])
+    client = store.client(ending.current().tracking_uri() or info["tracking_uri"])
     exp = client.get_experiment_by_name(info["experiment"])
     if exp is None:
         return

@@ -10,12 +10,12 @@ import pytest
 
 @pytest.fixture
 def ending(monkeypatch):
-    """(replace main with fn, the exit_now calls seen)."""
+    """(replace Hydra's main with fn, the exit_now calls seen), each call a command of its own
+    (its own distexp.sweeps.ending.Sweeps, as cli() makes one)."""
     import distexp.__main__ as cli
     from distexp import errors
     from distexp.sweeps import ending
 
-    monkeypatch.setattr(ending, "SWEEPS", ending.Sweeps())
     seen = []
 
     def exit_now(code):
@@ -25,9 +25,10 @@ def ending(monkeypatch):
     monkeypatch.setattr(errors, "exit_now", exit_now)
 
     def run(fn):
-        monkeypatch.setattr(cli, "main", fn)
-        with pytest.raises(SystemExit) as ex:
-            cli._main(False, cli.Ran(ending.SWEEPS))
+        monkeypatch.setattr(cli, "task", lambda jobs: fn)
+        ran = cli.Ran(ending.Sweeps())
+        with pytest.raises(SystemExit) as ex, ending.command(ran.sweeps):
+            cli._main(False, ran)
         return ex.value.code, seen
     return run
 
@@ -38,20 +39,27 @@ def test_a_sweep_ended_by_hydra_exits_at_once(ending, tmp_path):
     from distexp.sweeps import ending as sweeps
 
     def sweep():
-        sweeps.SWEEPS.opened(sweeps.OpenSweep(tmp_path, "20261125-000000-abcdef"))
+        sweeps.current().opened(sweeps.OpenSweep(tmp_path, "20261125-000000-abcdef"))
         callback.SweepCallback().on_multirun_end(config=None)
 
     code, seen = ending(sweep)
     assert seen == [0] and code == 0  # at once, and with the sweep's status: every job ran
 
 
-def test_a_command_that_ran_nothing_returns_through_sys_exit(ending, monkeypatch):
+def test_a_command_that_ran_nothing_returns_through_sys_exit(ending, tmp_path):
     """--cfg job: Hydra printed and returned. Also after a sweep this process ran earlier (an
-    in-process caller): exiting at once would end the caller too."""
+    in-process caller): exiting at once would end the caller too; the earlier command's sweeps
+    are not the next one's."""
+    from distexp.sweeps import callback
     from distexp.sweeps import ending as sweeps
 
     code, seen = ending(lambda: None)
     assert seen == [] and code == 0
-    sweeps.SWEEPS.ended = 1
+
+    def sweep():
+        sweeps.current().opened(sweeps.OpenSweep(tmp_path, "20261125-000000-abcdef"))
+        callback.SweepCallback().on_multirun_end(config=None)
+
+    assert ending(sweep) == (0, [0])
     code, seen = ending(lambda: None)
-    assert seen == [] and code == 0
+    assert seen == [0] and code == 0  # no exit_now for the command that ran nothing

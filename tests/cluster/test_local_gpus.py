@@ -90,7 +90,8 @@ def test_too_few_gpus_for_the_workers_is_one_line(compose, tmp_path, gpus, visib
         checks.validate(compose(*overrides))
     assert str(ex.value) == line
     assert setup(compose(*overrides)) is None
-    assert with_controls([overrides], lambda o: compose(*o)) == ([overrides], [])  # no control
+    found = compose(*overrides)
+    assert with_controls([overrides], lambda o: (found, setup(found))) == ([overrides], [])  # no control
     cfg = compose(*overrides)  # the plan's refusal is the same line: one source
     with pytest.raises(errors.UserError) as ex:
         split_gpus(cfg.gpus, visible, strategies.of(cfg).num_workers(cfg))

@@ -147,15 +147,18 @@ def test_a_target_sweeps_alpha_is_split_over_three_halves(compose):
     """The README sweep's 3 comparisons with target_accuracy set: alpha / 9 (3 comparisons x
     speed, accuracy and time to the target); without it alpha / 6; targets that differ between
     the set-ups: no time half (alpha / 6)."""
-    from distexp.sweeps import auto
+    from distexp.sweeps import auto, planning
 
     base = ["cpu_replicas=2", "epochs=1"]
     jobs = [["strategy=one_device", *base], ["strategy=mirrored", *base],
             ["strategy=one_device", *base, "global_batch_size=128"]]
 
+    def setup_of(overrides):  # as distexp.sweeps.sweep.Sweep.setup_of: (config, set-up)
+        cfg = compose(*overrides)
+        return cfg, planning.setup(cfg)
+
     def rounds(*extra):
-        return auto.Rounds([[*j, *extra] for j in jobs], lambda o: compose(*o), 0.05, 0.05, 10,
-                           controls=[2])
+        return auto.Rounds([[*j, *extra] for j in jobs], setup_of, 0.05, 0.05, 10, controls=[2])
 
     got = rounds("target_accuracy=0.95")
     assert len(got.pairs) == 3 and got.target == 0.95 and math.isclose(got.alpha_each, 0.05 / 9)
@@ -163,5 +166,5 @@ def test_a_target_sweeps_alpha_is_split_over_three_halves(compose):
     plain = rounds()
     assert plain.target is None and math.isclose(plain.alpha_each, 0.05 / 6)
     mixed = auto.Rounds([[*jobs[0], "target_accuracy=0.9"], [*jobs[1], "target_accuracy=0.95"]],
-                        lambda o: compose(*o), 0.05, 0.05, 10)
+                        setup_of, 0.05, 0.05, 10)
     assert mixed.target is None and math.isclose(mixed.alpha_each, 0.05 / 2)

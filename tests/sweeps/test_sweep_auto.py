@@ -121,9 +121,13 @@ def _planned_bound():
 
 
 def _sweep_rounds(compose, jobs, max_repeats, controls=()):
-    from distexp.sweeps import auto
+    from distexp.sweeps import auto, planning
 
-    return auto.Rounds(jobs, lambda o: compose(*o), ALPHA, 0.05, max_repeats, controls=controls)
+    def setup_of(overrides):
+        cfg = compose(*overrides)
+        return cfg, planning.setup(cfg)
+
+    return auto.Rounds(jobs, setup_of, ALPHA, 0.05, max_repeats, controls=controls)
 
 
 def test_a_a_pair_is_called_faster_or_slower_at_the_planned_rate(tmp_path, capsys, compose):
@@ -413,13 +417,13 @@ def test_continue_keeps_every_override_hydras_included():
     replaced."""
     from omegaconf import OmegaConf
 
-    from distexp.sweeps import auto
+    from distexp.sweeps import sweep
 
     cfg = OmegaConf.create({"hydra": {"overrides": {
         "hydra": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "hydra.mode=MULTIRUN"],
         "task": ["strategy=one_device,mirrored", "repeats=auto", "sweep.max_repeats=10",
                  "sweep.resume=old"]}}})
-    assert auto.continue_command(cfg, "S1", 24) == (
+    assert sweep.continue_command(cfg, "S1", 24) == (
         "python -m distexp -m hydra/launcher=joblib hydra.launcher.n_jobs=2 "
         "strategy=one_device,mirrored repeats=auto sweep.resume=S1 sweep.max_repeats=24")
 
@@ -495,24 +499,25 @@ def test_repeats_n_leaves_a_disturbed_run_out(tmp_path, capsys):
 def test_result_json_read_defensively(tmp_path):
     """A job before the window keys (no cpu_seconds_timed / timed_seconds / disturbed): not
     flagged; a replayed run: the reason its run was tagged with."""
-    from distexp.sweeps import auto
+    from distexp.sweeps import sweep
 
     (tmp_path / "result.json").write_text(json.dumps({"perf/examples_per_sec": 10.0}))
-    assert auto.window_of({"job_dir": str(tmp_path)}) == (None, None)
+    assert sweep.window_of({"job_dir": str(tmp_path)}) == (None, None)
     (tmp_path / "result.json").write_text(json.dumps(
         {"cpu_seconds_timed": 0.6, "timed_seconds": 1.5, "disturbed": None}))
-    assert auto.window_of({"job_dir": str(tmp_path)}) == (pytest.approx(0.4), None)
+    assert sweep.window_of({"job_dir": str(tmp_path)}) == (pytest.approx(0.4), None)
     (tmp_path / "result.json").write_text(json.dumps({"cpu_seconds_timed": "x", "timed_seconds": 0}))
-    assert auto.window_of({"job_dir": str(tmp_path)}) == (None, None)
-    assert auto.window_of({"job_dir": str(tmp_path / "gone"), "disturbed": "tagged"}) == \
+    assert sweep.window_of({"job_dir": str(tmp_path)}) == (None, None)
+    assert sweep.window_of({"job_dir": str(tmp_path / "gone"), "disturbed": "tagged"}) == \
         (None, "tagged")
 
 
-def test_a_disturbed_run_is_tagged_through_the_sweeps_client(monkeypatch):
+def test_a_disturbed_run_is_tagged_through_the_sweeps_client(tmp_path):
+    """Through the client of the open sweep the loop is handed (distexp.sweeps.sweep.Sweep.run)."""
     from types import SimpleNamespace
 
-    from distexp.sweeps import auto
-    from distexp.sweeps.ending import SWEEPS
+    from distexp.sweeps import sweep
+    from distexp.sweeps.ending import OpenSweep
     from distexp.tracking import tags
 
     calls = []
@@ -526,8 +531,7 @@ def test_a_disturbed_run_is_tagged_through_the_sweeps_client(monkeypatch):
             calls.append((run_id, key, value))
 
     run = SimpleNamespace(client=Client(), experiment_id="E", offline=None)
-    monkeypatch.setattr(SWEEPS, "open_run", lambda: run)
-    auto.tag_disturbed("S", [{"job": 10, "reason": "CPU/wall 0.40"}])
+    sweep.tag_disturbed(OpenSweep(tmp_path, "S", run), [{"job": 10, "reason": "CPU/wall 0.40"}])
     assert tags.DISTURBED == "distexp.disturbed"
     assert calls == [(["E"], "tags.`distexp.sweep_id` = 'S' and tags.`distexp.job_num` = '10' "
                              "and tags.`distexp.run_kind` = 'job'"),
@@ -542,7 +546,7 @@ def test_a_resumed_sweep_measures_an_interrupted_job_again(tmp_path, capsys, mon
     from hydra.core.global_hydra import GlobalHydra
 
     from distexp.figures import outcomes
-    from distexp.sweeps import auto, planning
+    from distexp.sweeps import planning, sweep
     from distexp.tracking.sink import clip
 
     args = [*MIRRORED_FASTER[:-1], "sweep.max_repeats=3"]
@@ -562,8 +566,8 @@ def test_a_resumed_sweep_measures_an_interrupted_job_again(tmp_path, capsys, mon
                          "metrics": {"perf/examples_per_sec": rate}, "tags": {}})
     finally:
         GlobalHydra.instance().clear()
-    monkeypatch.setattr(auto, "resume_runs", lambda config: runs)
-    monkeypatch.setattr(auto, "planned_horizon", lambda config: None)
+    monkeypatch.setattr(sweep, "resume_runs", lambda config: runs)
+    monkeypatch.setattr(sweep, "planned_horizon", lambda config: None)
     capsys.readouterr()
     again = _auto_sweep(tmp_path / "again", _mirrored_faster, *args, "sweep.resume=S", sd=0.08)
     out = capsys.readouterr().out.splitlines()
