@@ -40,15 +40,12 @@ from typing import Callable, Dict, List, Optional, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from distexp import console_lines
-from distexp.figures import outcomes, perf_keys, sequential
+from distexp.figures import outcomes, sequential
 from distexp.sweeps import planning
 from distexp.sweeps.records import AUTO_FILE
 from distexp.sweeps.setups import key_of
 
 AUTO = "auto"
-RATE = perf_keys.EXAMPLES_PER_SEC
-ACCURACY = perf_keys.EVAL_ACCURACY
-TIME = perf_keys.TIME_TO_ACCURACY_S
 EQUAL_WORK, BASELINE = outcomes.EQUAL_WORK, outcomes.BASELINE
 TAG_MAX = 8000  # MLflow's limit on a run tag's value
 STARVED = 0.6  # a run's CPU/wall under this x the median of its set-up's other runs: disturbed
@@ -201,7 +198,7 @@ class Rounds:
                accuracies: Optional[Dict[int, Optional[float]]] = None,
                times: Optional[Dict[int, Optional[float]]] = None) -> List[str]:
         """One round done: {set-up index: examples/s or None (failed)}, `windows` {set-up index:
-        (CPU/wall, the job's own disturbed reason): sweep.window_of}, `nums` {set-up: job number},
+        (CPU/wall, the job's own disturbed reason): job_figures.window_of}, `nums` {set-up: job number},
         `accuracies` {set-up: points, `accuracy_of`: a disturbed run's stays, speed is what a
         disturbance moves}, `times` {set-up: seconds to the target, inf: missed, `time_of`};
         flag its disturbed runs (left out of the pairs), update the outcomes. The lines that say
@@ -351,59 +348,6 @@ def target_of(cfgs: Sequence[Optional[DictConfig]]) -> Optional[float]:
     found = {OmegaConf.select(c, "target_accuracy") for c in cfgs if c is not None}
     one = found.pop() if len(found) == 1 else None
     return float(one) if one is not None else None
-
-
-def time_of(record: dict) -> Optional[float]:
-    """A job's seconds of training to target_accuracy (perf/time_to_accuracy_s) from its
-    result.json; math.inf for a completed run that missed it (a miss, never a time); None for a
-    failed or diverged run, or one without its figures."""
-    if record.get("status") != "COMPLETED":
-        return None
-    try:
-        result = json.loads((Path(record["job_dir"]) / "result.json").read_text())
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if not isinstance(result, dict) or result.get("diverged") or TIME not in result:
-        return None
-    try:
-        return math.inf if result[TIME] is None else float(result[TIME])
-    except (TypeError, ValueError):
-        return None
-
-
-def accuracy_of(record: dict) -> Optional[float]:
-    """A job's final eval accuracy in points (100 x eval/accuracy): its record's (a resumed
-    sweep's run), else its result.json; None for a failed or diverged run, or a task without it."""
-    if record.get("status") != "COMPLETED":
-        return None
-    value = record.get("accuracy")
-    if value is None:
-        try:
-            result = json.loads((Path(record["job_dir"]) / "result.json").read_text())
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-        if not isinstance(result, dict) or result.get("diverged"):
-            return None
-        value = result.get(ACCURACY)
-    try:
-        return 100 * float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def rate_of(record: dict) -> Optional[float]:
-    """A job's steady-state examples/s: its record's (a resumed sweep's run), else its
-    result.json (the trainer's final figures); None for a failed or diverged run."""
-    if record.get("status") != "COMPLETED":
-        return None
-    if record.get("examples_per_sec") is not None:
-        return float(record["examples_per_sec"])
-    try:
-        result = json.loads((Path(record["job_dir"]) / "result.json").read_text())
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    value = result.get(RATE)
-    return None if result.get("diverged") or value is None else float(value)
 
 
 def settings(config: DictConfig):

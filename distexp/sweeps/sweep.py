@@ -20,7 +20,6 @@ overrides, opens the sweep and launches what this loop hands it: Hydra's glue, n
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -29,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from distexp.errors import UserError
 from distexp.figures import outcomes
-from distexp.sweeps import auto, planning, records, setups
+from distexp.sweeps import auto, job_figures, planning, records, setups
 
 Launch = List[Tuple[int, List[str]]]  # (job number, overrides)
 
@@ -226,11 +225,11 @@ class Sweep:
         before, said = len(rounds.disturbed), []
         for r in range(step.rounds):
             mine = {i: (num, done.get(num, {})) for num, (k, i) in step.slots.items() if k == r}
-            said += rounds.record({i: auto.rate_of(rec) for i, (_, rec) in mine.items()},
-                                  {i: window_of(rec) for i, (_, rec) in mine.items()},
+            said += rounds.record({i: job_figures.rate_of(rec) for i, (_, rec) in mine.items()},
+                                  {i: job_figures.window_of(rec) for i, (_, rec) in mine.items()},
                                   {i: num for i, (num, _) in mine.items()},
-                                  {i: auto.accuracy_of(rec) for i, (_, rec) in mine.items()},
-                                  {i: auto.time_of(rec) for i, (_, rec) in mine.items()})
+                                  {i: job_figures.accuracy_of(rec) for i, (_, rec) in mine.items()},
+                                  {i: job_figures.time_of(rec) for i, (_, rec) in mine.items()})
         sweep_id = self.opened.sweep_id if self.opened is not None else None
         if self.sequential:
             decision = rounds.decision(lambda n: continue_command(self.config, sweep_id, n))
@@ -254,27 +253,6 @@ def _without_repeat(overrides: Sequence[str]) -> tuple:
     if last.startswith("repeat=") and last[len("repeat="):].isdigit():
         return tuple(out[:-1])
     return tuple(overrides)
-
-
-def window_of(record: dict) -> Tuple[Optional[float], Optional[str]]:
-    """(CPU/wall of a job's timed window: result.json's cpu_seconds_timed / timed_seconds, the
-    job's own `disturbed` reason, else the one its run was tagged with: a replayed run's record)
-    read defensively: a key absent or not a number is (None, None), not flagged."""
-    reason = record.get("disturbed")
-    try:
-        result = json.loads((Path(record["job_dir"]) / "result.json").read_text())
-    except (OSError, ValueError, KeyError, TypeError):
-        return None, reason if isinstance(reason, str) and reason else None
-    if not isinstance(result, dict):
-        return None, None
-    own = result.get("disturbed")
-    reason = own if isinstance(own, str) and own else reason if isinstance(reason, str) else None
-    cpu, wall = result.get("cpu_seconds_timed"), result.get("timed_seconds")
-    try:
-        ratio = float(cpu) / float(wall) if float(wall) > 0 else None
-    except (TypeError, ValueError):
-        ratio = None
-    return ratio, reason or None
 
 
 def tag_disturbed(opened, flags: Sequence[dict]) -> None:

@@ -122,7 +122,7 @@ def test_rounds_decide_the_time_half_with_the_alpha_split_over_three_halves(tmp_
 def test_the_target_and_a_jobs_time_read_from_its_files(tmp_path):
     from omegaconf import OmegaConf
 
-    from distexp.sweeps import auto
+    from distexp.sweeps import auto, job_figures
 
     def cfg(t):
         return OmegaConf.create({"target_accuracy": t})
@@ -136,11 +136,11 @@ def test_the_target_and_a_jobs_time_read_from_its_files(tmp_path):
         (d / "result.json").write_text(json.dumps(result))
         return {"status": status, "job_dir": str(d)}
 
-    assert auto.time_of(job({auto.TIME: 12.5})) == 12.5
-    assert auto.time_of(job({auto.TIME: None})) == INF  # completed, missed: a miss
-    assert auto.time_of(job({auto.TIME: 12.5}, "FAILED")) is None
-    assert auto.time_of(job({"perf/examples_per_sec": 3.0})) is None  # no target: no figure
-    assert auto.time_of(job({auto.TIME: 3.0, "diverged": True})) is None
+    assert job_figures.time_of(job({job_figures.TIME: 12.5})) == 12.5
+    assert job_figures.time_of(job({job_figures.TIME: None})) == INF  # completed, missed: a miss
+    assert job_figures.time_of(job({job_figures.TIME: 12.5}, "FAILED")) is None
+    assert job_figures.time_of(job({"perf/examples_per_sec": 3.0})) is None  # no target: no figure
+    assert job_figures.time_of(job({job_figures.TIME: 3.0, "diverged": True})) is None
 
 
 def test_a_target_sweeps_alpha_is_split_over_three_halves(compose):

@@ -499,16 +499,16 @@ def test_repeats_n_leaves_a_disturbed_run_out(tmp_path, capsys):
 def test_result_json_read_defensively(tmp_path):
     """A job before the window keys (no cpu_seconds_timed / timed_seconds / disturbed): not
     flagged; a replayed run: the reason its run was tagged with."""
-    from distexp.sweeps import sweep
+    from distexp.sweeps import job_figures
 
     (tmp_path / "result.json").write_text(json.dumps({"perf/examples_per_sec": 10.0}))
-    assert sweep.window_of({"job_dir": str(tmp_path)}) == (None, None)
+    assert job_figures.window_of({"job_dir": str(tmp_path)}) == (None, None)
     (tmp_path / "result.json").write_text(json.dumps(
         {"cpu_seconds_timed": 0.6, "timed_seconds": 1.5, "disturbed": None}))
-    assert sweep.window_of({"job_dir": str(tmp_path)}) == (pytest.approx(0.4), None)
+    assert job_figures.window_of({"job_dir": str(tmp_path)}) == (pytest.approx(0.4), None)
     (tmp_path / "result.json").write_text(json.dumps({"cpu_seconds_timed": "x", "timed_seconds": 0}))
-    assert sweep.window_of({"job_dir": str(tmp_path)}) == (None, None)
-    assert sweep.window_of({"job_dir": str(tmp_path / "gone"), "disturbed": "tagged"}) == \
+    assert job_figures.window_of({"job_dir": str(tmp_path)}) == (None, None)
+    assert job_figures.window_of({"job_dir": str(tmp_path / "gone"), "disturbed": "tagged"}) == \
         (None, "tagged")
 
 
