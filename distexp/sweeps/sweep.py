@@ -294,7 +294,9 @@ def planned_horizon(config: DictConfig) -> Optional[int]:
 
 def continue_command(config: DictConfig, sweep_id: Optional[str], rounds: int) -> Optional[str]:
     """python -m distexp -m <the sweep's overrides, Hydra's own included: hydra/launcher=...>
-    sweep.resume=<id> sweep.max_repeats=<n>"""
+    sweep.resume=<id> sweep.max_repeats=<n>; not hydra.sweep.dir: the continued sweep writes a
+    folder of its own (the same folder would mix its jobs' folders with the first sweep's), and
+    the decision of a resumed sweep equals its first's."""
     if not sweep_id:
         return None
     import shlex
@@ -304,7 +306,7 @@ def continue_command(config: DictConfig, sweep_id: Optional[str], rounds: int) -
     given = [*(OmegaConf.select(config, "hydra.overrides.hydra") or []),
              *config.hydra.overrides.task]
     kept = [o for o in given if o.split("=", 1)[0].lstrip("+~")
-            not in ("sweep.resume", "sweep.max_repeats", "hydra.mode")]
+            not in ("sweep.resume", "sweep.max_repeats", "hydra.mode", "hydra.sweep.dir")]
     return redact_text(" ".join(["python -m distexp -m", *map(shlex.quote, kept),
                                  f"sweep.resume={sweep_id}", f"sweep.max_repeats={rounds}"]))
 

@@ -413,14 +413,15 @@ def test_continue_only_for_the_question_within_the_cap():
 
 def test_continue_keeps_every_override_hydras_included():
     """The command that continues a sweep: the task's overrides and Hydra's own (a launcher,
-    its options), not hydra.mode (Hydra adds it for -m), sweep.resume and sweep.max_repeats
-    replaced."""
+    its options), not hydra.mode (Hydra adds it for -m) nor hydra.sweep.dir (a folder of its
+    own), sweep.resume and sweep.max_repeats replaced."""
     from omegaconf import OmegaConf
 
     from distexp.sweeps import sweep
 
     cfg = OmegaConf.create({"hydra": {"overrides": {
-        "hydra": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "hydra.mode=MULTIRUN"],
+        "hydra": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "hydra.mode=MULTIRUN",
+                  "hydra.sweep.dir=first"],
         "task": ["strategy=one_device,mirrored", "repeats=auto", "sweep.max_repeats=10",
                  "sweep.resume=old"]}}})
     assert sweep.continue_command(cfg, "S1", 24) == (
