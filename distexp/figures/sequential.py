@@ -249,18 +249,15 @@ def outcome(a: Sequence[Optional[float]], b: Sequence[Optional[float]], margin: 
     if not diffs:
         return Outcome(OPEN, None, 0.0, math.inf, 0)
     mean, lo, hi, sd = running_interval(diffs, rule)
-    edge = math.log1p(margin)
-    if lo > 0:
-        kind = FASTER
-    elif hi < 0:
-        kind = SLOWER
-    elif -edge <= lo and hi <= edge:
-        kind = EQUAL
-    elif at_margin(mean, lo, hi, margin):
-        kind = AT_MARGIN
-    else:
-        kind = OPEN
+    kind = side(lo, hi, math.log1p(margin), FASTER, SLOWER, EQUAL) or (
+        AT_MARGIN if at_margin(mean, lo, hi, margin) else OPEN)
     return Outcome(kind, math.exp(mean), _exp(lo), _exp(hi), len(diffs), sd)
+
+
+def side(lo: float, hi: float, edge: float, above: str, below: str, within: str) -> Optional[str]:
+    """Where an interval [lo, hi] of a paired mean (a log ratio, a difference) lies, for every
+    half of a comparison: `above` 0, `below` 0, `within` [-edge, edge]; None: none of them."""
+    return above if lo > 0 else below if hi < 0 else within if -edge <= lo and hi <= edge else None
 
 
 def at_margin(mean: float, lo: float, hi: float, margin: float) -> bool:
@@ -328,14 +325,7 @@ def difference(a: Sequence[Optional[float]], b: Sequence[Optional[float]], margi
     if not diffs:
         return None
     mean, lo, hi, sd = running_interval(diffs, rule)
-    if lo > 0:
-        kind = MORE
-    elif hi < 0:
-        kind = LESS
-    elif -margin <= lo and hi <= margin:
-        kind = AS_ACCURATE
-    else:
-        kind = OPEN
+    kind = side(lo, hi, margin, MORE, LESS, AS_ACCURATE) or OPEN
     return Difference(kind, mean, lo, hi, len(diffs), sd)
 
 
@@ -392,7 +382,5 @@ def time_to_target(a: Sequence[Optional[float]], b: Sequence[Optional[float]], m
     if not logs:
         return TimeToTarget(OPEN, None, 0.0, math.inf, len(pairs))
     mean, lo, hi, sd = running_interval(logs, rule)
-    edge = math.log1p(margin)
-    kind = (SOONER if lo > 0 else LATER if hi < 0 else
-            AS_SOON if -edge <= lo and hi <= edge else OPEN)
+    kind = side(lo, hi, math.log1p(margin), SOONER, LATER, AS_SOON) or OPEN
     return TimeToTarget(kind, math.exp(mean), _exp(lo), _exp(hi), len(pairs), spread=sd)
