@@ -15,11 +15,15 @@ from distexp.job import launch
 
 @pytest.fixture
 def rule():
+    """The rule as a job started from a shell installs it: SIGHUP at its default first (under
+    `nohup` the suite inherits SIGHUP ignored, which the rule keeps ignored on purpose)."""
+    hup = signal.signal(signal.SIGHUP, signal.SIG_DFL)
     stops.reset()
     old = stops.install()
     yield
     stops.restore(old)
     stops.reset()
+    signal.signal(signal.SIGHUP, hup)
 
 
 def _deliver(sig):
