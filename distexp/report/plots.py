@@ -78,9 +78,11 @@ def _accuracy_panel(ax, series, label, colors) -> None:
     """speedup.png's third panel (a decided sweep): each set-up's accuracy difference from the
     baseline in points with its interval (the decision's records, the table's "acc. vs
     baseline"), against replicas; open: not settled; an unbounded end drawn to the view's edge."""
+    from distexp.figures.sequential import ACCURACY_SETTLED
+
     drawn = False
     for key, rs in sorted(series.items()):
-        pts = sorted(((r, _accuracy_record(r)) for r in rs if _accuracy_record(r) is not None),
+        pts = sorted(((r, c) for r, c in ((r, _accuracy_record(r)) for r in rs) if c is not None),
                      key=lambda p: p[0].replicas or 0)
         if not pts:
             continue
@@ -90,7 +92,7 @@ def _accuracy_panel(ax, series, label, colors) -> None:
         ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=label(key),
                     color=colors[key], linestyle="none")
         for (r, c), x, y in zip(pts, xs, ys):
-            if c.accuracy_outcome not in ("more accurate", "less accurate", "as accurate"):
+            if c.accuracy_outcome not in ACCURACY_SETTLED:
                 ax.scatter([x], [y], s=60, facecolors="white", edgecolors=colors[key], zorder=3)
                 ax.annotate("open", (x, y), textcoords="offset points", xytext=(6, 4), fontsize=7,
                             color=colors[key])

@@ -281,21 +281,27 @@ def test_the_simulated_sequences_settle_as_outcome_settles_them():
 MEASURED = [0.85, 0.68, 1.17, 0.62, 0.92, 0.58, 0.64, 0.71, 0.39, 0.93]
 
 
-def _settle(rule, ratio, sd, horizon, seed, n=400):
-    """Share settled within `horizon` rounds and the median rounds (horizon + 1: not settled)."""
+def _sweeps(boundary, ratio, sd, horizon, seed, n=400):
+    """`n` simulated speed halves (paired ratios, log-normal around `ratio`) under `boundary`:
+    each one's rounds to settle within `horizon` (None: not settled)."""
     rng = random.Random(seed)
-    boundary, used, settled = rule(ALPHA / 3, horizon), [], 0
+    out = []
     for _ in range(n):
-        a = []
+        a, when = [], None
         for r in range(1, horizon + 1):
             a.append(math.exp(rng.gauss(math.log(ratio), sd)))
             if S.outcome(a, [1.0] * r, 0.05, boundary).settled:
-                settled += 1
+                when = r
                 break
-        else:
-            r = horizon + 1
-        used.append(r)
-    return settled / n, statistics.median(used)
+        out.append(when)
+    return out
+
+
+def _settle(rule, ratio, sd, horizon, seed, n=400):
+    """Share settled within `horizon` rounds and the median rounds (horizon + 1: not settled)."""
+    runs = _sweeps(rule(ALPHA / 3, horizon), ratio, sd, horizon, seed, n)
+    return (sum(r is not None for r in runs) / n,
+            statistics.median(horizon + 1 if r is None else r for r in runs))
 
 
 def _doc_table(heading):
@@ -489,17 +495,9 @@ def test_rounds_to_settle_an_accuracy_difference(capsys):
 def _rounds_run(alpha, ratio, sd, seed, n=400, horizon=10):
     """Share of simulated README sweeps whose speed half settles within `horizon` rounds at
     `alpha` a comparison, and the mean rounds they run (a sweep not settled runs `horizon`)."""
-    rng = random.Random(seed)
-    boundary, used, settled = S.planned(alpha, horizon), [], 0
-    for _ in range(n):
-        a = []
-        for r in range(1, horizon + 1):
-            a.append(math.exp(rng.gauss(math.log(ratio), sd)))
-            if S.outcome(a, [1.0] * r, 0.05, boundary).settled:
-                settled += 1
-                break
-        used.append(r)
-    return settled / n, statistics.mean(used)
+    runs = _sweeps(S.planned(alpha, horizon), ratio, sd, horizon, seed, n)
+    return (sum(r is not None for r in runs) / n,
+            statistics.mean(horizon if r is None else r for r in runs))
 
 
 def test_what_the_alpha_split_over_both_halves_costs_the_readme_sweep(capsys):
